@@ -1,0 +1,21 @@
+# cython: language_level=3
+from libc.stdint cimport int32_t, uint32_t, uint64_t
+
+# Java client's Utils.murmur2 over ``n`` bytes at ``data`` (signed int32 result).
+cdef int32_t murmur2_c(const char *data, Py_ssize_t n) noexcept nogil
+
+# (murmur2 & 0x7fffffff) % num_partitions; num_partitions must be > 0.
+cdef int32_t java_partition_c(const char *data, Py_ssize_t n, int32_t num_partitions) noexcept nogil
+
+
+cdef uint32_t xorshift32(uint32_t *state) noexcept nogil
+
+
+cdef class StickyPartitioner:
+    """Per-topic sticky partition for records without a key (KIP-480 behaviour)."""
+    cdef dict _sticky            # topic -> int current sticky partition
+    cdef uint32_t _rng
+
+    cpdef int32_t partition(self, str topic, list available) except -2
+    cpdef int32_t next_partition(self, str topic, list available, int32_t prev) except -2
+    cdef int32_t _choose(self, list available, int32_t avoid) except -2
