@@ -1,0 +1,101 @@
+"""Shared fixtures: one real broker process of each kind per session, topics, the mock cluster.
+
+* ``tansu_broker`` / ``noida_broker``: session-scoped :class:`fastkafka._localbroker.LocalBroker`.
+* ``broker``: parametrized over both (ids ``noida`` / ``tansu``); started lazily, so a run that selects
+  only one kind starts only that process.
+* ``fresh_topic(partitions=1, prefix="t") -> name``: a new topic on ``broker``.
+* ``mock_cluster``: a function-scoped 3-broker librdkafka mock cluster (``tests.mockcluster``).
+
+Tests that need a real broker carry ``@pytest.mark.broker`` (added automatically to every test that
+uses one of these fixtures); ``-m "not broker"`` runs the rest.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+TESTS = os.path.dirname(os.path.abspath(__file__))
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+
+from brokers import read_back, unique_name  # noqa: E402
+
+BROKER_FIXTURES = {"broker", "tansu_broker", "noida_broker", "fresh_topic"}
+MOCK_FIXTURES = {"mock_cluster"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "broker: needs a real broker started by the fixtures")
+    config.addinivalue_line("markers", "mock: uses librdkafka's mock cluster")
+    config.addinivalue_line("markers", "faultbroker: uses the in-process fault-injecting test broker")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & BROKER_FIXTURES and not item.get_closest_marker("broker"):
+            item.add_marker(pytest.mark.broker)
+        if names & MOCK_FIXTURES and not item.get_closest_marker("mock"):
+            item.add_marker(pytest.mark.mock)
+
+
+def _start(kind: str):
+    from fastkafka._localbroker import LocalBroker
+
+    return LocalBroker(kind=kind).start(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def tansu_broker():
+    b = _start("tansu")
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def noida_broker():
+    b = _start("noida")
+    yield b
+    b.stop()
+
+
+@pytest.fixture(params=["noida", "tansu"], ids=lambda k: k)
+def broker(request):
+    """A running LocalBroker of each kind (the session's single process of that kind)."""
+    b = request.getfixturevalue(f"{request.param}_broker")
+    if not b.running:
+        raise RuntimeError(f"session {request.param} broker died; last output:\n{b.last_output()}")
+    return b
+
+
+@pytest.fixture
+def fresh_topic(broker):
+    """Factory: ``fresh_topic(partitions=1, prefix="t")`` creates a uniquely named topic on ``broker``."""
+    def make(partitions: int = 1, prefix: str = "t") -> str:
+        name = unique_name(prefix)
+        broker.create_topic(name, partitions)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def mock_cluster():
+    from mockcluster import MockCluster
+
+    mc = MockCluster(3)
+    try:
+        yield mc
+    finally:
+        mc.destroy()
+
+
+@pytest.fixture
+def reader():
+    """``read_back`` as a fixture, for tests that prefer injection over imports."""
+    return read_back

@@ -1,0 +1,93 @@
+"""LocalBroker and the read_back reader against the real brokers (confluent-kafka writes)."""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import pytest
+from confluent_kafka import Producer
+
+from brokers import read_back
+from fastkafka._localbroker import LocalBroker, LocalBrokerError, api_versions_probe
+
+pytestmark = pytest.mark.broker
+
+
+def _produce(bootstrap, topic, records):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    errors = []
+    for part, key, value, headers in records:
+        p.produce(topic, value, key=key, partition=part, headers=headers, timestamp=1_700_000_000_000,
+                  on_delivery=lambda e, m: errors.append(e) if e else None)
+    assert p.flush(20) == 0
+    assert errors == []
+
+
+def test_api_versions_probe_parses(broker):
+    payload = api_versions_probe("127.0.0.1", broker.port)
+    cid, error_code, n = struct.unpack_from(">ihi", payload)
+    assert cid == 0x5EED and error_code == 0 and n > 10
+    keys = {struct.unpack_from(">h", payload, 10 + 6 * i)[0] for i in range(n)}
+    assert {0, 3, 18}.issubset(keys)          # Produce, Metadata, ApiVersions
+
+
+def test_create_topic_and_read_back(broker, fresh_topic):
+    topic = fresh_topic(4)
+    records = [(i % 4, b"k%d" % i, b"v%d" % i, [("h", b"x%d" % i)]) for i in range(40)]
+    _produce(broker.bootstrap, topic, records)
+    got = read_back(broker.bootstrap, topic, 4, 40)
+    assert sorted(got) == [0, 1, 2, 3]
+    for part, msgs in got.items():
+        assert [m.offset for m in msgs] == list(range(10))
+        assert [m.value for m in msgs] == [b"v%d" % i for i in range(part, 40, 4)]
+        assert [m.key for m in msgs] == [b"k%d" % i for i in range(part, 40, 4)]
+        assert all(m.topic == topic and m.partition == part for m in msgs)
+        assert all(m.timestamp == 1_700_000_000_000 for m in msgs)
+        assert [m.headers for m in msgs] == [[("h", b"x%d" % i)] for i in range(part, 40, 4)]
+
+
+def test_read_back_times_out_with_counts(broker, fresh_topic):
+    topic = fresh_topic(2)
+    _produce(broker.bootstrap, topic, [(0, None, b"only", None)])
+    with pytest.raises(AssertionError, match=r"read 1 of 3 .*\{0: 1, 1: 0\}"):
+        read_back(broker.bootstrap, topic, 2, 3, timeout=2)
+
+
+@pytest.mark.parametrize("kind", ["tansu", "noida"])
+def test_start_stop_leaves_nothing(kind):
+    b = LocalBroker(kind)
+    with b:
+        pid, data_dir = b.pid, b.data_dir
+        assert b.running and b.bootstrap == f"127.0.0.1:{b.port}"
+        assert os.path.exists(f"/proc/{pid}")
+        if kind == "noida":
+            assert data_dir and os.path.isdir(data_dir)
+    assert not b.running
+    assert not os.path.exists(f"/proc/{pid}"), "broker process left behind"
+    if kind == "noida":
+        assert not os.path.exists(data_dir), "temporary data dir left behind"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", b.port), timeout=1).close()
+
+
+def test_port_in_use_is_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(LocalBrokerError, match="exited with code .* last output"):
+            LocalBroker("noida", port=port).start(timeout=5)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        LocalBroker("kafka")
+    with pytest.raises(ValueError):
+        LocalBroker("noida", storage="null")
+
+
+def test_null_storage_accepts_produce():
+    with LocalBroker("tansu", storage="null") as b:
+        b.create_topic("sink", 2)
+        _produce(b.bootstrap, "sink", [(0, None, b"gone", None), (1, None, b"gone", None)])
