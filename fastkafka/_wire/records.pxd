@@ -1,0 +1,73 @@
+# Contract of fastkafka._wire.records: the RecordBatch v2 builder.
+# Other compiled modules (accumulator, Arrow sink) cimport BatchBuilder and call
+# append_raw / close / stamp directly, and use record_size_c for size checks.
+cimport cython
+from libc.stdint cimport int16_t, int32_t, int64_t
+
+from fastkafka._wire.varint cimport size_uvarint, zigzag64
+
+cdef enum:
+    BATCH_HEADER_SIZE = 61        # baseOffset .. recordCount
+    BATCH_CRC_OFFSET = 17         # u32 CRC-32C
+    BATCH_ATTRIBUTES_OFFSET = 21  # CRC covers [21, end)
+
+
+cdef inline Py_ssize_t _len_field_size(Py_ssize_t n) noexcept nogil:
+    # length varint plus the bytes themselves; n == -1 means null
+    if n < 0:
+        return 1
+    return size_uvarint(zigzag64(n)) + n
+
+
+cdef inline Py_ssize_t record_size_c(int64_t timestamp_delta, int32_t offset_delta,
+                                     Py_ssize_t klen, Py_ssize_t vlen,
+                                     Py_ssize_t headers_size) noexcept nogil:
+    """Encoded size of one record (length prefix included).
+
+    klen/vlen of -1 mean null; headers_size is the size of the encoded headers
+    section including its count varint (1 for no headers; see headers_encoded_size).
+    """
+    cdef Py_ssize_t body = (1 + size_uvarint(zigzag64(timestamp_delta))
+                            + size_uvarint(zigzag64(offset_delta))
+                            + _len_field_size(klen) + _len_field_size(vlen)
+                            + headers_size)
+    return size_uvarint(zigzag64(body)) + body
+
+
+# Size of the encoded headers section (count varint included) of a headers
+# sequence; validates it like append() does (TypeError naming the index).
+cdef Py_ssize_t headers_encoded_size(object headers) except -1
+
+
+@cython.final
+cdef class BatchBuilder:
+    # Buffer holding the 61-byte batch header followed by the records section.
+    cdef char *_buf
+    cdef Py_ssize_t _cap          # allocated bytes
+    cdef Py_ssize_t _len          # bytes used (header + uncompressed records) while open
+    cdef Py_ssize_t _batch_size   # soft limit for the uncompressed size
+    cdef int _compression
+    cdef object _level            # validated codec level (None: no level)
+    cdef int64_t _base_ts
+    cdef int64_t _max_ts
+    cdef int32_t _count
+    cdef bint _has_base_ts        # base timestamp fixed (first record or constructor)
+    cdef bint _closed
+    cdef bint _stamped
+    cdef Py_ssize_t _final_len    # total length of the finished batch after close()
+
+    cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
+                        const char *value, Py_ssize_t vlen, object headers) except -1
+    cpdef close(self)
+    cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
+                bint transactional=*)
+    cdef int _reserve(self, Py_ssize_t needed) except -1
+
+    # Uncompressed size while open (header + records); exact size after close().
+    cdef inline Py_ssize_t estimated_size_c(self) noexcept:
+        return self._final_len if self._closed else self._len
+
+    # True when a record of `size` bytes (record_size_c) still fits under batch_size;
+    # the first record always fits.
+    cdef inline bint has_room_for_c(self, Py_ssize_t size) noexcept:
+        return self._count == 0 or self._len + size <= self._batch_size

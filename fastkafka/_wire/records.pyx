@@ -1,0 +1,562 @@
+"""RecordBatch v2 (magic 2) builder: one partition's records, encoded in place.
+
+The 61-byte batch header is reserved up front and filled in by :meth:`stamp`;
+records are written with zigzag varints straight into one malloc'ed buffer that
+grows geometrically, so each key/value is copied exactly once, from the
+caller's buffer into the batch.
+
+>>> b = BatchBuilder(16384)
+>>> b.append(1700000000000, b"k", b"v")
+True
+>>> b.close(); b.stamp(-1, -1, -1)
+>>> bytes(b.buffer()[16:17])  # magic
+b'\\x02'
+"""
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLong
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_AsUTF8String
+from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t, INT64_MIN
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy
+
+from fastkafka._wire.crc32c cimport fk_crc32c
+from fastkafka._wire.varint cimport write_uvarint, zigzag64, size_uvarint
+
+from fastkafka._wire.compression import compress_buffer as _compress_buffer
+from fastkafka._wire.compression import codec_code as _codec_code
+from fastkafka._wire.compression import validate_level as _validate_level
+
+# fk_crc32c lives in crc32c_impl.c; this extension is built from records.pyx
+# alone, so compile the implementation into it (symbols are hidden).
+cdef extern from "crc32c_impl.c":
+    pass
+
+cdef extern from "Python.h":
+    object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
+    int PyBUF_READ
+    PyObject *PySequence_Fast(object o, const char *m) except NULL
+    Py_ssize_t PySequence_Fast_GET_SIZE(object o)
+    PyObject *PySequence_Fast_GET_ITEM(object o, Py_ssize_t i)
+    bint PyBytes_CheckExact(object o)
+    bint PyLong_CheckExact(object o)
+
+
+cdef char *_FORMAT_B = "B"
+
+cdef enum:
+    _MIN_CAPACITY = 256
+    _MAX_INITIAL_CAPACITY = 1 << 20   # grow past this only when records need it
+    _NOGIL_COPY = 1 << 18             # memcpy of at least this many bytes drops the GIL
+
+
+cdef inline void _be16(char *p, uint16_t v) noexcept nogil:
+    p[0] = <char>(v >> 8)
+    p[1] = <char>v
+
+
+cdef inline void _be32(char *p, uint32_t v) noexcept nogil:
+    p[0] = <char>(v >> 24)
+    p[1] = <char>(v >> 16)
+    p[2] = <char>(v >> 8)
+    p[3] = <char>v
+
+
+cdef inline void _be64(char *p, uint64_t v) noexcept nogil:
+    _be32(p, <uint32_t>(v >> 32))
+    _be32(p + 4, <uint32_t>v)
+
+
+cdef inline void _copy(char *dst, const char *src, Py_ssize_t n) noexcept:
+    if n >= _NOGIL_COPY:
+        with nogil:
+            memcpy(dst, src, <size_t>n)
+    elif n > 0:
+        memcpy(dst, src, <size_t>n)
+
+
+cdef inline Py_ssize_t _write_bytes_field(char *p, const char *data, Py_ssize_t n) noexcept:
+    # varint length (-1: null) followed by the bytes
+    cdef Py_ssize_t k = write_uvarint(p, zigzag64(n))
+    if n > 0:
+        _copy(p + k, data, n)
+        return k + n
+    return k
+
+
+# ---- headers ------------------------------------------------------------
+
+cdef list _prepare_headers(object headers, Py_ssize_t *size_out):
+    """Validate headers; return [(key bytes, value bytes or None), ...] and the
+    encoded size of the headers section (count varint included)."""
+    cdef list out
+    cdef Py_ssize_t size, i, n
+    cdef object item, hk, hv
+    if headers is None:
+        size_out[0] = 1
+        return None
+    if not isinstance(headers, (list, tuple)):
+        raise TypeError(
+            f"headers must be a list or tuple of (key, value) pairs, got {type(headers).__name__}")
+    n = len(headers)
+    if n == 0:
+        size_out[0] = 1
+        return None
+    out = []
+    size = size_uvarint(zigzag64(n))
+    for i in range(n):
+        item = headers[i]
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise TypeError(
+                f"header {i} must be a (key, value) pair, got {type(item).__name__}")
+        hk, hv = item
+        if isinstance(hk, str):
+            hk = PyUnicode_AsUTF8String(hk)
+        elif not PyBytes_Check(hk):
+            raise TypeError(
+                f"header {i}: key must be str or bytes, got {type(hk).__name__}")
+        if hv is not None:
+            if isinstance(hv, (bytearray, memoryview)):
+                hv = bytes(hv)
+            elif not PyBytes_Check(hv):
+                raise TypeError(
+                    f"header {i}: value must be bytes, bytearray, memoryview or None, "
+                    f"got {type(hv).__name__}")
+        size += _len_field_size(PyBytes_GET_SIZE(hk))
+        size += _len_field_size(-1 if hv is None else PyBytes_GET_SIZE(hv))
+        out.append((hk, hv))
+    size_out[0] = size
+    return out
+
+
+cdef Py_ssize_t headers_encoded_size(object headers) except -1:
+    cdef Py_ssize_t size = 0
+    _prepare_headers(headers, &size)
+    return size
+
+
+cdef Py_ssize_t _write_headers(char *p, list prepared) noexcept:
+    cdef Py_ssize_t k
+    cdef object hk, hv
+    if prepared is None:
+        p[0] = 0
+        return 1
+    k = write_uvarint(p, zigzag64(len(prepared)))
+    for hk, hv in prepared:
+        k += _write_bytes_field(p + k, PyBytes_AS_STRING(hk), PyBytes_GET_SIZE(hk))
+        if hv is None:
+            k += write_uvarint(p + k, 1)   # zigzag(-1)
+        else:
+            k += _write_bytes_field(p + k, PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv))
+    return k
+
+
+# ---- key / value extraction ------------------------------------------------
+
+cdef inline int _get_view(object obj, Py_buffer *view, const char **data, Py_ssize_t *n,
+                          str field) except -1:
+    """Point data/n at obj's bytes. Returns 1 when `view` must be released."""
+    if obj is None:
+        data[0] = NULL
+        n[0] = -1
+        return 0
+    if PyBytes_Check(obj):
+        data[0] = PyBytes_AS_STRING(obj)
+        n[0] = PyBytes_GET_SIZE(obj)
+        return 0
+    if isinstance(obj, (bytearray, memoryview)):
+        try:
+            PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+        except BufferError as exc:
+            raise TypeError(f"{field} must be a contiguous buffer: {exc}") from None
+        data[0] = <const char *>view.buf
+        n[0] = view.len
+        return 1
+    raise TypeError(
+        f"{field} must be bytes, bytearray, memoryview or None, got {type(obj).__name__}")
+
+
+@cython.final
+cdef class BatchBuilder:
+    """BatchBuilder(batch_size, compression_type=0, compression_level=None, base_timestamp=None)
+
+    Builds one RecordBatch v2 for one partition. ``batch_size`` bounds the
+    uncompressed size (header included): :meth:`append` returns False once a
+    record would not fit, except that the first record always fits.
+    ``compression_type`` is a codec code (0 none, 1 gzip, 2 snappy, 3 lz4,
+    4 zstd) or name. ``base_timestamp`` defaults to the first record's timestamp.
+
+    >>> b = BatchBuilder(1024, "lz4")
+    >>> b.append(5, None, b"x" * 10, [("h", None)])
+    True
+    >>> b.record_count, b.compression_type
+    (1, 3)
+    """
+
+    def __cinit__(self, Py_ssize_t batch_size, compression_type=0, compression_level=None,
+                  base_timestamp=None):
+        cdef Py_ssize_t cap
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self._compression = _codec_code(compression_type)
+        self._level = _validate_level(self._compression, compression_level)
+        self._batch_size = batch_size
+        cap = batch_size
+        if cap > _MAX_INITIAL_CAPACITY:
+            cap = _MAX_INITIAL_CAPACITY
+        if cap < _MIN_CAPACITY:
+            cap = _MIN_CAPACITY
+        self._buf = <char *>malloc(<size_t>cap)
+        if self._buf == NULL:
+            raise MemoryError()
+        self._cap = cap
+        self._len = BATCH_HEADER_SIZE
+        self._count = 0
+        self._max_ts = INT64_MIN
+        self._closed = False
+        self._stamped = False
+        self._final_len = 0
+        if base_timestamp is None:
+            self._base_ts = -1
+            self._has_base_ts = False
+        else:
+            self._base_ts = base_timestamp
+            self._has_base_ts = True
+
+    def __dealloc__(self):
+        if self._buf != NULL:
+            free(self._buf)
+            self._buf = NULL
+
+    cdef int _reserve(self, Py_ssize_t needed) except -1:
+        # make room for `needed` bytes in total; geometric growth
+        cdef Py_ssize_t cap = self._cap
+        cdef char *nb
+        if needed <= cap:
+            return 0
+        while cap < needed:
+            cap = cap * 2
+        nb = <char *>realloc(self._buf, <size_t>cap)
+        if nb == NULL:
+            raise MemoryError(f"cannot grow record batch buffer to {cap} bytes")
+        self._buf = nb
+        self._cap = cap
+        return 0
+
+    cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
+                        const char *value, Py_ssize_t vlen, object headers) except -1:
+        cdef Py_ssize_t hsize = 1, body, total
+        cdef list prepared = None
+        cdef int64_t delta
+        cdef char *p
+        if self._closed:
+            raise RuntimeError("BatchBuilder is closed; no more appends")
+        if klen < -1 or vlen < -1:
+            raise ValueError("key/value length must be >= -1 (-1 means null)")
+        if headers is not None:
+            prepared = _prepare_headers(headers, &hsize)
+        if not self._has_base_ts:
+            # first record fixes the base; not committed until it is written
+            delta = 0
+        else:
+            delta = <int64_t>(<uint64_t>timestamp - <uint64_t>self._base_ts)
+        body = (1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(self._count))
+                + _len_field_size(klen) + _len_field_size(vlen) + hsize)
+        total = size_uvarint(zigzag64(body)) + body
+        if self._count > 0 and self._len + total > self._batch_size:
+            return 0
+        if self._len + total > self._cap:
+            self._reserve(self._len + total)
+        p = self._buf + self._len
+        p += write_uvarint(p, zigzag64(body))
+        p[0] = 0                                    # record attributes
+        p += 1
+        p += write_uvarint(p, zigzag64(delta))
+        p += write_uvarint(p, zigzag64(self._count))
+        p += _write_bytes_field(p, key, klen)
+        p += _write_bytes_field(p, value, vlen)
+        p += _write_headers(p, prepared)
+        self._len += total
+        if not self._has_base_ts:
+            self._base_ts = timestamp
+            self._has_base_ts = True
+        if self._count == 0 or timestamp > self._max_ts:
+            self._max_ts = timestamp
+        self._count += 1
+        return 1
+
+    def append(self, int64_t timestamp_ms, key, value, headers=None):
+        """append(timestamp_ms, key, value, headers=None) -> bool
+
+        Append one record. ``key``/``value``: bytes, bytearray, memoryview or
+        None; ``headers``: list/tuple of (str|bytes, bytes-like|None) pairs.
+        Returns False (appending nothing) when the batch is full.
+        """
+        cdef Py_buffer kview, vview
+        cdef const char *kp
+        cdef const char *vp
+        cdef Py_ssize_t kn, vn
+        cdef int krel = 0, vrel = 0
+        krel = _get_view(key, &kview, &kp, &kn, "key")
+        try:
+            vrel = _get_view(value, &vview, &vp, &vn, "value")
+            try:
+                return self.append_raw(timestamp_ms, kp, kn, vp, vn, headers) == 1
+            finally:
+                if vrel:
+                    PyBuffer_Release(&vview)
+        finally:
+            if krel:
+                PyBuffer_Release(&kview)
+
+    def append_many(self, timestamps, keys, values, Py_ssize_t start=0):
+        """append_many(timestamps, keys, values, start=0) -> int
+
+        Append records ``start..`` from parallel sequences without per-record
+        Python calls. ``timestamps`` is one int for all records or a sequence;
+        ``keys`` is None (all null) or a sequence; ``values`` a sequence (items
+        bytes-like or None). Stops at the first record that does not fit and
+        returns how many were appended (resume with ``start + result``).
+        """
+        cdef object vseq, kseq = None, tseq = None
+        cdef Py_ssize_t n, i
+        cdef int64_t ts = 0
+        cdef object k, v
+        cdef Py_buffer kview, vview
+        cdef const char *kp = NULL
+        cdef const char *vp = NULL
+        cdef Py_ssize_t kn = -1, vn = -1
+        cdef int krel, vrel, r
+        vseq = <object>PySequence_Fast(values, "values must be a sequence")
+        n = PySequence_Fast_GET_SIZE(vseq)
+        if keys is not None:
+            kseq = <object>PySequence_Fast(keys, "keys must be a sequence or None")
+            if PySequence_Fast_GET_SIZE(kseq) != n:
+                raise ValueError(
+                    f"keys has {PySequence_Fast_GET_SIZE(kseq)} items but values has {n}")
+        if isinstance(timestamps, int):
+            ts = timestamps
+        else:
+            tseq = <object>PySequence_Fast(timestamps, "timestamps must be an int or a sequence")
+            if PySequence_Fast_GET_SIZE(tseq) != n:
+                raise ValueError(
+                    f"timestamps has {PySequence_Fast_GET_SIZE(tseq)} items but values has {n}")
+        if start < 0 or start > n:
+            raise IndexError(f"start {start} outside 0..{n}")
+        for i in range(start, n):
+            v = <object>PySequence_Fast_GET_ITEM(vseq, i)
+            if tseq is not None:
+                ts = <object>PySequence_Fast_GET_ITEM(tseq, i)
+            # fast path: bytes / None, no buffer to release
+            krel = 0
+            if kseq is not None:
+                k = <object>PySequence_Fast_GET_ITEM(kseq, i)
+                if PyBytes_CheckExact(k):
+                    kp = PyBytes_AS_STRING(k)
+                    kn = PyBytes_GET_SIZE(k)
+                else:
+                    krel = _get_view(k, &kview, &kp, &kn, f"key (item {i})")
+            if PyBytes_CheckExact(v):
+                vp = PyBytes_AS_STRING(v)
+                vn = PyBytes_GET_SIZE(v)
+                vrel = 0
+            else:
+                try:
+                    vrel = _get_view(v, &vview, &vp, &vn, f"value (item {i})")
+                except BaseException:
+                    if krel:
+                        PyBuffer_Release(&kview)
+                    raise
+            try:
+                r = self.append_raw(ts, kp, kn, vp, vn, None)
+            finally:
+                if krel:
+                    PyBuffer_Release(&kview)
+                if vrel:
+                    PyBuffer_Release(&vview)
+            if r == 0:
+                return i - start
+        return n - start
+
+    cpdef close(self):
+        """Finish the records section: compress it if a codec is set. Idempotent."""
+        cdef object section, out
+        cdef Py_buffer view
+        cdef Py_ssize_t clen
+        if self._closed:
+            return
+        self._closed = True
+        if self._compression == 0:
+            self._final_len = self._len
+            return
+        section = PyMemoryView_FromMemory(self._buf + BATCH_HEADER_SIZE,
+                                          self._len - BATCH_HEADER_SIZE, PyBUF_READ)
+        try:
+            out = _compress_buffer(self._compression, section, self._level)
+        except BaseException:
+            self._closed = False
+            raise
+        finally:
+            section.release()
+        PyObject_GetBuffer(out, &view, PyBUF_SIMPLE)
+        try:
+            clen = view.len
+            self._reserve(BATCH_HEADER_SIZE + clen)
+            _copy(self._buf + BATCH_HEADER_SIZE, <const char *>view.buf, clen)
+        finally:
+            PyBuffer_Release(&view)
+        self._final_len = BATCH_HEADER_SIZE + clen
+
+    cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
+                bint transactional=False):
+        """stamp(producer_id, producer_epoch, base_sequence, transactional=False)
+
+        Write the batch header and the CRC-32C (computed without the GIL).
+        May be called again, e.g. after an epoch bump. Requires close().
+        Non-idempotent producers stamp with (-1, -1, -1).
+        """
+        cdef char *b = self._buf
+        cdef uint16_t attrs
+        cdef int64_t base_ts, max_ts
+        cdef Py_ssize_t n
+        cdef uint32_t crc
+        if not self._closed:
+            raise RuntimeError("stamp() needs close() first")
+        attrs = <uint16_t>(self._compression & 0x07)
+        if transactional:
+            attrs |= 0x10
+        if self._count > 0 or self._has_base_ts:
+            base_ts = self._base_ts
+        else:
+            base_ts = -1
+        max_ts = self._max_ts if self._count > 0 else base_ts
+        n = self._final_len
+        _be64(b, 0)                                    # baseOffset
+        _be32(b + 8, <uint32_t>(n - 12))               # batchLength
+        _be32(b + 12, <uint32_t>-1)                    # partitionLeaderEpoch
+        b[16] = 2                                      # magic
+        _be16(b + 21, attrs)
+        _be32(b + 23, <uint32_t>(self._count - 1))     # lastOffsetDelta
+        _be64(b + 27, <uint64_t>base_ts)
+        _be64(b + 35, <uint64_t>max_ts)
+        _be64(b + 43, <uint64_t>producer_id)
+        _be16(b + 51, <uint16_t>producer_epoch)
+        _be32(b + 53, <uint32_t>base_sequence)
+        _be32(b + 57, <uint32_t>self._count)
+        with nogil:
+            crc = fk_crc32c(0, <const unsigned char *>(b + BATCH_ATTRIBUTES_OFFSET),
+                            <size_t>(n - BATCH_ATTRIBUTES_OFFSET))
+        _be32(b + BATCH_CRC_OFFSET, crc)
+        self._stamped = True
+
+    def buffer(self):
+        """buffer() -> memoryview of the complete stamped batch (read-only).
+
+        Valid while the builder lives (the view keeps it alive).
+        """
+        if not self._closed:
+            raise RuntimeError("buffer() needs close() and stamp() first")
+        if not self._stamped:
+            raise RuntimeError("buffer() needs stamp() first (the header and CRC are not written)")
+        return memoryview(self)
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if not self._stamped:
+            raise BufferError("BatchBuilder exposes its bytes only after close() and stamp()")
+        view.buf = self._buf
+        view.obj = self
+        view.len = self._final_len
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = _FORMAT_B if (flags & 0x0004) else NULL   # PyBUF_FORMAT
+        view.ndim = 1
+        view.shape = &view.len if (flags & 0x0008) else NULL  # PyBUF_ND
+        view.strides = &view.itemsize if (flags & 0x0010) == 0x0010 else NULL  # PyBUF_STRIDES
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    @property
+    def record_count(self):
+        """Number of records appended."""
+        return self._count
+
+    @property
+    def size_in_bytes(self):
+        """Batch size: uncompressed estimate (header included) while open, exact after close()."""
+        return self._final_len if self._closed else self._len
+
+    @property
+    def estimated_size(self):
+        """Uncompressed size (header + records) while open, to compare with batch_size;
+        the final size after close()."""
+        return self._final_len if self._closed else self._len
+
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @property
+    def base_timestamp(self):
+        """First record's timestamp (or the constructor's), None while unset."""
+        return self._base_ts if self._has_base_ts else None
+
+    @property
+    def max_timestamp(self):
+        """Largest record timestamp, None while empty."""
+        return self._max_ts if self._count > 0 else None
+
+    @property
+    def last_offset_delta(self):
+        """Offset delta of the last record (record_count - 1)."""
+        return self._count - 1
+
+    @property
+    def is_closed(self):
+        return self._closed
+
+    @property
+    def is_stamped(self):
+        return self._stamped
+
+    @property
+    def compression_type(self):
+        """Codec code: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+        return self._compression
+
+    @property
+    def compression_level(self):
+        return self._level
+
+    def has_room_for(self, Py_ssize_t record_size):
+        """True when a record of ``record_size`` bytes would still be appended."""
+        return self.has_room_for_c(record_size)
+
+    def __repr__(self):
+        return (f"<BatchBuilder records={self._count} size={self.size_in_bytes} "
+                f"codec={self._compression} closed={self._closed} stamped={self._stamped}>")
+
+
+def record_size(int64_t timestamp_delta, int32_t offset_delta, Py_ssize_t key_len,
+                Py_ssize_t value_len, headers=None):
+    """record_size(timestamp_delta, offset_delta, key_len, value_len, headers) -> int
+
+    Encoded size of one record; key_len/value_len of -1 mean null.
+
+    >>> record_size(0, 0, -1, 3, None)
+    10
+    """
+    if key_len < -1 or value_len < -1:
+        raise ValueError("key_len/value_len must be >= -1 (-1 means null)")
+    return record_size_c(timestamp_delta, offset_delta, key_len, value_len,
+                         headers_encoded_size(headers))
+
+
+def headers_size(headers):
+    """headers_size(headers) -> int: encoded size of a headers section (count included)."""
+    return headers_encoded_size(headers)
