@@ -1,0 +1,454 @@
+"""Exceptions raised by fastkafka.
+
+Every exception is a :class:`KafkaError` carrying
+
+* ``code`` -- the Kafka protocol error code, or a negative *client* code (see below),
+* ``name`` -- the upper-case Kafka name (``"NOT_LEADER_OR_FOLLOWER"``),
+* ``retriable`` -- the operation may succeed if simply tried again,
+* ``invalid_metadata`` -- the cached cluster metadata is probably stale; refresh it before retrying,
+* ``message`` -- the human readable text (the per-code description unless one was given).
+
+``str(exc)`` is ``"NAME (code): message"``, e.g. ``"NOT_LEADER_OR_FOLLOWER (6): This server is not the
+leader ..."``.
+
+Broker error codes
+------------------
+One subclass per broker error code is generated from ``_BROKER_ERRORS`` below (facts taken from the
+public Apache Kafka error list, ``Errors.java`` / the generated ``protocol_errors`` page). The class name
+is the CamelCase of the Kafka name plus ``Error`` (``MESSAGE_TOO_LARGE`` -> ``MessageTooLargeError``,
+``INVALID_TOPIC_EXCEPTION`` -> ``InvalidTopicError``, ``NETWORK_EXCEPTION`` -> ``NetworkExceptionError``),
+except code 87 INVALID_RECORD, whose class is ``BrokerInvalidRecordError`` because
+``InvalidRecordError`` is the client-side ``TypeError`` for a badly typed key/value/header.
+``error_for_code(code, message=None)`` builds the instance for a code read off the wire; a code not in
+the table gives an :class:`UnknownServerError`-like instance that keeps the unknown code.
+
+Client-side errors
+------------------
+Errors detected by the client itself use negative codes at or below ``-100`` so they can never collide
+with a broker code (the broker uses ``-1`` for UNKNOWN_SERVER_ERROR):
+
+====================================  =====  =========  ================
+class                                 code   retriable  invalid_metadata
+====================================  =====  =========  ================
+ConfigError (also ValueError)         -100   no         no
+KafkaTimeoutError                     -101   yes        no
+BufferExhaustedError                  -102   yes        no
+DeliveryTimeoutError                  -103   yes        no
+RecordTooLargeError                   -104   no         no
+InvalidRecordError (also TypeError)   -105   no         no
+UnknownPartitionError (also ValueErr) -106   no         no
+ProducerClosedError                   -107   no         no
+NetworkError                          -108   yes        yes
+DisconnectedError                     -109   yes        yes
+CorrelationIdMismatchError            -110   yes        yes
+CorruptFrameError                     -111   yes        yes
+IllegalStateError                     -112   no         no
+====================================  =====  =========  ================
+
+``UnsupportedVersionError`` is the class for broker code 35 (UNSUPPORTED_VERSION); the client raises
+the same class when version negotiation fails, so one ``except`` catches both.
+
+``DeliveryTimeoutError`` and ``BufferExhaustedError`` inherit ``retriable=True`` from
+``KafkaTimeoutError`` (as the Java client's ``TimeoutException`` does): retrying *the call* may succeed,
+even though the producer itself never retries a record whose delivery timeout has expired.
+
+All exceptions pickle and unpickle to an equal-looking instance (same class, code, message), so they
+can cross process boundaries (Spark executors -> driver).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+__all__ = [
+    "KafkaError",
+    "error_for_code",
+    "ERROR_TABLE",
+    "ConfigError",
+    "KafkaTimeoutError",
+    "BufferExhaustedError",
+    "DeliveryTimeoutError",
+    "RecordTooLargeError",
+    "InvalidRecordError",
+    "UnknownPartitionError",
+    "ProducerClosedError",
+    "NetworkError",
+    "DisconnectedError",
+    "CorrelationIdMismatchError",
+    "CorruptFrameError",
+    "IllegalStateError",
+    "UnsupportedVersionError",
+    "UnknownServerError",
+]
+
+
+def _rebuild(cls, message, code, state):
+    """Unpickle helper: rebuild without calling a subclass ``__init__`` with unexpected arguments."""
+    exc = cls.__new__(cls)
+    KafkaError.__init__(exc, message, code=code)
+    if state:
+        exc.__dict__.update(state)
+    return exc
+
+
+class KafkaError(Exception):
+    """Base class of every fastkafka error.
+
+    >>> e = error_for_code(6)
+    >>> isinstance(e, KafkaError), e.retriable, e.invalid_metadata
+    (True, True, True)
+    """
+
+    code: Optional[int] = None
+    name: str = "KAFKA_ERROR"
+    retriable: bool = False
+    invalid_metadata: bool = False
+    description: str = "A Kafka error."
+
+    def __init__(self, message: Optional[str] = None, *, code: Optional[int] = None):
+        if message is None:
+            message = self.description
+        super().__init__(message)
+        self.message = message
+        if code is not None and code != type(self).code:
+            self.code = code  # instance override (generic class for an unknown broker code)
+
+    def __str__(self) -> str:
+        if self.code is None:
+            return f"{self.name}: {self.message}"
+        return f"{self.name} ({self.code}): {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r})"
+
+    def __reduce__(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("message", "code")}
+        return (_rebuild, (type(self), self.message, self.code, state))
+
+
+class BrokerError(KafkaError):
+    """Base of the classes generated for broker error codes."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The broker error-code table: (code, NAME, retriable, invalid_metadata, description).
+# retriable = the Java exception is a RetriableException; invalid_metadata = it is an
+# InvalidMetadataException (the client must refresh metadata before retrying).
+# --------------------------------------------------------------------------------------------------
+_T, _F = True, False
+_BROKER_ERRORS = [
+    (-1, "UNKNOWN_SERVER_ERROR", _F, _F, "The server experienced an unexpected error when processing the request."),
+    (1, "OFFSET_OUT_OF_RANGE", _F, _F, "The requested offset is not within the range of offsets maintained by the server."),
+    (2, "CORRUPT_MESSAGE", _T, _F, "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt."),
+    (3, "UNKNOWN_TOPIC_OR_PARTITION", _T, _T, "This server does not host this topic-partition."),
+    (4, "INVALID_FETCH_SIZE", _F, _F, "The requested fetch size is invalid."),
+    (5, "LEADER_NOT_AVAILABLE", _T, _T, "There is no leader for this topic-partition as we are in the middle of a leadership election."),
+    (6, "NOT_LEADER_OR_FOLLOWER", _T, _T, "This server is not the leader (or, for replica requests, not a replica) of that topic-partition."),
+    (7, "REQUEST_TIMED_OUT", _T, _F, "The request timed out."),
+    (8, "BROKER_NOT_AVAILABLE", _F, _F, "The broker is not available."),
+    (9, "REPLICA_NOT_AVAILABLE", _T, _T, "The replica is not available for the requested topic-partition."),
+    (10, "MESSAGE_TOO_LARGE", _F, _F, "The request included a message larger than the max message size the server will accept."),
+    (11, "STALE_CONTROLLER_EPOCH", _F, _F, "The controller moved to another broker."),
+    (12, "OFFSET_METADATA_TOO_LARGE", _F, _F, "The metadata field of the offset request was too large."),
+    (13, "NETWORK_EXCEPTION", _T, _T, "The server disconnected before a response was received."),
+    (14, "COORDINATOR_LOAD_IN_PROGRESS", _T, _F, "The coordinator is loading and hence can't process requests."),
+    (15, "COORDINATOR_NOT_AVAILABLE", _T, _F, "The coordinator is not available."),
+    (16, "NOT_COORDINATOR", _T, _F, "This is not the correct coordinator."),
+    (17, "INVALID_TOPIC_EXCEPTION", _F, _F, "The request attempted to perform an operation on an invalid topic."),
+    (18, "RECORD_LIST_TOO_LARGE", _F, _F, "The request included message batch larger than the configured segment size on the server."),
+    (19, "NOT_ENOUGH_REPLICAS", _T, _F, "Messages are rejected since there are fewer in-sync replicas than required."),
+    (20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", _T, _F, "Messages are written to the log, but to fewer in-sync replicas than required."),
+    (21, "INVALID_REQUIRED_ACKS", _F, _F, "Produce request specified an invalid value for required acks."),
+    (22, "ILLEGAL_GENERATION", _F, _F, "Specified group generation id is not valid."),
+    (23, "INCONSISTENT_GROUP_PROTOCOL", _F, _F, "The group member's supported protocols are incompatible with those of existing members."),
+    (24, "INVALID_GROUP_ID", _F, _F, "The configured groupId is invalid."),
+    (25, "UNKNOWN_MEMBER_ID", _F, _F, "The coordinator is not aware of this member."),
+    (26, "INVALID_SESSION_TIMEOUT", _F, _F, "The session timeout is not within the range allowed by the broker."),
+    (27, "REBALANCE_IN_PROGRESS", _F, _F, "The group is rebalancing, so a rejoin is needed."),
+    (28, "INVALID_COMMIT_OFFSET_SIZE", _F, _F, "The committing offset data size is not valid."),
+    (29, "TOPIC_AUTHORIZATION_FAILED", _F, _F, "Topic authorization failed."),
+    (30, "GROUP_AUTHORIZATION_FAILED", _F, _F, "Group authorization failed."),
+    (31, "CLUSTER_AUTHORIZATION_FAILED", _F, _F, "Cluster authorization failed."),
+    (32, "INVALID_TIMESTAMP", _F, _F, "The timestamp of the message is out of acceptable range."),
+    (33, "UNSUPPORTED_SASL_MECHANISM", _F, _F, "The broker does not support the requested SASL mechanism."),
+    (34, "ILLEGAL_SASL_STATE", _F, _F, "Request is not valid given the current SASL state."),
+    (35, "UNSUPPORTED_VERSION", _F, _F, "The version of API is not supported."),
+    (36, "TOPIC_ALREADY_EXISTS", _F, _F, "Topic with this name already exists."),
+    (37, "INVALID_PARTITIONS", _F, _F, "Number of partitions is below 1."),
+    (38, "INVALID_REPLICATION_FACTOR", _F, _F, "Replication factor is below 1 or larger than the number of available brokers."),
+    (39, "INVALID_REPLICA_ASSIGNMENT", _F, _F, "Replica assignment is invalid."),
+    (40, "INVALID_CONFIG", _F, _F, "Configuration is invalid."),
+    (41, "NOT_CONTROLLER", _T, _F, "This is not the correct controller for this cluster."),
+    (42, "INVALID_REQUEST", _F, _F, "The request is malformed or was sent to an incompatible broker; see the broker logs."),
+    (43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", _F, _F, "The message format version on the broker does not support the request."),
+    (44, "POLICY_VIOLATION", _F, _F, "Request parameters do not satisfy the configured policy."),
+    (45, "OUT_OF_ORDER_SEQUENCE_NUMBER", _F, _F, "The broker received an out of order sequence number."),
+    (46, "DUPLICATE_SEQUENCE_NUMBER", _F, _F, "The broker received a duplicate sequence number."),
+    (47, "INVALID_PRODUCER_EPOCH", _F, _F, "Producer attempted to produce with an old epoch."),
+    (48, "INVALID_TXN_STATE", _F, _F, "The producer attempted a transactional operation in an invalid state."),
+    (49, "INVALID_PRODUCER_ID_MAPPING", _F, _F, "The producer attempted to use a producer id which is not currently assigned to its transactional id."),
+    (50, "INVALID_TRANSACTION_TIMEOUT", _F, _F, "The transaction timeout is larger than the maximum value allowed by the broker."),
+    (51, "CONCURRENT_TRANSACTIONS", _T, _F, "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing."),
+    (52, "TRANSACTION_COORDINATOR_FENCED", _F, _F, "The transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer."),
+    (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", _F, _F, "Transactional Id authorization failed."),
+    (54, "SECURITY_DISABLED", _F, _F, "Security features are disabled."),
+    (55, "OPERATION_NOT_ATTEMPTED", _F, _F, "The broker did not attempt to execute this operation (another operation in the batch failed)."),
+    (56, "KAFKA_STORAGE_ERROR", _T, _T, "Disk error when trying to access log file on the disk."),
+    (57, "LOG_DIR_NOT_FOUND", _F, _F, "The user-specified log directory is not found in the broker config."),
+    (58, "SASL_AUTHENTICATION_FAILED", _F, _F, "SASL Authentication failed."),
+    (59, "UNKNOWN_PRODUCER_ID", _F, _F, "The broker could not locate the producer metadata associated with the producer id."),
+    (60, "REASSIGNMENT_IN_PROGRESS", _F, _F, "A partition reassignment is in progress."),
+    (61, "DELEGATION_TOKEN_AUTH_DISABLED", _F, _F, "Delegation Token feature is not enabled."),
+    (62, "DELEGATION_TOKEN_NOT_FOUND", _F, _F, "Delegation Token is not found on server."),
+    (63, "DELEGATION_TOKEN_OWNER_MISMATCH", _F, _F, "Specified Principal is not valid Owner/Renewer."),
+    (64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", _F, _F, "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels."),
+    (65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED", _F, _F, "Delegation Token authorization failed."),
+    (66, "DELEGATION_TOKEN_EXPIRED", _F, _F, "Delegation Token is expired."),
+    (67, "INVALID_PRINCIPAL_TYPE", _F, _F, "Supplied principalType is not supported."),
+    (68, "NON_EMPTY_GROUP", _F, _F, "The group is not empty."),
+    (69, "GROUP_ID_NOT_FOUND", _F, _F, "The group id does not exist."),
+    (70, "FETCH_SESSION_ID_NOT_FOUND", _T, _F, "The fetch session ID was not found."),
+    (71, "INVALID_FETCH_SESSION_EPOCH", _T, _F, "The fetch session epoch is invalid."),
+    (72, "LISTENER_NOT_FOUND", _T, _T, "There is no listener on the leader broker that matches the listener on which metadata request was processed."),
+    (73, "TOPIC_DELETION_DISABLED", _F, _F, "Topic deletion is disabled."),
+    (74, "FENCED_LEADER_EPOCH", _T, _T, "The leader epoch in the request is older than the epoch on the broker."),
+    (75, "UNKNOWN_LEADER_EPOCH", _T, _F, "The leader epoch in the request is newer than the epoch on the broker."),
+    (76, "UNSUPPORTED_COMPRESSION_TYPE", _F, _F, "The requesting client does not support the compression type of given partition."),
+    (77, "STALE_BROKER_EPOCH", _F, _F, "Broker epoch has changed."),
+    (78, "OFFSET_NOT_AVAILABLE", _T, _F, "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."),
+    (79, "MEMBER_ID_REQUIRED", _F, _F, "The group member needs to have a valid member id before actually entering a consumer group."),
+    (80, "PREFERRED_LEADER_NOT_AVAILABLE", _T, _T, "The preferred leader was not available."),
+    (81, "GROUP_MAX_SIZE_REACHED", _F, _F, "The consumer group has reached its max size."),
+    (82, "FENCED_INSTANCE_ID", _F, _F, "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."),
+    (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", _T, _T, "Eligible topic partition leaders are not available."),
+    (84, "ELECTION_NOT_NEEDED", _T, _T, "Leader election not needed for topic partition."),
+    (85, "NO_REASSIGNMENT_IN_PROGRESS", _F, _F, "No partition reassignment is in progress."),
+    (86, "GROUP_SUBSCRIBED_TO_TOPIC", _F, _F, "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."),
+    (87, "INVALID_RECORD", _F, _F, "This record has failed the validation on broker and hence will be rejected."),
+    (88, "UNSTABLE_OFFSET_COMMIT", _T, _F, "There are unstable offsets that need to be cleared."),
+    (89, "THROTTLING_QUOTA_EXCEEDED", _T, _F, "The throttling quota has been exceeded."),
+    (90, "PRODUCER_FENCED", _F, _F, "There is a newer producer with the same transactionalId which fences the current one."),
+    (91, "RESOURCE_NOT_FOUND", _F, _F, "A request illegally referred to a resource that does not exist."),
+    (92, "DUPLICATE_RESOURCE", _F, _F, "A request illegally referred to the same resource twice."),
+    (93, "UNACCEPTABLE_CREDENTIAL", _F, _F, "Requested credential would not meet criteria for acceptability."),
+    (94, "INCONSISTENT_VOTER_SET", _F, _F, "Either the sender or recipient of a voter-only request is not one of the expected voters."),
+    (95, "INVALID_UPDATE_VERSION", _F, _F, "The given update version was invalid."),
+    (96, "FEATURE_UPDATE_FAILED", _F, _F, "Unable to update finalized features due to an unexpected server error."),
+    (97, "PRINCIPAL_DESERIALIZATION_FAILURE", _F, _F, "Request principal deserialization failed during forwarding."),
+    (98, "SNAPSHOT_NOT_FOUND", _F, _F, "Requested snapshot was not found."),
+    (99, "POSITION_OUT_OF_RANGE", _F, _F, "Requested position is not greater than or equal to zero, and less than the size of the snapshot."),
+    (100, "UNKNOWN_TOPIC_ID", _T, _T, "This server does not host this topic ID."),
+    (101, "DUPLICATE_BROKER_REGISTRATION", _F, _F, "This broker ID is already in use."),
+    (102, "BROKER_ID_NOT_REGISTERED", _F, _F, "The given broker ID was not registered."),
+    (103, "INCONSISTENT_TOPIC_ID", _T, _T, "The log's topic ID did not match the topic ID in the request."),
+    (104, "INCONSISTENT_CLUSTER_ID", _F, _F, "The clusterId in the request does not match that found on the server."),
+    (105, "TRANSACTIONAL_ID_NOT_FOUND", _F, _F, "The transactionalId could not be found."),
+    (106, "FETCH_SESSION_TOPIC_ID_ERROR", _T, _F, "The fetch session encountered inconsistent topic ID usage."),
+    (107, "INELIGIBLE_REPLICA", _F, _F, "The new ISR contains at least one ineligible replica."),
+    (108, "NEW_LEADER_ELECTED", _F, _F, "The AlterPartition request updated the partition state but the leader has changed."),
+    (109, "OFFSET_MOVED_TO_TIERED_STORAGE", _F, _F, "The requested offset is moved to tiered storage."),
+    (110, "FENCED_MEMBER_EPOCH", _F, _F, "The member epoch is fenced by the group coordinator."),
+    (111, "UNRELEASED_INSTANCE_ID", _F, _F, "The instance ID is still used by another member in the consumer group."),
+    (112, "UNSUPPORTED_ASSIGNOR", _F, _F, "The assignor or its version range is not supported by the consumer group."),
+    (113, "STALE_MEMBER_EPOCH", _F, _F, "The member epoch is stale; retry after receiving the updated member epoch."),
+    (114, "MISMATCHED_ENDPOINT_TYPE", _F, _F, "The request was sent to an endpoint of the wrong type."),
+    (115, "UNSUPPORTED_ENDPOINT_TYPE", _F, _F, "This endpoint type is not supported yet."),
+    (116, "UNKNOWN_CONTROLLER_ID", _F, _F, "This controller ID is not known."),
+    (117, "UNKNOWN_SUBSCRIPTION_ID", _F, _F, "Client sent a push telemetry request with an invalid or outdated subscription ID."),
+    (118, "TELEMETRY_TOO_LARGE", _F, _F, "Client sent a push telemetry request larger than the maximum size the broker will accept."),
+    (119, "INVALID_REGISTRATION", _F, _F, "The controller has considered the broker registration to be invalid."),
+    (120, "TRANSACTION_ABORTABLE", _F, _F, "The server encountered an error with the transaction; the client can abort the transaction to continue."),
+    (121, "INVALID_RECORD_STATE", _F, _F, "The record state is invalid; the acknowledgement of delivery could not be completed."),
+    (122, "SHARE_SESSION_NOT_FOUND", _T, _F, "The share session was not found."),
+    (123, "INVALID_SHARE_SESSION_EPOCH", _T, _F, "The share session epoch is invalid."),
+    (124, "FENCED_STATE_EPOCH", _F, _F, "The share coordinator rejected the request because the share-group state epoch did not match."),
+    (125, "INVALID_VOTER_KEY", _F, _F, "The voter key doesn't match the receiving replica's key."),
+    (126, "DUPLICATE_VOTER", _F, _F, "The voter is already part of the set of voters."),
+    (127, "VOTER_NOT_FOUND", _F, _F, "The voter is not part of the set of voters."),
+]
+del _T, _F
+
+#: code -> (NAME, retriable, invalid_metadata, description), built from the table above.
+ERROR_TABLE = {code: (name, r, im, d) for code, name, r, im, d in _BROKER_ERRORS}
+
+
+# Names the CamelCase rule would give to two different classes.
+_CLASS_NAME_OVERRIDES = {
+    "INVALID_RECORD": "BrokerInvalidRecordError",  # 87; InvalidRecordError is the client-side TypeError
+}
+
+
+def _class_name(kafka_name: str) -> str:
+    if kafka_name in _CLASS_NAME_OVERRIDES:
+        return _CLASS_NAME_OVERRIDES[kafka_name]
+    words = kafka_name.split("_")
+    if words[-1] == "EXCEPTION" and len(words) > 2:
+        words = words[:-1]  # INVALID_TOPIC_EXCEPTION -> InvalidTopicError
+    elif words[-1] == "ERROR":
+        words = words[:-1]  # KAFKA_STORAGE_ERROR -> KafkaStorageError
+    return "".join(w.capitalize() for w in words) + "Error"
+
+
+_BY_CODE: dict = {}
+
+
+def _make(code, name, retriable, invalid_metadata, description, bases=(BrokerError,)):
+    cls_name = _class_name(name)
+    cls = type(
+        cls_name,
+        bases,
+        {
+            "code": code,
+            "name": name,
+            "retriable": retriable,
+            "invalid_metadata": invalid_metadata,
+            "description": description,
+            "__doc__": f"Kafka error {code} {name}: {description}",
+            "__module__": __name__,
+            "__qualname__": cls_name,
+        },
+    )
+    globals()[cls_name] = cls
+    __all__.append(cls_name)
+    _BY_CODE[code] = cls
+    return cls
+
+
+for _row in _BROKER_ERRORS:
+    if _row[0] != 35:
+        _make(*_row)
+del _row
+
+UnknownServerError = _BY_CODE[-1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Client-side errors.
+# --------------------------------------------------------------------------------------------------
+class ConfigError(KafkaError, ValueError):
+    """A configuration value is missing, of the wrong type or out of range."""
+
+    code, name, description = -100, "CONFIG_ERROR", "Invalid configuration."
+
+
+class KafkaTimeoutError(KafkaError):
+    """An operation did not complete in time (metadata wait, flush, ...)."""
+
+    code, name, retriable, description = -101, "KAFKA_TIMEOUT", True, "The operation timed out."
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """The buffer pool had no memory for a new batch within ``max_block_ms``."""
+
+    code, name, description = -102, "BUFFER_EXHAUSTED", "Failed to allocate memory within max_block_ms."
+
+
+class DeliveryTimeoutError(KafkaTimeoutError):
+    """A record expired (``delivery_timeout_ms``) before it was acknowledged."""
+
+    code, name, description = -103, "DELIVERY_TIMEOUT", "The record expired before it could be delivered."
+
+
+class RecordTooLargeError(KafkaError):
+    """A record is larger than ``max_request_size`` or the buffer pool."""
+
+    code, name, description = -104, "RECORD_TOO_LARGE", "The record is larger than the configured maximum."
+
+
+class InvalidRecordError(KafkaError, TypeError):
+    """A key, value or header has the wrong type."""
+
+    code, name, description = -105, "INVALID_RECORD_ARGUMENT", "The record has an invalid key, value or header."
+
+
+class UnknownPartitionError(KafkaError, ValueError):
+    """An explicit partition number is not in the topic."""
+
+    code, name, description = -106, "UNKNOWN_PARTITION", "The partition does not exist in the topic."
+
+
+class ProducerClosedError(KafkaError):
+    """The producer was closed; no more sends are accepted."""
+
+    code, name, description = -107, "PRODUCER_CLOSED", "The producer is closed."
+
+
+class NetworkError(KafkaError):
+    """A connection-level failure; retry after refreshing metadata."""
+
+    code, name, description = -108, "NETWORK_ERROR", "A network error occurred."
+    retriable = True
+    invalid_metadata = True
+
+
+class DisconnectedError(NetworkError):
+    """The connection was closed (by the peer or by us) with requests in flight."""
+
+    code, name, description = -109, "DISCONNECTED", "The connection was closed."
+
+
+class CorrelationIdMismatchError(NetworkError):
+    """A response's correlation id is not that of the oldest in-flight request."""
+
+    code, name, description = -110, "CORRELATION_ID_MISMATCH", "The response's correlation id does not match the request."
+
+
+class CorruptFrameError(NetworkError):
+    """A frame could not be decoded (truncated, garbled or of an unexpected format)."""
+
+    code, name, description = -111, "CORRUPT_FRAME", "The frame could not be decoded."
+
+
+class IllegalStateError(KafkaError):
+    """An operation was called in a state that does not allow it."""
+
+    code, name, description = -112, "ILLEGAL_STATE", "The operation is not allowed in the current state."
+
+
+UnsupportedVersionError = _make(
+    35, "UNSUPPORTED_VERSION", False, False, ERROR_TABLE[35][3]
+)
+UnsupportedVersionError.__doc__ = (
+    "Broker error 35 UNSUPPORTED_VERSION; also raised by the client when no API version is supported "
+    "by both sides (``fastkafka.protocol.pick_version``)."
+)
+
+_CLIENT_CLASSES = (
+    ConfigError, KafkaTimeoutError, BufferExhaustedError, DeliveryTimeoutError, RecordTooLargeError,
+    InvalidRecordError, UnknownPartitionError, ProducerClosedError, NetworkError, DisconnectedError,
+    CorrelationIdMismatchError, CorruptFrameError, IllegalStateError,
+)
+for _cls in _CLIENT_CLASSES:
+    _BY_CODE[_cls.code] = _cls
+del _cls
+
+
+def error_class_for_code(code: int) -> type:
+    """The class for ``code``; :class:`UnknownServerError` for a code not in the table."""
+    return _BY_CODE.get(code, UnknownServerError)
+
+
+def error_for_code(code: int, message: Optional[str] = None) -> Optional[KafkaError]:
+    """The exception instance for a Kafka error code read off the wire.
+
+    ``code`` 0 (NONE) returns ``None``. An unknown code returns an :class:`UnknownServerError`
+    instance whose ``.code`` is the unknown code.
+
+    >>> str(error_for_code(10))
+    'MESSAGE_TOO_LARGE (10): The request included a message larger than the max message size the server will accept.'
+    >>> error_for_code(999).code
+    999
+    """
+    if code == 0:
+        return None
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return UnknownServerError(
+            message if message is not None else f"Unknown error code {code} from the broker.", code=code
+        )
+    return cls(message)
+
+
+_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+assert all(_NAME_RE.match(n) for _, n, *_ in _BROKER_ERRORS)
