@@ -1,0 +1,217 @@
+"""Cluster view (brokers, topics, partition leaders) and the thread-safe metadata holder.
+
+``Cluster`` is immutable: a metadata update builds a new one and swaps it in, so the sender thread and
+user threads read a consistent view without a lock. ``Metadata`` carries the version counter that
+``send`` waits on (bounded by ``max_block_ms``) and the bookkeeping for when to refresh.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from .errors import KafkaTimeoutError, error_for_code
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int  # -1 when there is none
+    leader_epoch: int = -1
+    replicas: tuple = ()
+    isr: tuple = ()
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    error_code: int
+    partitions: tuple  # PartitionInfo, indexed by partition number
+    topic_id: bytes | None = None
+
+
+class Cluster:
+    """An immutable snapshot of the brokers and the topics the producer has asked about."""
+
+    __slots__ = ("brokers", "topics", "controller_id", "_by_node", "_leaders", "_available")
+
+    def __init__(self, brokers=(), topics=(), controller_id=-1):
+        self.brokers: dict[int, BrokerInfo] = {b.node_id: b for b in brokers}
+        self.topics: dict[str, TopicInfo] = {t.name: t for t in topics}
+        self.controller_id = controller_id
+        by_node: dict[int, list] = {}
+        leaders: dict[str, list] = {}
+        available: dict[str, list] = {}
+        for t in self.topics.values():
+            ls = [-1] * len(t.partitions)
+            for p in t.partitions:
+                ls[p.partition] = p.leader
+                if p.leader >= 0 and p.leader in self.brokers:
+                    by_node.setdefault(p.leader, []).append((t.name, p.partition))
+            leaders[t.name] = ls
+            available[t.name] = [i for i, leader in enumerate(ls) if leader >= 0 and leader in self.brokers]
+        self._by_node = by_node
+        self._leaders = leaders
+        self._available = available
+
+    @classmethod
+    def bootstrap(cls, servers):
+        """A cluster of the bootstrap addresses only, with negative placeholder node ids."""
+        return cls([BrokerInfo(-(i + 1), h, p) for i, (h, p) in enumerate(servers)])
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        ls = self._leaders.get(topic)
+        if ls is None or not 0 <= partition < len(ls):
+            return -1
+        leader = ls[partition]
+        return leader if leader in self.brokers else -1
+
+    def partitions_for_node(self, node_id: int) -> list:
+        return self._by_node.get(node_id, [])
+
+    def partition_count(self, topic: str) -> int:
+        ls = self._leaders.get(topic)
+        return -1 if ls is None else len(ls)
+
+    def available_partitions(self, topic: str) -> list:
+        return self._available.get(topic, [])
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self.brokers.get(node_id)
+
+    def topic_error(self, topic: str) -> int:
+        t = self.topics.get(topic)
+        return 0 if t is None else t.error_code
+
+    def __repr__(self):
+        return f"Cluster(brokers={sorted(self.brokers)}, topics={sorted(self.topics)})"
+
+
+def cluster_from_response(body: dict) -> Cluster:
+    """Build a Cluster from a decoded Metadata response body."""
+    brokers = [BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack")) for b in body["brokers"]]
+    topics = []
+    for t in body["topics"]:
+        name = t.get("name")
+        if name is None:
+            continue
+        parts = sorted(t.get("partitions") or [], key=lambda p: p["partition_index"])
+        infos = []
+        # Partition numbers are dense in practice; fill any gap with a leaderless entry.
+        by_index = {p["partition_index"]: p for p in parts}
+        n = (max(by_index) + 1) if by_index else 0
+        for i in range(n):
+            p = by_index.get(i)
+            if p is None:
+                infos.append(PartitionInfo(name, i, -1, error_code=-1))
+            else:
+                infos.append(PartitionInfo(
+                    name, i, p["leader_id"], p.get("leader_epoch", -1),
+                    tuple(p.get("replica_nodes") or ()), tuple(p.get("isr_nodes") or ()),
+                    p.get("error_code", 0)))
+        topics.append(TopicInfo(name, t.get("error_code", 0), tuple(infos), t.get("topic_id")))
+    return Cluster(brokers, topics, body.get("controller_id", -1))
+
+
+class Metadata:
+    """The current Cluster plus refresh bookkeeping, shared by user threads and the sender.
+
+    User threads call :meth:`add_topic` / :meth:`request_update` and :meth:`await_update`; the
+    sender thread calls :meth:`update` / :meth:`failed_update` / :meth:`time_to_next_update`.
+    """
+
+    def __init__(self, bootstrap_servers, metadata_max_age_ms=300_000, refresh_backoff_ms=100):
+        self.cluster = Cluster.bootstrap(bootstrap_servers)
+        self.bootstrap_servers = list(bootstrap_servers)
+        self.version = 0
+        self.max_age_ms = metadata_max_age_ms
+        self.refresh_backoff_ms = refresh_backoff_ms
+        self.last_refresh_ms = 0
+        self.last_successful_refresh_ms = 0
+        self.need_update = True
+        self.topics: dict[str, None] = {}
+        self.last_error: Exception | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+
+    # -- user side -------------------------------------------------------------------------
+    def add_topic(self, topic: str) -> bool:
+        """Track a topic; returns True (and requests an update) when it was new."""
+        with self._cond:
+            if topic in self.topics:
+                return False
+            self.topics[topic] = None
+            self.need_update = True
+            return True
+
+    def request_update(self) -> int:
+        with self._cond:
+            self.need_update = True
+            return self.version
+
+    def await_update(self, last_version: int, timeout_s: float) -> None:
+        """Block until the version moves past ``last_version``; KafkaTimeoutError after timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self.version <= last_version and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(f"metadata was not updated within {timeout_s * 1000:.0f} ms"
+                                            + (f" (last error: {self.last_error})" if self.last_error else ""))
+                self._cond.wait(remaining)
+
+    # -- sender side -----------------------------------------------------------------------
+    def time_to_next_update(self, now_ms: int) -> int:
+        """Milliseconds until an update is due (0 = now), honouring the refresh backoff."""
+        if self.need_update:
+            due = 0
+        else:
+            due = max(self.last_successful_refresh_ms + self.max_age_ms - now_ms, 0)
+        backoff = max(self.last_refresh_ms + self.refresh_backoff_ms - now_ms, 0)
+        return max(due, backoff)
+
+    def update(self, cluster: Cluster, now_ms: int) -> None:
+        with self._cond:
+            self.cluster = cluster
+            self.version += 1
+            self.last_refresh_ms = now_ms
+            self.last_successful_refresh_ms = now_ms
+            # A tracked topic the broker does not know yet (being auto-created) keeps us asking.
+            self.need_update = any(
+                t not in cluster.topics or cluster.topic_error(t) != 0 or
+                any(p.leader < 0 for p in cluster.topics[t].partitions)
+                for t in self.topics)
+            self.last_error = None
+            self._cond.notify_all()
+
+    def failed_update(self, now_ms: int, error: Exception | None = None) -> None:
+        with self._cond:
+            self.last_refresh_ms = now_ms
+            if error is not None:
+                self.last_error = error
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+def topic_error(cluster: Cluster, topic: str):
+    """The KafkaError for a topic-level metadata error, or None."""
+    code = cluster.topic_error(topic)
+    return None if code == 0 else error_for_code(code)
+
+
+__all__ = ["BrokerInfo", "PartitionInfo", "TopicInfo", "Cluster", "Metadata", "cluster_from_response"]
+

@@ -1,0 +1,271 @@
+"""Producer configuration: pythonic keyword names and Java/librdkafka-style dotted keys.
+
+Every setting has one canonical snake_case name; ``linger_ms`` and ``linger.ms`` are the same setting.
+Values may be given as their Python type or as strings (as Spark options always are): ``"5"`` for an
+integer, ``"true"``/``"false"`` for a boolean. Unknown keys, values of the wrong type or out of range,
+and inconsistent combinations raise :class:`~fastkafka.errors.ConfigError` naming the setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+
+INT32_MAX = 2**31 - 1
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Accepted compression level ranges, per codec (inclusive).
+LEVEL_RANGES = {"gzip": (1, 9), "lz4": (0, 16), "zstd": (-131072, 22)}
+
+
+@dataclass(frozen=True)
+class _Setting:
+    name: str
+    kind: str  # "int", "bool", "str", "acks", "servers", "codec", "opt_int", "partitioner"
+    default: Any
+    minimum: int | None = None
+    maximum: int | None = None
+    doc: str = ""
+
+
+_SETTINGS = [
+    _Setting("bootstrap_servers", "servers", None, doc="host:port[,host:port...] or a list"),
+    _Setting("client_id", "str", "fastkafka"),
+    _Setting("acks", "acks", -1, doc='"all" (-1), 0 or 1'),
+    _Setting("enable_idempotence", "bool", True),
+    _Setting("compression_type", "codec", "none", doc="none, gzip, snappy, lz4, zstd"),
+    _Setting("compression_level", "opt_int", None),
+    _Setting("linger_ms", "int", 5, 0, INT32_MAX),
+    _Setting("batch_size", "int", 256 * 1024, 1, 64 * 1024 * 1024),
+    _Setting("buffer_memory", "int", 64 * 1024 * 1024, 1024, 2**40),
+    _Setting("max_block_ms", "int", 60_000, 0, 2**40),
+    _Setting("max_in_flight_requests_per_connection", "int", 5, 1, 1000),
+    _Setting("retries", "int", INT32_MAX, 0, INT32_MAX),
+    _Setting("retry_backoff_ms", "int", 100, 0, INT32_MAX),
+    _Setting("delivery_timeout_ms", "int", 120_000, 1, INT32_MAX),
+    _Setting("request_timeout_ms", "int", 30_000, 1, INT32_MAX),
+    _Setting("metadata_max_age_ms", "int", 300_000, 0, INT32_MAX),
+    _Setting("max_request_size", "int", 1_048_576, 1024, 2**31 - 1),
+    _Setting("connections_max_idle_ms", "int", 540_000, 1, 2**40),
+    _Setting("reconnect_backoff_ms", "int", 50, 0, INT32_MAX),
+    _Setting("reconnect_backoff_max_ms", "int", 1000, 0, INT32_MAX),
+    _Setting("socket_connection_setup_timeout_ms", "int", 10_000, 1, INT32_MAX),
+    _Setting("max_response_size", "int", 100 * 1024 * 1024, 1024, 2**31 - 1,
+             doc="largest response frame accepted before the connection is closed"),
+    _Setting("partitioner", "partitioner", "murmur2",
+             doc='"murmur2" (Java-compatible for keys, sticky for null keys), "random", '
+                 "or a callable(key, num_partitions, available_partitions) -> int"),
+]
+
+SETTINGS: dict[str, _Setting] = {s.name: s for s in _SETTINGS}
+
+# Dotted (Java / librdkafka) spellings and a few well-known aliases.
+ALIASES: dict[str, str] = {s.name.replace("_", "."): s.name for s in _SETTINGS}
+ALIASES.update({
+    "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
+    "max.in.flight": "max_in_flight_requests_per_connection",
+    "queue.buffering.max.ms": "linger_ms",
+    "compression.codec": "compression_type",
+    "request.required.acks": "acks",
+    "message.max.bytes": "max_request_size",
+    "message.timeout.ms": "delivery_timeout_ms",
+    "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
+    "retry.backoff.ms": "retry_backoff_ms",
+    "enable.idempotence": "enable_idempotence",
+})
+
+
+def canonical_name(key: str) -> str:
+    """Map a pythonic or dotted key to its canonical name, or raise ConfigError."""
+    if not isinstance(key, str):
+        raise ConfigError(f"config keys must be strings, got {key!r}")
+    if key in SETTINGS:
+        return key
+    if key in ALIASES:
+        return ALIASES[key]
+    raise ConfigError(f"unknown config key {key!r}")
+
+
+def _parse_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be an integer, got bool {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+
+
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{name} must be a boolean (or 'true'/'false'), got {value!r}")
+
+
+def parse_servers(value: Any) -> list[tuple[str, int]]:
+    """Parse "h1:p1,h2:p2" or a list of such strings into (host, port) pairs."""
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ConfigError(f"bootstrap_servers must be a string or a list, got {value!r}")
+    if not items:
+        raise ConfigError("bootstrap_servers is empty")
+    out = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"bootstrap_servers entries must be strings, got {item!r}")
+        host, sep, port = item.rpartition(":")
+        if not sep or not host:
+            raise ConfigError(f"bootstrap_servers entry {item!r} is not host:port")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            p = int(port)
+        except ValueError:
+            raise ConfigError(f"bootstrap_servers entry {item!r} has a bad port") from None
+        if not 0 < p < 65536:
+            raise ConfigError(f"bootstrap_servers entry {item!r} has a port out of range")
+        out.append((host, p))
+    return out
+
+
+def _parse(setting: _Setting, value: Any) -> Any:
+    name, kind = setting.name, setting.kind
+    if kind == "int":
+        v = _parse_int(name, value)
+        if setting.minimum is not None and v < setting.minimum:
+            raise ConfigError(f"{name} must be >= {setting.minimum}, got {v}")
+        if setting.maximum is not None and v > setting.maximum:
+            raise ConfigError(f"{name} must be <= {setting.maximum}, got {v}")
+        return v
+    if kind == "opt_int":
+        return None if value is None else _parse_int(name, value)
+    if kind == "bool":
+        return _parse_bool(name, value)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string, got {value!r}")
+        return value
+    if kind == "servers":
+        return parse_servers(value)
+    if kind == "acks":
+        if isinstance(value, str) and value.strip().lower() == "all":
+            return -1
+        v = _parse_int(name, value)
+        if v not in (-1, 0, 1):
+            raise ConfigError(f"acks must be 'all', -1, 0 or 1, got {value!r}")
+        return v
+    if kind == "codec":
+        if not isinstance(value, str) or value.strip().lower() not in CODECS:
+            raise ConfigError(f"compression_type must be one of {', '.join(CODECS)}, got {value!r}")
+        return value.strip().lower()
+    if kind == "partitioner":
+        if callable(value):
+            return value
+        if isinstance(value, str) and value in ("murmur2", "default", "random"):
+            return "murmur2" if value == "default" else value
+        raise ConfigError(f"partitioner must be 'murmur2', 'random' or a callable, got {value!r}")
+    raise AssertionError(kind)  # pragma: no cover
+
+
+class ProducerConfig:
+    """Validated producer settings; attribute access by canonical name (``cfg.linger_ms``)."""
+
+    __slots__ = ("_values", "_explicit")
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(f"config must be a mapping of settings, got {type(config).__name__}")
+        given: dict[str, Any] = {}
+        origin: dict[str, str] = {}
+        for source in (config or {}, kwargs):
+            for key, value in source.items():
+                name = canonical_name(key)
+                if name in given:
+                    raise ConfigError(f"{name} given twice (as {origin[name]!r} and {key!r})")
+                given[name] = value
+                origin[name] = key
+        values = {}
+        for s in _SETTINGS:
+            values[s.name] = _parse(s, given[s.name]) if s.name in given else s.default
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "_explicit", frozenset(given))
+        self._check(values)
+
+    def _check(self, v: dict[str, Any]) -> None:
+        if v["bootstrap_servers"] is None:
+            raise ConfigError("bootstrap_servers is required")
+        codec = v["compression_type"]
+        level = v["compression_level"]
+        if level is not None:
+            if codec in ("none", "snappy"):
+                raise ConfigError(f"compression_level is not supported for compression_type {codec!r}")
+            lo, hi = LEVEL_RANGES[codec]
+            if not lo <= level <= hi:
+                raise ConfigError(f"compression_level {level} is out of range [{lo}, {hi}] for {codec}")
+        idem_explicit = "enable_idempotence" in self._explicit
+        if v["enable_idempotence"]:
+            conflicts = []
+            if v["acks"] != -1:
+                conflicts.append("acks must be 'all'")
+            if v["max_in_flight_requests_per_connection"] > 5:
+                conflicts.append("max_in_flight_requests_per_connection must be <= 5")
+            if v["retries"] == 0:
+                conflicts.append("retries must be > 0")
+            if conflicts:
+                if idem_explicit:
+                    raise ConfigError("enable_idempotence=True is inconsistent: " + "; ".join(conflicts))
+                # Idempotence was only on by default: the explicit settings win.
+                v["enable_idempotence"] = False
+        if v["delivery_timeout_ms"] < v["linger_ms"] + v["request_timeout_ms"]:
+            raise ConfigError(
+                f"delivery_timeout_ms ({v['delivery_timeout_ms']}) must be >= linger_ms "
+                f"({v['linger_ms']}) + request_timeout_ms ({v['request_timeout_ms']})")
+        if v["batch_size"] > v["buffer_memory"]:
+            raise ConfigError(f"batch_size ({v['batch_size']}) must be <= buffer_memory ({v['buffer_memory']})")
+        if v["reconnect_backoff_max_ms"] < v["reconnect_backoff_ms"]:
+            raise ConfigError("reconnect_backoff_max_ms must be >= reconnect_backoff_ms")
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("ProducerConfig is read-only")
+
+    @property
+    def compression_code(self) -> int:
+        return CODECS[self._values["compression_type"]]
+
+    @property
+    def ordered(self) -> bool:
+        """True when a partition must be muted while one of its batches is in flight."""
+        v = self._values
+        return v["max_in_flight_requests_per_connection"] == 1 or (
+            not v["enable_idempotence"] and v["retries"] > 0)
+
+    def is_explicit(self, name: str) -> bool:
+        return name in self._explicit
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{k}={v!r}" for k, v in self._values.items() if k in self._explicit)
+        return f"ProducerConfig({items})"
+
+
+Partitioner = Callable[[Any, int, list], int]

@@ -1,0 +1,610 @@
+"""NetworkClient: connections to brokers, in-flight requests, metadata refresh.
+
+Single-threaded by design: only the thread that owns the client (the producer's sender thread, or the
+caller of an admin request) calls its methods; :meth:`NetworkClient.wakeup` is the one call that is safe
+from any thread. ``send`` only queues a request; ``poll`` does the network work in the order the
+design gives: send what can be sent, poll the sockets, handle disconnects, expire requests that waited
+too long, then run the completion handlers — after the I/O, with no lock held.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import random
+import selectors
+import socket
+import time
+from collections import deque
+from enum import Enum
+from typing import Any, Callable
+
+from . import __version__
+from ._core.transport import FrameReader, SendQueue
+from .cluster import cluster_from_response
+from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError, KafkaError,
+                     NetworkError, RequestTimedOutError, UnsupportedVersionError)
+from .protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request, pick_version
+
+log = logging.getLogger("fastkafka")
+
+UNSUPPORTED_VERSION = 35
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class State(Enum):
+    DISCONNECTED = 0
+    CONNECTING = 1
+    HANDSHAKE = 2      # ApiVersions (and, later, TLS / SASL steps) in progress
+    READY = 3
+
+
+class InFlightRequest:
+    __slots__ = ("correlation_id", "api_key", "version", "expect_response", "created_ms",
+                 "callback", "node_id", "internal")
+
+    def __init__(self, correlation_id, api_key, version, expect_response, created_ms, callback,
+                 node_id, internal=False):
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.expect_response = expect_response
+        self.created_ms = created_ms
+        self.callback = callback          # callback(body or None, error or None)
+        self.node_id = node_id
+        self.internal = internal          # handshake requests are allowed before READY
+
+    def __repr__(self):
+        return (f"InFlightRequest(node={self.node_id}, api={ApiKey(self.api_key).name}, "
+                f"v{self.version}, corr={self.correlation_id})")
+
+
+class HandshakeStep:
+    """One step of bringing a new connection to READY. ApiVersions is the first (and today the only)
+    step; TLS and SASL steps slot in as further subclasses without touching the client."""
+
+    def start(self, client: "NetworkClient", conn: "Connection", now: int) -> None:
+        raise NotImplementedError  # interface method, implemented by every step
+
+
+class ApiVersionsStep(HandshakeStep):
+    def __init__(self, version: int | None = None):
+        self.version = version if version is not None else SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
+
+    def start(self, client, conn, now):
+        body = {"client_software_name": "fastkafka", "client_software_version": __version__}
+        client._send_internal(conn, ApiKey.API_VERSIONS, self.version, body, now,
+                              lambda resp, err: client._on_api_versions(conn, self, resp, err))
+
+
+class Connection:
+    """One socket to one broker: state, send queue, frame reader and in-flight requests."""
+
+    def __init__(self, node_id: int, host: str, port: int, max_frame_size: int):
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.state = State.DISCONNECTED
+        self.sock: socket.socket | None = None
+        self.send_queue = SendQueue()
+        self.reader = FrameReader(max_frame_size)
+        self.in_flight: deque[InFlightRequest] = deque()  # requests awaiting a response, oldest first
+        self.unacked_writes = 0       # requests expecting no response, not yet fully written
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.versions: dict[int, int] = {}  # negotiated version per api key
+        self.handshake: deque[HandshakeStep] = deque()
+        self.connect_started_ms = 0
+        self.last_activity_ms = 0
+        self.failures = 0
+        self.next_attempt_ms = 0
+        self.registered_events = 0
+
+    def in_flight_count(self) -> int:
+        return len(self.in_flight) + self.unacked_writes
+
+    def __repr__(self):
+        return f"Connection(node={self.node_id}, {self.host}:{self.port}, {self.state.name})"
+
+
+class NetworkClient:
+    def __init__(self, config, metadata, *, clock: Callable[[], int] = now_ms,
+                 manage_metadata: bool = True):
+        self.config = config
+        self.metadata = metadata
+        self.clock = clock
+        self.manage_metadata = manage_metadata
+        self.max_in_flight = config.max_in_flight_requests_per_connection
+        self.request_timeout_ms = config.request_timeout_ms
+        self.client_id = config.client_id
+        self.connections: dict[int, Connection] = {}
+        self.selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._correlation = 0
+        self._completions: list = []
+        self._metadata_in_flight = False
+        self._closed = False
+        self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0}
+
+    # -- any thread ------------------------------------------------------------------------
+    def wakeup(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass  # a wakeup is already pending, or the client is closed
+
+    # -- connection management -------------------------------------------------------------
+    def _address(self, node_id: int):
+        b = self.metadata.cluster.broker(node_id)
+        if b is not None:
+            return b.host, b.port
+        if node_id < 0 and -node_id <= len(self.metadata.bootstrap_servers):
+            return self.metadata.bootstrap_servers[-node_id - 1]
+        return None
+
+    def _conn(self, node_id: int) -> Connection | None:
+        conn = self.connections.get(node_id)
+        if conn is None:
+            addr = self._address(node_id)
+            if addr is None:
+                return None
+            conn = Connection(node_id, addr[0], addr[1], self.config.max_response_size)
+            self.connections[node_id] = conn
+        return conn
+
+    def is_ready(self, node_id: int) -> bool:
+        conn = self.connections.get(node_id)
+        return (conn is not None and conn.state is State.READY
+                and conn.in_flight_count() < self.max_in_flight)
+
+    def ready(self, node_id: int, now: int) -> bool:
+        """True when a request can go to ``node_id`` now; otherwise starts connecting if allowed."""
+        if self.is_ready(node_id):
+            return True
+        conn = self._conn(node_id)
+        if conn is not None and conn.state is State.DISCONNECTED and now >= conn.next_attempt_ms:
+            self._connect(conn, now)
+        return self.is_ready(node_id)
+
+    def connection_delay(self, node_id: int, now: int) -> int:
+        conn = self.connections.get(node_id)
+        if conn is None or conn.state is not State.DISCONNECTED:
+            return 0 if conn is None else self.request_timeout_ms
+        return max(conn.next_attempt_ms - now, 0)
+
+    def is_connecting(self, node_id: int) -> bool:
+        conn = self.connections.get(node_id)
+        return conn is not None and conn.state in (State.CONNECTING, State.HANDSHAKE)
+
+    def _connect(self, conn: Connection, now: int) -> None:
+        addr = self._address(conn.node_id)
+        if addr is not None:
+            conn.host, conn.port = addr
+        try:
+            infos = socket.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
+            family, _, _, _, sockaddr = infos[0]
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            rc = sock.connect_ex(sockaddr)
+        except OSError as e:
+            self._connect_failed(conn, now, e)
+            return
+        conn.sock = sock
+        conn.connect_started_ms = now
+        conn.last_activity_ms = now
+        if rc == 0:
+            # Loopback connects can complete at once: no connect event will come.
+            self._connected(conn, now)
+        elif rc in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+            conn.state = State.CONNECTING
+            self._update_interest(conn)
+        else:
+            sock.close()
+            conn.sock = None
+            self._connect_failed(conn, now, OSError(rc, f"connect to {conn.host}:{conn.port}: {errno.errorcode.get(rc, rc)}"))
+
+    def _connect_failed(self, conn: Connection, now: int, error: Exception) -> None:
+        log.debug("connection to node %s (%s:%s) failed: %s", conn.node_id, conn.host, conn.port, error)
+        conn.state = State.DISCONNECTED
+        self._schedule_reconnect(conn, now)
+        self.metadata.last_error = error
+        self.metadata.request_update()
+
+    def _schedule_reconnect(self, conn: Connection, now: int) -> None:
+        conn.failures += 1
+        base = self.config.reconnect_backoff_ms
+        cap = self.config.reconnect_backoff_max_ms
+        delay = min(cap, base * (2 ** min(conn.failures - 1, 20)))
+        delay = int(delay * random.uniform(0.8, 1.2))
+        conn.next_attempt_ms = now + delay
+
+    def _connected(self, conn: Connection, now: int) -> None:
+        conn.state = State.HANDSHAKE
+        conn.handshake = deque([ApiVersionsStep()])
+        self._update_interest(conn)
+        self._next_handshake_step(conn, now)
+
+    def _next_handshake_step(self, conn: Connection, now: int) -> None:
+        if conn.handshake:
+            conn.handshake.popleft().start(self, conn, now)
+        else:
+            conn.state = State.READY
+            conn.failures = 0
+            log.debug("connection to node %s ready: %s", conn.node_id, conn)
+
+    def _on_api_versions(self, conn: Connection, step: ApiVersionsStep, body, error) -> None:
+        if error is not None:
+            return  # the connection is already being closed with this error
+        now = self.clock()
+        if body["error_code"] == UNSUPPORTED_VERSION:
+            # The broker answered in v0 format with the ApiVersions range it supports.
+            theirs = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
+            lo, hi = theirs.get(ApiKey.API_VERSIONS, (0, 0))
+            ours_lo, ours_hi = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+            retry = min(hi, ours_hi)
+            if retry < step.version and retry >= ours_lo:
+                conn.handshake.appendleft(ApiVersionsStep(retry))
+                self._next_handshake_step(conn, now)
+                return
+        if body["error_code"] != 0:
+            self._close(conn, now, UnsupportedVersionError(
+                f"ApiVersions failed on node {conn.node_id}: error {body['error_code']}"))
+            return
+        conn.api_versions = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
+        conn.versions = {}
+        for key, (lo, hi) in SUPPORTED_VERSIONS.items():
+            theirs = conn.api_versions.get(int(key))
+            if theirs is not None and theirs[0] <= hi and lo <= theirs[1]:
+                conn.versions[int(key)] = min(hi, theirs[1])
+        self._next_handshake_step(conn, now)
+
+    def api_version(self, node_id: int, api_key: int) -> int | None:
+        conn = self.connections.get(node_id)
+        return None if conn is None else conn.versions.get(int(api_key))
+
+    def _update_interest(self, conn: Connection) -> None:
+        if conn.sock is None:
+            return
+        events = selectors.EVENT_READ
+        if conn.state is State.CONNECTING or conn.send_queue.has_pending():
+            events |= selectors.EVENT_WRITE
+        if events == conn.registered_events:
+            return
+        if conn.registered_events:
+            self.selector.modify(conn.sock, events, conn)
+        else:
+            self.selector.register(conn.sock, events, conn)
+        conn.registered_events = events
+
+    def _close(self, conn: Connection, now: int, error: Exception) -> None:
+        """Close the connection; every request in flight on it fails with ``error``."""
+        if conn.sock is not None:
+            if conn.registered_events:
+                try:
+                    self.selector.unregister(conn.sock)
+                except (KeyError, ValueError):
+                    pass
+            conn.registered_events = 0
+            conn.sock.close()
+            conn.sock = None
+        was_ready = conn.state is State.READY
+        conn.state = State.DISCONNECTED
+        conn.handshake.clear()
+        self.stats["disconnects"] += 1
+        if was_ready:
+            # A connection that worked is retried after the base backoff.
+            conn.next_attempt_ms = now + self.config.reconnect_backoff_ms
+        else:
+            self._schedule_reconnect(conn, now)
+        pending = list(conn.in_flight)
+        conn.in_flight.clear()
+        # Requests not expecting a response that were not fully written also failed.
+        for token in conn.send_queue.clear():
+            if token is not None and not token.expect_response:
+                pending.append(token)
+        conn.unacked_writes = 0
+        conn.reader = FrameReader(self.config.max_response_size)
+        for req in pending:
+            if req.api_key == ApiKey.METADATA:
+                self._metadata_in_flight = False
+            self._completions.append((req.callback, None, error))
+        log.debug("closed connection to node %s: %s", conn.node_id, error)
+        if self.manage_metadata:
+            self.metadata.request_update()
+
+    def close(self, node_id: int | None = None) -> None:
+        now = self.clock()
+        if node_id is not None:
+            conn = self.connections.get(node_id)
+            if conn is not None:
+                self._close(conn, now, DisconnectedError(f"connection to node {node_id} closed"))
+            self._run_completions()
+            return
+        for conn in list(self.connections.values()):
+            self._close(conn, now, DisconnectedError("client closed"))
+        self._run_completions()
+        self._closed = True
+        self.selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    # -- requests --------------------------------------------------------------------------
+    def _next_correlation_id(self) -> int:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        return self._correlation
+
+    def _enqueue(self, conn: Connection, req: InFlightRequest, body: dict, now: int) -> None:
+        frame = encode_request(req.api_key, req.version, req.correlation_id, self.client_id, body)
+        if req.expect_response:
+            conn.in_flight.append(req)
+            conn.send_queue.push(frame, None)
+        else:
+            conn.unacked_writes += 1
+            conn.send_queue.push(frame, req)
+        self.stats["requests"] += 1
+        conn.last_activity_ms = now
+        self._update_interest(conn)
+
+    def _send_internal(self, conn, api_key, version, body, now, callback):
+        req = InFlightRequest(self._next_correlation_id(), int(api_key), version, True, now, callback,
+                              conn.node_id, internal=True)
+        self._enqueue(conn, req, body, now)
+
+    def send(self, node_id: int, api_key: int, body: dict, now: int, callback, *,
+             expect_response: bool = True, min_version: int = 0, max_version: int | None = None) -> InFlightRequest:
+        """Queue a request to a READY node. ``callback(body, error)`` runs from ``poll``.
+        The version is the highest both sides support within [min_version, max_version]."""
+        conn = self.connections.get(node_id)
+        if conn is None or conn.state is not State.READY:
+            raise NetworkError(f"node {node_id} is not ready")
+        version = conn.versions.get(int(api_key))
+        if max_version is not None and version is not None:
+            theirs = conn.api_versions.get(int(api_key))
+            version = min(version, max_version)
+            if theirs is not None and version < theirs[0]:
+                version = None
+        if version is None or version < min_version:
+            theirs = conn.api_versions.get(int(api_key))
+            raise UnsupportedVersionError(
+                f"node {node_id} supports {ApiKey(api_key).name} versions {theirs}, "
+                f"this client needs {max(min_version, SUPPORTED_VERSIONS[ApiKey(api_key)][0])}"
+                f"..{SUPPORTED_VERSIONS[ApiKey(api_key)][1]}")
+        req = InFlightRequest(self._next_correlation_id(), int(api_key), version, expect_response,
+                              now, callback, node_id)
+        self._enqueue(conn, req, body, now)
+        return req
+
+    def in_flight_count(self, node_id: int | None = None) -> int:
+        if node_id is not None:
+            conn = self.connections.get(node_id)
+            return 0 if conn is None else conn.in_flight_count()
+        return sum(c.in_flight_count() for c in self.connections.values())
+
+    def least_loaded_node(self, now: int) -> int | None:
+        """A READY node with the fewest requests in flight; else a connecting one; else one that
+        may be connected to now. Bootstrap addresses are used until the first metadata arrives."""
+        cluster = self.metadata.cluster
+        nodes = list(cluster.brokers)
+        if not nodes:
+            nodes = [-(i + 1) for i in range(len(self.metadata.bootstrap_servers))]
+        random.shuffle(nodes)
+        best, best_load = None, None
+        connecting = None
+        can_connect = None
+        for node in nodes:
+            conn = self.connections.get(node)
+            if conn is not None and conn.state is State.READY:
+                load = conn.in_flight_count()
+                if load < self.max_in_flight and (best_load is None or load < best_load):
+                    best, best_load = node, load
+            elif conn is not None and conn.state in (State.CONNECTING, State.HANDSHAKE):
+                connecting = node
+            elif conn is None or now >= conn.next_attempt_ms:
+                can_connect = node
+        if best is not None:
+            return best
+        if connecting is not None:
+            return connecting
+        return can_connect
+
+    # -- metadata --------------------------------------------------------------------------
+    def _maybe_update_metadata(self, now: int) -> int:
+        """Send a Metadata request when one is due; returns ms until it should be looked at again."""
+        if not self.manage_metadata:
+            return 1 << 30
+        wait = self.metadata.time_to_next_update(now)
+        if wait > 0 or self._metadata_in_flight:
+            return wait if wait > 0 else self.request_timeout_ms
+        node = self.least_loaded_node(now)
+        if node is None:
+            return self.config.reconnect_backoff_ms
+        if self.ready(node, now):
+            topics = [{"name": t} for t in self.metadata.topics]
+            body = {"topics": topics, "allow_auto_topic_creation": True,
+                    "include_topic_authorized_operations": False}
+            self._metadata_in_flight = True
+            self.send(node, ApiKey.METADATA, body, now, self._on_metadata)
+            return self.request_timeout_ms
+        return self.config.reconnect_backoff_ms
+
+    def _on_metadata(self, body, error) -> None:
+        self._metadata_in_flight = False
+        now = self.clock()
+        if error is not None:
+            self.metadata.failed_update(now, error)
+            return
+        cluster = cluster_from_response(body)
+        if not cluster.brokers:
+            self.metadata.failed_update(now, NetworkError("metadata response listed no brokers"))
+            return
+        self.metadata.update(cluster, now)
+
+    # -- the poll loop ---------------------------------------------------------------------
+    def poll(self, timeout_ms: int, now: int | None = None) -> None:
+        """Do the network work for up to ``timeout_ms``, then run completion handlers."""
+        if now is None:
+            now = self.clock()
+        meta_wait = self._maybe_update_metadata(now)
+        timeout_ms = max(0, min(timeout_ms, meta_wait, self.request_timeout_ms))
+        if self._completions:
+            timeout_ms = 0
+        self._write_all(now)
+        events = self.selector.select(timeout_ms / 1000.0)
+        now = self.clock()
+        for key, mask in events:
+            conn = key.data
+            if conn is None:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except (BlockingIOError, OSError):
+                    pass
+                continue
+            if conn.sock is None or key.fileobj is not conn.sock:
+                continue
+            if conn.state is State.CONNECTING:
+                err = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    self._close(conn, now, DisconnectedError(
+                        f"connect to node {conn.node_id} ({conn.host}:{conn.port}) failed: "
+                        f"{errno.errorcode.get(err, err)}"))
+                    continue
+                self._connected(conn, now)
+            if mask & selectors.EVENT_READ and conn.sock is not None:
+                self._read(conn, now)
+            if mask & selectors.EVENT_WRITE and conn.sock is not None:
+                self._write(conn, now)
+        self._write_all(now)
+        self._handle_timeouts(now)
+        self._run_completions()
+
+    def _write_all(self, now: int) -> None:
+        for conn in list(self.connections.values()):
+            if conn.sock is not None and conn.state is not State.CONNECTING and conn.send_queue.has_pending():
+                self._write(conn, now)
+
+    def _write(self, conn: Connection, now: int) -> None:
+        try:
+            before = conn.send_queue.written_bytes
+            done = conn.send_queue.write_to(conn.sock.fileno())
+            self.stats["bytes_sent"] += conn.send_queue.written_bytes - before
+        except OSError as e:
+            self._close(conn, now, DisconnectedError(f"write to node {conn.node_id} failed: {e}"))
+            return
+        for req in done:
+            if req is not None:  # a request that expects no response is complete once written
+                conn.unacked_writes -= 1
+                self._completions.append((req.callback, None, None))
+        conn.last_activity_ms = now
+        self._update_interest(conn)
+
+    def _read(self, conn: Connection, now: int) -> None:
+        try:
+            frames, eof = conn.reader.read_from(conn.sock.fileno())
+        except CorruptFrameError as e:
+            self._close(conn, now, e)
+            return
+        except OSError as e:
+            self._close(conn, now, DisconnectedError(f"read from node {conn.node_id} failed: {e}"))
+            return
+        if frames:
+            conn.last_activity_ms = now
+        for frame in frames:
+            if not self._handle_frame(conn, frame, now):
+                return
+        if eof:
+            self._close(conn, now, DisconnectedError(
+                f"node {conn.node_id} ({conn.host}:{conn.port}) closed the connection"))
+
+    def _handle_frame(self, conn: Connection, frame: bytes, now: int) -> bool:
+        if not conn.in_flight:
+            self._close(conn, now, CorruptFrameError(
+                f"node {conn.node_id} sent a response with no request in flight"))
+            return False
+        req = conn.in_flight[0]
+        if len(frame) < 4:
+            self._close(conn, now, CorruptFrameError(f"response of {len(frame)} bytes from node {conn.node_id}"))
+            return False
+        corr = int.from_bytes(frame[:4], "big", signed=True)
+        if corr != req.correlation_id:
+            self._close(conn, now, CorrelationIdMismatchError(
+                f"node {conn.node_id} answered correlation id {corr}, expected {req.correlation_id}"))
+            return False
+        conn.in_flight.popleft()
+        try:
+            if req.api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and \
+                    int.from_bytes(frame[4:6], "big", signed=True) == UNSUPPORTED_VERSION:
+                _, body = decode_response(req.api_key, 0, frame)
+            else:
+                _, body = decode_response(req.api_key, req.version, frame)
+        except KafkaError as e:
+            conn.in_flight.appendleft(req)
+            self._close(conn, now, e)
+            return False
+        self.stats["responses"] += 1
+        self._completions.append((req.callback, body, None))
+        if req.internal:
+            # Handshake steps must run before anything else is read on this connection.
+            self._run_completions()
+        return True
+
+    def _handle_timeouts(self, now: int) -> None:
+        for conn in list(self.connections.values()):
+            if conn.state is State.CONNECTING and now - conn.connect_started_ms > self.config.socket_connection_setup_timeout_ms:
+                self._close(conn, now, DisconnectedError(
+                    f"connect to node {conn.node_id} ({conn.host}:{conn.port}) timed out"))
+            elif conn.in_flight and now - conn.in_flight[0].created_ms > self.request_timeout_ms:
+                self.stats["timeouts"] += 1
+                self._close(conn, now, RequestTimedOutError(
+                    f"request {conn.in_flight[0]!r} got no response within {self.request_timeout_ms} ms"))
+            elif (conn.state is State.READY and not conn.in_flight and not conn.unacked_writes
+                  and now - conn.last_activity_ms > self.config.connections_max_idle_ms):
+                self._close(conn, now, DisconnectedError(f"connection to node {conn.node_id} idle"))
+
+    def _run_completions(self) -> None:
+        while self._completions:
+            batch, self._completions = self._completions, []
+            for callback, body, error in batch:
+                try:
+                    callback(body, error)
+                except Exception:  # a handler bug must not stop the I/O loop
+                    log.exception("request completion handler raised")
+
+    # -- blocking helper (admin requests, tests) --------------------------------------------
+    def request(self, api_key: int, body_for_version, *, node_id: int | None = None,
+                timeout_ms: int | None = None, min_version: int = 0):
+        """Send one request and poll until its response arrives (seed 000's ``client.poll(future)``).
+        ``body_for_version`` is a dict or a callable(version) -> dict. Returns (node_id, version, body)."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = self.clock() + timeout_ms
+        result: dict[str, Any] = {}
+        while True:
+            now = self.clock()
+            if now >= deadline:
+                raise RequestTimedOutError(
+                    f"{ApiKey(api_key).name} request got no answer within {timeout_ms} ms"
+                    + (f" (last error: {result['error']})" if result.get("error") else ""))
+            node = node_id if node_id is not None else self.least_loaded_node(now)
+            if node is not None and self.ready(node, now):
+                version = self.api_version(node, api_key)
+                body = body_for_version(version) if callable(body_for_version) else body_for_version
+                done: dict[str, Any] = {}
+                req = self.send(node, api_key, body, now,
+                                lambda b, e: done.update(body=b, error=e), min_version=min_version)
+                while not done and self.clock() < deadline:
+                    self.poll(min(100, max(deadline - self.clock(), 0)))
+                if not done:
+                    continue
+                if done["error"] is not None:
+                    result["error"] = done["error"]
+                    if not getattr(done["error"], "retriable", False):
+                        raise done["error"]
+                    continue
+                return node, req.version, done["body"]
+            self.poll(min(50, max(deadline - now, 0)))

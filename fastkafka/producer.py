@@ -1,0 +1,303 @@
+"""The public Producer.
+
+``send`` and ``send_batch`` run on the caller's thread: they wait for the topic's metadata (bounded by
+``max_block_ms``), choose partitions, and append the records to the accumulator, copying their bytes
+once into a batch buffer. A background sender thread does all network work. Delivery is reported
+through futures and ``on_delivery(err, metadata)`` callbacks; callbacks run on the sender thread, so
+they must be quick and must not call ``flush`` or ``close``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
+from ._core.bufferpool import BufferPool
+from ._core.partitioner import java_partition, partitions_for_keys
+from ._wire.records import record_size
+from .cluster import Metadata, topic_error
+from .config import ProducerConfig
+from .errors import (InvalidRecordError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError,
+                     UnknownPartitionError)
+from .network import NetworkClient, now_ms
+from .sender import Sender
+
+log = logging.getLogger("fastkafka")
+
+_BYTES_TYPES = (bytes, bytearray, memoryview)
+# Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
+_REQUEST_OVERHEAD = 61 + 256
+
+_producer_seq = 0
+_producer_seq_lock = threading.Lock()
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_bytes(name: str, value: Any) -> None:
+    if value is not None and not isinstance(value, _BYTES_TYPES):
+        raise InvalidRecordError(
+            f"{name} must be bytes, bytearray, memoryview or None, got {type(value).__name__}")
+
+
+class Producer:
+    """A thread-safe Kafka producer.
+
+    Example::
+
+        from fastkafka import Producer
+        with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5, compression_type="lz4") as p:
+            md = p.send("events", value=b"hello", key=b"k").get(timeout=10)
+            print(md.partition, md.offset)
+
+    Settings may be given as keyword arguments or as a mapping with Java/librdkafka-style dotted keys
+    (``Producer({"bootstrap.servers": "host:9092", "linger.ms": 5})``); see
+    :mod:`fastkafka.config` for the list. Wrong settings raise ``ConfigError`` here.
+    """
+
+    def __init__(self, config: dict | None = None, **kwargs: Any):
+        self.config = cfg = ProducerConfig(config, **kwargs)
+        global _producer_seq
+        with _producer_seq_lock:
+            _producer_seq += 1
+            self._name = f"{cfg.client_id}-{_producer_seq}"
+        self._partitioner = cfg.partitioner
+        self._metadata = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms)
+        self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size)
+        self._acc = RecordAccumulator(cfg.batch_size, cfg.compression_code, cfg.compression_level,
+                                      cfg.linger_ms, cfg.retry_backoff_ms, cfg.delivery_timeout_ms,
+                                      self._pool, cfg.ordered)
+        self._client = NetworkClient(cfg, self._metadata)
+        self._sender = Sender(cfg, self._acc, self._metadata, self._client)
+        self._pool.wakeup = self._sender.wakeup
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._sender.start(f"fastkafka-sender-{self._name}")
+
+    # -- context manager -------------------------------------------------------------------
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<fastkafka.Producer {self._name} {'closed' if self._closed else 'open'}>"
+
+    # -- metadata --------------------------------------------------------------------------
+    def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: int):
+        """The cluster view once ``topic`` (and ``partition``) is known; bounded by max_wait_ms."""
+        cluster = self._metadata.cluster
+        n = cluster.partition_count(topic)
+        if n > 0 and (partition is None or partition < n):
+            return cluster
+        if not isinstance(topic, str) or not topic:
+            raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+        self._metadata.add_topic(topic)
+        deadline = time.monotonic() + max_wait_ms / 1000.0
+        while True:
+            if self._closed:
+                raise ProducerClosedError("producer is closed")
+            version = self._metadata.request_update()
+            self._sender.wakeup()
+            remaining = deadline - time.monotonic()
+            try:
+                self._metadata.await_update(version, max(remaining, 0))
+            except KafkaTimeoutError:
+                err = topic_error(self._metadata.cluster, topic)
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not present in metadata after {max_wait_ms} ms"
+                    + (f" (broker says: {err})" if err else "")) from None
+            cluster = self._metadata.cluster
+            n = cluster.partition_count(topic)
+            if n > 0:
+                if partition is not None and partition >= n:
+                    raise UnknownPartitionError(
+                        f"partition {partition} of topic {topic!r} does not exist "
+                        f"(the topic has {n} partitions)")
+                return cluster
+            err = topic_error(cluster, topic)
+            if err is not None and not err.retriable:
+                raise err
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The partition numbers of ``topic`` (waits for metadata up to max_block_ms)."""
+        self._check_open()
+        cluster = self._wait_on_metadata(topic, None, self.config.max_block_ms)
+        return list(range(cluster.partition_count(topic)))
+
+    # -- sending ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProducerClosedError("cannot send: the producer is closed")
+
+    def _choose_partition(self, cluster, topic: str, key, partition) -> int:
+        n = cluster.partition_count(topic)
+        if partition is not None:
+            if isinstance(partition, bool) or not isinstance(partition, int):
+                raise InvalidRecordError(f"partition must be an int or None, got {type(partition).__name__}")
+            if not 0 <= partition < n:
+                raise UnknownPartitionError(
+                    f"partition {partition} of topic {topic!r} does not exist (the topic has {n} partitions)")
+            return partition
+        p = self._partitioner
+        if p == "murmur2":
+            if key is not None:
+                return java_partition(key, n)
+            available = cluster.available_partitions(topic) or list(range(n))
+            return self._acc.sticky_partition(topic, available)
+        available = cluster.available_partitions(topic) or list(range(n))
+        if p == "random":
+            return self._acc.sticky_partition(topic, available)
+        result = p(key, n, available)
+        if isinstance(result, bool) or not isinstance(result, int) or not 0 <= result < n:
+            raise UnknownPartitionError(
+                f"partitioner returned {result!r} for topic {topic!r} with {n} partitions")
+        return result
+
+    def send(self, topic: str, value=None, key=None, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: Sequence | None = None,
+             on_delivery: Callable | None = None) -> FutureRecordMetadata:
+        """Queue one record; returns a future of its :class:`RecordMetadata`.
+
+        ``value`` and ``key`` are bytes-like or None; ``headers`` a list of (str, bytes|None) pairs.
+        ``on_delivery(err, metadata)`` runs on the I/O thread once the record is acknowledged or has
+        failed. Raises at once (sending nothing) for a record of the wrong type, too large, or for a
+        partition that does not exist; blocks up to ``max_block_ms`` for metadata and buffer memory.
+        """
+        self._check_open()
+        _check_bytes("value", value)
+        _check_bytes("key", key)
+        if timestamp_ms is None:
+            timestamp_ms = _wall_ms()
+        elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
+            raise InvalidRecordError(f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
+        start = now_ms()
+        cluster = self._wait_on_metadata(topic, partition, self.config.max_block_ms)
+        p = self._choose_partition(cluster, topic, key, partition)
+        size = record_size(0, 0, -1 if key is None else len(key), -1 if value is None else len(value),
+                           headers) + _REQUEST_OVERHEAD
+        if size > self.config.max_request_size:
+            raise RecordTooLargeError(
+                f"record of {size} bytes (serialized, with batch overhead) is larger than "
+                f"max_request_size ({self.config.max_request_size})")
+        if size > self.config.buffer_memory:
+            raise RecordTooLargeError(
+                f"record of {size} bytes is larger than buffer_memory ({self.config.buffer_memory})")
+        now = now_ms()
+        remaining = max(self.config.max_block_ms - (now - start), 0)
+        fut = self._acc.append(topic, p, timestamp_ms, key, value, headers, on_delivery, now, remaining)
+        if self._acc.wakeup_needed():
+            self._sender.wakeup()
+        return fut
+
+    def produce(self, topic: str, value=None, key=None, partition: int | None = None,
+                on_delivery: Callable | None = None, timestamp: int | None = None,
+                headers: Sequence | None = None) -> None:
+        """confluent-kafka-style alias of :meth:`send` that returns nothing."""
+        self.send(topic, value, key, partition, timestamp, headers, on_delivery)
+
+    def send_batch(self, topic: str, values, keys=None, partition: int | None = None,
+                   headers: Sequence | None = None, timestamp_ms: int | None = None) -> BatchFuture:
+        """Queue many records at once; returns a future of the number delivered.
+
+        ``values`` (and ``keys``) are lists of bytes-like/None, or pyarrow ``binary``/``large_binary``/
+        ``string``/``large_string`` arrays (nulls and sliced arrays included), read straight from the
+        Arrow buffers. ``headers`` apply to every record. ``get()`` raises the first delivery error.
+        Invalid input raises before any record of the call is queued.
+        """
+        self._check_open()
+        n_records = len(values)
+        if keys is not None and len(keys) != n_records:
+            raise InvalidRecordError(f"keys has {len(keys)} entries but values has {n_records}")
+        if timestamp_ms is None:
+            timestamp_ms = _wall_ms()
+        start = now_ms()
+        cluster = self._wait_on_metadata(topic, partition, self.config.max_block_ms)
+        n = cluster.partition_count(topic)
+        if partition is not None:
+            parts: Any = self._choose_partition(cluster, topic, None, partition)
+        elif keys is not None and self._partitioner == "murmur2":
+            parts = partitions_for_keys(keys, n, self._acc.sticky_partition(
+                topic, cluster.available_partitions(topic) or list(range(n))))
+        elif callable(self._partitioner):
+            key_list = keys if isinstance(keys, list) or keys is None else keys.to_pylist()
+            parts = [self._choose_partition(cluster, topic, None if key_list is None else key_list[i], None)
+                     for i in range(n_records)]
+        else:
+            parts = -1  # null keys: the accumulator spreads batches over the sticky partitions
+        fut = BatchFuture(n_records)
+        now = now_ms()
+        remaining = max(self.config.max_block_ms - (now - start), 0)
+        available = cluster.available_partitions(topic) or list(range(n))
+        self._acc.append_batch(topic, parts, values, keys, headers, timestamp_ms, fut, now, remaining,
+                               available, self.config.max_request_size - _REQUEST_OVERHEAD)
+        self._sender.wakeup()
+        return fut
+
+    # -- flush / close ---------------------------------------------------------------------
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued now and wait for it; returns the records still undelivered
+        (0 when all were delivered or failed — failures are reported through futures/callbacks)."""
+        if self._closed:
+            return 0
+        self._acc.begin_flush()
+        self._sender.wakeup()
+        try:
+            return self._acc.await_flush_completion(timeout)
+        finally:
+            self._acc.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued (waiting up to ``timeout`` seconds, forever when None), then stop
+        the I/O thread. Records still undelivered at the deadline fail with ProducerClosedError."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if threading.current_thread() is self._sender._thread:
+            raise ProducerClosedError("close() called from a delivery callback")
+        self._acc.close()
+        self._sender.running = False
+        self._sender.wakeup()
+        if not self._sender.join(timeout):
+            self._sender.force_close = True
+            self._sender.wakeup()
+            self._sender.join()
+        self._metadata.close()
+        self._pool.close()
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            try:
+                self.close(0)
+            except Exception:
+                pass
+
+    # -- introspection ---------------------------------------------------------------------
+    def metrics(self) -> dict:
+        """Counters of the producer: records and batches sent, retries, errors, bytes, buffer use."""
+        m = dict(self._sender.stats)
+        m.update({f"net_{k}": v for k, v in self._client.stats.items()})
+        m.update({
+            "buffer_total_bytes": self._pool.total,
+            "buffer_available_bytes": self._pool.available_memory,
+            "buffer_waiters": self._pool.queued,
+            "records_queued": self._acc.incomplete_record_count(),
+            "in_flight_batches": self._sender.in_flight_batches,
+            "connections": sum(1 for c in self._client.connections.values() if c.sock is not None),
+            "metadata_version": self._metadata.version,
+            "producer_id": self._sender.idem.producer_id if self._sender.idem else -1,
+            "producer_epoch": self._sender.idem.producer_epoch if self._sender.idem else -1,
+            "epoch_bumps": self._sender.idem.epoch_bumps if self._sender.idem else 0,
+        })
+        return m
+
+
+__all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "BatchFuture"]
+

@@ -1,0 +1,268 @@
+"""The sender: the producer's background I/O thread.
+
+Each turn of the loop (``run_once``): make sure an idempotent producer has its id, ask the accumulator
+which leaders have sendable data, keep only the nodes the network client can send to now (connecting
+the others), drain at most one batch per partition per node under ``max_request_size``, expire
+batches that waited longer than ``delivery_timeout_ms``, queue one Produce request per node, and poll
+the network. Responses come back through :meth:`Sender._on_produce_response`, which completes,
+retries or fails each batch; batch completion (futures, user callbacks) runs on this thread with no
+lock held.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from .errors import (DeliveryTimeoutError, KafkaError, ProducerClosedError, UnsupportedVersionError,
+                     error_for_code)
+from .idempotence import (DUPLICATE_SEQUENCE_NUMBER, OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID,
+                          INVALID_PRODUCER_EPOCH, IdempotenceState)
+from .network import NetworkClient, now_ms
+from .protocol import ApiKey
+
+log = logging.getLogger("fastkafka")
+
+ZSTD = 4
+SEQUENCE_ERRORS = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH)
+
+
+class Sender:
+    def __init__(self, config, accumulator, metadata, client: NetworkClient,
+                 clock: Callable[[], int] = now_ms):
+        self.config = config
+        self.acc = accumulator
+        self.metadata = metadata
+        self.client = client
+        self.clock = clock
+        self.idem = IdempotenceState() if config.enable_idempotence else None
+        self.acks = config.acks
+        self.min_produce_version = 7 if config.compression_code == ZSTD else 3
+        self.running = True
+        self.force_close = False
+        self.in_flight_batches = 0
+        self._init_retry_ms = 0
+        self._thread: threading.Thread | None = None
+        self.fatal_error: KafkaError | None = None
+        self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
+                      "batches_expired": 0, "produce_requests": 0}
+
+    # -- thread ----------------------------------------------------------------------------
+    def start(self, name: str) -> None:
+        self._thread = threading.Thread(target=self.run, name=name, daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self.client.wakeup()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def run(self) -> None:
+        try:
+            while self.running:
+                self.run_once()
+            # Closing: keep sending until everything queued and in flight is done.
+            while not self.force_close and (self.acc.has_undrained() or self.in_flight_batches > 0):
+                self.run_once()
+        except Exception as e:  # pragma: no cover - a bug; fail loudly but release the records
+            log.exception("sender thread failed")
+            self.fatal_error = ProducerClosedError(f"sender thread failed: {e!r}")
+            self.force_close = True
+        finally:
+            # In-flight requests fail through their callbacks when the connections close; whatever
+            # is still queued fails here. Nothing is left without an outcome.
+            self.force_close = True
+            self.client.close()
+            error = self.fatal_error or ProducerClosedError("producer closed before these records were delivered")
+            for b in self.acc.abort_undrained(error):
+                self._fail(b, error)
+
+    # -- one turn of the loop --------------------------------------------------------------
+    def run_once(self) -> None:
+        now = self.clock()
+        if self.idem is not None and not self.idem.has_producer_id():
+            if not self._maybe_init_producer_id(now):
+                self.client.poll(self.config.retry_backoff_ms, now)
+                return
+        timeout = self._send_producer_data(now)
+        self.client.poll(timeout, now)
+
+    def _maybe_init_producer_id(self, now: int) -> bool:
+        """Returns True when the producer id is known; otherwise works towards getting it."""
+        idem = self.idem
+        if idem.init_in_flight or now < self._init_retry_ms:
+            return False
+        if idem.bump_required and self.in_flight_batches > 0:
+            return False  # wait until every in-flight batch is resolved before changing epoch
+        node = self.client.least_loaded_node(now)
+        if node is None or not self.client.ready(node, now):
+            return False
+        body = idem.init_request_body() if idem.bump_required else {
+            "transactional_id": None, "transaction_timeout_ms": 2**31 - 1,
+            "producer_id": -1, "producer_epoch": -1}
+        idem.init_in_flight = True
+        try:
+            self.client.send(node, ApiKey.INIT_PRODUCER_ID, body, now, self._on_init_producer_id,
+                             min_version=3 if idem.bump_required else 0)
+        except UnsupportedVersionError as e:
+            # The broker cannot bump an epoch: start over with a fresh producer id.
+            log.warning("epoch bump not supported (%s); asking for a new producer id", e)
+            idem.init_in_flight = False
+            idem.producer_id = -1
+            idem.producer_epoch = -1
+        return False
+
+    def _on_init_producer_id(self, body, error) -> None:
+        idem = self.idem
+        idem.init_in_flight = False
+        now = self.clock()
+        if error is None and body["error_code"] != 0:
+            error = error_for_code(body["error_code"], "InitProducerId failed")
+        if error is not None:
+            log.info("InitProducerId failed: %s", error)
+            if not getattr(error, "retriable", False) and idem.bump_required:
+                idem.producer_id = -1  # fall back to a new id
+                idem.producer_epoch = -1
+            self._init_retry_ms = now + self.config.retry_backoff_ms
+            return
+        idem.set_producer_id(body["producer_id"], body["producer_epoch"])
+
+    def _send_producer_data(self, now: int) -> int:
+        cluster = self.metadata.cluster
+        ready_nodes, next_check, unknown_topics = self.acc.ready(cluster, now)
+        if unknown_topics:
+            for t in unknown_topics:
+                self.metadata.add_topic(t)
+            self.metadata.request_update()
+        timeout = next_check
+        sendable = []
+        for node in ready_nodes:
+            if self.client.ready(node, now):
+                sendable.append(node)
+            else:
+                timeout = min(timeout, max(self.client.connection_delay(node, now), 1))
+        if self.idem is not None and self.idem.bump_required:
+            sendable = []  # drain nothing until the epoch is bumped
+        if sendable:
+            by_node = self.acc.drain(cluster, sendable, self.config.max_request_size, now)
+            for node, batches in by_node.items():
+                if batches:
+                    self._send_produce(node, batches, now)
+        for batch in self.acc.expired_batches(now):
+            self.stats["batches_expired"] += 1
+            self._fail(batch, DeliveryTimeoutError(
+                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} expired after "
+                f"{now - batch.created_ms} ms waiting to be sent (delivery_timeout_ms="
+                f"{self.config.delivery_timeout_ms})"), deallocate=True)
+        if sendable and self.acc.has_undrained():
+            timeout = 0
+        return max(timeout, 0)
+
+    def _send_produce(self, node: int, batches: list, now: int) -> None:
+        topic_data: dict[str, list] = {}
+        for b in batches:
+            if self.idem is not None:
+                self.idem.stamp(b)
+            else:
+                b.builder.stamp(-1, -1, -1)  # header fields and CRC; no sequence without idempotence
+            topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.builder.buffer()})
+        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()]}
+        expect_response = self.acks != 0
+        self.in_flight_batches += len(batches)
+        try:
+            self.client.send(node, ApiKey.PRODUCE, body, now,
+                             lambda resp, err: self._on_produce_response(node, batches, resp, err),
+                             expect_response=expect_response, min_version=self.min_produce_version)
+        except KafkaError as e:
+            self.in_flight_batches -= len(batches)
+            for b in batches:
+                self._fail(b, e, deallocate=True)
+                self._unmute(b)
+            return
+        self.stats["produce_requests"] += 1
+        self.stats["batches_sent"] += len(batches)
+
+    # -- responses -------------------------------------------------------------------------
+    def _on_produce_response(self, node: int, batches: list, body, error) -> None:
+        now = self.clock()
+        self.in_flight_batches -= len(batches)
+        if error is not None:
+            for b in batches:
+                self._retry_or_fail(b, error, now)
+            return
+        if body is None:  # acks=0: complete once written
+            for b in batches:
+                self._succeed(b, -1, -1)
+            return
+        results = {}
+        for t in body["responses"]:
+            for p in t["partition_responses"]:
+                results[(t["name"], p["index"])] = p
+        for b in batches:
+            p = results.get((b.topic, b.partition))
+            if p is None:
+                self._retry_or_fail(b, KafkaError(
+                    f"produce response from node {node} has no result for {b.topic}-{b.partition}"), now)
+                continue
+            code = p["error_code"]
+            if code == 0:
+                self._succeed(b, p["base_offset"], p.get("log_append_time_ms", -1))
+            elif code == DUPLICATE_SEQUENCE_NUMBER:
+                # The broker already has this batch: it was delivered by an earlier attempt.
+                self._succeed(b, p["base_offset"], p.get("log_append_time_ms", -1))
+            else:
+                msg = p.get("error_message")
+                rec_errs = p.get("record_errors") or []
+                if rec_errs:
+                    msg = (msg or "") + " " + "; ".join(
+                        f"record {r['batch_index']}: {r.get('batch_index_error_message')}" for r in rec_errs)
+                self._retry_or_fail(b, error_for_code(code, msg), now)
+
+    def _succeed(self, batch, base_offset: int, log_append_time: int) -> None:
+        if self.idem is not None:
+            self.idem.acked(batch)
+        self.stats["records_sent"] += batch.record_count
+        self._unmute(batch)
+        self.acc.deallocate(batch)
+        batch.complete(base_offset, log_append_time, None)
+
+    def _fail(self, batch, error: Exception, deallocate: bool = True) -> None:
+        self.stats["errors"] += 1
+        if deallocate:
+            self.acc.deallocate(batch)
+        batch.complete(-1, -1, error)
+
+    def _unmute(self, batch) -> None:
+        if self.acc.is_muted(batch.topic, batch.partition):
+            self.acc.unmute(batch.topic, batch.partition)
+
+    def _retry_or_fail(self, batch, error: Exception, now: int) -> None:
+        code = getattr(error, "code", None)
+        retriable = getattr(error, "retriable", False)
+        if self.idem is not None and code in SEQUENCE_ERRORS:
+            if self.idem.sequence_error_needs_bump(batch, code):
+                log.warning("%s for %s-%d (sequence %d): bumping the producer epoch",
+                            error, batch.topic, batch.partition, batch.base_sequence)
+                self.idem.bump_required = True
+            retriable = True
+        time_left = batch.created_ms + self.config.delivery_timeout_ms - now
+        if retriable and not self.force_close and batch.attempts < self.config.retries and time_left > 0:
+            if getattr(error, "invalid_metadata", False):
+                self.metadata.request_update()
+            self.stats["retries"] += 1
+            log.debug("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition, batch.attempts + 1, error)
+            self.acc.reenqueue(batch, now)
+            self._unmute(batch)
+            return
+        if retriable and time_left <= 0:
+            error = DeliveryTimeoutError(
+                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} not delivered within "
+                f"delivery_timeout_ms={self.config.delivery_timeout_ms} (last error: {error})")
+        self._unmute(batch)
+        self._fail(batch, error)
