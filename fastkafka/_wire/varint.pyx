@@ -45,12 +45,15 @@ cdef tuple _decode(object buf, Py_ssize_t pos, int max_bytes, str what):
     cdef uint64_t raw = 0
     cdef int k
     cdef int64_t value
+    cdef unsigned char last = 0
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         if pos < 0 or pos > view.len:
             raise ValueError(f"{what}: position {pos} is outside the buffer (length {view.len})")
         k = read_uvarint(<const char *>view.buf + pos, <const char *>view.buf + view.len,
                          max_bytes, &raw)
+        if k > 0:
+            last = (<const unsigned char *>view.buf)[pos + k - 1]
     finally:
         PyBuffer_Release(&view)
     if k == 0:
@@ -60,7 +63,7 @@ cdef tuple _decode(object buf, Py_ssize_t pos, int max_bytes, str what):
     if max_bytes == 5:
         if raw > 0xFFFFFFFF:
             raise ValueError(f"{what}: value does not fit in 32 bits at position {pos}")
-    elif k == 10 and raw < (<uint64_t>1 << 63):
+    elif k == 10 and last > 1:
         # A 10th byte may only carry the top bit; anything more overflowed.
         raise ValueError(f"{what}: value does not fit in 64 bits at position {pos}")
     value = unzigzag64(raw)
