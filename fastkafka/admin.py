@@ -1,0 +1,328 @@
+"""A small admin client: create/delete topics, describe partitions and leaders, list offsets.
+
+Built on composable request futures (seed 000): ``_send`` only queues a request and returns a
+:class:`RequestFuture` of the raw response; ``compose`` adapts it into a future of the value the
+caller wants (an offset, a cluster view), recording on failure whether the error is retriable and
+whether metadata must be refreshed before retrying. ``_poll(future)`` drives the network client on
+the calling thread until the future is done. No background thread.
+
+Example::
+
+    from fastkafka.admin import Admin
+    with Admin(bootstrap_servers="127.0.0.1:9092") as admin:
+        admin.create_topic("events", partitions=6)
+        print(admin.describe_topic("events"))
+        print(admin.list_offsets("events", 0, "latest"))
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from .cluster import Cluster, Metadata, PartitionInfo, cluster_from_response
+from .config import ProducerConfig, canonical_name
+from .errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_for_code
+from .network import NetworkClient, now_ms
+from .protocol import ApiKey
+
+EARLIEST = -2
+LATEST = -1
+TOPIC_ALREADY_EXISTS = 36
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+_ADMIN_KEYS = {"bootstrap_servers", "client_id", "request_timeout_ms", "reconnect_backoff_ms",
+               "reconnect_backoff_max_ms", "retry_backoff_ms", "connections_max_idle_ms",
+               "socket_connection_setup_timeout_ms", "max_response_size", "metadata_max_age_ms"}
+
+
+class RequestFuture:
+    """The eventual result of one request: a value or an exception, set once.
+
+    ``add_listener(on_success, on_failure)`` runs a listener at completion (or at once if done);
+    ``compose(fn)`` returns a new future of ``fn(value)`` (an exception raised by ``fn`` fails it);
+    ``is_retriable()`` / ``needs_metadata_refresh()`` describe a failure.
+    """
+
+    __slots__ = ("_done", "_value", "_exception", "_listeners", "_lock")
+
+    def __init__(self):
+        self._done = threading.Event()
+        self._value: Any = None
+        self._exception: BaseException | None = None
+        self._listeners: list = []
+        self._lock = threading.Lock()
+
+    def is_done(self) -> bool:
+        return self._done.is_set()
+
+    def succeeded(self) -> bool:
+        return self._done.is_set() and self._exception is None
+
+    def failed(self) -> bool:
+        return self._done.is_set() and self._exception is not None
+
+    @property
+    def value(self) -> Any:
+        if not self.succeeded():
+            raise KafkaError("the request future has not succeeded")
+        return self._value
+
+    @property
+    def exception(self) -> BaseException | None:
+        return self._exception
+
+    def is_retriable(self) -> bool:
+        return bool(getattr(self._exception, "retriable", False))
+
+    def needs_metadata_refresh(self) -> bool:
+        return bool(getattr(self._exception, "invalid_metadata", False))
+
+    def _set(self, value, exception) -> None:
+        with self._lock:
+            if self._done.is_set():
+                raise KafkaError("request future completed twice")
+            self._value, self._exception = value, exception
+            self._done.set()
+            listeners, self._listeners = self._listeners, []
+        for on_success, on_failure in listeners:
+            if exception is None:
+                on_success(value)
+            else:
+                on_failure(exception)
+
+    def complete(self, value: Any) -> None:
+        self._set(value, None)
+
+    def fail(self, exception: BaseException) -> None:
+        self._set(None, exception)
+
+    def add_listener(self, on_success: Callable, on_failure: Callable) -> None:
+        with self._lock:
+            if not self._done.is_set():
+                self._listeners.append((on_success, on_failure))
+                return
+        if self._exception is None:
+            on_success(self._value)
+        else:
+            on_failure(self._exception)
+
+    def compose(self, fn: Callable[[Any], Any]) -> "RequestFuture":
+        out = RequestFuture()
+
+        def on_success(value):
+            try:
+                result = fn(value)
+            except BaseException as e:  # noqa: BLE001 - the adapter's failure is the future's
+                out.fail(e)
+                return
+            out.complete(result)
+
+        self.add_listener(on_success, out.fail)
+        return out
+
+
+class Admin:
+    """Admin operations against a cluster. Accepts the connection settings of the Producer."""
+
+    def __init__(self, config: dict | None = None, **kwargs: Any):
+        merged = dict(config or {})
+        merged.update(kwargs)
+        cfg = ProducerConfig(merged)
+        for key in merged:
+            if canonical_name(key) not in _ADMIN_KEYS:
+                raise ConfigError(f"{key!r} is not an admin client setting")
+        self.config = cfg
+        self._metadata = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms)
+        self._client = NetworkClient(cfg, self._metadata, manage_metadata=False)
+        self._lock = threading.Lock()  # one caller drives the client at a time
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- request plumbing ------------------------------------------------------------------
+    def _send(self, api_key: int, body_for_version, node: int | None, deadline: int) -> RequestFuture:
+        """Queue a request once a node is ready (polling for the connection); a future of the body."""
+        fut = RequestFuture()
+        while True:
+            now = now_ms()
+            target = node if node is not None else self._client.least_loaded_node(now)
+            if target is not None and self._client.ready(target, now):
+                break
+            if now >= deadline:
+                fut.fail(KafkaTimeoutError(f"no broker connection for {ApiKey(api_key).name} "
+                                           f"(last error: {self._metadata.last_error})"))
+                return fut
+            self._client.poll(min(50, deadline - now), now)
+        version = self._client.api_version(target, api_key)
+        body = body_for_version(version) if callable(body_for_version) else body_for_version
+
+        def on_response(resp, err):
+            if err is not None:
+                fut.fail(err)
+            else:
+                fut.complete(resp)
+
+        self._client.send(target, api_key, body, now_ms(), on_response)
+        return fut
+
+    def _poll(self, fut: RequestFuture, deadline: int) -> None:
+        while not fut.is_done():
+            now = now_ms()
+            if now >= deadline:
+                fut.fail(KafkaTimeoutError("request timed out"))
+                return
+            self._client.poll(min(100, deadline - now), now)
+
+    def _run(self, make_future: Callable[[int], RequestFuture], timeout_ms: int | None):
+        """The retry loop of seed 000: send, poll, return on success, raise a non-retriable error,
+        refresh metadata before retrying when the error says so, else back off and retry."""
+        timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = now_ms() + timeout_ms
+        with self._lock:
+            while True:
+                fut = make_future(deadline)
+                self._poll(fut, deadline)
+                if fut.succeeded():
+                    return fut.value
+                if not fut.is_retriable() or now_ms() >= deadline:
+                    raise fut.exception
+                if fut.needs_metadata_refresh():
+                    self._refresh(None, deadline)
+                else:
+                    time.sleep(self.config.retry_backoff_ms / 1000.0)
+
+    # -- metadata --------------------------------------------------------------------------
+    def _metadata_future(self, topics, deadline, auto_create=False) -> RequestFuture:
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": auto_create}
+        return self._send(ApiKey.METADATA, body, None, deadline).compose(cluster_from_response)
+
+    def _refresh(self, topics, deadline) -> Cluster:
+        fut = self._metadata_future(topics, deadline)
+        self._poll(fut, deadline)
+        if fut.succeeded():
+            self._metadata.update(fut.value, now_ms())
+            return fut.value
+        raise fut.exception
+
+    def describe_cluster(self, timeout_ms: int | None = None) -> Cluster:
+        """Brokers and all topics."""
+        cluster = self._run(lambda d: self._metadata_future(None, d), timeout_ms)
+        self._metadata.update(cluster, now_ms())
+        return cluster
+
+    def describe_topic(self, topic: str, timeout_ms: int | None = None) -> list[PartitionInfo]:
+        """Partitions of ``topic`` with their leaders; raises UnknownTopicOrPartitionError."""
+        def check(cluster: Cluster):
+            t = cluster.topics.get(topic)
+            if t is None:
+                raise error_for_code(UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} not in metadata")
+            if t.error_code:
+                raise error_for_code(t.error_code, f"topic {topic!r}")
+            self._metadata.update(cluster, now_ms())
+            return list(t.partitions)
+        return self._run(lambda d: self._metadata_future([topic], d).compose(check), timeout_ms)
+
+    def list_topics(self, timeout_ms: int | None = None) -> list[str]:
+        return sorted(self.describe_cluster(timeout_ms).topics)
+
+    # -- topics ----------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     config: dict | None = None, exist_ok: bool = False,
+                     timeout_ms: int | None = None) -> None:
+        self.create_topics({name: partitions}, replication_factor, config, exist_ok, timeout_ms)
+
+    def create_topics(self, topics: dict, replication_factor: int = 1, config: dict | None = None,
+                      exist_ok: bool = False, timeout_ms: int | None = None) -> None:
+        """Create topics given as {name: partitions}; raises the first error (TopicAlreadyExists
+        is ignored with ``exist_ok``)."""
+        timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        body = {"topics": [{"name": n, "num_partitions": p, "replication_factor": replication_factor,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": str(v)} for k, v in (config or {}).items()]}
+                           for n, p in topics.items()],
+                "timeout_ms": timeout_ms, "validate_only": False}
+
+        def check(resp):
+            for t in resp["topics"]:
+                code = t["error_code"]
+                if code and not (exist_ok and code == TOPIC_ALREADY_EXISTS):
+                    raise error_for_code(code, f"create topic {t['name']!r}: {t.get('error_message') or ''}")
+            return None
+        self._run(lambda d: self._send(ApiKey.CREATE_TOPICS, body, self._controller(d), d).compose(check),
+                  timeout_ms)
+
+    def delete_topics(self, names: list[str], timeout_ms: int | None = None) -> None:
+        timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+
+        def body(version):
+            if version is not None and version >= 6:
+                return {"topics": [{"name": n} for n in names], "timeout_ms": timeout_ms}
+            return {"topic_names": list(names), "timeout_ms": timeout_ms}
+
+        def check(resp):
+            for r in resp["responses"]:
+                if r["error_code"]:
+                    raise error_for_code(r["error_code"], f"delete topic {r.get('name')!r}")
+        self._run(lambda d: self._send(ApiKey.DELETE_TOPICS, body, self._controller(d), d).compose(check),
+                  timeout_ms)
+
+    def _controller(self, deadline) -> int | None:
+        cluster = self._metadata.cluster
+        if cluster.controller_id < 0 or cluster.controller_id not in cluster.brokers:
+            try:
+                cluster = self._refresh([], deadline)
+            except KafkaError:
+                return None
+        c = cluster.controller_id
+        return c if c in cluster.brokers else None
+
+    # -- offsets ---------------------------------------------------------------------------
+    def list_offsets(self, topic: str, partition: int, spec: str | int = "latest",
+                     timeout_ms: int | None = None) -> int:
+        """The offset of ``partition`` at ``spec``: "earliest", "latest", or a timestamp in ms (the
+        first offset whose timestamp is >= it; -1 when there is none)."""
+        if spec == "earliest":
+            ts = EARLIEST
+        elif spec == "latest":
+            ts = LATEST
+        elif isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+            ts = spec
+        else:
+            raise ConfigError(f"list_offsets spec must be 'earliest', 'latest' or a timestamp >= 0, got {spec!r}")
+
+        def make(deadline):
+            leader = self._metadata.cluster.leader_for(topic, partition)
+            if leader < 0:
+                self._refresh([topic], deadline)
+                leader = self._metadata.cluster.leader_for(topic, partition)
+                if leader < 0:
+                    fut = RequestFuture()
+                    fut.fail(error_for_code(UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} has no leader"))
+                    return fut
+            body = {"replica_id": -1, "isolation_level": 0,
+                    "topics": [{"name": topic, "partitions": [
+                        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": ts}]}],
+                    "timeout_ms": self.config.request_timeout_ms}
+
+            def to_offset(resp):
+                for t in resp["topics"]:
+                    for p in t["partitions"]:
+                        if t["name"] == topic and p["partition_index"] == partition:
+                            if p["error_code"]:
+                                raise error_for_code(p["error_code"], f"list offsets {topic}-{partition}")
+                            return p["offset"]
+                raise NetworkError(f"list offsets response has no entry for {topic}-{partition}")
+            return self._send(ApiKey.LIST_OFFSETS, body, leader, deadline).compose(to_offset)
+        return self._run(make, timeout_ms)
+
+
+__all__ = ["Admin", "RequestFuture", "EARLIEST", "LATEST"]
