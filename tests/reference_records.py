@@ -100,6 +100,19 @@ def _write_bytes(out: bytearray, data) -> None:
         out += data
 
 
+def encode_headers(headers) -> bytes:
+    """The headers section of a record: count varint, then key/value pairs."""
+    headers = list(headers or [])
+    out = bytearray()
+    write_varint(out, len(headers))
+    for hk, hv in headers:
+        if isinstance(hk, str):
+            hk = hk.encode("utf-8")
+        _write_bytes(out, hk)
+        _write_bytes(out, hv)
+    return bytes(out)
+
+
 def encode_record(offset_delta: int, timestamp_delta: int, key, value, headers) -> bytes:
     body = bytearray()
     body.append(0)                            # attributes
@@ -107,13 +120,7 @@ def encode_record(offset_delta: int, timestamp_delta: int, key, value, headers) 
     write_varint(body, offset_delta)
     _write_bytes(body, key)
     _write_bytes(body, value)
-    headers = list(headers or [])
-    write_varint(body, len(headers))
-    for hk, hv in headers:
-        if isinstance(hk, str):
-            hk = hk.encode("utf-8")
-        _write_bytes(body, hk)
-        _write_bytes(body, hv)
+    body += encode_headers(headers)
     out = bytearray()
     write_varint(out, len(body))
     return bytes(out + body)
