@@ -923,6 +923,7 @@ cdef class RecordAccumulator:
         cdef object err = None
         cdef bint sticky = False, switched
         cdef int32_t np
+        cdef object pbufs
 
         if future is None:
             raise ValueError("append_batch needs a BatchFuture")
@@ -958,21 +959,35 @@ cdef class RecordAccumulator:
                     if partitions.null_count:
                         raise UnknownPartitionError("partitions contains nulls")
                     if partitions.type != pa.int32():
-                        partitions = partitions.cast(pa.int32())
-                    partitions = partitions.to_numpy(zero_copy_only=True)
-                try:
-                    pview = partitions
-                except (TypeError, ValueError, BufferError):
+                        try:
+                            partitions = partitions.cast(pa.int32())
+                        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                            raise InvalidRecordError(
+                                f"partitions must be int32 values: {e}") from None
+                    keep.append(partitions)
+                    if len(partitions) != n:
+                        raise InvalidRecordError(f"partitions has {len(partitions)} elements "
+                                                 f"but values has {n}")
+                    if n:
+                        pbufs = partitions.buffers()
+                        keep.append(pbufs)
+                        pp = <const int32_t *>_addr(pbufs[1])
+                        pp += <Py_ssize_t>partitions.offset
+                else:
                     try:
-                        pview = array.array("i", partitions)
-                    except (TypeError, OverflowError) as e:
-                        raise InvalidRecordError(f"partitions must be int32 values: {e}") from None
-                keep.append(pview)
-                if pview.shape[0] != n:
-                    raise InvalidRecordError(f"partitions has {pview.shape[0]} elements but "
-                                             f"values has {n}")
-                if n:
-                    pp = &pview[0]
+                        pview = partitions
+                    except (TypeError, ValueError, BufferError):
+                        try:
+                            pview = array.array("i", partitions)
+                        except (TypeError, OverflowError) as e:
+                            raise InvalidRecordError(
+                                f"partitions must be int32 values: {e}") from None
+                    keep.append(pview)
+                    if pview.shape[0] != n:
+                        raise InvalidRecordError(f"partitions has {pview.shape[0]} elements but "
+                                                 f"values has {n}")
+                    if n:
+                        pp = &pview[0]
                 for i in range(n):
                     if pp[i] < 0:
                         raise UnknownPartitionError(f"partitions[{i}] = {pp[i]} is not a valid "
