@@ -205,11 +205,9 @@ def encode_request(api_key, version: int, correlation_id: int, client_id, body: 
         enc(w, body)
     except (struct.error, TypeError, ValueError, AttributeError, KeyError) as e:
         raise _encode_error(e, f"cannot encode {_api_name(api_key)} v{version} request: {e}") from e
-    parts = w.parts
-    parts.append(w.buf)
-    size = sum(len(p) for p in parts if type(p) is bytearray) + w.ext_len - 4
-    _I32.pack_into(parts[0], 0, size)
-    return [bytes(p) if type(p) is bytearray else p for p in parts if type(p) is not bytearray or p]
+    first = w.parts[0] if w.parts else w.buf
+    _I32.pack_into(first, 0, w.glue_len() + w.ext_len - 4)
+    return w.finish()
 
 
 def decode_response(api_key, version: int, payload) -> tuple:

@@ -55,11 +55,17 @@ class Writer:
             self.ext_len += n
 
     def finish(self) -> list:
-        """The parts as a list: bytearrays turned into bytes (only the small glue is copied)."""
+        """The parts as a list. ``parts`` alternates glue (our bytearrays, even indexes) and external
+        buffers (odd indexes); glue is turned into bytes (only the small glue is copied) and empty glue
+        between two external buffers is dropped."""
         out = self.parts
         out.append(self.buf)
         self.buf = None
-        return [bytes(p) if type(p) is bytearray else p for p in out if len(p) or p is out[0]]
+        return [p if i & 1 else bytes(p) for i, p in enumerate(out) if i == 0 or i & 1 or p]
+
+    def glue_len(self) -> int:
+        """Bytes written into glue so far (everything that is not an external buffer)."""
+        return sum(len(p) for p in self.parts[::2]) + len(self.buf)
 
 
 # ------------------------------------------------------------------------------ varints (shared)

@@ -182,7 +182,7 @@ CREATE_TOPICS_RESPONSE = Message("CreateTopicsResponse", 19, "2-7", "5+", [
         F("name", "string"),
         F("topic_id", "uuid", "7+"),
         F("error_code", "int16"),
-        F("error_message", "string", "1+", nullable="0+", default=None),
+        F("error_message", "string", "1+", nullable="0+"),
         F("topic_config_error_code", "int16", "5+", tag=0),
         F("num_partitions", "int32", "5+", default=-1),
         F("replication_factor", "int16", "5+", default=-1),
