@@ -17,7 +17,9 @@ Test-broker side: :func:`decode_request` and :func:`encode_response`.
 
 ApiVersions negotiation
 -----------------------
-Send ApiVersions at our highest version (3). A broker that does not support that version answers
+Send ApiVersions at our highest version (3) with non-empty ``client_software_name`` and
+``client_software_version`` (the schema default is ``""``, which Kafka brokers reject for v3+ with
+error 42 INVALID_REQUEST; they must match ``[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?``). A broker that does not support that version answers
 with error 35 (UNSUPPORTED_VERSION) in a **v0-format** body (header v0), whose ``api_keys`` normally
 holds the broker's ApiVersions range. :func:`decode_response` detects this (an ApiVersions response
 whose error code is 35 is always decoded as v0, the other fields take their defaults) so the caller
