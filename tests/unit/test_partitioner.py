@@ -150,3 +150,26 @@ def test_sticky_partitioner_sticks_and_switches():
     assert sp.next_partition("u", [9], 9) == 9  # only one choice
     with pytest.raises(ValueError):
         sp.partition("empty", [])
+
+
+def test_partitions_for_keys_list_and_arrow():
+    from fastkafka._core.partitioner import partitions_for_keys
+    from fastkafka.errors import InvalidRecordError
+
+    keys = [None if i % 4 == 0 else b"key-%d" % i for i in range(200)]
+    expected = [9 if k is None else java_partition(k, 7) for k in keys]
+    assert list(partitions_for_keys(keys, 7, 9)) == expected
+    assert list(partitions_for_keys([bytearray(b"foobar"), memoryview(b"foobar")], 10)) == [6, 6]
+    pa = pytest.importorskip("pyarrow")
+    for typ in (pa.binary(), pa.large_binary()):
+        arr = pa.array(keys, typ)[13:150]           # slice: offset != 0
+        assert list(partitions_for_keys(arr, 7, 9)) == expected[13:150]
+    strs = pa.array([None if k is None else k.decode() for k in keys], pa.string())
+    assert list(partitions_for_keys(strs, 7, 9)) == expected
+    assert list(partitions_for_keys(pa.nulls(3), 7, 2)) == [2, 2, 2]
+    with pytest.raises(InvalidRecordError, match=r"keys\[1\]"):
+        partitions_for_keys([b"a", "b"], 3)
+    with pytest.raises(InvalidRecordError):
+        partitions_for_keys(pa.array([1, 2]), 3)
+    with pytest.raises(ValueError):
+        partitions_for_keys([b"a"], 0)
