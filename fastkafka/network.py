@@ -24,7 +24,7 @@ from ._core.transport import FrameReader, SendQueue
 from .cluster import cluster_from_response
 from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError, KafkaError,
                      NetworkError, RequestTimedOutError, UnsupportedVersionError)
-from .protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request, pick_version
+from .protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request
 
 log = logging.getLogger("fastkafka")
 
@@ -540,7 +540,13 @@ class NetworkClient:
         try:
             if req.api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and \
                     int.from_bytes(frame[4:6], "big", signed=True) == UNSUPPORTED_VERSION:
-                _, body = decode_response(req.api_key, 0, frame)
+                # Brokers answer an ApiVersions version they do not support with error 35 and,
+                # usually, a v0 body listing their range; some send a body in another layout.
+                # The range is a hint only: without it, fall back to v0, which every broker has.
+                try:
+                    _, body = decode_response(req.api_key, 0, frame)
+                except CorruptFrameError:
+                    body = {"error_code": UNSUPPORTED_VERSION, "api_keys": []}
             else:
                 _, body = decode_response(req.api_key, req.version, frame)
         except KafkaError as e:

@@ -1,4 +1,4 @@
-from collections.abc import Buffer, Sequence
+from collections.abc import Sequence
 from typing import Optional, Union, final
 
 _Bytes = Union[bytes, bytearray, memoryview]

@@ -236,9 +236,8 @@ def decode_response(api_key, version: int, payload) -> tuple:
     except _DECODE_ERRORS as e:
         raise CorruptFrameError(
             f"cannot decode {_api_name(api_key)} v{version} response ({len(payload)} bytes): {e}") from None
-    if pos != len(payload):
-        raise CorruptFrameError(
-            f"{_api_name(api_key)} v{version} response has {len(payload) - pos} unexpected trailing bytes")
+    # Bytes after the body are ignored, as Kafka's own parsers do: librdkafka's mock broker, for
+    # one, pads some responses.
     return correlation_id, body
 
 
@@ -277,9 +276,7 @@ def decode_request(payload) -> tuple:
     except _DECODE_ERRORS as e:
         raise CorruptFrameError(
             f"cannot decode {_api_name(api_key)} v{api_version} request ({len(payload)} bytes): {e}") from None
-    if pos != len(payload):
-        raise CorruptFrameError(
-            f"{_api_name(api_key)} v{api_version} request has {len(payload) - pos} unexpected trailing bytes")
+    # Trailing bytes are ignored, as Kafka's broker does (librdkafka pads some requests).
     return header, body
 
 

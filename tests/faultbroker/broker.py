@@ -16,13 +16,11 @@ the versions in ``fastkafka.protocol.SUPPORTED_VERSIONS``.
 """
 from __future__ import annotations
 
-import re
 import struct
 import threading
 import time
 from dataclasses import dataclass, field
 
-from fastkafka.errors import CorruptFrameError
 from fastkafka.protocol import (SUPPORTED_VERSIONS, ApiKey, decode_request, encode_response)
 
 from . import cluster as C
@@ -33,7 +31,6 @@ from .server import RawRequest, Response, SocketServer
 UNSUPPORTED_VERSION = 35
 FETCH = 1
 ADVERTISE_ONLY = {FETCH: (4, 4)}
-_TRAILING = re.compile(r"has (\d+) unexpected trailing bytes")
 
 
 @dataclass
@@ -67,7 +64,6 @@ class FaultBroker(SocketServer):
         self.advertise_only = dict(ADVERTISE_ONLY) if advertise_only is None else dict(advertise_only)
         self._log_lock = threading.Lock()
         self.requests: list[RequestRecord] = []
-        self.lenient_decodes: list = []
         if start:
             self.start()
 
@@ -112,25 +108,9 @@ class FaultBroker(SocketServer):
         return f"<FaultBroker node {self.node_id} at {self.bootstrap}>"
 
     # -- request handling (handler threads) -------------------------------------------------------
-    def _decode(self, payload: bytes):
-        """decode_request, tolerating trailing bytes after the body as Kafka's broker does.
-
-        (librdkafka 2.16's "all topics" Metadata v12 request carries 3 bytes past the schema's end.)
-        """
-        try:
-            return decode_request(payload)
-        except CorruptFrameError as e:
-            m = _TRAILING.search(str(e))
-            if not m:
-                raise
-            n = int(m.group(1))
-            header, body = decode_request(payload[:len(payload) - n])
-            self.lenient_decodes.append((header["api_key"], header["api_version"], payload[len(payload) - n:]))
-            return header, body
-
     def handle(self, req: RawRequest) -> Response:
         try:
-            header, body = self._decode(req.payload)
+            header, body = decode_request(req.payload)
         except Exception as e:
             header = getattr(e, "header", None)
             if header is not None and header["api_key"] == ApiKey.API_VERSIONS:

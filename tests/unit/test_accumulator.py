@@ -10,8 +10,7 @@ import time
 import pytest
 
 from fastkafka._core.accumulator import (
-    NO_DEADLINE, PARTITION_STICKY, BatchFuture, FutureRecordMetadata, ProducerBatch,
-    RecordAccumulator, RecordMetadata,
+    NO_DEADLINE, PARTITION_STICKY, BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata,
 )
 from fastkafka._core.bufferpool import BufferPool
 from fastkafka._core.partitioner import java_partition, partitions_for_keys
