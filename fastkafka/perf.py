@@ -183,7 +183,7 @@ def run(args, out=sys.stdout) -> dict:
                     n = min(chunk, args.num_records - sent)
                     t0 = time.monotonic()
                     fut = producer.send_batch(args.topic, values if n == chunk else values[:n])
-                    fut.add_done_callback(lambda f, t0=t0, n=n: _batch_done(stats, f, t0, n, args.record_size))
+                    fut.add_callback(lambda f, t0=t0, n=n: _batch_done(stats, f, t0, n, args.record_size))
                     futures.append(fut)
                     sent += n
                     throttle.wait(sent)
