@@ -1,12 +1,20 @@
 """Idempotent-producer state: producer id and epoch, per-partition sequence numbers.
 
 Used only by the sender thread. A batch gets its base sequence when it is first drained and keeps it
-across retries, so the broker can drop a duplicate of a batch it already wrote. When the broker and
-the producer disagree about a partition's sequence (OUT_OF_ORDER_SEQUENCE_NUMBER on the batch that
-should be next, or UNKNOWN_PRODUCER_ID), the producer bumps its epoch: it waits until nothing is in
-flight, asks for the next epoch with InitProducerId, restarts every partition's sequence at 0 and
-re-stamps the batches still queued. Nothing acknowledged is sent again, and nothing unacknowledged is
-dropped.
+across retries, so the broker can drop a duplicate of a batch it already wrote.
+
+A partition's sequence state can break: the broker answers OUT_OF_ORDER_SEQUENCE_NUMBER on the batch
+that should be next, or UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH, or a sequenced batch fails for
+good (a fatal error, or its delivery timeout) and leaves a gap the broker will never see filled. The
+partition is then marked for *rewrite* and the producer bumps its epoch: it waits until nothing is in
+flight, asks for the next epoch with InitProducerId (v3+, carrying the current id/epoch), and the
+rewritten partitions' unacknowledged batches are re-stamped under the new epoch from sequence 0.
+
+Batches of the *other* partitions that were sent under the old epoch but not acknowledged (a lost
+response) keep their old epoch and sequence when resent, so the broker still recognises a duplicate;
+:meth:`IdempotenceState.stamp` reports them as stale and the sender lets nothing else of that partition
+go out until they are resolved, after which the partition continues under the new epoch from 0.
+Nothing acknowledged is sent again, and nothing unacknowledged is dropped.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ class IdempotenceState:
         self.producer_epoch = -1
         self.next_sequence: dict[tuple, int] = {}
         self.last_acked_end: dict[tuple, int] = {}  # sequence after the last acknowledged batch
+        # partition -> highest epoch whose sequence state for it is broken: batches of the partition
+        # stamped with that epoch or an older one are re-stamped under the current epoch.
+        self.rewrite: dict[tuple, int] = {}
         self.bump_required = False
         self.init_in_flight = False
         self.epoch_bumps = 0
@@ -40,6 +51,8 @@ class IdempotenceState:
         if producer_id != self.producer_id or epoch != self.producer_epoch:
             self.next_sequence.clear()
             self.last_acked_end.clear()
+        if producer_id != self.producer_id:
+            self.rewrite.clear()  # a new id: every unacknowledged batch is re-stamped anyway
         if self.producer_id >= 0:
             self.epoch_bumps += 1
             log.info("idempotent producer id %d epoch %d -> id %d epoch %d",
@@ -53,31 +66,59 @@ class IdempotenceState:
         return {"transactional_id": None, "transaction_timeout_ms": 2**31 - 1,
                 "producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
 
-    def stamp(self, batch) -> None:
-        """Give a drained batch its sequence (first send, or first send after an epoch bump)."""
-        if batch.producer_id == self.producer_id and batch.producer_epoch == self.producer_epoch \
-                and batch.base_sequence >= 0:
-            return  # a retry of an already sequenced batch keeps its sequence
+    def stamp(self, batch) -> bool:
+        """Give a drained batch its sequence (first send, or first send after an epoch bump).
+
+        Returns True when the batch goes out with the stamp of an older epoch (a resend the broker
+        may already have): the caller must send nothing else of its partition until it completes."""
         tp = (batch.topic, batch.partition)
+        if batch.base_sequence >= 0 and batch.producer_id == self.producer_id:
+            if batch.producer_epoch == self.producer_epoch:
+                return False  # a retry of an already sequenced batch keeps its sequence
+            if batch.producer_epoch > self.rewrite.get(tp, -1):
+                return True   # stale but intact: resend as it was, the broker deduplicates it
         seq = self.next_sequence.get(tp, 0)
         batch.builder.stamp(self.producer_id, self.producer_epoch, seq)
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.producer_epoch
         batch.base_sequence = seq
         self.next_sequence[tp] = (seq + batch.record_count) & SEQUENCE_MAX
+        return False
+
+    def is_stale(self, batch) -> bool:
+        return (batch.base_sequence >= 0 and batch.producer_id == self.producer_id
+                and batch.producer_epoch != self.producer_epoch)
 
     def acked(self, batch) -> None:
         if batch.producer_epoch == self.producer_epoch and batch.producer_id == self.producer_id:
             tp = (batch.topic, batch.partition)
             self.last_acked_end[tp] = (batch.base_sequence + batch.record_count) & SEQUENCE_MAX
 
-    def sequence_error_needs_bump(self, batch, code: int) -> bool:
-        """True when a sequence error means the broker lost our state (bump the epoch); False when
-        it only reflects an earlier batch of the partition that failed and is being retried."""
-        if code == UNKNOWN_PRODUCER_ID or code == INVALID_PRODUCER_EPOCH:
-            return True
-        if batch.producer_epoch != self.producer_epoch or batch.producer_id != self.producer_id:
-            return False  # stamped under an older epoch: it is re-stamped on its next drain
+    def _break(self, batch) -> None:
         tp = (batch.topic, batch.partition)
-        expected = self.last_acked_end.get(tp, 0)
-        return batch.base_sequence == expected
+        self.rewrite[tp] = max(self.rewrite.get(tp, -1), batch.producer_epoch)
+
+    def unresolved(self, batch) -> None:
+        """A sequenced batch failed for good: the broker may or may not have it, and either way the
+        partition's next sequence no longer follows. Re-stamp the partition under a new epoch."""
+        if batch.base_sequence < 0 or batch.producer_id != self.producer_id or self.producer_id < 0:
+            return
+        self._break(batch)
+        if batch.producer_epoch == self.producer_epoch:
+            self.bump_required = True
+
+    def on_sequence_error(self, batch, code: int) -> bool:
+        """A sequence error for ``batch`` (which is retried). True when it requires an epoch bump;
+        False when it only reflects an earlier batch of the partition that failed and is being
+        retried, or when the batch is re-stamped under the current epoch on its next drain."""
+        if batch.base_sequence < 0 or batch.producer_id != self.producer_id:
+            return False  # stamped under another producer id: re-stamped on its next drain
+        if batch.producer_epoch != self.producer_epoch:
+            self._break(batch)  # a stale resend the broker no longer accepts: re-stamp it
+            return False
+        tp = (batch.topic, batch.partition)
+        if code == UNKNOWN_PRODUCER_ID or code == INVALID_PRODUCER_EPOCH \
+                or batch.base_sequence == self.last_acked_end.get(tp, 0):
+            self._break(batch)
+            return True
+        return False

@@ -451,7 +451,8 @@ class NetworkClient:
         if now is None:
             now = self.clock()
         meta_wait = self._maybe_update_metadata(now)
-        timeout_ms = max(0, min(timeout_ms, meta_wait, self.request_timeout_ms))
+        timeout_ms = max(0, min(timeout_ms, meta_wait, self.request_timeout_ms,
+                                self._time_to_next_timeout(now)))
         if self._completions:
             timeout_ms = 0
         self._write_all(now)
@@ -559,6 +560,23 @@ class NetworkClient:
             # Handshake steps must run before anything else is read on this connection.
             self._run_completions()
         return True
+
+    def _time_to_next_timeout(self, now: int) -> int:
+        """Milliseconds until the earliest connect, request or idle deadline has passed, so the
+        poll wakes up in time to act on it (deadlines are exclusive: +1)."""
+        cfg = self.config
+        nearest = 1 << 30
+        for conn in self.connections.values():
+            if conn.state is State.CONNECTING:
+                due = conn.connect_started_ms + cfg.socket_connection_setup_timeout_ms
+            elif conn.in_flight:
+                due = conn.in_flight[0].created_ms + self.request_timeout_ms
+            elif conn.state is State.READY and not conn.unacked_writes:
+                due = conn.last_activity_ms + cfg.connections_max_idle_ms
+            else:
+                continue
+            nearest = min(nearest, due - now + 1)
+        return max(nearest, 0)
 
     def _handle_timeouts(self, now: int) -> None:
         for conn in list(self.connections.values()):

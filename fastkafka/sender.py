@@ -86,10 +86,12 @@ class Sender:
     def run_once(self) -> None:
         now = self.clock()
         if self.idem is not None and not self.idem.has_producer_id():
-            if not self._maybe_init_producer_id(now):
-                self.client.poll(self.config.retry_backoff_ms, now)
-                return
-        timeout = self._send_producer_data(now)
+            # Works towards the id (or the bumped epoch); meanwhile nothing is drained, but queued
+            # batches still expire after delivery_timeout_ms.
+            self._maybe_init_producer_id(now)
+            timeout = min(self._send_producer_data(now), self.config.retry_backoff_ms)
+        else:
+            timeout = self._send_producer_data(now)
         self.client.poll(timeout, now)
 
     def _maybe_init_producer_id(self, now: int) -> bool:
@@ -113,6 +115,7 @@ class Sender:
             # The broker cannot bump an epoch: start over with a fresh producer id.
             log.warning("epoch bump not supported (%s); asking for a new producer id", e)
             idem.init_in_flight = False
+            idem.bump_required = False
             idem.producer_id = -1
             idem.producer_epoch = -1
         return False
@@ -126,7 +129,8 @@ class Sender:
         if error is not None:
             log.info("InitProducerId failed: %s", error)
             if not getattr(error, "retriable", False) and idem.bump_required:
-                idem.producer_id = -1  # fall back to a new id
+                idem.bump_required = False  # fall back to a new id
+                idem.producer_id = -1
                 idem.producer_epoch = -1
             self._init_retry_ms = now + self.config.retry_backoff_ms
             return
@@ -146,8 +150,8 @@ class Sender:
                 sendable.append(node)
             else:
                 timeout = min(timeout, max(self.client.connection_delay(node, now), 1))
-        if self.idem is not None and self.idem.bump_required:
-            sendable = []  # drain nothing until the epoch is bumped
+        if self.idem is not None and not self.idem.has_producer_id():
+            sendable = []  # drain nothing until the producer id is known / the epoch is bumped
         if sendable:
             by_node = self.acc.drain(cluster, sendable, self.config.max_request_size, now)
             for node, batches in by_node.items():
@@ -155,6 +159,7 @@ class Sender:
                     self._send_produce(node, batches, now)
         for batch in self.acc.expired_batches(now):
             self.stats["batches_expired"] += 1
+            self._unresolved(batch)
             self._fail(batch, DeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} expired after "
                 f"{now - batch.created_ms} ms waiting to be sent (delivery_timeout_ms="
@@ -167,7 +172,10 @@ class Sender:
         topic_data: dict[str, list] = {}
         for b in batches:
             if self.idem is not None:
-                self.idem.stamp(b)
+                if self.idem.stamp(b):
+                    # A resend under an older epoch: nothing else of this partition may go out
+                    # (under the new epoch) until it is resolved. Completion unmutes it.
+                    self.acc.mute(b.topic, b.partition)
             else:
                 b.builder.stamp(-1, -1, -1)  # header fields and CRC; no sequence without idempotence
             topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.builder.buffer()})
@@ -182,6 +190,7 @@ class Sender:
         except KafkaError as e:
             self.in_flight_batches -= len(batches)
             for b in batches:
+                self._unresolved(b)
                 self._fail(b, e, deallocate=True)
                 self._unmute(b)
             return
@@ -246,7 +255,7 @@ class Sender:
         code = getattr(error, "code", None)
         retriable = getattr(error, "retriable", False)
         if self.idem is not None and code in SEQUENCE_ERRORS:
-            if self.idem.sequence_error_needs_bump(batch, code):
+            if self.idem.on_sequence_error(batch, code):
                 log.warning("%s for %s-%d (sequence %d): bumping the producer epoch",
                             error, batch.topic, batch.partition, batch.base_sequence)
                 self.idem.bump_required = True
@@ -265,4 +274,10 @@ class Sender:
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} not delivered within "
                 f"delivery_timeout_ms={self.config.delivery_timeout_ms} (last error: {error})")
         self._unmute(batch)
+        self._unresolved(batch)
         self._fail(batch, error)
+
+    def _unresolved(self, batch) -> None:
+        """A batch that may have been sent fails for good: its partition's sequence has a gap."""
+        if self.idem is not None and not self.force_close:
+            self.idem.unresolved(batch)

@@ -1,0 +1,534 @@
+"""Fault-path tests of fastkafka.Producer against the in-process fault-injecting broker.
+
+Every test checks what the broker stored (record count, each value exactly once, per-partition order,
+CRCs via kafka-python's decoder) against what the futures reported. Timeouts are short; the only timing
+assertions are generous "does not hang" bounds.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+
+from faultbroker import (Cluster, FaultBroker, delay, disconnect_before_response, disconnect_mid_response,
+                         no_response, oversized_size_prefix, parse_batches, partition_error, slow_read, split_frames,
+                         wrong_correlation_id)
+from fastkafka import Producer
+from fastkafka.errors import (BufferExhaustedError, CorrelationIdMismatchError, CorruptFrameError,
+                              DeliveryTimeoutError, KafkaTimeoutError, ProducerClosedError,
+                              RequestTimedOutError, error_for_code)
+from fastkafka.protocol import ApiKey
+
+pytestmark = pytest.mark.faultbroker
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+
+FAST = dict(request_timeout_ms=2000, delivery_timeout_ms=15000, retry_backoff_ms=20,
+            reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, linger_ms=2, max_block_ms=5000)
+
+
+# ------------------------------------------------------------------------------------- fixtures
+def _our_threads(before):
+    return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+
+
+@pytest.fixture
+def no_leaks():
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 3
+    while _our_threads(before) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [t.name for t in _our_threads(before)] == [], "threads left running after close"
+
+
+@pytest.fixture
+def fb(no_leaks):
+    b = FaultBroker()
+    try:
+        yield b
+    finally:
+        b.close()
+    assert b.crashed == [] and b.handler_errors == []
+
+
+@pytest.fixture
+def make_producer(no_leaks):
+    made = []
+
+    def make(broker_or_bootstrap, **kw):
+        bootstrap = getattr(broker_or_bootstrap, "bootstrap", broker_or_bootstrap)
+        p = Producer(bootstrap_servers=bootstrap, **{**FAST, **kw})
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.close(5)
+
+
+@pytest.fixture
+def fastkafka_debug(caplog):
+    caplog.set_level(logging.DEBUG, logger="fastkafka")
+    return caplog
+
+
+# -------------------------------------------------------------------------------------- helpers
+def stored(cluster, topic, partition):
+    """[(offset, key, value)] of what the broker stored, CRC-checked, in offset order."""
+    out = []
+    for sb in cluster.batches(topic, partition):
+        batch = DefaultRecordBatch(sb.data)
+        assert batch.validate_crc(), f"bad CRC in stored batch at {sb.base_offset}"
+        out.extend((r.offset, r.key, r.value) for r in batch)
+    return out
+
+
+def stored_values(cluster, topic, partitions):
+    return {p: [v for _, _, v in stored(cluster, topic, p)] for p in range(partitions)}
+
+
+def send_values(p, topic, n, partition=None, prefix=b"v", keyed=False):
+    futs = []
+    for i in range(n):
+        value = b"%s-%05d" % (prefix, i)
+        futs.append((value, p.send(topic, value=value, key=value if keyed else None, partition=partition)))
+    return futs
+
+
+def assert_exactly_once(cluster, topic, partitions, futs, timeout=20):
+    """Every future succeeded; the broker stored each sent value exactly once, at the offset its
+    future reported, and each partition's values in send order."""
+    results = {v: f.get(timeout=timeout) for v, f in futs}
+    values = stored_values(cluster, topic, partitions)
+    flat = [v for vs in values.values() for v in vs]
+    assert sorted(flat) == sorted(results), "stored records differ from the records sent"
+    assert cluster.record_count(topic) == len(futs)
+    for part, vs in values.items():
+        assert vs == sorted(vs), f"partition {part} out of order"
+    where = {v: (part, off) for part in range(partitions) for off, _, v in stored(cluster, topic, part)}
+    for v, md in results.items():
+        assert (md.partition, md.offset) == where[v]
+    return results
+
+
+def closed_with(caplog, error_type):
+    """The errors NetworkClient closed connections with (from its debug log)."""
+    return [r.args[1] for r in caplog.records
+            if r.name == "fastkafka" and r.msg.startswith("closed connection to node")
+            and isinstance(r.args[1], error_type)]
+
+
+def produce_base_sequences(req):
+    out = {}
+    for td in req.body["topic_data"]:
+        for pd in td["partition_data"]:
+            infos = parse_batches(bytes(pd["records"]) if not isinstance(pd["records"], list)
+                                  else b"".join(bytes(x) for x in pd["records"]))
+            out[(td["name"], pd["index"])] = [(i.producer_epoch, i.base_sequence) for i in infos]
+    return out
+
+
+# ---------------------------------------------------------------------------- framing faults
+def test_split_frames_and_slow_reads_deliver_every_record(fb, make_producer):
+    fb.create_topic("t", 3)
+    for api in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID, ApiKey.PRODUCE):
+        fb.script.on(api, split_frames(chunk=1, pause=0), times=None)
+    slow = fb.script.on(ApiKey.PRODUCE, slow_read(0.002, chunk=7), times=3)
+    p = make_producer(fb)
+    futs = send_values(p, "t", 60, keyed=True)
+    assert_exactly_once(fb.cluster, "t", 3, futs)
+    assert slow.fired >= 1
+    # every response was written a byte at a time
+    assert all(any(a.kind == "split_frames" for a in r.actions) for r in fb.received(ApiKey.PRODUCE))
+
+
+@pytest.mark.parametrize("fault", [disconnect_before_response(), disconnect_mid_response(6),
+                                   disconnect_mid_response(2)], ids=["before", "mid6", "mid2"])
+def test_disconnect_retried_and_deduplicated(fb, make_producer, fault):
+    fb.create_topic("t", 2)
+    rule = fb.script.on(ApiKey.PRODUCE, fault, times=2)
+    p = make_producer(fb)
+    futs = send_values(p, "t", 40, keyed=True)
+    assert_exactly_once(fb.cluster, "t", 2, futs)
+    assert rule.fired == 2
+    m = p.metrics()
+    assert m["net_disconnects"] >= 2 and m["retries"] >= 1
+    # the first attempts were stored, so at least one retry was answered from the duplicate check
+    assert len(fb.received(ApiKey.PRODUCE)) >= 3
+
+
+def test_wrong_correlation_id_closes_and_retries(fb, make_producer, fastkafka_debug):
+    fb.create_topic("t", 1)
+    rule = fb.script.on(ApiKey.PRODUCE, wrong_correlation_id(), times=1)
+    p = make_producer(fb)
+    futs = send_values(p, "t", 10)
+    assert_exactly_once(fb.cluster, "t", 1, futs)
+    assert rule.fired == 1
+    assert closed_with(fastkafka_debug, CorrelationIdMismatchError)
+
+
+@pytest.mark.parametrize("size", [2**31 - 1, -1, -(2**31)], ids=["huge", "minus1", "int32min"])
+def test_bad_size_prefix_closes_and_retries(fb, make_producer, fastkafka_debug, size):
+    fb.create_topic("t", 1)
+    rule = fb.script.on(ApiKey.PRODUCE, oversized_size_prefix(size), times=1)
+    p = make_producer(fb)
+    futs = send_values(p, "t", 10)
+    assert_exactly_once(fb.cluster, "t", 1, futs)
+    assert rule.fired == 1
+    errs = closed_with(fastkafka_debug, CorruptFrameError)
+    assert errs, "the connection was not closed with CorruptFrameError"
+
+
+# ---------------------------------------------------------------------- per-partition errors
+@pytest.mark.parametrize("code", [NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION])
+def test_metadata_errors_retried_after_metadata_refresh(fb, make_producer, code):
+    fb.create_topic("t", 1)
+    p = make_producer(fb)
+    p.send("t", b"warm-up").get(10)
+    fb.script.on(ApiKey.PRODUCE, partition_error(code), times=2)
+    futs = send_values(p, "t", 5)
+    for _, f in futs:
+        f.get(10)
+    log = fb.received()
+    produce_idx = [i for i, r in enumerate(log) if r.api_key == ApiKey.PRODUCE]
+    failed = [i for i in produce_idx if any(a.kind == "partition_error" for a in log[i].actions)]
+    assert len(failed) == 2
+    for i in failed:
+        nxt = next(j for j in produce_idx if j > i)
+        assert any(r.api_key == ApiKey.METADATA for r in log[i + 1:nxt]), \
+            f"no Metadata request between the failed Produce and its retry ({code})"
+    assert fb.cluster.record_count("t") == 6
+    assert p.metrics()["retries"] >= 2
+
+
+def test_request_timed_out_error_retried(fb, make_producer):
+    fb.create_topic("t", 2)
+    rule = fb.script.on(ApiKey.PRODUCE, partition_error(REQUEST_TIMED_OUT), times=3)
+    p = make_producer(fb)
+    futs = send_values(p, "t", 20, keyed=True)
+    assert_exactly_once(fb.cluster, "t", 2, futs)
+    assert rule.fired == 3
+    assert p.metrics()["retries"] >= 3
+
+
+def test_message_too_large_fails_only_that_partition(fb, make_producer):
+    fb.create_topic("t", 3)
+    fb.script.on(ApiKey.PRODUCE, partition_error(MESSAGE_TOO_LARGE, [1]), times=1)
+    p = make_producer(fb, linger_ms=50)
+    futs = {part: send_values(p, "t", 5, partition=part, prefix=b"p%d" % part) for part in range(3)}
+    too_large = error_for_code(MESSAGE_TOO_LARGE).__class__
+    for _, f in futs[1]:
+        with pytest.raises(too_large):
+            f.get(10)
+    for part in (0, 2):
+        for v, f in futs[part]:
+            assert f.get(10).partition == part
+    values = stored_values(fb.cluster, "t", 3)
+    assert values[1] == []
+    assert values[0] == [v for v, _ in futs[0]] and values[2] == [v for v, _ in futs[2]]
+    # the partition keeps working afterwards (its sequence gap is resolved)
+    later = send_values(p, "t", 5, partition=1, prefix=b"later")
+    for v, f in later:
+        assert f.get(10).partition == 1
+    assert stored_values(fb.cluster, "t", 3)[1] == [v for v, _ in later]
+
+
+def test_duplicate_sequence_number_is_success(make_producer, no_leaks):
+    cluster = Cluster(duplicate_mode="error")
+    with FaultBroker(cluster) as b:
+        b.create_topic("t", 1)
+        # the first attempt is stored but its response lost; the retry is answered 46
+        b.script.on(ApiKey.PRODUCE, disconnect_before_response(), times=1)
+        p = make_producer(b)
+        futs = send_values(p, "t", 10)
+        for _, f in futs:
+            f.get(10)
+        assert cluster.record_count("t") == 10
+        answers = [pr["error_code"] for r in b.received(ApiKey.PRODUCE) if r.response
+                   for t in r.response["responses"] for pr in t["partition_responses"]]
+        assert DUPLICATE_SEQUENCE_NUMBER in answers
+        assert [v for _, _, v in stored(cluster, "t", 0)] == [v for v, _ in futs]
+        p.close(5)
+
+
+def test_out_of_order_sequence_on_next_batch_bumps_epoch(fb, make_producer):
+    fb.create_topic("t", 2)
+    fb.script.on(ApiKey.PRODUCE, partition_error(OUT_OF_ORDER_SEQUENCE_NUMBER, [0]), times=1)
+    p = make_producer(fb)
+    futs = send_values(p, "t", 30, keyed=True)
+    assert_exactly_once(fb.cluster, "t", 2, futs)
+    inits = fb.received(ApiKey.INIT_PRODUCER_ID)
+    assert len(inits) == 2
+    first_id = inits[0].response["producer_id"]
+    assert inits[1].body["producer_id"] == first_id and inits[1].body["producer_epoch"] == 0
+    assert inits[1].api_version >= 3
+    m = p.metrics()
+    assert m["epoch_bumps"] >= 1 and m["producer_id"] == first_id and m["producer_epoch"] == 1
+    # partition 0 was re-written under the new epoch from sequence 0
+    b0 = fb.batches("t", 0)
+    assert b0[0].producer_epoch == 1 and b0[0].base_sequence == 0
+
+
+def test_epoch_bump_keeps_unresolved_batches_of_other_partitions_deduplicated(fb, make_producer):
+    """A bump triggered on partition 0 while partition 1 has a batch whose response was lost: that
+    batch must be resent under its old epoch/sequence (the broker deduplicates it), not re-stamped as
+    a new batch (which the broker would store twice)."""
+    fb.create_topic("t", 2)
+
+    def later_batch(header, body):
+        return any(seq > 0 for seqs in produce_base_sequences_body(body).values() for _, seq in seqs)
+
+    fb.script.on(ApiKey.PRODUCE, partition_error(OUT_OF_ORDER_SEQUENCE_NUMBER, [0]), times=1)
+    fb.script.on(ApiKey.PRODUCE, delay(0.4), times=1)
+    fb.script.on(ApiKey.PRODUCE, disconnect_before_response(), times=1, match=later_batch)
+    p = make_producer(fb, linger_ms=30)
+    first = [*send_values(p, "t", 5, partition=0, prefix=b"a0"), *send_values(p, "t", 5, partition=1, prefix=b"a1")]
+    time.sleep(0.15)   # the first request is held by the broker; a second one is pipelined
+    second = [*send_values(p, "t", 5, partition=0, prefix=b"b0"), *send_values(p, "t", 5, partition=1, prefix=b"b1")]
+    time.sleep(0.1)
+    third = [*send_values(p, "t", 5, partition=0, prefix=b"c0"), *send_values(p, "t", 5, partition=1, prefix=b"c1")]
+    assert_exactly_once(fb.cluster, "t", 2, first + second + third)
+    assert p.metrics()["epoch_bumps"] >= 1
+
+
+def produce_base_sequences_body(body):
+    out = {}
+    for td in body["topic_data"]:
+        for pd in td["partition_data"]:
+            recs = pd["records"]
+            raw = b"".join(bytes(x) for x in recs) if isinstance(recs, list) else bytes(recs)
+            out[(td["name"], pd["index"])] = [(i.producer_epoch, i.base_sequence) for i in parse_batches(raw)]
+    return out
+
+
+# ------------------------------------------------------------------------------- timeouts
+def test_delayed_response_times_out_and_is_retried_once(fb, make_producer, fastkafka_debug):
+    fb.create_topic("t", 1)
+    rule = fb.script.on(ApiKey.PRODUCE, delay(1.5), times=1)
+    p = make_producer(fb, request_timeout_ms=1000, delivery_timeout_ms=10000)
+    futs = send_values(p, "t", 10)
+    assert_exactly_once(fb.cluster, "t", 1, futs)
+    assert rule.fired == 1
+    assert p.metrics()["net_timeouts"] >= 1
+    assert closed_with(fastkafka_debug, RequestTimedOutError)
+
+
+def test_delivery_timeout_while_broker_keeps_failing(fb, make_producer):
+    fb.create_topic("t", 1)
+    p = make_producer(fb, request_timeout_ms=1000, delivery_timeout_ms=1500, linger_ms=0)
+    p.send("t", b"ok").get(10)
+    fb.script.on(ApiKey.PRODUCE, partition_error(REQUEST_TIMED_OUT), times=None)
+    start = time.monotonic()
+    futs = send_values(p, "t", 10)
+    for _, f in futs:
+        with pytest.raises(DeliveryTimeoutError):
+            f.get(10)
+    assert time.monotonic() - start < 8
+    assert fb.cluster.record_count("t") == 1
+    fb.script.clear()
+    # the producer recovers once the broker does
+    assert p.send("t", b"after").get(10).offset == 1
+
+
+def test_delivery_timeout_when_broker_goes_down(fb, make_producer):
+    fb.create_topic("t", 1)
+    p = make_producer(fb, request_timeout_ms=1000, delivery_timeout_ms=1500, linger_ms=0)
+    p.send("t", b"ok").get(10)
+    fb.set_down()
+    futs = send_values(p, "t", 5)
+    for _, f in futs:
+        with pytest.raises(KafkaTimeoutError):
+            f.get(10)
+    fb.set_up()
+
+
+# ------------------------------------------------------------------------------- leader move
+def test_leader_move_mid_stream_exactly_once_in_order(make_producer, no_leaks):
+    cluster = Cluster()
+    with FaultBroker(cluster) as b1, FaultBroker(cluster) as b2:
+        cluster.create_topic("t", 4)
+        p = make_producer(b1, linger_ms=1, batch_size=512)
+        futs = []
+        for round_ in range(6):
+            futs += send_values(p, "t", 100, prefix=b"r%d" % round_, keyed=True)
+            if round_ == 2:
+                for part in range(4):
+                    cluster.set_leader("t", part, b2.node_id if cluster.leader("t", part) == b1.node_id
+                                       else b1.node_id)
+            time.sleep(0.02)
+        results = assert_exactly_once(cluster, "t", 4, futs)
+        assert len(results) == 600
+        # both brokers appended data, and some requests were answered NOT_LEADER
+        assert {sb.node_id for sb in cluster.batches("t")} == {b1.node_id, b2.node_id}
+        p.close(5)
+
+
+# ---------------------------------------------------------------------------- in-flight limit
+@pytest.mark.parametrize("max_in_flight", [1, 3])
+def test_max_in_flight_respected_at_broker(fb, make_producer, max_in_flight):
+    """The broker swallows every Produce response for a while: the client may pipeline at most
+    ``max_in_flight`` requests on a connection, then must wait (here: until the request timeout
+    closes the connection). Counted at the broker, per connection."""
+    fb.create_topic("t", 6)
+    p = make_producer(fb, max_in_flight_requests_per_connection=max_in_flight, linger_ms=0,
+                      batch_size=256, request_timeout_ms=1000)
+    p.send("t", b"warm", partition=0).get(10)
+    fb.script.on(ApiKey.PRODUCE, no_response(), times=None)
+    futs = send_values(p, "t", 300, keyed=True)
+    time.sleep(1.3)           # one request timeout: the swallowing connection is closed
+    fb.script.clear()
+    for _, f in futs:
+        f.get(20)
+    per_conn = {}
+    for r in fb.received(ApiKey.PRODUCE):
+        if any(a.kind == "no_response" for a in r.actions):
+            per_conn[r.conn_id] = per_conn.get(r.conn_id, 0) + 1
+    assert per_conn, "no request was swallowed"
+    assert max(per_conn.values()) == max_in_flight, per_conn
+    values = stored_values(fb.cluster, "t", 6)
+    assert sorted(v for vs in values.values() for v in vs) == sorted([b"warm"] + [v for v, _ in futs])
+
+
+# ------------------------------------------------------------------------------------ acks=0
+def test_acks_zero_completes_and_stores(fb, make_producer):
+    fb.create_topic("t", 2)
+    p = make_producer(fb, acks=0)
+    futs = send_values(p, "t", 50, keyed=True)
+    for _, f in futs:
+        md = f.get(10)
+        assert md.offset == -1
+    deadline = time.monotonic() + 5
+    while fb.cluster.record_count("t") < 50 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    values = stored_values(fb.cluster, "t", 2)
+    assert sorted(v for vs in values.values() for v in vs) == sorted(v for v, _ in futs)
+    assert all(r.response is None for r in fb.received(ApiKey.PRODUCE))
+
+
+# ------------------------------------------------------------------------------- callbacks
+def test_raising_delivery_callback_is_logged_and_loop_continues(fb, make_producer, caplog):
+    caplog.set_level(logging.ERROR)
+    fb.create_topic("t", 1)
+    p = make_producer(fb, linger_ms=0)
+
+    def boom(err, md):
+        raise RuntimeError("callback exploded")
+
+    p.send("t", b"first", on_delivery=boom).get(10)
+    seen = []
+    later = [p.send("t", b"x%d" % i, on_delivery=lambda e, m: seen.append((e, m.offset))) for i in range(10)]
+    for f in later:
+        f.get(10)
+    deadline = time.monotonic() + 5
+    while len(seen) < 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(o for _, o in seen) == list(range(1, 11)) and all(e is None for e, _ in seen)
+    assert any("callback exploded" in (r.exc_text or "") or "callback exploded" in str(r.exc_info)
+               for r in caplog.records), "the raising callback was not logged"
+
+
+# ------------------------------------------------------------------------------ buffer memory
+def test_buffer_exhaustion_blocks_then_raises_and_loses_nothing(fb, make_producer):
+    fb.create_topic("t", 1)
+    p = make_producer(fb, buffer_memory=8192, batch_size=1024, max_block_ms=300, linger_ms=0,
+                      delivery_timeout_ms=20000)
+    p.send("t", b"warm").get(10)
+    fb.script.on(ApiKey.PRODUCE, delay(1.5), times=2)
+    queued = []
+    start = time.monotonic()
+    with pytest.raises(BufferExhaustedError):
+        for i in range(1000):
+            queued.append(p.send("t", value=b"%04d" % i + b"x" * 500))
+    blocked = time.monotonic() - start
+    assert blocked >= 0.25      # it blocked for max_block_ms before giving up
+    assert len(queued) > 1
+    for f in queued:
+        f.get(15)
+    got = [v for _, _, v in stored(fb.cluster, "t", 0)][1:]
+    assert got == [b"%04d" % i + b"x" * 500 for i in range(len(queued))]
+
+
+# ------------------------------------------------------------------------------ connections
+def test_connection_refused_metadata_timeout_and_clean_close(make_producer, no_leaks):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()   # nothing listens on this port now
+    p = make_producer(f"127.0.0.1:{port}", max_block_ms=400)
+    start = time.monotonic()
+    with pytest.raises(KafkaTimeoutError):
+        p.send("t", b"x")
+    assert 0.3 <= time.monotonic() - start < 5
+    p.close(2)
+    assert not p._sender._thread.is_alive()
+
+
+def test_idle_connection_closed(fb, make_producer):
+    fb.create_topic("t", 1)
+    p = make_producer(fb, connections_max_idle_ms=200, metadata_max_age_ms=60000)
+    p.send("t", b"x").get(10)
+    assert p.metrics()["connections"] >= 1
+    deadline = time.monotonic() + 5
+    while fb.open_connections and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fb.open_connections == {}
+    assert p.metrics()["connections"] == 0
+    # and it reconnects on demand
+    assert p.send("t", b"y").get(10).offset == 1
+
+
+def test_close_with_undeliverable_records_fails_them(fb, make_producer):
+    fb.create_topic("t", 1)
+    p = make_producer(fb, request_timeout_ms=3000, delivery_timeout_ms=30000)
+    p.send("t", b"x").get(10)
+    fb.script.on(ApiKey.PRODUCE, partition_error(NOT_LEADER_OR_FOLLOWER), times=None)
+    futs = send_values(p, "t", 20)
+    time.sleep(0.2)
+    start = time.monotonic()
+    p.close(0.5)
+    assert time.monotonic() - start < 5
+    for _, f in futs:
+        assert f.done()
+        with pytest.raises(ProducerClosedError):
+            f.get(0)
+    assert p.metrics()["records_queued"] == 0
+
+
+def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch):
+    """connect_ex may return 0 at once (loopback); the client must go on to the handshake without
+    waiting for a connect event that never comes."""
+    import socket as socket_mod
+    import fastkafka.network as network
+    fb.create_topic("t", 1)
+
+    def connect_ex(sock, addr):        # complete the connect synchronously, then report success
+        sock.setblocking(True)
+        try:
+            sock.connect(addr)
+        finally:
+            sock.setblocking(False)
+        return 0
+
+    paths = []
+    orig_connected = network.NetworkClient._connected
+
+    def spy(self, conn, now):
+        paths.append(conn.state)
+        return orig_connected(self, conn, now)
+
+    monkeypatch.setattr(socket_mod.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(network.NetworkClient, "_connected", spy)
+    p = make_producer(fb)
+    assert p.send("t", b"x").get(10).offset == 0
+    assert paths and all(s is network.State.DISCONNECTED for s in paths)  # the immediate path
