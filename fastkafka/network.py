@@ -453,9 +453,10 @@ class NetworkClient:
         meta_wait = self._maybe_update_metadata(now)
         timeout_ms = max(0, min(timeout_ms, meta_wait, self.request_timeout_ms,
                                 self._time_to_next_timeout(now)))
-        if self._completions:
-            timeout_ms = 0
         self._write_all(now)
+        if self._completions:
+            # e.g. acks=0 requests completed by the write above: run them without waiting
+            timeout_ms = 0
         events = self.selector.select(timeout_ms / 1000.0)
         now = self.clock()
         for key, mask in events:

@@ -279,6 +279,28 @@ def test_out_of_order_sequence_on_next_batch_bumps_epoch(fb, make_producer):
     assert b0[0].producer_epoch == 1 and b0[0].base_sequence == 0
 
 
+@pytest.mark.parametrize("init_error,new_id", [(15, False), (35, True)], ids=["retriable", "unsupported"])
+def test_epoch_bump_with_failing_init_producer_id(fb, make_producer, init_error, new_id):
+    """The bump's InitProducerId fails: a retriable error is retried; a non-retriable one falls back
+    to a fresh producer id. Either way every record is stored exactly once and nothing hangs."""
+    fb.create_topic("t", 2)
+    p = make_producer(fb)
+    p.send("t", b"warm", partition=1).get(10)
+    fb.script.on(ApiKey.PRODUCE, partition_error(OUT_OF_ORDER_SEQUENCE_NUMBER, [0]), times=1)
+    fb.script.on(ApiKey.INIT_PRODUCER_ID, partition_error(init_error), times=2)
+    futs = send_values(p, "t", 30, keyed=True)
+    results = {v: f.get(15) for v, f in futs}
+    values = stored_values(fb.cluster, "t", 2)
+    assert sorted(v for vs in values.values() for v in vs) == sorted([b"warm", *results])
+    inits = fb.received(ApiKey.INIT_PRODUCER_ID)
+    first_id = inits[0].response["producer_id"]
+    assert inits[1].body["producer_id"] == first_id          # the bump asked with the current id
+    if new_id:
+        assert p.metrics()["producer_id"] != first_id and inits[-1].body["producer_id"] == -1
+    else:
+        assert p.metrics()["producer_id"] == first_id and p.metrics()["producer_epoch"] == 1
+
+
 def test_epoch_bump_keeps_unresolved_batches_of_other_partitions_deduplicated(fb, make_producer):
     """A bump triggered on partition 0 while partition 1 has a batch whose response was lost: that
     batch must be resent under its old epoch/sequence (the broker deduplicates it), not re-stamped as
@@ -402,11 +424,14 @@ def test_max_in_flight_respected_at_broker(fb, make_producer, max_in_flight):
 # ------------------------------------------------------------------------------------ acks=0
 def test_acks_zero_completes_and_stores(fb, make_producer):
     fb.create_topic("t", 2)
-    p = make_producer(fb, acks=0)
+    # a long request timeout: a write-completed request must not wait for the next poll timeout
+    p = make_producer(fb, acks=0, request_timeout_ms=20000, delivery_timeout_ms=30000)
+    start = time.monotonic()
     futs = send_values(p, "t", 50, keyed=True)
     for _, f in futs:
         md = f.get(10)
         assert md.offset == -1
+    assert time.monotonic() - start < 5
     deadline = time.monotonic() + 5
     while fb.cluster.record_count("t") < 50 and time.monotonic() < deadline:
         time.sleep(0.01)

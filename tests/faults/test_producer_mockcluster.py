@@ -1,0 +1,150 @@
+"""The producer against librdkafka's mock cluster (3 brokers): leader moves, a broker going down and
+coming back, and injected Produce errors, each in the middle of a keyed stream. What was stored is
+read back with an independent client (confluent-kafka, CRCs checked): every record exactly once, in
+per-partition send order, in the partition the Java partitioner picks for its key."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from brokers import read_back
+from fastkafka import Producer
+from fastkafka._core.partitioner import java_partition
+from mockcluster import ApiKeys
+
+pytestmark = pytest.mark.mock
+
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_ENOUGH_REPLICAS = 19
+TRANSPORT = -195     # the mock broker drops the connection
+
+N = 3000
+PARTITIONS = 6
+KEYS = 40
+
+FAST = dict(request_timeout_ms=3000, delivery_timeout_ms=30000, retry_backoff_ms=20,
+            reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, linger_ms=2, max_block_ms=10000,
+            batch_size=2048)
+
+
+@pytest.fixture
+def cluster(mock_cluster):
+    mock_cluster.create_topic("t", PARTITIONS)      # leaders 1,2,3,1,2,3
+    return mock_cluster
+
+
+@pytest.fixture
+def no_leaks():
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 3
+    while [t for t in threading.enumerate() if t not in before] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [t.name for t in threading.enumerate() if t not in before] == []
+
+
+def record(i):
+    key = b"key-%02d" % (i % KEYS)
+    return key, b"%s|%06d" % (key, i)
+
+
+def stream(p, start, stop, pause_every=250, pause=0.01):
+    futs = []
+    for i in range(start, stop):
+        key, value = record(i)
+        futs.append((value, p.send("t", value=value, key=key)))
+        if pause_every and i % pause_every == pause_every - 1:
+            time.sleep(pause)     # keep the stream going while the cluster changes
+    return futs
+
+
+def check_read_back(mc, futs):
+    results = {v: f.get(timeout=30) for v, f in futs}
+    got = read_back(mc.bootstraps, "t", PARTITIONS, len(futs), timeout=30)
+    values = [m.value for msgs in got.values() for m in msgs]
+    assert len(values) == len(set(values)), "a record was stored more than once"
+    assert sorted(values) == sorted(results), "records lost or unexpected records stored"
+    for part, msgs in got.items():
+        seqs = [int(m.value.split(b"|")[1]) for m in msgs]
+        assert seqs == sorted(seqs), f"partition {part} out of send order"
+        for m in msgs:
+            assert java_partition(m.key, PARTITIONS) == part
+            md = results[m.value]
+            assert (md.partition, md.offset) == (part, m.offset)
+    return got
+
+
+def produce_requests_by_broker(mc):
+    out = {}
+    for broker, api, _ts in mc.requests():
+        if api == ApiKeys.PRODUCE:
+            out[broker] = out.get(broker, 0) + 1
+    return out
+
+
+def metadata_requests(mc):
+    return sum(1 for _b, api, _ts in mc.requests() if api == ApiKeys.METADATA)
+
+
+@pytest.mark.parametrize("idempotence", [True, False], ids=["idempotent", "plain"])
+def test_leader_moves_mid_stream(cluster, no_leaks, idempotence):
+    mc = cluster
+    p = Producer(bootstrap_servers=mc.bootstraps, enable_idempotence=idempotence, **FAST)
+    try:
+        futs = stream(p, 0, N // 3)
+        # move every partition to the next broker, twice, while records keep coming
+        for shift in (1, 2):
+            for part in range(PARTITIONS):
+                mc.set_leader("t", part, (part + shift) % 3 + 1)
+            futs += stream(p, len(futs), len(futs) + N // 3)
+        check_read_back(mc, futs)
+        by_broker = produce_requests_by_broker(mc)
+        assert set(by_broker) == {1, 2, 3}
+        assert p.metrics()["retries"] >= 1        # some requests hit a stale leader
+    finally:
+        p.close(10)
+
+
+def test_broker_down_and_up_mid_stream(cluster, no_leaks):
+    mc = cluster
+    p = Producer(bootstrap_servers=mc.bootstraps, **FAST)
+    try:
+        futs = stream(p, 0, N // 3)
+        mc.broker_down(2)
+        futs += stream(p, len(futs), 2 * N // 3)
+        time.sleep(0.3)
+        mc.broker_up(2)
+        futs += stream(p, len(futs), N)
+        check_read_back(mc, futs)
+        assert p.metrics()["net_disconnects"] >= 1
+    finally:
+        p.close(10)
+
+
+@pytest.mark.parametrize("errors", [
+    [NOT_LEADER_OR_FOLLOWER] * 3,
+    [UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS],
+    [TRANSPORT, TRANSPORT],
+], ids=["not_leader", "mixed", "transport"])
+def test_pushed_produce_errors_retried(cluster, no_leaks, errors):
+    mc = cluster
+    p = Producer(bootstrap_servers=mc.bootstraps, **FAST)
+    try:
+        futs = stream(p, 0, 300, pause_every=0)
+        for _, f in futs:
+            f.get(30)
+        meta_before = metadata_requests(mc)
+        mc.push_request_errors(ApiKeys.PRODUCE, errors)
+        futs += stream(p, 300, 900, pause_every=100)
+        check_read_back(mc, futs)
+        assert p.metrics()["retries"] >= 1
+        if errors[0] in (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION):
+            assert metadata_requests(mc) > meta_before      # refreshed before retrying
+        assert all(mc.broker_error_stack_count(b, ApiKeys.PRODUCE) == 0 for b in (1, 2, 3))
+    finally:
+        p.close(10)
