@@ -182,8 +182,6 @@ def _parse(setting: _Setting, value: Any) -> Any:
 class ProducerConfig:
     """Validated producer settings; attribute access by canonical name (``cfg.linger_ms``)."""
 
-    __slots__ = ("_values", "_explicit")
-
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         if config is not None and not isinstance(config, Mapping):
             raise ConfigError(f"config must be a mapping of settings, got {type(config).__name__}")
@@ -202,6 +200,9 @@ class ProducerConfig:
         object.__setattr__(self, "_values", values)
         object.__setattr__(self, "_explicit", frozenset(given))
         self._check(values)
+        # Settings are plain attributes: reading one on the send path is a dict lookup.
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     def _check(self, v: dict[str, Any]) -> None:
         if v["bootstrap_servers"] is None:
@@ -236,12 +237,6 @@ class ProducerConfig:
             raise ConfigError(f"batch_size ({v['batch_size']}) must be <= buffer_memory ({v['buffer_memory']})")
         if v["reconnect_backoff_max_ms"] < v["reconnect_backoff_ms"]:
             raise ConfigError("reconnect_backoff_max_ms must be >= reconnect_backoff_ms")
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     def __setattr__(self, name, value):
         raise AttributeError("ProducerConfig is read-only")

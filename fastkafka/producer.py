@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from time import monotonic_ns, time_ns
 from typing import Any, Callable, Sequence
 
 from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
@@ -22,7 +23,7 @@ from .cluster import Metadata, topic_error
 from .config import ProducerConfig
 from .errors import (InvalidRecordError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError,
                      UnknownPartitionError)
-from .network import NetworkClient, now_ms
+from .network import NetworkClient
 from .sender import Sender
 
 log = logging.getLogger("fastkafka")
@@ -33,10 +34,6 @@ _REQUEST_OVERHEAD = 61 + 256
 
 _producer_seq = 0
 _producer_seq_lock = threading.Lock()
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _check_bytes(name: str, value: Any) -> None:
@@ -75,6 +72,9 @@ class Producer:
         self._client = NetworkClient(cfg, self._metadata)
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
+        self._topics: dict[str, tuple] = {}  # topic -> (metadata version, partitions, available)
+        self._max_block_ms = cfg.max_block_ms
+        self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
         self._closed = False
         self._close_lock = threading.Lock()
         self._sender.start(f"fastkafka-sender-{self._name}")
@@ -136,29 +136,33 @@ class Producer:
         if self._closed:
             raise ProducerClosedError("cannot send: the producer is closed")
 
-    def _choose_partition(self, cluster, topic: str, key, partition) -> int:
-        n = cluster.partition_count(topic)
-        if partition is not None:
-            if isinstance(partition, bool) or not isinstance(partition, int):
-                raise InvalidRecordError(f"partition must be an int or None, got {type(partition).__name__}")
-            if not 0 <= partition < n:
-                raise UnknownPartitionError(
-                    f"partition {partition} of topic {topic!r} does not exist (the topic has {n} partitions)")
-            return partition
-        p = self._partitioner
-        if p == "murmur2":
-            if key is not None:
-                return java_partition(key, n)
-            available = cluster.available_partitions(topic) or list(range(n))
-            return self._acc.sticky_partition(topic, available)
-        available = cluster.available_partitions(topic) or list(range(n))
-        if p == "random":
-            return self._acc.sticky_partition(topic, available)
-        result = p(key, n, available)
+    @staticmethod
+    def _check_partition(topic: str, partition, n: int) -> int:
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise InvalidRecordError(f"partition must be an int or None, got {type(partition).__name__}")
+        if not 0 <= partition < n:
+            raise UnknownPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist (the topic has {n} partitions)")
+        return partition
+
+    def _call_partitioner(self, topic: str, key, info: tuple) -> int:
+        n = info[1]
+        result = self._partitioner(key, n, info[2])
         if isinstance(result, bool) or not isinstance(result, int) or not 0 <= result < n:
             raise UnknownPartitionError(
                 f"partitioner returned {result!r} for topic {topic!r} with {n} partitions")
         return result
+
+    def _topic_info(self, topic: str, partition: int | None, max_wait_ms: int) -> tuple:
+        """(metadata version, partition count, available partitions) of ``topic``, cached per
+        metadata version; waits for metadata (bounded by ``max_wait_ms``) when it is missing."""
+        cluster = self._wait_on_metadata(topic, partition, max_wait_ms)
+        n = cluster.partition_count(topic)
+        available = cluster.available_partitions(topic) or list(range(n))
+        info = (self._metadata.version, n, available)
+        self._acc.sticky_partition(topic, available)  # the partitions sticky appends may use
+        self._topics[topic] = info
+        return info
 
     def send(self, topic: str, value=None, key=None, partition: int | None = None,
              timestamp_ms: int | None = None, headers: Sequence | None = None,
@@ -170,28 +174,42 @@ class Producer:
         failed. Raises at once (sending nothing) for a record of the wrong type, too large, or for a
         partition that does not exist; blocks up to ``max_block_ms`` for metadata and buffer memory.
         """
-        self._check_open()
-        _check_bytes("value", value)
-        _check_bytes("key", key)
+        if self._closed:
+            raise ProducerClosedError("cannot send: the producer is closed")
+        if value is not None and not isinstance(value, _BYTES_TYPES):
+            _check_bytes("value", value)
+        if key is not None and not isinstance(key, _BYTES_TYPES):
+            _check_bytes("key", key)
         if timestamp_ms is None:
-            timestamp_ms = _wall_ms()
+            timestamp_ms = time_ns() // 1_000_000
         elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
             raise InvalidRecordError(f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
-        start = now_ms()
-        cluster = self._wait_on_metadata(topic, partition, self.config.max_block_ms)
-        p = self._choose_partition(cluster, topic, key, partition)
+        start = monotonic_ns() // 1_000_000
+        max_block = self._max_block_ms
+        info = self._topics.get(topic)
+        if info is None or info[0] != self._metadata.version or (
+                partition is not None and not 0 <= partition < info[1]):
+            info = self._topic_info(topic, partition, max_block)
+            now = monotonic_ns() // 1_000_000
+            max_block = max(max_block - (now - start), 0)
+            start = now
+        if partition is None:
+            if self._partitioner == "murmur2":
+                p = -1 if key is None else java_partition(key, info[1])  # -1: sticky for null keys
+            elif self._partitioner == "random":
+                p = -1
+            else:
+                p = self._call_partitioner(topic, key, info)
+        else:
+            p = self._check_partition(topic, partition, info[1])
         size = record_size(0, 0, -1 if key is None else len(key), -1 if value is None else len(value),
                            headers) + _REQUEST_OVERHEAD
-        if size > self.config.max_request_size:
+        if size > self._max_record_size:
             raise RecordTooLargeError(
                 f"record of {size} bytes (serialized, with batch overhead) is larger than "
-                f"max_request_size ({self.config.max_request_size})")
-        if size > self.config.buffer_memory:
-            raise RecordTooLargeError(
-                f"record of {size} bytes is larger than buffer_memory ({self.config.buffer_memory})")
-        now = now_ms()
-        remaining = max(self.config.max_block_ms - (now - start), 0)
-        fut = self._acc.append(topic, p, timestamp_ms, key, value, headers, on_delivery, now, remaining)
+                f"max_request_size ({self.config.max_request_size}) or buffer_memory "
+                f"({self.config.buffer_memory})")
+        fut = self._acc.append(topic, p, timestamp_ms, key, value, headers, on_delivery, start, max_block)
         if self._acc.wakeup_needed():
             self._sender.wakeup()
         return fut
@@ -216,27 +234,26 @@ class Producer:
         if keys is not None and len(keys) != n_records:
             raise InvalidRecordError(f"keys has {len(keys)} entries but values has {n_records}")
         if timestamp_ms is None:
-            timestamp_ms = _wall_ms()
-        start = now_ms()
-        cluster = self._wait_on_metadata(topic, partition, self.config.max_block_ms)
-        n = cluster.partition_count(topic)
+            timestamp_ms = time_ns() // 1_000_000
+        start = monotonic_ns() // 1_000_000
+        _, n, available = self._topic_info(topic, partition, self._max_block_ms)
         if partition is not None:
-            parts: Any = self._choose_partition(cluster, topic, None, partition)
+            parts: Any = self._check_partition(topic, partition, n)
         elif keys is not None and self._partitioner == "murmur2":
-            parts = partitions_for_keys(keys, n, self._acc.sticky_partition(
-                topic, cluster.available_partitions(topic) or list(range(n))))
+            # Keyed records by murmur2; null keys among them go to the sticky partition.
+            parts = partitions_for_keys(keys, n, self._acc.sticky_partition(topic, available))
         elif callable(self._partitioner):
             key_list = keys if isinstance(keys, list) or keys is None else keys.to_pylist()
-            parts = [self._choose_partition(cluster, topic, None if key_list is None else key_list[i], None)
+            info = (None, n, available)
+            parts = [self._call_partitioner(topic, None if key_list is None else key_list[i], info)
                      for i in range(n_records)]
         else:
             parts = -1  # null keys: the accumulator spreads batches over the sticky partitions
         fut = BatchFuture(n_records)
-        now = now_ms()
-        remaining = max(self.config.max_block_ms - (now - start), 0)
-        available = cluster.available_partitions(topic) or list(range(n))
+        now = monotonic_ns() // 1_000_000
+        remaining = max(self._max_block_ms - (now - start), 0)
         self._acc.append_batch(topic, parts, values, keys, headers, timestamp_ms, fut, now, remaining,
-                               available, self.config.max_request_size - _REQUEST_OVERHEAD)
+                               available, self._max_record_size - _REQUEST_OVERHEAD)
         self._sender.wakeup()
         return fut
 
