@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 from .cluster import Cluster, Metadata, PartitionInfo, cluster_from_response
 from .config import ProducerConfig, canonical_name
-from .errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_for_code
+from .errors import (ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_class_for_code,
+                     error_for_code)
 from .network import NetworkClient, now_ms
 from .protocol import ApiKey
 
@@ -31,6 +32,7 @@ EARLIEST = -2
 LATEST = -1
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_OR_PARTITION = 3
+_UNKNOWN_TOPIC = error_class_for_code(UNKNOWN_TOPIC_OR_PARTITION)
 
 _ADMIN_KEYS = {"bootstrap_servers", "client_id", "request_timeout_ms", "reconnect_backoff_ms",
                "reconnect_backoff_max_ms", "retry_backoff_ms", "connections_max_idle_ms",
@@ -173,31 +175,54 @@ class Admin:
         self._client.send(target, api_key, body, now_ms(), on_response)
         return fut
 
-    def _poll(self, fut: RequestFuture, deadline: int) -> None:
+    def _poll(self, fut: RequestFuture, deadline: int) -> bool:
+        """Drive the network client until ``fut`` is done or the deadline passes; True when done.
+        The future is left alone at the deadline (its response may still arrive, and completing it
+        from here as well would complete it twice)."""
         while not fut.is_done():
             now = now_ms()
             if now >= deadline:
-                fut.fail(KafkaTimeoutError("request timed out"))
-                return
+                return False
             self._client.poll(min(100, deadline - now), now)
+        return True
 
-    def _run(self, make_future: Callable[[int], RequestFuture], timeout_ms: int | None):
-        """The retry loop of seed 000: send, poll, return on success, raise a non-retriable error,
-        refresh metadata before retrying when the error says so, else back off and retry."""
+    def _run(self, make_future: Callable[[int], RequestFuture], timeout_ms: int | None,
+             fatal: tuple = ()):
+        """The retry loop of seed 000: send, poll, return on success, raise a non-retriable error
+        (or one of the ``fatal`` classes), refresh metadata before retrying when the error says so,
+        back off before every retry. At the deadline the last error the *broker* gave is raised
+        (a KafkaTimeoutError only when there was none), so a retried-out UNKNOWN_TOPIC_OR_PARTITION
+        is reported as that, not as a timeout."""
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         deadline = now_ms() + timeout_ms
+        last_error: BaseException | None = None
         with self._lock:
             while True:
                 fut = make_future(deadline)
-                self._poll(fut, deadline)
+                if not self._poll(fut, deadline):
+                    exc = KafkaTimeoutError(f"request timed out after {timeout_ms} ms")
+                    if last_error is not None:
+                        raise last_error from exc
+                    raise exc
                 if fut.succeeded():
                     return fut.value
-                if not fut.is_retriable() or now_ms() >= deadline:
-                    raise fut.exception
+                exc = fut.exception
+                if not isinstance(exc, KafkaTimeoutError):
+                    last_error = exc
+                if not fut.is_retriable() or isinstance(exc, fatal):
+                    raise exc
+                if now_ms() >= deadline:
+                    if last_error is not None and last_error is not exc:
+                        raise last_error from exc
+                    raise exc
                 if fut.needs_metadata_refresh():
-                    self._refresh(None, deadline)
-                else:
-                    time.sleep(self.config.retry_backoff_ms / 1000.0)
+                    try:
+                        self._refresh(None, deadline)
+                    except KafkaError as e:
+                        if now_ms() >= deadline:
+                            raise (last_error or e) from e
+                # Back off before every retry (also after a refresh), never past the deadline.
+                time.sleep(max(0, min(self.config.retry_backoff_ms, deadline - now_ms())) / 1000.0)
 
     # -- metadata --------------------------------------------------------------------------
     def _metadata_future(self, topics, deadline, auto_create=False) -> RequestFuture:
@@ -207,7 +232,8 @@ class Admin:
 
     def _refresh(self, topics, deadline) -> Cluster:
         fut = self._metadata_future(topics, deadline)
-        self._poll(fut, deadline)
+        if not self._poll(fut, deadline):
+            raise KafkaTimeoutError("metadata request timed out")
         if fut.succeeded():
             self._metadata.update(fut.value, now_ms())
             return fut.value
@@ -229,7 +255,9 @@ class Admin:
                 raise error_for_code(t.error_code, f"topic {topic!r}")
             self._metadata.update(cluster, now_ms())
             return list(t.partitions)
-        return self._run(lambda d: self._metadata_future([topic], d).compose(check), timeout_ms)
+        # Like Java's describeTopics: an unknown topic is reported at once, not retried.
+        return self._run(lambda d: self._metadata_future([topic], d).compose(check), timeout_ms,
+                         fatal=(_UNKNOWN_TOPIC,))
 
     def list_topics(self, timeout_ms: int | None = None) -> list[str]:
         return sorted(self.describe_cluster(timeout_ms).topics)
@@ -273,7 +301,7 @@ class Admin:
                 if r["error_code"]:
                     raise error_for_code(r["error_code"], f"delete topic {r.get('name')!r}")
         self._run(lambda d: self._send(ApiKey.DELETE_TOPICS, body, self._controller(d), d).compose(check),
-                  timeout_ms)
+                  timeout_ms, fatal=(_UNKNOWN_TOPIC,))
 
     def _controller(self, deadline) -> int | None:
         cluster = self._metadata.cluster
@@ -302,7 +330,12 @@ class Admin:
         def make(deadline):
             leader = self._metadata.cluster.leader_for(topic, partition)
             if leader < 0:
-                self._refresh([topic], deadline)
+                try:
+                    self._refresh([topic], deadline)
+                except KafkaError as e:
+                    fut = RequestFuture()
+                    fut.fail(e)
+                    return fut
                 leader = self._metadata.cluster.leader_for(topic, partition)
                 if leader < 0:
                     fut = RequestFuture()
