@@ -12,7 +12,9 @@ Two brokers can be installed from PyPI (see the project's BROKERS notes):
   not check CRCs or sizes. Storage ``"memory"`` keeps data; ``"null"`` discards it (long benchmarks).
 * ``noida`` -- the ``noida-db`` package. Faithful to Kafka's validation (CRC, magic, sizes, sequence
   numbers). It auto-creates unknown topics with one partition, and also answers CreateTopics with any
-  partition count, CreatePartitions and DeleteTopics (checked with confluent-kafka's AdminClient).
+  partition count, CreatePartitions and DeleteTopics.
+
+Topics are created through fastkafka's own :class:`~fastkafka.admin.Admin` (no confluent-kafka).
 
 Readiness is a real ApiVersions v0 round trip, not just a TCP connect. Processes are started in their
 own session, stopped with SIGINT (noida-db ignores SIGTERM), killed after a grace period, always
@@ -309,71 +311,58 @@ class LocalBroker:
 
     # -- topics -----------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, timeout: float = 15.0) -> None:
-        """Create ``name`` with ``partitions`` partitions and wait until metadata shows them.
-
-        tansu: its own ``tansu topic create`` CLI. noida: CreateTopics through confluent-kafka's
-        AdminClient (noida honours the partition count; only *auto*-created topics get 1 partition).
-        """
+        """Create ``name`` with ``partitions`` partitions and wait until metadata shows them all
+        with a leader. Uses fastkafka's own :class:`~fastkafka.admin.Admin` (CreateTopics, then
+        Metadata) on both kinds: noida honours the partition count (only *auto*-created topics get
+        1 partition), and tansu answers CreateTopics like its ``tansu topic create`` CLI does."""
         if not self.running:
             raise LocalBrokerError("broker not running")
         if partitions < 1:
             raise ValueError("partitions must be >= 1")
-        if self.kind == "tansu":
-            cmd = [_find_tansu(), "topic", "create", "--broker", f"tcp://{self.host}:{self.port}",
-                   "--partitions", str(partitions), name]
-            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-            if r.returncode != 0:
+        from .errors import KafkaError
+
+        timeout_ms = int(timeout * 1000)
+        with self._admin() as admin:
+            try:
+                admin.create_topic(name, partitions=partitions, timeout_ms=timeout_ms)
+            except KafkaError as e:
                 raise LocalBrokerError(
-                    f"tansu topic create {name!r} failed ({r.returncode}): "
-                    f"{(r.stdout + r.stderr).decode('utf-8', 'replace').strip()}")
-        else:
-            self._admin_create(name, partitions, timeout)
-        self._wait_for_partitions(name, partitions, timeout)
+                    f"CreateTopics {name!r} ({partitions} partitions) on {self.kind} failed: {e}") from e
+            self._wait_for_partitions(admin, name, partitions, timeout)
 
     def _admin(self):
-        try:
-            from confluent_kafka.admin import AdminClient
-        except ImportError as e:
-            raise LocalBrokerError("creating topics on noida needs `pip install confluent-kafka`") from e
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        from .admin import Admin
 
-    def _admin_create(self, name: str, partitions: int, timeout: float) -> None:
-        from confluent_kafka.admin import NewTopic
+        return Admin(bootstrap_servers=self.bootstrap, client_id="fastkafka-localbroker")
 
-        admin = self._admin()  # keep the handle alive until the future resolves
-        futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1)],
-            operation_timeout=timeout, request_timeout=timeout)
-        try:
-            futures[name].result(timeout)
-        except Exception as e:
-            raise LocalBrokerError(f"CreateTopics {name!r} ({partitions} partitions) failed: {e}") from e
+    def _wait_for_partitions(self, admin, name: str, partitions: int, timeout: float) -> None:
+        from .errors import KafkaError
 
-    def _wait_for_partitions(self, name: str, partitions: int, timeout: float) -> None:
-        try:
-            admin = self._admin()
-        except LocalBrokerError:
-            return  # the CLI succeeded; no client to double-check with
         deadline = time.monotonic() + timeout
         seen = None
-        while time.monotonic() < deadline:
+        last_exc: Exception | None = None
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                break
             try:
-                md = admin.list_topics(topic=name, timeout=2)
-                t = md.topics.get(name)
-                if t is not None and t.error is None:
-                    seen = len(t.partitions)
-                    if seen == partitions:
-                        return
-            except Exception:
-                pass
-            time.sleep(0.05)
+                parts = admin.describe_topic(name, timeout_ms=max(min(remaining_ms, 5000), 1))
+                seen = len(parts)
+                if seen == partitions and all(p.leader >= 0 for p in parts):
+                    return
+            except KafkaError as e:   # not visible yet: metadata may lag the create
+                last_exc = e
+            time.sleep(0.02)
         raise LocalBrokerError(
-            f"topic {name!r} on {self.kind} shows {seen} partitions after {timeout}s, expected {partitions}")
+            f"topic {name!r} on {self.kind} shows {seen} partitions after {timeout}s, expected "
+            f"{partitions}" + (f" (last error: {last_exc})" if last_exc else ""))
 
     def delete_topic(self, name: str, timeout: float = 15.0) -> None:
-        admin = self._admin()
-        futures = admin.delete_topics([name], operation_timeout=timeout, request_timeout=timeout)
-        futures[name].result(timeout)
+        """Delete ``name`` (DeleteTopics through fastkafka's Admin)."""
+        if not self.running:
+            raise LocalBrokerError("broker not running")
+        with self._admin() as admin:
+            admin.delete_topics([name], timeout_ms=int(timeout * 1000))
 
 
 def _terminate(proc: subprocess.Popen, grace: float) -> int | None:

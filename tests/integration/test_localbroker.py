@@ -91,3 +91,38 @@ def test_null_storage_accepts_produce():
     with LocalBroker("tansu", storage="null") as b:
         b.create_topic("sink", 2)
         _produce(b.bootstrap, "sink", [(0, None, b"gone", None), (1, None, b"gone", None)])
+
+
+def test_topics_without_confluent_kafka():
+    """Product code must not need confluent-kafka: create/delete topics with it made unimportable."""
+    import subprocess
+    import sys
+
+    code = r"""
+import sys
+sys.modules["confluent_kafka"] = None            # any import of it raises ImportError
+from fastkafka._localbroker import LocalBroker
+from fastkafka.admin import Admin
+for kind in ("tansu", "noida"):
+    with LocalBroker(kind) as b:
+        b.create_topic("six", 6)
+        with Admin(bootstrap_servers=b.bootstrap) as a:
+            parts = a.describe_topic("six")
+            assert len(parts) == 6 and all(p.leader >= 0 for p in parts), parts
+        b.delete_topic("six")
+        b.create_topic("six", 2)
+        with Admin(bootstrap_servers=b.bootstrap) as a:
+            assert len(a.describe_topic("six")) == 2
+        print(kind, "ok")
+assert not any(m.startswith("confluent_kafka") and sys.modules[m] is not None for m in sys.modules)
+"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.split() == ["tansu", "ok", "noida", "ok"]
+
+
+def test_create_existing_topic_is_a_clear_error(broker, fresh_topic):
+    topic = fresh_topic(3)
+    with pytest.raises(LocalBrokerError, match="already exists|36"):
+        broker.create_topic(topic, 3)
