@@ -151,6 +151,12 @@ def run(args, out=sys.stdout) -> dict:
     from .admin import Admin
     from .producer import Producer
 
+    from .config import ProducerConfig
+
+    props = parse_props(args.producer_props)
+    # Validate the producer settings before starting a broker for nothing.
+    ProducerConfig(props, **({} if any(k in props for k in ("bootstrap.servers", "bootstrap_servers"))
+                             else {"bootstrap_servers": args.bootstrap_servers or "127.0.0.1:9092"}))
     broker = None
     bootstrap = args.bootstrap_servers
     if not bootstrap:
@@ -162,8 +168,8 @@ def run(args, out=sys.stdout) -> dict:
     try:
         with Admin(bootstrap_servers=bootstrap) as admin:
             admin.create_topic(args.topic, partitions=args.partitions, exist_ok=True)
-        props = parse_props(args.producer_props)
-        props.setdefault("bootstrap.servers", bootstrap)
+        if "bootstrap_servers" not in props:
+            props.setdefault("bootstrap.servers", bootstrap)
         payload = os.urandom(args.record_size)
         stats = Stats(args.num_records, args.reporting_interval, out)
         throttle = Throttle(args.throughput)
@@ -232,7 +238,7 @@ def main(argv=None) -> int:
     try:
         result = run(args)
     except KafkaError as e:
-        print(f"fastkafka-perf: {e}", file=sys.stderr)
+        print(f"fastkafka-perf: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     if result["errors"]:
         print(f"{result['errors']} records failed; first error: {result['first_error']}", file=sys.stderr)
