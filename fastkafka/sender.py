@@ -269,7 +269,13 @@ class Sender:
             self.acc.reenqueue(batch, now)
             self._unmute(batch)
             return
-        if retriable and time_left <= 0:
+        if retriable and self.force_close:
+            # Would have been retried, but the producer is closing: report the close, not the
+            # connection error that closing caused (in-flight requests fail with "client closed").
+            error = ProducerClosedError(
+                f"producer closed before {batch.record_count} record(s) for {batch.topic}-"
+                f"{batch.partition} were delivered (last error: {error})")
+        elif retriable and time_left <= 0:
             error = DeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} not delivered within "
                 f"delivery_timeout_ms={self.config.delivery_timeout_ms} (last error: {error})")

@@ -221,6 +221,31 @@ def test_request_timed_out_error_retried(fb, make_producer):
     assert p.metrics()["retries"] >= 3
 
 
+@pytest.mark.parametrize("code", [REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER])
+def test_retriable_error_with_pipelined_requests_keeps_order(fb, make_producer, code):
+    """A retriable error on one request while later batches of the partition are pipelined behind it:
+    the broker rejects those with OUT_OF_ORDER_SEQUENCE_NUMBER (an earlier batch is missing), which
+    must be retried without an epoch bump; the partition ends up complete and in order."""
+    fb.create_topic("t", 1)
+
+    def mid_stream(header, body):
+        return any(seq > 0 for seqs in produce_base_sequences_body(body).values() for _, seq in seqs)
+
+    fb.script.on(ApiKey.PRODUCE, partition_error(code), times=1, match=mid_stream)
+    fb.script.on(ApiKey.PRODUCE, delay(0.05), times=3, match=mid_stream)  # let requests pile up
+    p = make_producer(fb, linger_ms=0, batch_size=256)
+    futs = []
+    for wave in range(5):
+        futs += send_values(p, "t", 40, prefix=b"w%d" % wave)
+        time.sleep(0.01)
+    assert_exactly_once(fb.cluster, "t", 1, futs)
+    answers = [pr["error_code"] for r in fb.received(ApiKey.PRODUCE) if r.response
+               for t in r.response["responses"] for pr in t["partition_responses"]]
+    assert code in answers and OUT_OF_ORDER_SEQUENCE_NUMBER in answers
+    assert p.metrics()["epoch_bumps"] == 0
+    assert len(fb.received(ApiKey.INIT_PRODUCER_ID)) == 1
+
+
 def test_message_too_large_fails_only_that_partition(fb, make_producer):
     fb.create_topic("t", 3)
     fb.script.on(ApiKey.PRODUCE, partition_error(MESSAGE_TOO_LARGE, [1]), times=1)
@@ -513,11 +538,15 @@ def test_idle_connection_closed(fb, make_producer):
     assert p.send("t", b"y").get(10).offset == 1
 
 
-def test_close_with_undeliverable_records_fails_them(fb, make_producer):
+@pytest.mark.parametrize("where", ["retrying", "in_flight"])
+def test_close_with_undeliverable_records_fails_them(fb, make_producer, where):
     fb.create_topic("t", 1)
-    p = make_producer(fb, request_timeout_ms=3000, delivery_timeout_ms=30000)
+    p = make_producer(fb, request_timeout_ms=5000, delivery_timeout_ms=30000)
     p.send("t", b"x").get(10)
-    fb.script.on(ApiKey.PRODUCE, partition_error(NOT_LEADER_OR_FOLLOWER), times=None)
+    if where == "retrying":
+        fb.script.on(ApiKey.PRODUCE, partition_error(NOT_LEADER_OR_FOLLOWER), times=None)
+    else:
+        fb.script.on(ApiKey.PRODUCE, delay(3), times=None)   # the request is in flight at close
     futs = send_values(p, "t", 20)
     time.sleep(0.2)
     start = time.monotonic()

@@ -63,7 +63,7 @@ def stream(p, start, stop, pause_every=250, pause=0.01):
     return futs
 
 
-def check_read_back(mc, futs):
+def check_read_back(mc, futs, check_order=True):
     results = {v: f.get(timeout=30) for v, f in futs}
     got = read_back(mc.bootstraps, "t", PARTITIONS, len(futs), timeout=30)
     values = [m.value for msgs in got.values() for m in msgs]
@@ -71,7 +71,8 @@ def check_read_back(mc, futs):
     assert sorted(values) == sorted(results), "records lost or unexpected records stored"
     for part, msgs in got.items():
         seqs = [int(m.value.split(b"|")[1]) for m in msgs]
-        assert seqs == sorted(seqs), f"partition {part} out of send order"
+        if check_order:
+            assert seqs == sorted(seqs), f"partition {part} out of send order"
         for m in msgs:
             assert java_partition(m.key, PARTITIONS) == part
             md = results[m.value]
@@ -126,14 +127,24 @@ def test_broker_down_and_up_mid_stream(cluster, no_leaks):
         p.close(10)
 
 
+@pytest.mark.parametrize("mode", ["ordered", "idempotent"])
 @pytest.mark.parametrize("errors", [
     [NOT_LEADER_OR_FOLLOWER] * 3,
     [UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS],
     [TRANSPORT, TRANSPORT],
 ], ids=["not_leader", "mixed", "transport"])
-def test_pushed_produce_errors_retried(cluster, no_leaks, errors):
+def test_pushed_produce_errors_retried(cluster, no_leaks, errors, mode):
+    """Pushed errors fail whole requests, on whichever broker gets the next Produce.
+
+    Per-partition order is checked in ``ordered`` mode (max_in_flight=1: the client alone keeps it).
+    With idempotence and 5 requests in flight the order after a retriable error rests on the broker
+    rejecting a later sequence (OUT_OF_ORDER_SEQUENCE_NUMBER) while an earlier batch is missing; the
+    mock cluster does not do that (it stores the later batch), so only exactly-once is checked there.
+    The fault broker, which validates sequences, pins the order for that case
+    (test_producer_faultbroker.py::test_retriable_error_with_pipelined_requests_keeps_order)."""
     mc = cluster
-    p = Producer(bootstrap_servers=mc.bootstraps, **FAST)
+    extra = {"max_in_flight_requests_per_connection": 1} if mode == "ordered" else {}
+    p = Producer(bootstrap_servers=mc.bootstraps, **FAST, **extra)
     try:
         futs = stream(p, 0, 300, pause_every=0)
         for _, f in futs:
@@ -141,7 +152,7 @@ def test_pushed_produce_errors_retried(cluster, no_leaks, errors):
         meta_before = metadata_requests(mc)
         mc.push_request_errors(ApiKeys.PRODUCE, errors)
         futs += stream(p, 300, 900, pause_every=100)
-        check_read_back(mc, futs)
+        check_read_back(mc, futs, check_order=(mode == "ordered"))
         assert p.metrics()["retries"] >= 1
         if errors[0] in (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION):
             assert metadata_requests(mc) > meta_before      # refreshed before retrying
