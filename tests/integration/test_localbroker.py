@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -13,12 +14,17 @@ from fastkafka._localbroker import LocalBroker, LocalBrokerError, api_versions_p
 
 pytestmark = pytest.mark.broker
 
+# A recent, fixed timestamp: noida applies Kafka's default 7-day retention to record timestamps and
+# deletes older records a few seconds after they are written (a 2023 timestamp made these tests flaky
+# on a session broker that had been up long enough for its retention sweep to run).
+TS = (time.time_ns() // 1_000_000 // 1000) * 1000 - 60_000
+
 
 def _produce(bootstrap, topic, records):
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
     errors = []
     for part, key, value, headers in records:
-        p.produce(topic, value, key=key, partition=part, headers=headers, timestamp=1_700_000_000_000,
+        p.produce(topic, value, key=key, partition=part, headers=headers, timestamp=TS,
                   on_delivery=lambda e, m: errors.append(e) if e else None)
     assert p.flush(20) == 0
     assert errors == []
@@ -43,7 +49,7 @@ def test_create_topic_and_read_back(broker, fresh_topic):
         assert [m.value for m in msgs] == [b"v%d" % i for i in range(part, 40, 4)]
         assert [m.key for m in msgs] == [b"k%d" % i for i in range(part, 40, 4)]
         assert all(m.topic == topic and m.partition == part for m in msgs)
-        assert all(m.timestamp == 1_700_000_000_000 for m in msgs)
+        assert all(m.timestamp == TS for m in msgs)
         assert [m.headers for m in msgs] == [[("h", b"x%d" % i)] for i in range(part, 40, 4)]
 
 
