@@ -184,6 +184,8 @@ class Producer:
             timestamp_ms = time_ns() // 1_000_000
         elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
             raise InvalidRecordError(f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
+        elif timestamp_ms < 0:
+            raise InvalidRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
         start = monotonic_ns() // 1_000_000
         max_block = self._max_block_ms
         info = self._topics.get(topic)
@@ -202,8 +204,11 @@ class Producer:
                 p = self._call_partitioner(topic, key, info)
         else:
             p = self._check_partition(topic, partition, info[1])
-        size = record_size(0, 0, -1 if key is None else len(key), -1 if value is None else len(value),
-                           headers) + _REQUEST_OVERHEAD
+        try:
+            size = record_size(0, 0, -1 if key is None else len(key), -1 if value is None else len(value),
+                               headers) + _REQUEST_OVERHEAD
+        except TypeError as e:  # malformed headers: the same error type as every other bad field
+            raise InvalidRecordError(f"headers: {e}") from e
         if size > self._max_record_size:
             raise RecordTooLargeError(
                 f"record of {size} bytes (serialized, with batch overhead) is larger than "
@@ -235,6 +240,10 @@ class Producer:
             raise InvalidRecordError(f"keys has {len(keys)} entries but values has {n_records}")
         if timestamp_ms is None:
             timestamp_ms = time_ns() // 1_000_000
+        elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
+            raise InvalidRecordError(f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
+        elif timestamp_ms < 0:
+            raise InvalidRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
         start = monotonic_ns() // 1_000_000
         _, n, available = self._topic_info(topic, partition, self._max_block_ms)
         if partition is not None:

@@ -301,12 +301,28 @@ def test_bad_records_raise_at_once_and_good_ones_arrive(broker):
         with pytest.raises(UnknownPartitionError):
             p.send(topic, b"v", partition=1000)
         ok(3)
+        # Malformed headers and timestamps are InvalidRecordError too (headers were a bare TypeError,
+        # and negative / float timestamps were accepted by send_batch).
+        for bad_headers in ([("k", "str value")], [(1, b"x")], ["ab"], "ab"):
+            with pytest.raises(InvalidRecordError):
+                p.send(topic, b"v", headers=bad_headers)
+        for bad_ts in (-5, 1.5, True):
+            with pytest.raises(InvalidRecordError):
+                p.send(topic, b"v", timestamp_ms=bad_ts)
+            with pytest.raises(InvalidRecordError):
+                p.send_batch(topic, [b"v"], timestamp_ms=bad_ts)
+        with pytest.raises(InvalidRecordError):
+            p.send(topic, b"v", partition=True)
+        with pytest.raises(UnknownPartitionError):
+            p.send(topic, b"v", partition=-1)
         with pytest.raises(RecordTooLargeError):
             p.send(topic, b"x" * 200_000)
         with pytest.raises(InvalidRecordError):
             p.send_batch(topic, [b"ok", "bad"])
         with pytest.raises(InvalidRecordError):
             p.send_batch(topic, [b"a", b"b"], keys=[b"k"])
+        with pytest.raises(InvalidRecordError):
+            p.send_batch(topic, [b"a"], headers=[("k", "str value")])
         for i in range(4, 40):
             ok(i)
         assert p.flush(30) == 0
