@@ -9,6 +9,7 @@ too long, then run the completion handlers — after the I/O, with no lock held.
 
 from __future__ import annotations
 
+import abc
 import errno
 import logging
 import random
@@ -62,12 +63,13 @@ class InFlightRequest:
                 f"v{self.version}, corr={self.correlation_id})")
 
 
-class HandshakeStep:
+class HandshakeStep(abc.ABC):
     """One step of bringing a new connection to READY. ApiVersions is the first (and today the only)
     step; TLS and SASL steps slot in as further subclasses without touching the client."""
 
+    @abc.abstractmethod
     def start(self, client: "NetworkClient", conn: "Connection", now: int) -> None:
-        raise NotImplementedError  # interface method, implemented by every step
+        """Queue this step's request(s) on ``conn``; call ``client._next_handshake_step`` when done."""
 
 
 class ApiVersionsStep(HandshakeStep):
