@@ -1,4 +1,4 @@
-"""Kafka wire protocol: request/response framing for the APIs the producer uses.
+r"""Kafka wire protocol: request/response framing for the APIs the producer uses.
 
 Messages are defined as data in :mod:`fastkafka.protocol.messages`; :mod:`fastkafka.protocol.codec`
 compiles each (api, version) once into closures that are cached here.
