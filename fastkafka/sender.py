@@ -163,7 +163,7 @@ class Sender:
             self._fail(batch, DeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} expired after "
                 f"{now - batch.created_ms} ms waiting to be sent (delivery_timeout_ms="
-                f"{self.config.delivery_timeout_ms})"), deallocate=True)
+                f"{self.config.delivery_timeout_ms})"))
         if sendable and self.acc.has_undrained():
             timeout = 0
         return max(timeout, 0)
@@ -191,7 +191,7 @@ class Sender:
             self.in_flight_batches -= len(batches)
             for b in batches:
                 self._unresolved(b)
-                self._fail(b, e, deallocate=True)
+                self._fail(b, e)
                 self._unmute(b)
             return
         self.stats["produce_requests"] += 1
@@ -220,10 +220,8 @@ class Sender:
                     f"produce response from node {node} has no result for {b.topic}-{b.partition}"), now)
                 continue
             code = p["error_code"]
-            if code == 0:
-                self._succeed(b, p["base_offset"], p.get("log_append_time_ms", -1))
-            elif code == DUPLICATE_SEQUENCE_NUMBER:
-                # The broker already has this batch: it was delivered by an earlier attempt.
+            if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
+                # DUPLICATE_SEQUENCE_NUMBER: an earlier attempt of this batch was written.
                 self._succeed(b, p["base_offset"], p.get("log_append_time_ms", -1))
             else:
                 msg = p.get("error_message")
@@ -241,15 +239,13 @@ class Sender:
         self.acc.deallocate(batch)
         batch.complete(base_offset, log_append_time, None)
 
-    def _fail(self, batch, error: Exception, deallocate: bool = True) -> None:
+    def _fail(self, batch, error: Exception) -> None:
         self.stats["errors"] += 1
-        if deallocate:
-            self.acc.deallocate(batch)
+        self.acc.deallocate(batch)
         batch.complete(-1, -1, error)
 
     def _unmute(self, batch) -> None:
-        if self.acc.is_muted(batch.topic, batch.partition):
-            self.acc.unmute(batch.topic, batch.partition)
+        self.acc.unmute(batch.topic, batch.partition)  # a no-op for a partition that is not muted
 
     def _retry_or_fail(self, batch, error: Exception, now: int) -> None:
         code = getattr(error, "code", None)

@@ -36,7 +36,7 @@ from enum import IntEnum
 from ..errors import CorruptFrameError, UnsupportedVersionError
 from . import codec as _codec
 from . import messages as _messages
-from .codec import Writer, _Corrupt, read_uvarint
+from .codec import Writer, _Corrupt
 
 __all__ = [
     "ApiKey", "SUPPORTED_VERSIONS", "encode_request", "decode_response", "decode_request",
@@ -176,14 +176,7 @@ def _client_id_bytes(client_id) -> bytes:
 
 
 def _skip_tagged(buf, pos):
-    n, pos = read_uvarint(buf, pos)
-    for _ in range(n):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        if pos + size > len(buf):
-            raise _Corrupt("header tagged field runs past the end of the frame")
-        pos += size
-    return pos
+    return _codec.skip_tagged_fields(buf, pos, "header tagged field")
 
 
 # --------------------------------------------------------------------------------- client side

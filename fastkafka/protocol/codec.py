@@ -99,6 +99,18 @@ def read_uvarint(buf, pos: int):
             raise _Corrupt("unsigned varint longer than 10 bytes")
 
 
+
+def skip_tagged_fields(buf, pos: int, where: str = "tagged field") -> int:
+    """Skip a tagged-field section (count, then tag/size/bytes per field); returns the new pos."""
+    n, pos = read_uvarint(buf, pos)
+    for _ in range(n):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        if pos + size > len(buf):
+            raise _Corrupt(f"{where} runs past the end of the frame")
+        pos += size
+    return pos
+
 def _zigzag_writer(bits):
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
@@ -528,14 +540,7 @@ def _compile_tagged(tagged, version):
             w.buf.append(0)
 
         def dec(buf, pos, d):
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                _tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                if pos + size > len(buf):
-                    raise _Corrupt("tagged field runs past the end of the frame")
-                pos += size
-            return pos
+            return skip_tagged_fields(buf, pos)
         return enc, dec
 
     specs = []
