@@ -44,6 +44,7 @@ MEASUREMENTS = {
     "raw":                 ("raw ceiling", "pre-encoded 1 MB batches, 8 in flight, acks=1", False),
     "fk_send_all":         ("fastkafka", "send() loop, default (acks=all, idempotent)", False),
     "fk_send_1":           ("fastkafka", "send() loop, acks=1", False),
+    "fk_produce_all":      ("fastkafka", "produce() loop (no future), default", False),
     "fk_batch_list":       ("fastkafka", "send_batch(list), 100k chunks, default", False),
     "fk_batch_arrow":      ("fastkafka", "send_batch(pyarrow binary), 100k chunks, default", False),
     "ck_all":              ("confluent-kafka", "produce() loop, acks=all, idempotent", False),
@@ -165,6 +166,13 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, acks) -> 
         t0 = time.perf_counter()
         for v in values:
             send(topic, v)
+        p.flush()
+        elapsed = time.perf_counter() - t0
+    elif mode == "produce":
+        produce = p.produce
+        t0 = time.perf_counter()
+        for v in values:
+            produce(topic, v)
         p.flush()
         elapsed = time.perf_counter() - t0
     elif mode == "batch_list":
@@ -294,6 +302,8 @@ def child(name: str, bootstrap: str, topic: str, records: int, size: int, partit
         r = run_fastkafka(bootstrap, topic, values, "send", None)
     elif name == "fk_send_1":
         r = run_fastkafka(bootstrap, topic, values, "send", 1)
+    elif name == "fk_produce_all":
+        r = run_fastkafka(bootstrap, topic, values, "produce", None)
     elif name == "fk_batch_list":
         r = run_fastkafka(bootstrap, topic, values, "batch_list", None)
     elif name == "fk_batch_arrow":

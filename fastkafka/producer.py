@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from time import monotonic_ns, time_ns
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
 from ._core.bufferpool import BufferPool
-from ._core.partitioner import java_partition, partitions_for_keys
-from ._wire.records import record_size
+from ._core.partitioner import partitions_for_keys
+from ._core.sendpath import REQUEST_OVERHEAD, ProducerCore, monotonic_ms, validate_timestamp
 from .cluster import Metadata, topic_error
 from .config import ProducerConfig
 from .errors import (InvalidRecordError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError,
@@ -28,21 +27,11 @@ from .sender import Sender
 
 log = logging.getLogger("fastkafka")
 
-_BYTES_TYPES = (bytes, bytearray, memoryview)
-# Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
-_REQUEST_OVERHEAD = 61 + 256
-
 _producer_seq = 0
 _producer_seq_lock = threading.Lock()
 
 
-def _check_bytes(name: str, value: Any) -> None:
-    if value is not None and not isinstance(value, _BYTES_TYPES):
-        raise InvalidRecordError(
-            f"{name} must be bytes, bytearray, memoryview or None, got {type(value).__name__}")
-
-
-class Producer:
+class Producer(ProducerCore):
     """A thread-safe Kafka producer.
 
     Example::
@@ -72,10 +61,9 @@ class Producer:
         self._client = NetworkClient(cfg, self._metadata)
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
-        self._topics: dict[str, tuple] = {}  # topic -> (metadata version, partitions, available)
-        self._max_block_ms = cfg.max_block_ms
-        self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
-        self._closed = False
+        # send()/produce() are compiled (fastkafka/_core/sendpath.pyx); they use this state.
+        self._init_core(self._acc, self._metadata, self._sender.wakeup, cfg.partitioner,
+                        min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
         self._close_lock = threading.Lock()
         self._sender.start(f"fastkafka-sender-{self._name}")
 
@@ -153,6 +141,12 @@ class Producer:
                 f"partitioner returned {result!r} for topic {topic!r} with {n} partitions")
         return result
 
+    def _too_large(self, size: int) -> RecordTooLargeError:
+        return RecordTooLargeError(
+            f"record of {size} bytes (serialized, with batch overhead) is larger than "
+            f"max_request_size ({self.config.max_request_size}) or buffer_memory "
+            f"({self.config.buffer_memory})")
+
     def _topic_info(self, topic: str, partition: int | None, max_wait_ms: int) -> tuple:
         """(metadata version, partition count, available partitions) of ``topic``, cached per
         metadata version; waits for metadata (bounded by ``max_wait_ms``) when it is missing."""
@@ -163,67 +157,6 @@ class Producer:
         self._acc.sticky_partition(topic, available)  # the partitions sticky appends may use
         self._topics[topic] = info
         return info
-
-    def send(self, topic: str, value=None, key=None, partition: int | None = None,
-             timestamp_ms: int | None = None, headers: Sequence | None = None,
-             on_delivery: Callable | None = None) -> FutureRecordMetadata:
-        """Queue one record; returns a future of its :class:`RecordMetadata`.
-
-        ``value`` and ``key`` are bytes-like or None; ``headers`` a list of (str, bytes|None) pairs.
-        ``on_delivery(err, metadata)`` runs on the I/O thread once the record is acknowledged or has
-        failed. Raises at once (sending nothing) for a record of the wrong type, too large, or for a
-        partition that does not exist; blocks up to ``max_block_ms`` for metadata and buffer memory.
-        """
-        if self._closed:
-            raise ProducerClosedError("cannot send: the producer is closed")
-        if value is not None and not isinstance(value, _BYTES_TYPES):
-            _check_bytes("value", value)
-        if key is not None and not isinstance(key, _BYTES_TYPES):
-            _check_bytes("key", key)
-        if timestamp_ms is None:
-            timestamp_ms = time_ns() // 1_000_000
-        elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
-            raise InvalidRecordError(f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
-        elif timestamp_ms < 0:
-            raise InvalidRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
-        start = monotonic_ns() // 1_000_000
-        max_block = self._max_block_ms
-        info = self._topics.get(topic)
-        if info is None or info[0] != self._metadata.version or (
-                partition is not None and not 0 <= partition < info[1]):
-            info = self._topic_info(topic, partition, max_block)
-            now = monotonic_ns() // 1_000_000
-            max_block = max(max_block - (now - start), 0)
-            start = now
-        if partition is None:
-            if self._partitioner == "murmur2":
-                p = -1 if key is None else java_partition(key, info[1])  # -1: sticky for null keys
-            elif self._partitioner == "random":
-                p = -1
-            else:
-                p = self._call_partitioner(topic, key, info)
-        else:
-            p = self._check_partition(topic, partition, info[1])
-        try:
-            size = record_size(0, 0, -1 if key is None else len(key), -1 if value is None else len(value),
-                               headers) + _REQUEST_OVERHEAD
-        except TypeError as e:  # malformed headers: the same error type as every other bad field
-            raise InvalidRecordError(f"headers: {e}") from e
-        if size > self._max_record_size:
-            raise RecordTooLargeError(
-                f"record of {size} bytes (serialized, with batch overhead) is larger than "
-                f"max_request_size ({self.config.max_request_size}) or buffer_memory "
-                f"({self.config.buffer_memory})")
-        fut = self._acc.append(topic, p, timestamp_ms, key, value, headers, on_delivery, start, max_block)
-        if self._acc.wakeup_needed():
-            self._sender.wakeup()
-        return fut
-
-    def produce(self, topic: str, value=None, key=None, partition: int | None = None,
-                on_delivery: Callable | None = None, timestamp: int | None = None,
-                headers: Sequence | None = None) -> None:
-        """confluent-kafka-style alias of :meth:`send` that returns nothing."""
-        self.send(topic, value, key, partition, timestamp, headers, on_delivery)
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None,
                    headers: Sequence | None = None, timestamp_ms: int | None = None) -> BatchFuture:
@@ -238,13 +171,8 @@ class Producer:
         n_records = len(values)
         if keys is not None and len(keys) != n_records:
             raise InvalidRecordError(f"keys has {len(keys)} entries but values has {n_records}")
-        if timestamp_ms is None:
-            timestamp_ms = time_ns() // 1_000_000
-        elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
-            raise InvalidRecordError(f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
-        elif timestamp_ms < 0:
-            raise InvalidRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
-        start = monotonic_ns() // 1_000_000
+        timestamp_ms = validate_timestamp(timestamp_ms)
+        start = monotonic_ms()
         _, n, available = self._topic_info(topic, partition, self._max_block_ms)
         if partition is not None:
             parts: Any = self._check_partition(topic, partition, n)
@@ -259,10 +187,10 @@ class Producer:
         else:
             parts = -1  # null keys: the accumulator spreads batches over the sticky partitions
         fut = BatchFuture(n_records)
-        now = monotonic_ns() // 1_000_000
+        now = monotonic_ms()
         remaining = max(self._max_block_ms - (now - start), 0)
         self._acc.append_batch(topic, parts, values, keys, headers, timestamp_ms, fut, now, remaining,
-                               available, self._max_record_size - _REQUEST_OVERHEAD)
+                               available, self._max_record_size - REQUEST_OVERHEAD)
         self._sender.wakeup()
         return fut
 

@@ -9,6 +9,11 @@ from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.partitioner cimport StickyPartitioner
 
 
+# Pointer/length of a bytes-like record field (None -> NULL, -1); InvalidRecordError naming
+# ``name`` for anything else. Returns 1 when ``view`` was filled and must be released.
+cdef int get_view(object obj, str name, Py_buffer *view, const char **p, Py_ssize_t *n) except -1
+
+
 @cython.final
 cdef class RecordMetadata:
     cdef readonly str topic
@@ -134,4 +139,4 @@ cdef class RecordAccumulator:
     cdef FutureRecordMetadata _append(self, str topic, int32_t partition, int64_t timestamp,
                                       const char *kp, Py_ssize_t kl, const char *vp,
                                       Py_ssize_t vl, object headers, object on_delivery,
-                                      int64_t now_ms, int64_t max_block_ms)
+                                      int64_t now_ms, int64_t max_block_ms, bint want_future)

@@ -338,8 +338,13 @@ cdef class FutureRecordMetadata:
 
 
 cdef inline FutureRecordMetadata _new_future(ProducerBatch batch, int64_t ts, Py_ssize_t kl,
-                                             Py_ssize_t vl, object cb):
-    cdef FutureRecordMetadata f = FutureRecordMetadata.__new__(FutureRecordMetadata)
+                                             Py_ssize_t vl, object cb, bint want=True):
+    """Count one more record in ``batch``; its future (None if not wanted and no callback)."""
+    cdef FutureRecordMetadata f
+    if not want and cb is None:
+        batch.record_count += 1
+        return None
+    f = FutureRecordMetadata.__new__(FutureRecordMetadata)
     f.batch = batch
     f.index = batch.record_count
     batch.record_count += 1
@@ -607,8 +612,8 @@ cdef inline int _col_get(_Col *c, Py_ssize_t i, const char **p, Py_ssize_t *n,
     return 0
 
 
-cdef inline int _get_view(object obj, str name, Py_buffer *view, const char **p,
-                          Py_ssize_t *n) except -1:
+cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
+                  Py_ssize_t *n) except -1:
     """Pointer/length of a bytes-like record field; returns 1 when ``view`` must be released."""
     if obj is None:
         p[0] = NULL
@@ -777,12 +782,12 @@ cdef class RecordAccumulator:
         cdef const char *vp = NULL
         cdef Py_ssize_t kl = -1, vl = -1
         cdef int krel = 0, vrel = 0
-        krel = _get_view(key, "key", &kview, &kp, &kl)
+        krel = get_view(key, "key", &kview, &kp, &kl)
         try:
-            vrel = _get_view(value, "value", &vview, &vp, &vl)
+            vrel = get_view(value, "value", &vview, &vp, &vl)
             try:
                 return self._append(topic, partition, timestamp_ms, kp, kl, vp, vl, headers,
-                                    on_delivery, now_ms, max_block_ms)
+                                    on_delivery, now_ms, max_block_ms, True)
             finally:
                 if vrel:
                     PyBuffer_Release(&vview)
@@ -793,7 +798,9 @@ cdef class RecordAccumulator:
     cdef FutureRecordMetadata _append(self, str topic, int32_t partition, int64_t timestamp,
                                       const char *kp, Py_ssize_t kl, const char *vp,
                                       Py_ssize_t vl, object headers, object on_delivery,
-                                      int64_t now_ms, int64_t max_block_ms):
+                                      int64_t now_ms, int64_t max_block_ms, bint want_future):
+        """The record's future, or None when ``want_future`` is false and there is no
+        ``on_delivery`` (the record is still counted in its batch)."""
         cdef _TopicState ts
         cdef _PartitionQueue pq
         cdef ProducerBatch batch
@@ -825,7 +832,7 @@ cdef class RecordAccumulator:
                     batch = <ProducerBatch>PyList_GET_ITEM(pq.batches, nb - 1)
                     if not batch._full:
                         if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
-                            return _new_future(batch, timestamp, kl, vl, on_delivery)
+                            return _new_future(batch, timestamp, kl, vl, on_delivery, want_future)
                         batch._full = True
                         self._wakeup = True
                     tail_full = True
@@ -867,7 +874,7 @@ cdef class RecordAccumulator:
                 if not batch._full:
                     if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
                         self.buffer_pool.deallocate(size)
-                        return _new_future(batch, timestamp, kl, vl, on_delivery)
+                        return _new_future(batch, timestamp, kl, vl, on_delivery, want_future)
                     batch._full = True
             try:
                 batch = self._new_batch(pq, now_ms, size)
@@ -876,7 +883,7 @@ cdef class RecordAccumulator:
             except BaseException:
                 self.buffer_pool.deallocate(size)
                 raise
-            fut = _new_future(batch, timestamp, kl, vl, on_delivery)
+            fut = _new_future(batch, timestamp, kl, vl, on_delivery, want_future)
             pq.batches.append(batch)
             self._incomplete.add(batch)
             self._wakeup = True

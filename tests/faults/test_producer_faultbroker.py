@@ -7,7 +7,6 @@ assertions are generous "does not hang" bounds.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 
@@ -19,8 +18,9 @@ from faultbroker import (Cluster, FaultBroker, delay, disconnect_before_response
                          wrong_correlation_id)
 from fastkafka import Producer
 from fastkafka.errors import (BufferExhaustedError, CorrelationIdMismatchError, CorruptFrameError,
-                              DeliveryTimeoutError, KafkaTimeoutError, ProducerClosedError,
-                              RequestTimedOutError, error_for_code)
+                              DeliveryTimeoutError, InvalidRecordError, KafkaTimeoutError,
+                              ProducerClosedError, RecordTooLargeError, RequestTimedOutError,
+                              UnknownPartitionError, error_for_code)
 from fastkafka.protocol import ApiKey
 
 pytestmark = pytest.mark.faultbroker
@@ -463,6 +463,53 @@ def test_acks_zero_completes_and_stores(fb, make_producer):
     values = stored_values(fb.cluster, "t", 2)
     assert sorted(v for vs in values.values() for v in vs) == sorted(v for v, _ in futs)
     assert all(r.response is None for r in fb.received(ApiKey.PRODUCE))
+
+
+# ------------------------------------------------------------------------------- produce()
+def test_produce_without_futures_keeps_offsets_and_callbacks(fb, make_producer):
+    """produce() queues records with no future; records from send() and produce() interleaved in
+    one batch keep their own offsets, and produce()'s on_delivery gets the stored offset."""
+    fb.create_topic("t", 2)
+    p = make_producer(fb, linger_ms=50)
+    futs, reported, order = {}, {}, []
+    for i in range(300):
+        value = b"m-%04d" % i
+        order.append(value)
+        if i % 3 == 0:
+            futs[value] = p.send("t", value, partition=1)
+        elif i % 3 == 1:
+            assert p.produce("t", value, partition=1) is None
+        else:
+            p.produce("t", value, partition=1,
+                      on_delivery=lambda err, md, v=value: reported.__setitem__(v, (err, md.offset)))
+    assert p.flush(20) == 0
+    stored_log = stored(fb.cluster, "t", 1)
+    assert [v for _, _, v in stored_log] == order
+    where = {v: off for off, _, v in stored_log}
+    assert {v: f.get(1).offset for v, f in futs.items()} == {v: where[v] for v in futs}
+    assert reported == {v: (None, where[v]) for v in order[2::3]}
+    assert p.metrics()["records_sent"] == 300
+
+
+def test_produce_rejects_bad_records_like_send(fb, make_producer):
+    fb.create_topic("t", 2)
+    p = make_producer(fb, max_request_size=10_000)
+    bad = [dict(value="str"), dict(value=b"v", key=7), dict(value=b"v", partition=2),
+           dict(value=b"v", partition="0"), dict(value=b"v", headers=[("k", 1)]),
+           dict(value=b"v", timestamp=-1), dict(value=b"x" * 20_000)]
+    for kw in bad:
+        with pytest.raises((InvalidRecordError, UnknownPartitionError, RecordTooLargeError)):
+            p.produce("t", **kw)
+    for topic in ("", None, b"t"):
+        with pytest.raises(InvalidRecordError, match="topic"):
+            p.produce(topic, b"v")
+    p.produce("t", b"ok", partition=0)
+    assert p.flush(10) == 0
+    assert [v for _, _, v in stored(fb.cluster, "t", 0)] == [b"ok"]
+    assert fb.cluster.record_count("t") == 1
+    p.close(5)
+    with pytest.raises(ProducerClosedError):
+        p.produce("t", b"late")
 
 
 # ------------------------------------------------------------------------------- callbacks

@@ -1,0 +1,195 @@
+# cython: language_level=3
+"""The compiled half of :class:`fastkafka.Producer`: ``send()`` and ``produce()`` as one C call.
+
+Per record, everything the Python layer used to do in several frames happens here without leaving C
+on the common path: type checks of key and value (bytes take no buffer request), the wall clock for
+the timestamp and the monotonic clock for ``max_block_ms``, the per-topic cache check, murmur2 or
+sticky partitioning, the size check against ``max_request_size``, the append into the accumulator,
+and the sender wake-up when a batch filled or started.
+
+Rare paths call back into the Python subclass: ``_topic_info`` (metadata missing or stale, may
+block), ``_call_partitioner`` (a user partitioner) and ``_too_large`` (the error message).
+"""
+cimport cython
+from cpython.buffer cimport PyBuffer_Release
+from libc.stdint cimport int32_t, int64_t
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, CLOCK_REALTIME
+
+from fastkafka._core.accumulator cimport RecordAccumulator, get_view
+from fastkafka._core.partitioner cimport java_partition_c
+from fastkafka._wire.records cimport record_size_c, headers_encoded_size
+
+from fastkafka.errors import InvalidRecordError, ProducerClosedError, UnknownPartitionError
+
+#: Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
+REQUEST_OVERHEAD = 61 + 256
+cdef Py_ssize_t _REQUEST_OVERHEAD = REQUEST_OVERHEAD
+
+cdef enum:
+    PART_MURMUR2 = 0
+    PART_RANDOM = 1
+    PART_CALLABLE = 2
+
+
+cdef inline int64_t _clock_ms(int clock) noexcept nogil:
+    cdef timespec ts
+    clock_gettime(clock, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+def monotonic_ms():
+    """The monotonic clock ``send()`` uses for ``max_block_ms`` (same origin as time.monotonic)."""
+    return _clock_ms(CLOCK_MONOTONIC)
+
+
+cdef int64_t check_timestamp(object timestamp_ms) except -1:
+    """The record timestamp: now (wall clock, ms) for None; InvalidRecordError for a non-int or a
+    negative one."""
+    if timestamp_ms is None:
+        return _clock_ms(CLOCK_REALTIME)
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
+        raise InvalidRecordError(
+            f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
+    if timestamp_ms < 0:
+        raise InvalidRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
+    if timestamp_ms > 9223372036854775807:
+        raise InvalidRecordError(f"timestamp_ms must fit in 64 bits, got {timestamp_ms}")
+    return <int64_t>timestamp_ms
+
+
+def validate_timestamp(timestamp_ms):
+    """validate_timestamp(timestamp_ms) -> int: ``timestamp_ms``, or now for None (see send)."""
+    return check_timestamp(timestamp_ms)
+
+
+cdef class ProducerCore:
+    """Base class of :class:`fastkafka.Producer` holding the state ``send()`` touches per record.
+
+    The subclass calls :meth:`_init_core` once its accumulator, metadata and sender exist, and
+    provides ``_topic_info``, ``_call_partitioner`` and ``_too_large``."""
+
+    cdef RecordAccumulator _acc
+    cdef object _metadata                 # has .version (int), bumped on every update
+    cdef object _wakeup_sender            # callable
+    cdef object _partitioner              # "murmur2", "random" or a callable
+    cdef int _part_kind
+    cdef readonly Py_ssize_t _max_record_size
+    cdef public bint _closed
+    cdef public int64_t _max_block_ms
+    cdef public dict _topics              # topic -> (metadata version, partitions, available)
+
+    def __cinit__(self, *args, **kwargs):
+        self._closed = True               # until _init_core: a half-built producer is closed
+
+    def _init_core(self, RecordAccumulator acc not None, metadata, wakeup_sender, partitioner,
+                   Py_ssize_t max_record_size, int64_t max_block_ms):
+        self._acc = acc
+        self._metadata = metadata
+        self._wakeup_sender = wakeup_sender
+        self._partitioner = partitioner
+        if partitioner == "murmur2":
+            self._part_kind = PART_MURMUR2
+        elif partitioner == "random":
+            self._part_kind = PART_RANDOM
+        else:
+            self._part_kind = PART_CALLABLE
+        self._max_record_size = max_record_size
+        self._max_block_ms = max_block_ms
+        self._topics = {}
+        self._closed = False
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+             on_delivery=None):
+        """send(topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+        on_delivery=None) -> FutureRecordMetadata
+
+        Queue one record; returns a future of its :class:`RecordMetadata`.
+
+        ``value`` and ``key`` are bytes-like or None; ``headers`` a list of (str, bytes|None)
+        pairs. ``on_delivery(err, metadata)`` runs on the I/O thread once the record is
+        acknowledged or has failed. Raises at once (sending nothing) for a record of the wrong
+        type, too large, or for a partition that does not exist; blocks up to ``max_block_ms`` for
+        metadata and buffer memory.
+        """
+        return self._send(topic, value, key, partition, timestamp_ms, headers, on_delivery, True)
+
+    def produce(self, topic, value=None, key=None, partition=None, on_delivery=None,
+                timestamp=None, headers=None):
+        """produce(topic, value=None, key=None, partition=None, on_delivery=None, timestamp=None,
+        headers=None) -> None
+
+        confluent-kafka-style :meth:`send` that returns nothing and, without ``on_delivery``,
+        allocates no future: the fastest way to queue one record. Same checks and errors as
+        :meth:`send`; delivery failures are seen through ``on_delivery``, ``flush()`` and
+        ``metrics()``."""
+        self._send(topic, value, key, partition, timestamp, headers, on_delivery, False)
+
+    cdef object _send(self, object topic, object value, object key, object partition,
+                      object timestamp_ms, object headers, object on_delivery, bint want_future):
+        cdef Py_buffer kview, vview
+        cdef const char *kp = NULL
+        cdef const char *vp = NULL
+        cdef Py_ssize_t kl = -1, vl = -1, hsize = 1, size
+        cdef int krel = 0, vrel = 0
+        cdef int64_t ts, start, now, max_block
+        cdef int32_t p, n
+        cdef tuple info
+        cdef object o
+        if self._closed:
+            raise ProducerClosedError("cannot send: the producer is closed")
+        if not isinstance(topic, str) or not topic:
+            raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+        krel = get_view(key, "key", &kview, &kp, &kl)
+        try:
+            vrel = get_view(value, "value", &vview, &vp, &vl)
+            try:
+                ts = check_timestamp(timestamp_ms)
+                if partition is not None and (isinstance(partition, bool)
+                                              or not isinstance(partition, int)):
+                    raise InvalidRecordError(
+                        f"partition must be an int or None, got {type(partition).__name__}")
+                start = _clock_ms(CLOCK_MONOTONIC)
+                max_block = self._max_block_ms
+                o = self._topics.get(topic)
+                if (o is None or (<tuple>o)[0] != self._metadata.version
+                        or (partition is not None and not 0 <= partition < (<tuple>o)[1])):
+                    o = self._topic_info(topic, partition, max_block)
+                    now = _clock_ms(CLOCK_MONOTONIC)
+                    max_block = max_block - (now - start)
+                    if max_block < 0:
+                        max_block = 0
+                    start = now
+                info = <tuple>o
+                n = <int32_t>info[1]
+                if partition is not None:
+                    if not 0 <= partition < n:
+                        raise UnknownPartitionError(
+                            f"partition {partition} of topic {topic!r} does not exist "
+                            f"(the topic has {n} partitions)")
+                    p = <int32_t>partition
+                elif self._part_kind == PART_MURMUR2:
+                    p = -1 if kp == NULL else java_partition_c(kp, kl, n)  # -1: sticky
+                elif self._part_kind == PART_RANDOM:
+                    p = -1
+                else:
+                    p = <int32_t>self._call_partitioner(topic, key, info)
+                if headers is not None:
+                    try:
+                        hsize = headers_encoded_size(headers)
+                    except TypeError as e:  # the same error type as every other bad field
+                        raise InvalidRecordError(f"headers: {e}") from e
+                size = record_size_c(0, 0, kl, vl, hsize) + _REQUEST_OVERHEAD
+                if size > self._max_record_size:
+                    raise self._too_large(size)
+                o = self._acc._append(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, start,
+                                      max_block, want_future)
+            finally:
+                if vrel:
+                    PyBuffer_Release(&vview)
+        finally:
+            if krel:
+                PyBuffer_Release(&kview)
+        if self._acc._wakeup:
+            self._acc._wakeup = False
+            self._wakeup_sender()
+        return o
