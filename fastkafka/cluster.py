@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ._core.sendpath import VersionCell
 from .errors import KafkaTimeoutError, error_for_code
 
 
@@ -135,6 +136,7 @@ class Metadata:
         self.cluster = Cluster.bootstrap(bootstrap_servers)
         self.bootstrap_servers = list(bootstrap_servers)
         self.version = 0
+        self.version_cell = VersionCell()  # the same number, read from C by Producer.send()
         self.max_age_ms = metadata_max_age_ms
         self.refresh_backoff_ms = refresh_backoff_ms
         self.last_refresh_ms = 0
@@ -185,6 +187,7 @@ class Metadata:
         with self._cond:
             self.cluster = cluster
             self.version += 1
+            self.version_cell.value = self.version
             self.last_refresh_ms = now_ms
             self.last_successful_refresh_ms = now_ms
             # A tracked topic the broker does not know yet (being auto-created) keeps us asking.

@@ -62,7 +62,7 @@ class Producer(ProducerCore):
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
         # send()/produce() are compiled (fastkafka/_core/sendpath.pyx); they use this state.
-        self._init_core(self._acc, self._metadata, self._sender.wakeup, cfg.partitioner,
+        self._init_core(self._acc, self._metadata.version_cell, self._sender.wakeup, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
         self._close_lock = threading.Lock()
         self._sender.start(f"fastkafka-sender-{self._name}")
@@ -150,13 +150,12 @@ class Producer(ProducerCore):
     def _topic_info(self, topic: str, partition: int | None, max_wait_ms: int) -> tuple:
         """(metadata version, partition count, available partitions) of ``topic``, cached per
         metadata version; waits for metadata (bounded by ``max_wait_ms``) when it is missing."""
+        version = self._metadata.version  # read first: an update racing with us only makes it older
         cluster = self._wait_on_metadata(topic, partition, max_wait_ms)
         n = cluster.partition_count(topic)
         available = cluster.available_partitions(topic) or list(range(n))
-        info = (self._metadata.version, n, available)
         self._acc.sticky_partition(topic, available)  # the partitions sticky appends may use
-        self._topics[topic] = info
-        return info
+        return version, n, available
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None,
                    headers: Sequence | None = None, timestamp_ms: int | None = None) -> BatchFuture:

@@ -124,6 +124,7 @@ cdef class RecordAccumulator:
     cdef int _flushes
     cdef dict _flush_threads         # thread ident -> open begin_flush() calls
     cdef dict _topics                # topic -> _TopicState
+    cdef _TopicState _last_topic     # the one _topic_locked returned last
     cdef list _queues                # every _PartitionQueue
     cdef set _incomplete
     cdef dict _drain_index           # node -> int

@@ -34,6 +34,7 @@ from cpython.pythread cimport (
     PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK,
 )
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from fastkafka._wire.records cimport BatchBuilder, record_size_c, headers_encoded_size, BATCH_HEADER_SIZE
 from fastkafka._core.bufferpool cimport BufferPool
@@ -58,6 +59,13 @@ NO_DEADLINE = 9223372036854775807
 PARTITION_STICKY = -1
 
 cdef int64_t _NO_DEADLINE = 9223372036854775807
+
+
+cdef inline int64_t _monotonic_ms() noexcept nogil:
+    # the clock of time.monotonic(), in ms
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return <int64_t>t.tv_sec * 1000 + t.tv_nsec // 1000000
 
 # Guards completion state (ProducerBatch._done/_event/_thunks, BatchFuture counters). A leaf lock:
 # nothing else is acquired and no Python callback runs while it is held.
@@ -702,9 +710,13 @@ cdef class RecordAccumulator:
         PyThread_release_lock(self._lock)
 
     cdef _TopicState _topic_locked(self, str topic):
-        cdef object ts = self._topics.get(topic)
-        cdef _TopicState t
+        cdef object ts
+        cdef _TopicState t = self._last_topic
+        if t is not None and t.topic is topic:  # the common case: the same topic object again
+            return t
+        ts = self._topics.get(topic)
         if ts is not None:
+            self._last_topic = <_TopicState>ts
             return <_TopicState>ts
         t = _TopicState.__new__(_TopicState)
         t.topic = topic
@@ -863,6 +875,8 @@ cdef class RecordAccumulator:
             self.buffer_pool.allocate(size, max_block_ms)
 
         # 3. another thread may have started a batch meanwhile
+        if now_ms < 0:
+            now_ms = _monotonic_ms()
         self._acquire()
         try:
             if self._closed:

@@ -62,6 +62,20 @@ def validate_timestamp(timestamp_ms):
     return check_timestamp(timestamp_ms)
 
 
+@cython.final
+cdef class VersionCell:
+    """A metadata version readable from C: :class:`fastkafka.cluster.Metadata` sets ``value`` on
+    every update, ``send()`` compares it with the version its topic cache entry was built from."""
+    cdef public int64_t value
+
+
+@cython.final
+cdef class _TopicInfo:
+    cdef int64_t version
+    cdef int32_t partitions
+    cdef list available
+
+
 cdef class ProducerCore:
     """Base class of :class:`fastkafka.Producer` holding the state ``send()`` touches per record.
 
@@ -69,22 +83,24 @@ cdef class ProducerCore:
     provides ``_topic_info``, ``_call_partitioner`` and ``_too_large``."""
 
     cdef RecordAccumulator _acc
-    cdef object _metadata                 # has .version (int), bumped on every update
+    cdef VersionCell _meta_version        # the metadata's version, bumped on every update
+    cdef object _last_topic               # the topic of the previous send() and its info
+    cdef _TopicInfo _last_info
     cdef object _wakeup_sender            # callable
     cdef object _partitioner              # "murmur2", "random" or a callable
     cdef int _part_kind
     cdef readonly Py_ssize_t _max_record_size
     cdef public bint _closed
     cdef public int64_t _max_block_ms
-    cdef public dict _topics              # topic -> (metadata version, partitions, available)
+    cdef dict _topics                     # topic -> _TopicInfo
 
     def __cinit__(self, *args, **kwargs):
         self._closed = True               # until _init_core: a half-built producer is closed
 
-    def _init_core(self, RecordAccumulator acc not None, metadata, wakeup_sender, partitioner,
-                   Py_ssize_t max_record_size, int64_t max_block_ms):
+    def _init_core(self, RecordAccumulator acc not None, VersionCell metadata_version not None,
+                   wakeup_sender, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms):
         self._acc = acc
-        self._metadata = metadata
+        self._meta_version = metadata_version
         self._wakeup_sender = wakeup_sender
         self._partitioner = partitioner
         if partitioner == "murmur2":
@@ -124,6 +140,21 @@ cdef class ProducerCore:
         ``metrics()``."""
         self._send(topic, value, key, partition, timestamp, headers, on_delivery, False)
 
+    cdef _TopicInfo _refresh_topic(self, object topic, object partition):
+        """Metadata of ``topic`` (waiting up to max_block_ms for it) into the cache."""
+        cdef _TopicInfo info = _TopicInfo.__new__(_TopicInfo)
+        version, n, available = self._topic_info(topic, partition, self._max_block_ms)
+        info.version = version
+        info.partitions = n
+        info.available = available
+        self._topics[topic] = info
+        return info
+
+    def _topic_cache(self, topic):
+        """(metadata version, partitions, available partitions) cached for ``topic``, or None."""
+        cdef _TopicInfo info = self._topics.get(topic)
+        return None if info is None else (info.version, info.partitions, info.available)
+
     cdef object _send(self, object topic, object value, object key, object partition,
                       object timestamp_ms, object headers, object on_delivery, bint want_future):
         cdef Py_buffer kview, vview
@@ -131,9 +162,9 @@ cdef class ProducerCore:
         cdef const char *vp = NULL
         cdef Py_ssize_t kl = -1, vl = -1, hsize = 1, size
         cdef int krel = 0, vrel = 0
-        cdef int64_t ts, start, now, max_block
+        cdef int64_t ts, max_block, start = 0
         cdef int32_t p, n
-        cdef tuple info
+        cdef _TopicInfo info
         cdef object o
         if self._closed:
             raise ProducerClosedError("cannot send: the producer is closed")
@@ -148,19 +179,19 @@ cdef class ProducerCore:
                                               or not isinstance(partition, int)):
                     raise InvalidRecordError(
                         f"partition must be an int or None, got {type(partition).__name__}")
-                start = _clock_ms(CLOCK_MONOTONIC)
-                max_block = self._max_block_ms
-                o = self._topics.get(topic)
-                if (o is None or (<tuple>o)[0] != self._metadata.version
-                        or (partition is not None and not 0 <= partition < (<tuple>o)[1])):
-                    o = self._topic_info(topic, partition, max_block)
-                    now = _clock_ms(CLOCK_MONOTONIC)
-                    max_block = max_block - (now - start)
+                info = self._last_info if topic is self._last_topic else self._topics.get(topic)
+                if (info is None or info.version != self._meta_version.value
+                        or (partition is not None and not 0 <= partition < info.partitions)):
+                    start = _clock_ms(CLOCK_MONOTONIC)  # waiting for metadata counts
+                    info = self._refresh_topic(topic, partition)
+                    max_block = self._max_block_ms - (_clock_ms(CLOCK_MONOTONIC) - start)
                     if max_block < 0:
                         max_block = 0
-                    start = now
-                info = <tuple>o
-                n = <int32_t>info[1]
+                else:
+                    max_block = self._max_block_ms
+                self._last_topic = topic
+                self._last_info = info
+                n = info.partitions
                 if partition is not None:
                     if not 0 <= partition < n:
                         raise UnknownPartitionError(
@@ -168,11 +199,12 @@ cdef class ProducerCore:
                             f"(the topic has {n} partitions)")
                     p = <int32_t>partition
                 elif self._part_kind == PART_MURMUR2:
-                    p = -1 if kp == NULL else java_partition_c(kp, kl, n)  # -1: sticky
+                    p = -1 if kl < 0 else java_partition_c(kp, kl, n)  # -1: sticky for null keys
                 elif self._part_kind == PART_RANDOM:
                     p = -1
                 else:
-                    p = <int32_t>self._call_partitioner(topic, key, info)
+                    p = <int32_t>self._call_partitioner(
+                        topic, key, (info.version, info.partitions, info.available))
                 if headers is not None:
                     try:
                         hsize = headers_encoded_size(headers)
@@ -181,7 +213,8 @@ cdef class ProducerCore:
                 size = record_size_c(0, 0, kl, vl, hsize) + _REQUEST_OVERHEAD
                 if size > self._max_record_size:
                     raise self._too_large(size)
-                o = self._acc._append(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, start,
+                # now_ms -1: the accumulator reads the clock only if it starts a batch
+                o = self._acc._append(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, -1,
                                       max_block, want_future)
             finally:
                 if vrel:
