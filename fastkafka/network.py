@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from . import __version__
-from ._core.transport import FrameReader, SendQueue
+from ._core.transport import FrameReader, SendQueue, drain
 from .cluster import cluster_from_response
 from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError, KafkaError,
                      NetworkError, RequestTimedOutError, UnsupportedVersionError)
@@ -95,6 +95,7 @@ class Connection:
         self.reader = FrameReader(max_frame_size)
         self.in_flight: deque[InFlightRequest] = deque()  # requests awaiting a response, oldest first
         self.unacked_writes = 0       # requests expecting no response, not yet fully written
+        self.unconfirmed = False      # such a request was written and no response came after it
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.versions: dict[int, int] = {}  # negotiated version per api key
         self.handshake: deque[HandshakeStep] = deque()
@@ -382,6 +383,22 @@ class NetworkClient:
         self._enqueue(conn, req, body, now)
         return req
 
+    def confirm_writes(self, now: int) -> set:
+        """Send an ApiVersions request on every ready connection that wrote requests expecting no
+        response (acks=0 Produce) since its last response. A broker handles a connection's
+        requests in order, so the answer proves the earlier ones were processed; closing the
+        socket right after writing them can make the broker drop the last ones unprocessed.
+        Returns the set of node ids waited on; each leaves the set when its answer (or an error)
+        arrives."""
+        waiting: set = set()
+        body = {"client_software_name": "fastkafka", "client_software_version": __version__}
+        for conn in list(self.connections.values()):
+            if conn.state is State.READY and (conn.unconfirmed or conn.unacked_writes):
+                self.send(conn.node_id, ApiKey.API_VERSIONS, body, now,
+                          lambda _body, _err, node=conn.node_id: waiting.discard(node))
+                waiting.add(conn.node_id)
+        return waiting
+
     def in_flight_count(self, node_id: int | None = None) -> int:
         if node_id is not None:
             conn = self.connections.get(node_id)
@@ -464,11 +481,7 @@ class NetworkClient:
         for key, mask in events:
             conn = key.data
             if conn is None:
-                try:
-                    while self._wake_r.recv(4096):
-                        pass
-                except (BlockingIOError, OSError):
-                    pass
+                drain(self._wake_r.fileno())
                 continue
             if conn.sock is None or key.fileobj is not conn.sock:
                 continue
@@ -504,6 +517,7 @@ class NetworkClient:
         for req in done:
             if req is not None:  # a request that expects no response is complete once written
                 conn.unacked_writes -= 1
+                conn.unconfirmed = True
                 self._completions.append((req.callback, None, None))
         conn.last_activity_ms = now
         self._update_interest(conn)
@@ -541,6 +555,7 @@ class NetworkClient:
                 f"node {conn.node_id} answered correlation id {corr}, expected {req.correlation_id}"))
             return False
         conn.in_flight.popleft()
+        conn.unconfirmed = False  # a broker answers a connection's requests in order
         try:
             if req.api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and \
                     int.from_bytes(frame[4:6], "big", signed=True) == UNSUPPORTED_VERSION:

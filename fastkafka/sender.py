@@ -69,6 +69,8 @@ class Sender:
             # Closing: keep sending until everything queued and in flight is done.
             while not self.force_close and (self.acc.has_undrained() or self.in_flight_batches > 0):
                 self.run_once()
+            if not self.force_close:
+                self._confirm_unacknowledged_writes()
         except Exception as e:  # pragma: no cover - a bug; fail loudly but release the records
             log.exception("sender thread failed")
             self.fatal_error = ProducerClosedError(f"sender thread failed: {e!r}")
@@ -81,6 +83,17 @@ class Sender:
             error = self.fatal_error or ProducerClosedError("producer closed before these records were delivered")
             for b in self.acc.abort_undrained(error):
                 self._fail(b, error)
+
+    def _confirm_unacknowledged_writes(self) -> None:
+        """Before closing, wait (up to request_timeout_ms, or until close's deadline forces it)
+        until every broker that got acks=0 Produce requests has answered a request sent after
+        them: closing right after the write can make a broker drop requests it had not handled."""
+        now = self.clock()
+        waiting = self.client.confirm_writes(now)
+        deadline = now + self.config.request_timeout_ms
+        while waiting and not self.force_close and now < deadline:
+            self.client.poll(min(deadline - now, 100), now)
+            now = self.clock()
 
     # -- one turn of the loop --------------------------------------------------------------
     def run_once(self) -> None:

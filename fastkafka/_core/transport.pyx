@@ -2,9 +2,14 @@
 """Socket-level framing for one connection.
 
 ``SendQueue`` holds the requests queued on a connection as a list of buffers (the request header and
-each record batch are separate buffers; nothing is joined) and writes them with ``writev``, the GIL
-released, taking up a partial write where it stopped. Only the request at the head can be partially
-written; a token pushed with a request is returned once its last byte is on the socket.
+each record batch are separate buffers; nothing is joined) and writes them with ``writev``, taking up
+a partial write where it stopped. Only the request at the head can be partially written; a token
+pushed with a request is returned once its last byte is on the socket.
+
+The file descriptors must be non-blocking. ``writev`` and ``read`` then never wait, so they run with
+the GIL held: releasing it for a call of a few microseconds would let a busy ``send()`` thread take
+it, and the I/O thread would wait up to the interpreter's switch interval (5 ms) to get it back,
+once per call.
 
 ``FrameReader`` turns a byte stream into size-prefixed frames. It keeps its state across reads (half a
 size prefix, half a body, several frames per read) and rejects a negative size or one above
@@ -26,6 +31,22 @@ from collections import deque
 cdef enum:
     MAX_IOV = 128
     READ_CHUNK = 65536
+
+
+def drain(int fd):
+    """drain(fd) -> int: read and discard what the non-blocking ``fd`` holds (a wake-up pipe);
+    returns the bytes read. Keeps the GIL (see the module notes)."""
+    cdef char buf[4096]
+    cdef ssize_t r
+    cdef Py_ssize_t total = 0
+    while True:
+        r = c_read(fd, buf, sizeof(buf))
+        if r > 0:
+            total += r
+            continue
+        if r < 0 and errno == EINTR:
+            continue
+        return total
 
 
 cdef object _corrupt(str msg):
@@ -144,8 +165,7 @@ cdef class SendQueue:
                     iov[i].iov_base = self._bufs[self._head + i].buf
                     iov[i].iov_len = self._bufs[self._head + i].len
                 want += iov[i].iov_len
-            with nogil:
-                r = writev(fd, iov, n)
+            r = writev(fd, iov, n)  # non-blocking fd: never waits, so the GIL stays held
             if r < 0:
                 if errno == EINTR:
                     continue
@@ -297,8 +317,7 @@ cdef class FrameReader:
             if size >= 0 and size + 4 - (self._end - self._start) > want:
                 want = size + 4 - (self._end - self._start)
             self._ensure_space(want)
-            with nogil:
-                r = c_read(fd, self._buf + self._end, self._cap - self._end)
+            r = c_read(fd, self._buf + self._end, self._cap - self._end)  # non-blocking fd
             if r < 0:
                 if errno == EINTR:
                     continue

@@ -512,6 +512,38 @@ def test_produce_rejects_bad_records_like_send(fb, make_producer):
         p.produce("t", b"late")
 
 
+def test_acks_zero_close_waits_for_a_request_answered_after_the_writes(fb, make_producer):
+    """With acks=0 nothing confirms the Produce requests, and a broker may drop the ones it has
+    not handled when the socket closes (seen on tansu). close() therefore sends an ApiVersions
+    request on that connection after them and waits for its answer (brokers answer in order)."""
+    fb.create_topic("t", 2)
+    p = make_producer(fb, acks=0)
+    send_values(p, "t", 50, keyed=True)
+    assert p.flush(10) == 0
+    rule = fb.script.on(ApiKey.API_VERSIONS, delay(0.4), times=1)
+    start = time.monotonic()
+    p.close(10)
+    took = time.monotonic() - start
+    assert rule.fired == 1
+    barrier = fb.received(ApiKey.API_VERSIONS)[-1]
+    assert barrier.conn_id == fb.received(ApiKey.PRODUCE)[-1].conn_id
+    assert barrier.received_at >= fb.received(ApiKey.PRODUCE)[-1].received_at
+    assert took >= 0.35, "close() returned before the broker answered"
+    assert fb.cluster.record_count("t") == 50
+
+
+def test_acks_zero_close_barrier_bounded_by_request_timeout(fb, make_producer):
+    fb.create_topic("t", 1)
+    p = make_producer(fb, acks=0, request_timeout_ms=1000, delivery_timeout_ms=10000)
+    send_values(p, "t", 5)
+    assert p.flush(10) == 0
+    fb.script.on(ApiKey.API_VERSIONS, no_response(), times=None)
+    start = time.monotonic()
+    p.close(30)
+    assert time.monotonic() - start < 5     # gave up after request_timeout_ms, did not hang
+    assert fb.cluster.record_count("t") == 5
+
+
 # ------------------------------------------------------------------------------- callbacks
 def test_raising_delivery_callback_is_logged_and_loop_continues(fb, make_producer, caplog):
     caplog.set_level(logging.ERROR)
