@@ -9,6 +9,7 @@ they must be quick and must not call ``flush`` or ``close``.
 
 from __future__ import annotations
 
+import array
 import logging
 import threading
 import time
@@ -163,7 +164,9 @@ class Producer(ProducerCore):
 
         ``values`` (and ``keys``) are lists of bytes-like/None, or pyarrow ``binary``/``large_binary``/
         ``string``/``large_string`` arrays (nulls and sliced arrays included), read straight from the
-        Arrow buffers. ``headers`` apply to every record. ``get()`` raises the first delivery error.
+        Arrow buffers. ``partition`` is None, one int for every record, or one per record (a list of
+        int/None or a pyarrow integer array; a null entry is partitioned as if it were None).
+        ``headers`` apply to every record. ``get()`` raises the first delivery error.
         Invalid input raises before any record of the call is queued.
         """
         self._check_open()
@@ -172,9 +175,12 @@ class Producer(ProducerCore):
             raise InvalidRecordError(f"keys has {len(keys)} entries but values has {n_records}")
         timestamp_ms = validate_timestamp(timestamp_ms)
         start = monotonic_ms()
-        _, n, available = self._topic_info(topic, partition, self._max_block_ms)
-        if partition is not None:
-            parts: Any = self._check_partition(topic, partition, n)
+        per_record = partition is not None and not isinstance(partition, int)
+        _, n, available = self._topic_info(topic, None if per_record else partition, self._max_block_ms)
+        if per_record:
+            parts: Any = self._record_partitions(topic, partition, keys, n_records, n, available)
+        elif partition is not None:
+            parts = self._check_partition(topic, partition, n)
         elif keys is not None and self._partitioner == "murmur2":
             # Keyed records by murmur2; null keys among them go to the sticky partition.
             parts = partitions_for_keys(keys, n, self._acc.sticky_partition(topic, available))
@@ -192,6 +198,55 @@ class Producer(ProducerCore):
                                available, self._max_record_size - REQUEST_OVERHEAD)
         self._sender.wakeup()
         return fut
+
+    def _record_partitions(self, topic: str, partition, keys, n_records: int, n: int,
+                           available: list):
+        """One int32 partition per record from a per-record ``partition`` sequence or Arrow array:
+        nulls are partitioned like ``partition=None`` records (murmur2 of the key, else sticky);
+        a value outside the topic raises UnknownPartitionError naming the first bad index."""
+        if len(partition) != n_records:
+            raise InvalidRecordError(f"partition has {len(partition)} entries but values has {n_records}")
+        if type(partition).__module__.startswith("pyarrow"):
+            import pyarrow as pa
+            import pyarrow.compute as pc
+            if isinstance(partition, pa.ChunkedArray):
+                partition = partition.combine_chunks()
+            if not pa.types.is_integer(partition.type):
+                raise InvalidRecordError(f"partition must be an integer array, got {partition.type}")
+            if partition.null_count:
+                fill = self._default_partitions(topic, keys, n_records, n, available)
+                partition = pc.if_else(pc.is_valid(partition), partition.cast(pa.int64()),
+                                       pa.array(fill, pa.int64()))
+            bad = pc.or_(pc.less(partition, 0), pc.greater_equal(partition, n))
+            if pc.any(bad).as_py():
+                i = pc.index(bad, True).as_py()
+                raise UnknownPartitionError(
+                    f"partition[{i}] = {partition[i].as_py()} of topic {topic!r} does not exist "
+                    f"(the topic has {n} partitions)")
+            return partition.cast(pa.int32())
+        parts = list(partition)
+        if any(p is None for p in parts):
+            fill = self._default_partitions(topic, keys, n_records, n, available)
+            parts = [fill[i] if p is None else p for i, p in enumerate(parts)]
+        for i, p in enumerate(parts):
+            if isinstance(p, bool) or not isinstance(p, int):
+                raise InvalidRecordError(f"partition[{i}] must be an int or None, got {type(p).__name__}")
+            if not 0 <= p < n:
+                raise UnknownPartitionError(
+                    f"partition[{i}] = {p} of topic {topic!r} does not exist (the topic has {n} partitions)")
+        return array.array("i", parts)
+
+    def _default_partitions(self, topic: str, keys, n_records: int, n: int, available: list):
+        """What ``partition=None`` would pick for every record (null keys: the sticky partition)."""
+        sticky = self._acc.sticky_partition(topic, available)
+        if callable(self._partitioner):
+            key_list = keys if isinstance(keys, list) or keys is None else keys.to_pylist()
+            info = (None, n, available)
+            return [self._call_partitioner(topic, None if key_list is None else key_list[i], info)
+                    for i in range(n_records)]
+        if keys is not None and self._partitioner == "murmur2":
+            return partitions_for_keys(keys, n, sticky)
+        return array.array("i", [sticky]) * n_records
 
     # -- flush / close ---------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> int:

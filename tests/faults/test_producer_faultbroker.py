@@ -544,6 +544,32 @@ def test_acks_zero_close_barrier_bounded_by_request_timeout(fb, make_producer):
     assert fb.cluster.record_count("t") == 5
 
 
+@pytest.mark.parametrize("as_arrow", [False, True], ids=["list", "arrow"])
+def test_send_batch_per_record_partitions(fb, make_producer, as_arrow):
+    """partition= one per record: explicit ones are kept, null ones are partitioned by key."""
+    import pyarrow as pa
+
+    from fastkafka._core.partitioner import java_partition
+    fb.create_topic("t", 3)
+    p = make_producer(fb)
+    values = [b"v%03d" % i for i in range(60)]
+    keys = [b"k%03d" % i for i in range(60)]
+    parts = [None if i % 4 == 0 else i % 3 for i in range(60)]
+    arg = pa.array(parts, pa.int32()) if as_arrow else parts
+    vals = pa.array(values, pa.binary()) if as_arrow else values
+    assert p.send_batch("t", vals, keys=keys, partition=arg).get(10) == 60
+    where = {v: part for part in range(3) for _, _, v in stored(fb.cluster, "t", part)}
+    expected = {v: (java_partition(k, 3) if pt is None else pt) for v, k, pt in zip(values, keys, parts)}
+    assert where == expected
+    bad = parts[:10] + [3] + parts[11:]
+    with pytest.raises(UnknownPartitionError, match=r"partition\[10\] = 3"):
+        p.send_batch("t", vals, keys=keys, partition=pa.array(bad, pa.int32()) if as_arrow else bad)
+    with pytest.raises(InvalidRecordError, match="entries"):
+        p.send_batch("t", vals, keys=keys, partition=parts[:5])
+    assert p.flush(10) == 0
+    assert fb.cluster.record_count("t") == 60      # nothing of the rejected calls was queued
+
+
 # ------------------------------------------------------------------------------- callbacks
 def test_raising_delivery_callback_is_logged_and_loop_continues(fb, make_producer, caplog):
     caplog.set_level(logging.ERROR)
