@@ -1,0 +1,113 @@
+"""Spark DataFrames to Kafka through fastkafka, with no JVM connector.
+
+    import spark_sink
+    spark_sink.register(spark)                      # the data source "fastkafka"
+    (df.write.format("fastkafka").mode("append")
+       .option("kafka.bootstrap.servers", "host:9092").option("topic", "events").save())
+    df.foreachPartition(spark_sink.partition_writer(topic="events", bootstrap_servers="host:9092"))
+    sdf.writeStream.foreachBatch(spark_sink.batch_writer(topic="events",
+                                                         bootstrap_servers="host:9092")).start()
+
+Delivery is at-least-once: every task flushes before it returns and raises (so Spark retries it) if
+any of its records failed or is still undelivered. See README.md, "Spark sink".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .options import SchemaError, SinkSettings, settings_from_kwargs
+from .task import DeliveryError, TaskReport, TaskWriter, get_producer
+
+__all__ = ["register", "partition_writer", "batch_writer", "read_summaries", "SchemaError",
+           "DeliveryError", "TaskReport"]
+
+
+def register(spark) -> None:
+    """Register the Spark Python data source ``fastkafka`` with this SparkSession."""
+    from .datasource import FastKafkaDataSource
+    spark.dataSource.register(FastKafkaDataSource)
+
+
+def read_summaries(path: str) -> list[dict]:
+    """The summaries the data source appended to ``path`` (option ``summary.path``): one per
+    committed or aborted write or micro-batch, with rows, bytes, task seconds, errors and each
+    task's report."""
+    import json
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def partition_writer(topic: str | None = None, *, task_headers: bool = False,
+                     flush_timeout_ms: int | None = None, config: Mapping[str, Any] | None = None,
+                     **producer_settings: Any) -> Callable:
+    """A function for ``df.foreachPartition``: sends each Row (columns as for the data source),
+    flushes, and raises the first delivery error so Spark retries the task.
+
+    Producer settings as keyword arguments (``bootstrap_servers=..., linger_ms=5``) and/or as a
+    mapping with dotted keys (``config={"bootstrap.servers": ...}``); they are checked here, on the
+    driver. The DataFrame's columns are checked on the first row of each task."""
+    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings)
+
+    def write_partition(rows) -> None:
+        run_partition(settings, rows)
+
+    return write_partition
+
+
+def run_partition(settings: SinkSettings, rows) -> TaskReport:
+    """The body of a ``partition_writer`` task (also usable on its own): returns the report."""
+    it = iter(rows)
+    first = next(it, None)
+    if first is None:
+        return TaskReport()
+    fields = list(first.__fields__) if hasattr(first, "__fields__") else list(first.keys())
+    settings = settings.with_columns(_row_columns(fields, settings))
+    writer = TaskWriter(settings)
+    writer.write_row(first)
+    for row in it:
+        writer.write_row(row)
+    return writer.finish()
+
+
+def _row_columns(fields, settings: SinkSettings) -> list:
+    lower = {f.lower(): f for f in fields}
+    if "value" not in lower:
+        raise SchemaError(f"the rows have no 'value' column (columns: {', '.join(fields)})")
+    if settings.topic is None and "topic" not in lower:
+        raise SchemaError("no topic: pass topic=... or give the rows a 'topic' column")
+    wanted = ["value", "key", "partition", "headers"] + ([] if settings.topic else ["topic"])
+    return [lower[c] for c in wanted if c in lower]
+
+
+def batch_writer(topic: str | None = None, *, task_headers: bool = False,
+                 flush_timeout_ms: int | None = None, config: Mapping[str, Any] | None = None,
+                 **producer_settings: Any) -> Callable:
+    """A function for ``writeStream.foreachBatch``: writes each micro-batch through the
+    ``fastkafka`` data source (the Arrow path), with the batch id in the task headers when
+    ``task_headers`` is set. Same settings and errors as :func:`partition_writer`."""
+    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings)
+    options = {"kafka." + k: _option_text(v) for k, v in settings.producer_config}
+    if topic is not None:
+        options["topic"] = topic
+    options["task.headers"] = "true" if task_headers else "false"
+    if flush_timeout_ms is not None:
+        options["flush.timeout.ms"] = str(flush_timeout_ms)
+
+    def write_batch(df, batch_id: int) -> None:
+        register(df.sparkSession)
+        (df.write.format("fastkafka").mode("append").options(**options)
+           .option("batch.id", str(batch_id)).save())
+
+    return write_batch
+
+
+def _option_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    if callable(v):
+        raise SchemaError("batch_writer passes settings as Spark options: a callable partitioner "
+                          "cannot be one; use partition_writer")
+    return str(v)

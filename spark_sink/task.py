@@ -1,0 +1,216 @@
+"""What one Spark task does: feed its rows to the process's producer, flush, report.
+
+One producer per Python worker process, created on first use after the fork and cached by (settings,
+pid): Spark reuses its Python workers across tasks and micro-batches, so later tasks find the producer
+connected, with metadata and a producer id. Idle workers are killed without warning, so every task
+flushes before it returns; a task whose records are not all acknowledged raises (the first delivery
+error, or a timeout) and Spark retries it. Delivery is therefore at-least-once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from fastkafka import Producer
+from fastkafka.errors import InvalidRecordError, KafkaError, KafkaTimeoutError
+
+from .options import SinkSettings
+
+_producers: dict = {}
+_producers_lock = threading.Lock()
+
+
+def get_producer(settings: SinkSettings) -> Producer:
+    """The process's producer for these settings (made on first use in this process)."""
+    key = (repr(settings.producer_config), os.getpid())
+    p = _producers.get(key)
+    if p is None:
+        with _producers_lock:
+            p = _producers.get(key)
+            if p is None:
+                for stale in [k for k in _producers if k[1] != os.getpid()]:
+                    del _producers[stale]  # inherited through a fork: its thread did not survive
+                p = _producers[key] = Producer(settings.producer_kwargs())
+    return p
+
+
+@dataclass
+class TaskReport:
+    """What one task did; Spark hands these to the driver as commit messages."""
+
+    partition_id: int = -1
+    attempt: int = 0
+    rows: int = 0
+    bytes: int = 0              # key and value bytes
+    seconds: float = 0.0
+    errors: int = 0             # records that failed (the task raised if > 0)
+    first_error: str | None = None
+
+
+def _task_context():
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - pyspark is there whenever Spark runs us
+        return None
+    return TaskContext.get()
+
+
+class DeliveryError(KafkaError):
+    """Records of a Spark task were not delivered; Spark retries the task."""
+
+
+class TaskWriter:
+    """Send one task's rows (Arrow batches or Rows) and settle them in :meth:`finish`."""
+
+    def __init__(self, settings: SinkSettings):
+        self.settings = settings
+        self.producer = get_producer(settings)
+        self.report = TaskReport()
+        self._start = time.monotonic()
+        self._futures = []
+        self._failed = 0
+        self._first_error = None
+        self._lock = threading.Lock()
+        ctx = _task_context()
+        batch_id = settings.batch_id
+        if ctx is not None:
+            self.report.partition_id = ctx.partitionId()
+            self.report.attempt = ctx.attemptNumber()
+            if batch_id < 0:
+                prop = ctx.getLocalProperty("streaming.sql.batchId")
+                if prop is not None:
+                    batch_id = int(prop)
+        self.headers = None
+        if settings.task_headers:
+            self.headers = [("spark.partition", b"%d" % self.report.partition_id),
+                            ("spark.attempt", b"%d" % self.report.attempt),
+                            ("spark.batch", b"%d" % batch_id)]
+        cols = {c.lower(): c for c in settings.columns}
+        self._value = cols["value"]
+        self._key = cols.get("key")
+        self._topic_col = cols.get("topic")
+        self._partition = cols.get("partition")
+        self._headers_col = cols.get("headers")
+
+    # -- Arrow path ------------------------------------------------------------------------
+    def write_arrow(self, batch) -> None:
+        """Queue one pyarrow RecordBatch, read straight from its buffers (no object per row)."""
+        import pyarrow.compute as pc
+
+        n = batch.num_rows
+        if n == 0:
+            return
+        names = batch.schema.names
+        value = batch.column(names.index(self._value))
+        key = batch.column(names.index(self._key)) if self._key else None
+        part = batch.column(names.index(self._partition)) if self._partition else None
+        if self._headers_col is not None:
+            # per-row headers: the record-at-a-time path (values still come from Arrow)
+            self._write_rows_arrow(batch, names)
+            return
+        self.report.rows += n
+        self.report.bytes += _byte_count(value) + (0 if key is None else _byte_count(key))
+        if self.settings.topic is not None:
+            self._send_batch(self.settings.topic, value, key, part)
+            return
+        topics = batch.column(names.index(self._topic_col))
+        if topics.null_count:
+            i = pc.index(pc.is_null(topics), True).as_py()
+            raise InvalidRecordError(f"row {i} of the batch has a null topic and no 'topic' option is set")
+        uniq = pc.unique(topics)
+        if len(uniq) == 1:
+            self._send_batch(uniq[0].as_py(), value, key, part)
+            return
+        for t in uniq.to_pylist():
+            mask = pc.equal(topics, t)
+            self._send_batch(t, value.filter(mask), None if key is None else key.filter(mask),
+                             None if part is None else part.filter(mask))
+
+    def _send_batch(self, topic, value, key, part) -> None:
+        self._futures.append(self.producer.send_batch(topic, value, keys=key, partition=part,
+                                                      headers=self.headers))
+
+    def _write_rows_arrow(self, batch, names) -> None:
+        cols = {c: batch.column(names.index(c)).to_pylist() for c in self.settings.columns}
+        n = batch.num_rows
+        for i in range(n):
+            self.write_row_values(
+                cols[self._value][i],
+                cols[self._key][i] if self._key else None,
+                cols[self._topic_col][i] if self._topic_col else None,
+                cols[self._partition][i] if self._partition else None,
+                cols[self._headers_col][i] if self._headers_col else None)
+
+    # -- row path --------------------------------------------------------------------------
+    def _on_delivery(self, err, md) -> None:
+        if err is not None:
+            with self._lock:
+                self._failed += 1
+                if self._first_error is None:
+                    self._first_error = err
+
+    def write_row_values(self, value, key=None, topic=None, partition=None, headers=None) -> None:
+        """Queue one record given as Python values (str is sent as UTF-8)."""
+        if isinstance(value, str):
+            value = value.encode()
+        if isinstance(key, str):
+            key = key.encode()
+        t = self.settings.topic or topic
+        if t is None:
+            raise InvalidRecordError("a row has a null topic and no 'topic' option is set")
+        hs = self.headers
+        if headers:
+            hs = [(h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1]) for h in headers]
+            if self.headers:
+                hs = hs + self.headers
+        self.producer.produce(t, value, key, partition, self._on_delivery, None, hs)
+        self.report.rows += 1
+        self.report.bytes += (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+
+    def write_row(self, row) -> None:
+        """Queue one pyspark Row."""
+        get = row.asDict() if hasattr(row, "asDict") else row
+        self.write_row_values(get[self._value], get.get(self._key) if self._key else None,
+                              get.get(self._topic_col) if self._topic_col else None,
+                              get.get(self._partition) if self._partition else None,
+                              get.get(self._headers_col) if self._headers_col else None)
+
+    # -- end of the task -------------------------------------------------------------------
+    def finish(self) -> TaskReport:
+        """Flush; raise DeliveryError with the first error if any record failed or is still
+        undelivered at the deadline; otherwise return the report."""
+        timeout = self.settings.flush_timeout_s
+        if timeout is None:
+            timeout = self.producer.config.delivery_timeout_ms / 1000.0 + 5.0
+        left = self.producer.flush(timeout)
+        failed = self._failed
+        first = self._first_error
+        for f in self._futures:
+            if f.done():
+                failed += f.failed
+                if first is None and f.first_error is not None:
+                    first = f.first_error
+            elif first is None:
+                first = KafkaTimeoutError(f"records still undelivered after {timeout:.0f} s")
+        self.report.seconds = time.monotonic() - self._start
+        self.report.errors = failed
+        if left and first is None:
+            first = KafkaTimeoutError(f"{left} records still undelivered after flush({timeout:.0f} s)")
+        if first is not None:
+            self.report.first_error = repr(first)
+            raise DeliveryError(
+                f"Spark task (partition {self.report.partition_id}, attempt {self.report.attempt}): "
+                f"{failed} of {self.report.rows} records failed"
+                + (f", {left} undelivered" if left else "") + f"; first error: {first!r}") from first
+        return self.report
+
+
+def _byte_count(arr) -> int:
+    """Bytes of a binary/string Arrow array's values (nulls count 0)."""
+    import pyarrow.compute as pc
+
+    total = pc.sum(pc.binary_length(arr)).as_py()
+    return int(total or 0)
