@@ -204,7 +204,8 @@ class TaskWriter:
             raise DeliveryError(
                 f"Spark task (partition {self.report.partition_id}, attempt {self.report.attempt}): "
                 f"{failed} of {self.report.rows} records failed"
-                + (f", {left} undelivered" if left else "") + f"; first error: {first!r}") from first
+                + (f", {left} undelivered" if left else "")
+                + f"; first error: {type(first).__name__}: {first}") from first
         return self.report
 
 

@@ -33,6 +33,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "broker: needs a real broker started by the fixtures")
     config.addinivalue_line("markers", "mock: uses librdkafka's mock cluster")
     config.addinivalue_line("markers", "faultbroker: uses the in-process fault-injecting test broker")
+    config.addinivalue_line("markers", "spark: uses the session's SparkSession (tests/spark)")
 
 
 def pytest_collection_modifyitems(config, items):
