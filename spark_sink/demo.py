@@ -105,10 +105,10 @@ logger.spark.level = error
 """
 
 
-def spark_session(work_dir: str):
+def spark_session(work_dir: str, app_name: str = "fastkafka-demo"):
     """A quiet ``local[2]`` session (only errors logged, from the JVM's start on; no progress bar)
     whose Python workers run this interpreter and can import fastkafka and spark_sink even from a
-    source checkout that is not installed."""
+    source checkout that is not installed. The log configuration is written to ``work_dir``."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +118,7 @@ def spark_session(work_dir: str):
         f.write(LOG4J2)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("fastkafka-demo")
+    spark = (SparkSession.builder.master("local[2]").appName(app_name)
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
