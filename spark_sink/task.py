@@ -210,8 +210,19 @@ class TaskWriter:
 
 
 def _byte_count(arr) -> int:
-    """Bytes of a binary/string Arrow array's values (nulls count 0)."""
-    import pyarrow.compute as pc
+    """Bytes of a binary/string Arrow array's values (nulls count 0), from its offsets buffer:
+    the values of a (sliced) array are one contiguous run of its data buffer."""
+    import pyarrow as pa
 
-    total = pc.sum(pc.binary_length(arr)).as_py()
-    return int(total or 0)
+    n = len(arr)
+    if n == 0:
+        return 0
+    t = arr.type
+    if pa.types.is_binary(t) or pa.types.is_string(t):
+        code = "i"
+    elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        code = "q"
+    else:
+        raise InvalidRecordError(f"a key or value column must be binary or string, got {t}")
+    offsets = memoryview(arr.buffers()[1]).cast("B").cast(code)
+    return offsets[arr.offset + n] - offsets[arr.offset]

@@ -180,6 +180,7 @@ def test_data_source_task_failing_mid_write_is_retried(spark, tansu_broker, tmp_
        .option("task.headers", "true").option("summary.path", str(summary)).save())
     [s] = spark_sink.read_summaries(str(summary))
     assert s["rows"] == n and s["errors"] == 0 and not s["aborted"]
+    assert s["bytes"] == sum(len(b"v%d" % i) for i in range(n)) + len(b"-late")
     assert sorted(r["attempt"] for r in s["reports"]) == [0, 1]   # one partition committed on a retry
     msgs = _read_all(tansu_broker, topic, n)
     values = {m.value for m in msgs}
