@@ -209,6 +209,13 @@ def measure(name: str, spark, df, rows: int, bootstrap: str, topic: str, work_di
     return r
 
 
+def process_cpu_seconds(pid) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     lines = [ln for ln in text.splitlines() if "Error" in ln or "Exception" in ln] or text.splitlines() or [""]
@@ -248,8 +255,8 @@ def report(args, names, results, wall, spark) -> str:
         f"(fresh per measurement), no compression. Rate = rows / wall time of the Spark action, median of "
         f"{args.rounds} interleaved rounds after a warm-up pass; MB/s counts key + value bytes (10^6).",
         "",
-        "| measurement | how | median rows/s | median MB/s | vs no-op writer | vs confluent loop | rounds (rows/s) |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| measurement | how | median rows/s | median MB/s | vs no-op writer | vs confluent loop | broker CPU, core-s per 1M rows | rounds (rows/s) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for name in names:
         what, how = MEASUREMENTS[name]
@@ -258,12 +265,13 @@ def report(args, names, results, wall, spark) -> str:
         m = med[name]
         if m is None:
             why = next((r["failed"] for r in rs if "failed" in r), "no data")
-            lines.append(f"| {what} | {how} | FAILED | | | | {rounds_txt} ({why}) |")
+            lines.append(f"| {what} | {how} | FAILED | | | | | {rounds_txt} ({why}) |")
             continue
         vs_floor = f"{m / floor:.2f}" if floor else "n/a"
         vs_ref = f"{m / ref:.2f}" if ref else "n/a"
+        cpu = statistics.median(r["broker_cpu"] / r["rows"] * 1e6 for r in rs if r.get("rows"))
         lines.append(f"| {what} | {how} | {fmt_rate(m)} | {m * (KEY_BYTES + VALUE_BYTES) / 1e6:.1f} "
-                     f"| {vs_floor} | {vs_ref} | {rounds_txt} |")
+                     f"| {vs_floor} | {vs_ref} | {cpu:.2f} | {rounds_txt} |")
     ds = med.get("datasource")
     lines += ["", "Targets (data source):"]
     for label, base, target in (("no-op Arrow writer", floor, 0.8), ("confluent-kafka loop", ref, 10.0)):
@@ -339,7 +347,9 @@ def main(argv=None) -> int:
                 for name in names:
                     topic = f"spark-{name}-r{rnd}".replace("_", "-")
                     broker.create_topic(topic, args.partitions)
+                    cpu0 = process_cpu_seconds(broker.pid)
                     r = measure(name, spark, df, args.rows, broker.bootstrap, topic, work_dir)
+                    r["broker_cpu"] = process_cpu_seconds(broker.pid) - cpu0
                     results[name].append(r)
                     msg = r["failed"] if "failed" in r else f"{r['rate']:>12,.0f} rows/s  {r['seconds']:.2f}s"
                     print(f"round {rnd} {name:<17} {msg}", flush=True)
