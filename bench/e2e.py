@@ -495,14 +495,18 @@ def main(argv=None) -> int:
         *machine_info(),
         "",
     ]
-    text = "\n".join(lines)
+    emit("\n".join(lines), args.out)
+    return 0
+
+
+def emit(text: str, out: str | None) -> None:
+    """Print a results table and write it to ``out`` (when given)."""
     print()
     print(text)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
+    if out:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as f:
             f.write(text)
-    return 0
 
 
 if __name__ == "__main__":

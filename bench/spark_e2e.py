@@ -68,6 +68,7 @@ for _p in (ROOT, HERE):
         sys.path.insert(0, _p)
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
+from e2e import emit  # noqa: E402
 
 # name -> (what, how)
 MEASUREMENTS = {
@@ -359,12 +360,7 @@ def main(argv=None) -> int:
             spark.stop()
         broker.stop()
 
-    print()
-    print(text)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(text, args.out)
     return 0
 
 
