@@ -161,18 +161,11 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, acks) -> 
     base = p.metrics()["records_sent"]
     n = len(values)
     delivered_batch = None
-    if mode == "send":
-        send = p.send
+    if mode in ("send", "produce"):
+        one = p.send if mode == "send" else p.produce
         t0 = time.perf_counter()
         for v in values:
-            send(topic, v)
-        p.flush()
-        elapsed = time.perf_counter() - t0
-    elif mode == "produce":
-        produce = p.produce
-        t0 = time.perf_counter()
-        for v in values:
-            produce(topic, v)
+            one(topic, v)
         p.flush()
         elapsed = time.perf_counter() - t0
     elif mode == "batch_list":

@@ -72,13 +72,16 @@ class HandshakeStep(abc.ABC):
         """Queue this step's request(s) on ``conn``; call ``client._next_handshake_step`` when done."""
 
 
+#: The ApiVersions request this client sends (handshake, and the acks=0 close barrier).
+API_VERSIONS_BODY = {"client_software_name": "fastkafka", "client_software_version": __version__}
+
+
 class ApiVersionsStep(HandshakeStep):
     def __init__(self, version: int | None = None):
         self.version = version if version is not None else SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
 
     def start(self, client, conn, now):
-        body = {"client_software_name": "fastkafka", "client_software_version": __version__}
-        client._send_internal(conn, ApiKey.API_VERSIONS, self.version, body, now,
+        client._send_internal(conn, ApiKey.API_VERSIONS, self.version, API_VERSIONS_BODY, now,
                               lambda resp, err: client._on_api_versions(conn, self, resp, err))
 
 
@@ -391,10 +394,9 @@ class NetworkClient:
         Returns the set of node ids waited on; each leaves the set when its answer (or an error)
         arrives."""
         waiting: set = set()
-        body = {"client_software_name": "fastkafka", "client_software_version": __version__}
         for conn in list(self.connections.values()):
             if conn.state is State.READY and (conn.unconfirmed or conn.unacked_writes):
-                self.send(conn.node_id, ApiKey.API_VERSIONS, body, now,
+                self.send(conn.node_id, ApiKey.API_VERSIONS, API_VERSIONS_BODY, now,
                           lambda _body, _err, node=conn.node_id: waiting.discard(node))
                 waiting.add(conn.node_id)
         return waiting

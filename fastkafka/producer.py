@@ -181,16 +181,8 @@ class Producer(ProducerCore):
             parts: Any = self._record_partitions(topic, partition, keys, n_records, n, available)
         elif partition is not None:
             parts = self._check_partition(topic, partition, n)
-        elif keys is not None and self._partitioner == "murmur2":
-            # Keyed records by murmur2; null keys among them go to the sticky partition.
-            parts = partitions_for_keys(keys, n, self._acc.sticky_partition(topic, available))
-        elif callable(self._partitioner):
-            key_list = keys if isinstance(keys, list) or keys is None else keys.to_pylist()
-            info = (None, n, available)
-            parts = [self._call_partitioner(topic, None if key_list is None else key_list[i], info)
-                     for i in range(n_records)]
         else:
-            parts = -1  # null keys: the accumulator spreads batches over the sticky partitions
+            parts = self._default_partitions(topic, keys, n_records, n, available)
         fut = BatchFuture(n_records)
         now = monotonic_ms()
         remaining = max(self._max_block_ms - (now - start), 0)
@@ -214,7 +206,7 @@ class Producer(ProducerCore):
             if not pa.types.is_integer(partition.type):
                 raise InvalidRecordError(f"partition must be an integer array, got {partition.type}")
             if partition.null_count:
-                fill = self._default_partitions(topic, keys, n_records, n, available)
+                fill = self._default_partitions(topic, keys, n_records, n, available, concrete=True)
                 partition = pc.if_else(pc.is_valid(partition), partition.cast(pa.int64()),
                                        pa.array(fill, pa.int64()))
             bad = pc.or_(pc.less(partition, 0), pc.greater_equal(partition, n))
@@ -226,7 +218,7 @@ class Producer(ProducerCore):
             return partition.cast(pa.int32())
         parts = list(partition)
         if any(p is None for p in parts):
-            fill = self._default_partitions(topic, keys, n_records, n, available)
+            fill = self._default_partitions(topic, keys, n_records, n, available, concrete=True)
             parts = [fill[i] if p is None else p for i, p in enumerate(parts)]
         for i, p in enumerate(parts):
             if isinstance(p, bool) or not isinstance(p, int):
@@ -236,17 +228,22 @@ class Producer(ProducerCore):
                     f"partition[{i}] = {p} of topic {topic!r} does not exist (the topic has {n} partitions)")
         return array.array("i", parts)
 
-    def _default_partitions(self, topic: str, keys, n_records: int, n: int, available: list):
-        """What ``partition=None`` would pick for every record (null keys: the sticky partition)."""
-        sticky = self._acc.sticky_partition(topic, available)
+    def _default_partitions(self, topic: str, keys, n_records: int, n: int, available: list,
+                            concrete: bool = False):
+        """What ``partition=None`` picks: murmur2 of each key (null keys: the sticky partition) or
+        the user partitioner's choices. When no record has a key: PARTITION_STICKY (-1), so the
+        accumulator spreads the batches over the sticky partitions; with ``concrete``, the sticky
+        partition for every record instead."""
         if callable(self._partitioner):
             key_list = keys if isinstance(keys, list) or keys is None else keys.to_pylist()
             info = (None, n, available)
             return [self._call_partitioner(topic, None if key_list is None else key_list[i], info)
                     for i in range(n_records)]
         if keys is not None and self._partitioner == "murmur2":
-            return partitions_for_keys(keys, n, sticky)
-        return array.array("i", [sticky]) * n_records
+            return partitions_for_keys(keys, n, self._acc.sticky_partition(topic, available))
+        if concrete:
+            return array.array("i", [self._acc.sticky_partition(topic, available)]) * n_records
+        return -1
 
     # -- flush / close ---------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from .options import SchemaError, SinkSettings, settings_from_kwargs
-from .task import DeliveryError, TaskReport, TaskWriter, get_producer
+from .task import DeliveryError, TaskReport, TaskWriter
 
 __all__ = ["register", "partition_writer", "batch_writer", "read_summaries", "SchemaError",
            "DeliveryError", "TaskReport"]
@@ -61,7 +61,7 @@ def run_partition(settings: SinkSettings, rows) -> TaskReport:
     first = next(it, None)
     if first is None:
         return TaskReport()
-    fields = list(first.__fields__) if hasattr(first, "__fields__") else list(first.keys())
+    fields = list(first.__fields__)
     settings = settings.with_columns(_row_columns(fields, settings))
     writer = TaskWriter(settings)
     writer.write_row(first)

@@ -8,7 +8,6 @@ and gets the partition's rows as pyarrow RecordBatches, which go to the producer
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from dataclasses import asdict
 
@@ -17,8 +16,6 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
 
 from .options import check_schema, settings_from_options
 from .task import TaskReport, TaskWriter
-
-log = logging.getLogger("spark_sink")
 
 
 class TaskCommit(WriterCommitMessage):
@@ -53,8 +50,7 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
     line = (f"fastkafka sink {'aborted' if aborted else 'committed'}: {summary['rows']} rows, "
             f"{summary['bytes']} bytes from {summary['tasks']} tasks"
             + ("" if batch_id is None else f" (batch {batch_id})"))
-    log.info(line)
-    print(line, file=sys.stderr)
+    print(line, file=sys.stderr)  # the driver's Python worker: stderr ends up in Spark's log
     if settings.summary_path:
         with open(settings.summary_path, "a") as f:
             f.write(json.dumps(summary) + "\n")

@@ -94,6 +94,7 @@ class TaskWriter:
         self._topic_col = cols.get("topic")
         self._partition = cols.get("partition")
         self._headers_col = cols.get("headers")
+        self._row_index = None        # positions of those columns in a Row (row path)
 
     # -- Arrow path ------------------------------------------------------------------------
     def write_arrow(self, batch) -> None:
@@ -171,12 +172,14 @@ class TaskWriter:
         self.report.bytes += (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
 
     def write_row(self, row) -> None:
-        """Queue one pyspark Row."""
-        get = row.asDict() if hasattr(row, "asDict") else row
-        self.write_row_values(get[self._value], get.get(self._key) if self._key else None,
-                              get.get(self._topic_col) if self._topic_col else None,
-                              get.get(self._partition) if self._partition else None,
-                              get.get(self._headers_col) if self._headers_col else None)
+        """Queue one pyspark Row (read by position: the column positions are looked up once)."""
+        idx = self._row_index
+        if idx is None:
+            fields = list(row.__fields__)
+            idx = self._row_index = tuple(
+                None if c is None else fields.index(c)
+                for c in (self._value, self._key, self._topic_col, self._partition, self._headers_col))
+        self.write_row_values(*[None if i is None else row[i] for i in idx])
 
     # -- end of the task -------------------------------------------------------------------
     def finish(self) -> TaskReport:

@@ -3,15 +3,19 @@
 cimport cython
 from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport int32_t, int64_t
+from posix.time cimport clock_gettime, timespec
 
 from fastkafka._wire.records cimport BatchBuilder
 from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.partitioner cimport StickyPartitioner
 
 
-# Pointer/length of a bytes-like record field (None -> NULL, -1); InvalidRecordError naming
-# ``name`` for anything else. Returns 1 when ``view`` was filled and must be released.
-cdef int get_view(object obj, str name, Py_buffer *view, const char **p, Py_ssize_t *n) except -1
+# Milliseconds of a POSIX clock: CLOCK_MONOTONIC is the clock of time.monotonic(), the one every
+# ``now_ms`` of the accumulator and the sender is read from; CLOCK_REALTIME gives record timestamps.
+cdef inline int64_t clock_ms(int clock) noexcept nogil:
+    cdef timespec t
+    clock_gettime(clock, &t)
+    return <int64_t>t.tv_sec * 1000 + t.tv_nsec // 1000000
 
 
 @cython.final

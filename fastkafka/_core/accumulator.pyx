@@ -34,9 +34,10 @@ from cpython.pythread cimport (
     PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK,
 )
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
-from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from posix.time cimport CLOCK_MONOTONIC
 
-from fastkafka._wire.records cimport BatchBuilder, record_size_c, headers_encoded_size, BATCH_HEADER_SIZE
+from fastkafka._wire.records cimport (BatchBuilder, record_size_c, headers_encoded_size, get_view,
+                                      BATCH_HEADER_SIZE)
 from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.partitioner cimport StickyPartitioner
 
@@ -60,12 +61,6 @@ PARTITION_STICKY = -1
 
 cdef int64_t _NO_DEADLINE = 9223372036854775807
 
-
-cdef inline int64_t _monotonic_ms() noexcept nogil:
-    # the clock of time.monotonic(), in ms
-    cdef timespec t
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return <int64_t>t.tv_sec * 1000 + t.tv_nsec // 1000000
 
 # Guards completion state (ProducerBatch._done/_event/_thunks, BatchFuture counters). A leaf lock:
 # nothing else is acquired and no Python callback runs while it is held.
@@ -620,28 +615,6 @@ cdef inline int _col_get(_Col *c, Py_ssize_t i, const char **p, Py_ssize_t *n,
     return 0
 
 
-cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
-                  Py_ssize_t *n) except -1:
-    """Pointer/length of a bytes-like record field; returns 1 when ``view`` must be released."""
-    if obj is None:
-        p[0] = NULL
-        n[0] = -1
-        return 0
-    if PyBytes_CheckExact(obj):
-        p[0] = PyBytes_AS_STRING(obj)
-        n[0] = PyBytes_GET_SIZE(obj)
-        return 0
-    if isinstance(obj, str) or not PyObject_CheckBuffer(obj):
-        raise InvalidRecordError(f"{name} must be bytes-like or None, not {type(obj).__name__}")
-    try:
-        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-    except BufferError:
-        raise InvalidRecordError(f"{name}: {type(obj).__name__} is not a contiguous buffer")
-    p[0] = <const char *>view.buf
-    n[0] = view.len
-    return 1
-
-
 # ---------------------------------------------------------------------------------------------
 # Per-partition state
 # ---------------------------------------------------------------------------------------------
@@ -876,7 +849,7 @@ cdef class RecordAccumulator:
 
         # 3. another thread may have started a batch meanwhile
         if now_ms < 0:
-            now_ms = _monotonic_ms()
+            now_ms = clock_ms(CLOCK_MONOTONIC)
         self._acquire()
         try:
             if self._closed:

@@ -13,11 +13,11 @@ block), ``_call_partitioner`` (a user partitioner) and ``_too_large`` (the error
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t
-from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, CLOCK_REALTIME
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME
 
-from fastkafka._core.accumulator cimport RecordAccumulator, get_view
+from fastkafka._core.accumulator cimport RecordAccumulator, clock_ms
 from fastkafka._core.partitioner cimport java_partition_c
-from fastkafka._wire.records cimport record_size_c, headers_encoded_size
+from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
 
 from fastkafka.errors import InvalidRecordError, ProducerClosedError, UnknownPartitionError
 
@@ -31,22 +31,16 @@ cdef enum:
     PART_CALLABLE = 2
 
 
-cdef inline int64_t _clock_ms(int clock) noexcept nogil:
-    cdef timespec ts
-    clock_gettime(clock, &ts)
-    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
-
-
 def monotonic_ms():
     """The monotonic clock ``send()`` uses for ``max_block_ms`` (same origin as time.monotonic)."""
-    return _clock_ms(CLOCK_MONOTONIC)
+    return clock_ms(CLOCK_MONOTONIC)
 
 
 cdef int64_t check_timestamp(object timestamp_ms) except -1:
     """The record timestamp: now (wall clock, ms) for None; InvalidRecordError for a non-int or a
     negative one."""
     if timestamp_ms is None:
-        return _clock_ms(CLOCK_REALTIME)
+        return clock_ms(CLOCK_REALTIME)
     if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
         raise InvalidRecordError(
             f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
@@ -182,9 +176,9 @@ cdef class ProducerCore:
                 info = self._last_info if topic is self._last_topic else self._topics.get(topic)
                 if (info is None or info.version != self._meta_version.value
                         or (partition is not None and not 0 <= partition < info.partitions)):
-                    start = _clock_ms(CLOCK_MONOTONIC)  # waiting for metadata counts
+                    start = clock_ms(CLOCK_MONOTONIC)  # waiting for metadata counts
                     info = self._refresh_topic(topic, partition)
-                    max_block = self._max_block_ms - (_clock_ms(CLOCK_MONOTONIC) - start)
+                    max_block = self._max_block_ms - (clock_ms(CLOCK_MONOTONIC) - start)
                     if max_block < 0:
                         max_block = 0
                 else:

@@ -34,6 +34,11 @@ cdef inline Py_ssize_t record_size_c(int64_t timestamp_delta, int32_t offset_del
     return size_uvarint(zigzag64(body)) + body
 
 
+# Pointer/length of a bytes-like record field (None -> NULL, -1); InvalidRecordError naming
+# ``name`` for anything else. Returns 1 when ``view`` was filled and must be released.
+cdef int get_view(object obj, str name, Py_buffer *view, const char **p, Py_ssize_t *n) except -1
+
+
 # Size of the encoded headers section (count varint included) of a headers
 # sequence; validates it like append() does (TypeError naming the index).
 cdef Py_ssize_t headers_encoded_size(object headers) except -1

@@ -13,8 +13,8 @@ True
 b'\\x02'
 """
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyObject_CheckBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check, PyBytes_CheckExact
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLong
 from cpython.object cimport PyObject
@@ -29,6 +29,7 @@ from fastkafka._wire.varint cimport write_uvarint, zigzag64, size_uvarint
 from fastkafka._wire.compression import compress_buffer as _compress_buffer
 from fastkafka._wire.compression import codec_code as _codec_code
 from fastkafka._wire.compression import validate_level as _validate_level
+from fastkafka.errors import InvalidRecordError
 
 # fk_crc32c lives in crc32c_impl.c; this extension is built from records.pyx
 # alone, so compile the implementation into it (symbols are hidden).
@@ -209,27 +210,27 @@ cdef Py_ssize_t _write_headers(char *p, list prepared) noexcept:
 
 # ---- key / value extraction ------------------------------------------------
 
-cdef inline int _get_view(object obj, Py_buffer *view, const char **data, Py_ssize_t *n,
-                          str field) except -1:
-    """Point data/n at obj's bytes. Returns 1 when `view` must be released."""
+cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
+                  Py_ssize_t *n) except -1:
+    """Pointer/length of a bytes-like record field (None: NULL, -1); InvalidRecordError naming
+    ``name`` for anything else. Returns 1 when ``view`` was filled and must be released."""
     if obj is None:
-        data[0] = NULL
+        p[0] = NULL
         n[0] = -1
         return 0
-    if PyBytes_Check(obj):
-        data[0] = PyBytes_AS_STRING(obj)
+    if PyBytes_CheckExact(obj):
+        p[0] = PyBytes_AS_STRING(obj)
         n[0] = PyBytes_GET_SIZE(obj)
         return 0
-    if isinstance(obj, (bytearray, memoryview)):
-        try:
-            PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-        except BufferError as exc:
-            raise TypeError(f"{field} must be a contiguous buffer: {exc}") from None
-        data[0] = <const char *>view.buf
-        n[0] = view.len
-        return 1
-    raise TypeError(
-        f"{field} must be bytes, bytearray, memoryview or None, got {type(obj).__name__}")
+    if isinstance(obj, str) or not PyObject_CheckBuffer(obj):
+        raise InvalidRecordError(f"{name} must be bytes-like or None, not {type(obj).__name__}")
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except BufferError:
+        raise InvalidRecordError(f"{name}: {type(obj).__name__} is not a contiguous buffer")
+    p[0] = <const char *>view.buf
+    n[0] = view.len
+    return 1
 
 
 @cython.final
@@ -352,9 +353,9 @@ cdef class BatchBuilder:
         cdef const char *vp
         cdef Py_ssize_t kn, vn
         cdef int krel = 0, vrel = 0
-        krel = _get_view(key, &kview, &kp, &kn, "key")
+        krel = get_view(key, "key", &kview, &kp, &kn)
         try:
-            vrel = _get_view(value, &vview, &vp, &vn, "value")
+            vrel = get_view(value, "value", &vview, &vp, &vn)
             try:
                 return self.append_raw(timestamp_ms, kp, kn, vp, vn, headers) == 1
             finally:
@@ -410,14 +411,14 @@ cdef class BatchBuilder:
                     kp = PyBytes_AS_STRING(k)
                     kn = PyBytes_GET_SIZE(k)
                 else:
-                    krel = _get_view(k, &kview, &kp, &kn, f"key (item {i})")
+                    krel = get_view(k, f"key (item {i})", &kview, &kp, &kn)
             if PyBytes_CheckExact(v):
                 vp = PyBytes_AS_STRING(v)
                 vn = PyBytes_GET_SIZE(v)
                 vrel = 0
             else:
                 try:
-                    vrel = _get_view(v, &vview, &vp, &vn, f"value (item {i})")
+                    vrel = get_view(v, f"value (item {i})", &vview, &vp, &vn)
                 except BaseException:
                     if krel:
                         PyBuffer_Release(&kview)

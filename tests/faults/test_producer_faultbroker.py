@@ -7,7 +7,6 @@ assertions are generous "does not hang" bounds.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import pytest
@@ -37,30 +36,6 @@ FAST = dict(request_timeout_ms=2000, delivery_timeout_ms=15000, retry_backoff_ms
 
 
 # ------------------------------------------------------------------------------------- fixtures
-def _our_threads(before):
-    return [t for t in threading.enumerate() if t not in before and t.is_alive()]
-
-
-@pytest.fixture
-def no_leaks():
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 3
-    while _our_threads(before) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert [t.name for t in _our_threads(before)] == [], "threads left running after close"
-
-
-@pytest.fixture
-def fb(no_leaks):
-    b = FaultBroker()
-    try:
-        yield b
-    finally:
-        b.close()
-    assert b.crashed == [] and b.handler_errors == []
-
-
 @pytest.fixture
 def make_producer(no_leaks):
     made = []

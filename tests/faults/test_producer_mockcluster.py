@@ -4,7 +4,6 @@ read back with an independent client (confluent-kafka, CRCs checked): every reco
 per-partition send order, in the partition the Java partitioner picks for its key."""
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -36,16 +35,6 @@ FAST = dict(request_timeout_ms=3000, delivery_timeout_ms=30000, retry_backoff_ms
 def cluster(mock_cluster):
     mock_cluster.create_topic("t", PARTITIONS)      # leaders 1,2,3,1,2,3
     return mock_cluster
-
-
-@pytest.fixture
-def no_leaks():
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 3
-    while [t for t in threading.enumerate() if t not in before] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert [t.name for t in threading.enumerate() if t not in before] == []
 
 
 def record(i):

@@ -19,16 +19,6 @@ from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey
 pytestmark = pytest.mark.faultbroker
 
 
-@pytest.fixture
-def fb():
-    b = FaultBroker()
-    try:
-        yield b
-    finally:
-        b.close()
-    assert b.crashed == [] and b.handler_errors == []
-
-
 def make_client(broker, **kw):
     cfg = ProducerConfig(bootstrap_servers=broker.bootstrap, **{
         "request_timeout_ms": 1000, "delivery_timeout_ms": 5000, "reconnect_backoff_ms": 10,
