@@ -11,13 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from ._wire.compression import CODECS, LEVEL_RANGES, validate_level  # noqa: F401 (re-exported)
 from .errors import ConfigError
 
 INT32_MAX = 2**31 - 1
-
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-# Accepted compression level ranges, per codec (inclusive).
-LEVEL_RANGES = {"gzip": (1, 9), "lz4": (0, 16), "zstd": (-131072, 22)}
 
 
 @dataclass(frozen=True)
@@ -207,14 +204,9 @@ class ProducerConfig:
     def _check(self, v: dict[str, Any]) -> None:
         if v["bootstrap_servers"] is None:
             raise ConfigError("bootstrap_servers is required")
-        codec = v["compression_type"]
-        level = v["compression_level"]
-        if level is not None:
-            if codec in ("none", "snappy"):
-                raise ConfigError(f"compression_level is not supported for compression_type {codec!r}")
-            lo, hi = LEVEL_RANGES[codec]
-            if not lo <= level <= hi:
-                raise ConfigError(f"compression_level {level} is out of range [{lo}, {hi}] for {codec}")
+        # The compressor's own check (one table of codecs and levels: fastkafka._wire.compression),
+        # so a level accepted here is one the compressor accepts.
+        validate_level(v["compression_type"], v["compression_level"])
         idem_explicit = "enable_idempotence" in self._explicit
         if v["enable_idempotence"]:
             conflicts = []

@@ -25,27 +25,71 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import dataclass
 
 import cramjam
 import lz4.frame
 
+from ..errors import ConfigError
+
 __all__ = [
+    "CodecSpec",
+    "CODEC_SPECS",
     "CODECS",
     "CODEC_NAMES",
     "DEFAULT_LEVELS",
+    "LEVEL_RANGES",
     "compress",
     "decompress",
     "validate_level",
     "codec_code",
 ]
 
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-CODEC_NAMES = {v: k for k, v in CODECS.items()}
+
+@dataclass(frozen=True)
+class CodecSpec:
+    """One codec: its name, its code in the batch attributes, and the compression levels it takes.
+
+    ``min_level``/``max_level`` are inclusive; all three level fields are None for a codec that
+    takes no level. This is the one table of levels: :mod:`fastkafka.config` checks
+    ``compression_level`` with :func:`validate_level` too, so every level the configuration accepts
+    is one the compressor accepts.
+    """
+
+    name: str
+    code: int
+    min_level: int | None = None
+    max_level: int | None = None
+    default_level: int | None = None
+
+    @property
+    def takes_level(self) -> bool:
+        return self.min_level is not None
+
+    def level_range(self) -> str:
+        return f"{self.min_level}..{self.max_level}" if self.takes_level else "none"
+
+
+#: Every codec, by code. Level ranges are those the libraries used here accept: zlib's 1-9 for gzip,
+#: lz4.frame's 0-16 (0-2 fast, 3-16 high compression), and zstd's -131072 (fastest) to 22
+#: (0 is zstd's own default level).
+CODEC_SPECS: tuple[CodecSpec, ...] = (
+    CodecSpec("none", 0),
+    CodecSpec("gzip", 1, 1, 9, 6),
+    CodecSpec("snappy", 2),
+    CodecSpec("lz4", 3, 0, 16, 0),
+    CodecSpec("zstd", 4, -(1 << 17), 22, 3),
+)
+
+assert all(s.code == i for i, s in enumerate(CODEC_SPECS))  # CODEC_SPECS[code] is that codec
+
+CODECS = {s.name: s.code for s in CODEC_SPECS}
+CODEC_NAMES = {s.code: s.name for s in CODEC_SPECS}
 
 #: Level used when ``level`` is None (None: the codec takes no level).
-DEFAULT_LEVELS = {0: None, 1: 6, 2: None, 3: 0, 4: 3}
-
-_ZSTD_MIN_LEVEL = -(1 << 17)  # zstd's "fast" negative levels go down to -131072
+DEFAULT_LEVELS = {s.code: s.default_level for s in CODEC_SPECS}
+#: Inclusive (min, max) level per codec name, for the codecs that take a level.
+LEVEL_RANGES = {s.name: (s.min_level, s.max_level) for s in CODEC_SPECS if s.takes_level}
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -70,33 +114,29 @@ def codec_code(codec) -> int:
 def validate_level(codec, level):
     """Check ``level`` for ``codec``; return the level to use (the codec default for None).
 
-    gzip 1-9, lz4 0-16, zstd 1-22 or negative (fast modes); none and snappy take no level.
-    Raises ValueError naming the codec and the level.
+    The ranges are those of :data:`CODEC_SPECS` (gzip 1..9, lz4 0..16, zstd -131072..22); none and
+    snappy take no level. Raises :class:`~fastkafka.errors.ConfigError` (a ValueError) naming
+    ``compression_level``, the codec, the level and the valid range.
 
     >>> validate_level("gzip", None)
     6
     >>> validate_level(2, None) is None
     True
     """
-    code = codec_code(codec)
-    name = CODEC_NAMES[code]
+    spec = CODEC_SPECS[codec_code(codec)]
     if level is None:
-        return DEFAULT_LEVELS[code]
+        return spec.default_level
+    if not spec.takes_level:
+        raise ConfigError(
+            f"compression_level is not supported for compression_type {spec.name!r} "
+            f"(it takes no level), got {level!r}")
     if isinstance(level, bool) or not isinstance(level, int):
-        raise ValueError(f"compression level for {name} must be an int, got {level!r}")
-    if code in (0, 2):
-        raise ValueError(f"codec {name} takes no compression level (got {level!r})")
-    if code == 1:
-        ok = 1 <= level <= 9
-        rng = "1-9"
-    elif code == 3:
-        ok = 0 <= level <= 16
-        rng = "0-16"
-    else:
-        ok = 1 <= level <= 22 or _ZSTD_MIN_LEVEL <= level < 0
-        rng = f"1-22 or {_ZSTD_MIN_LEVEL}..-1"
-    if not ok:
-        raise ValueError(f"invalid compression level {level!r} for {name} (valid: {rng})")
+        raise ConfigError(
+            f"compression_level for compression_type {spec.name!r} must be an integer, got {level!r}")
+    if not spec.min_level <= level <= spec.max_level:
+        raise ConfigError(
+            f"compression_level {level!r} is out of range for compression_type {spec.name!r}: "
+            f"valid {spec.level_range()} (default {spec.default_level})")
     return level
 
 

@@ -9,8 +9,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fastkafka._wire.compression import (
-    CODECS, compress, decompress, validate_level, XERIAL_MAGIC,
+    CODEC_SPECS, CODECS, compress, decompress, validate_level, XERIAL_MAGIC,
 )
+from fastkafka._wire.records import BatchBuilder
+from fastkafka.config import ProducerConfig
+from fastkafka.errors import ConfigError
+import reference_records as ref
 
 SAMPLES = [b"", b"a", b"kafka " * 10000, os.urandom(5000), bytes(200_000)]
 
@@ -96,21 +100,85 @@ def test_zstd_is_a_zstd_frame():
 @pytest.mark.parametrize("codec,level,expected", [
     ("none", None, None), ("gzip", None, 6), ("snappy", None, None), ("lz4", None, 0),
     ("zstd", None, 3), ("gzip", 1, 1), ("gzip", 9, 9), ("lz4", 16, 16), ("zstd", 22, 22),
-    ("zstd", -7, -7), (1, 5, 5),
+    ("zstd", -7, -7), (1, 5, 5), ("zstd", 0, 0), ("zstd", -131072, -131072), ("lz4", 0, 0),
 ])
 def test_validate_level_ok(codec, level, expected):
     assert validate_level(codec, level) == expected
 
 
 @pytest.mark.parametrize("codec,level", [
-    ("gzip", 0), ("gzip", 10), ("lz4", -1), ("lz4", 17), ("zstd", 0), ("zstd", 23),
+    ("gzip", 0), ("gzip", 10), ("lz4", -1), ("lz4", 17), ("zstd", -131073), ("zstd", 23),
     ("snappy", 1), ("none", 1), ("gzip", "5"), ("zstd", True),
 ])
 def test_validate_level_rejects(codec, level):
-    with pytest.raises(ValueError) as exc:
+    with pytest.raises(ConfigError) as exc:     # also a ValueError
         validate_level(codec, level)
     msg = str(exc.value)
-    assert codec in msg and repr(level) in msg
+    assert codec in msg and repr(level) in msg and "compression_level" in msg
+
+
+# ---- one table of codecs and levels, shared by the configuration and the compressor ------------
+LEVELLED = [s for s in CODEC_SPECS if s.takes_level]
+LEVEL_DATA = b"kafka record batch " * 3000 + os.urandom(3000)
+
+
+def _levels(spec):
+    return sorted({spec.min_level, spec.max_level, spec.default_level})
+
+
+@pytest.mark.parametrize("spec,level", [(s, lv) for s in LEVELLED for lv in _levels(s)],
+                         ids=lambda x: getattr(x, "name", str(x)))
+def test_every_codec_level_at_min_max_default_compresses_and_round_trips(spec, level):
+    out = compress(spec.name, LEVEL_DATA, level=level)
+    assert decompress(spec.code, out) == LEVEL_DATA
+    # A level the configuration accepts goes all the way through a producer's batch builder.
+    cfg = ProducerConfig(bootstrap_servers="h:1", compression_type=spec.name, compression_level=level)
+    b = BatchBuilder(1 << 20, cfg.compression_code, cfg.compression_level)
+    records = [(1_700_000_000_000 + i, b"k%d" % i, LEVEL_DATA[i * 100:(i + 1) * 100 + 5000], None)
+               for i in range(20)]
+    for ts, k, v, h in records:
+        assert b.append(ts, k, v, h)
+    b.close()
+    b.stamp(-1, -1, -1)
+    decoded = ref.decode_batch(b.buffer())
+    assert decoded.compression_type == spec.code
+    assert [(r.key, r.value) for r in decoded.records] == [(k, v) for _, k, v, _ in records]
+
+
+@pytest.mark.parametrize("spec", CODEC_SPECS, ids=lambda s: s.name)
+def test_config_and_compressor_agree_on_every_level(spec):
+    """Anything the configuration accepts, the compressor accepts; the rest is a ConfigError from
+    both, naming the setting and the valid range."""
+    if spec.takes_level:
+        candidates = range(spec.min_level - 3, spec.max_level + 4) if spec.min_level > -100 else \
+            [*range(spec.min_level - 2, spec.min_level + 3), *range(-3, spec.max_level + 4)]
+    else:
+        candidates = [-1, 0, 1, 3, 9]
+    for level in candidates:
+        kw = dict(bootstrap_servers="h:1", compression_type=spec.name, compression_level=level)
+        valid = spec.takes_level and spec.min_level <= level <= spec.max_level
+        if valid:
+            assert ProducerConfig(**kw).compression_level == level
+            assert decompress(spec.code, compress(spec.code, b"abc" * 50, level)) == b"abc" * 50
+            continue
+        with pytest.raises(ConfigError) as from_config:
+            ProducerConfig(**kw)
+        with pytest.raises(ConfigError) as from_compressor:
+            compress(spec.code, b"abc", level)
+        for exc in (from_config.value, from_compressor.value):
+            msg = str(exc)
+            assert "compression_level" in msg and repr(spec.name) in msg
+            if spec.takes_level:
+                assert f"valid {spec.min_level}..{spec.max_level}" in msg
+            else:
+                assert "not supported" in msg
+
+
+def test_zstd_level_zero_is_accepted_everywhere():
+    # zstd's level 0 means its own default: the configuration and the compressor both take it.
+    cfg = ProducerConfig(bootstrap_servers="h:1", compression_type="zstd", compression_level=0)
+    out = compress(cfg.compression_code, b"z" * 1000, cfg.compression_level)
+    assert decompress("zstd", out) == b"z" * 1000
 
 
 def test_compress_validates_level():

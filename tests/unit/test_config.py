@@ -81,6 +81,15 @@ def test_inconsistent_timeouts_and_sizes():
         cfg(compression_type="snappy", compression_level=1)
 
 
+def test_compression_level_range_is_the_compressors():
+    assert cfg(compression_type="zstd", compression_level=0).compression_level == 0
+    assert cfg(compression_type="zstd").compression_level is None      # the codec default
+    with pytest.raises(ConfigError, match=r"compression_level 23 .* 'zstd': valid -131072\.\.22"):
+        cfg(compression_type="zstd", compression_level=23)
+    with pytest.raises(ConfigError, match=r"compression_level 17 .* 'lz4': valid 0\.\.16"):
+        cfg(compression_type="lz4", compression_level="17")
+
+
 def test_config_is_read_only():
     c = cfg()
     with pytest.raises(AttributeError):
