@@ -363,15 +363,25 @@ def test_delivery_timeout_while_broker_keeps_failing(fb, make_producer):
 
 
 def test_delivery_timeout_when_broker_goes_down(fb, make_producer):
+    """The producer itself fails every record with DeliveryTimeoutError once delivery_timeout_ms
+    (1.5 s) has passed. get()'s own timeout (a plain KafkaTimeoutError, the base class) is far
+    longer, so it cannot stand in for the producer's error."""
     fb.create_topic("t", 1)
     p = make_producer(fb, request_timeout_ms=1000, delivery_timeout_ms=1500, linger_ms=0)
     p.send("t", b"ok").get(10)
     fb.set_down()
+    start = time.monotonic()
     futs = send_values(p, "t", 5)
     for _, f in futs:
-        with pytest.raises(KafkaTimeoutError):
-            f.get(10)
+        with pytest.raises(DeliveryTimeoutError, match="delivery_timeout_ms=1500"):
+            f.get(20)
+        assert f.done()
+    elapsed = time.monotonic() - start
+    assert 1.4 <= elapsed < 10, f"records failed after {elapsed:.2f} s, delivery_timeout_ms is 1.5 s"
+    assert fb.cluster.record_count("t") == 1
     fb.set_up()
+    # the producer recovers once the broker is back
+    assert p.send("t", b"after").get(10).offset == 1
 
 
 # ------------------------------------------------------------------------------- leader move
@@ -469,11 +479,15 @@ def test_produce_without_futures_keeps_offsets_and_callbacks(fb, make_producer):
 def test_produce_rejects_bad_records_like_send(fb, make_producer):
     fb.create_topic("t", 2)
     p = make_producer(fb, max_request_size=10_000)
-    bad = [dict(value="str"), dict(value=b"v", key=7), dict(value=b"v", partition=2),
-           dict(value=b"v", partition="0"), dict(value=b"v", headers=[("k", 1)]),
-           dict(value=b"v", timestamp=-1), dict(value=b"x" * 20_000)]
-    for kw in bad:
-        with pytest.raises((InvalidRecordError, UnknownPartitionError, RecordTooLargeError)):
+    bad = [(dict(value="str"), InvalidRecordError, "value must be bytes-like"),
+           (dict(value=b"v", key=7), InvalidRecordError, "key must be bytes-like"),
+           (dict(value=b"v", partition=2), UnknownPartitionError, "partition 2 of topic 't'"),
+           (dict(value=b"v", partition="0"), InvalidRecordError, "partition must be an int"),
+           (dict(value=b"v", headers=[("k", 1)]), InvalidRecordError, "header 0: value"),
+           (dict(value=b"v", timestamp=-1), InvalidRecordError, "timestamp_ms must be >= 0"),
+           (dict(value=b"x" * 20_000), RecordTooLargeError, r"larger than max_request_size \(10000\)")]
+    for kw, error, message in bad:
+        with pytest.raises(error, match=message):
             p.produce("t", **kw)
     for topic in ("", None, b"t"):
         with pytest.raises(InvalidRecordError, match="topic"):
@@ -597,8 +611,9 @@ def test_connection_refused_metadata_timeout_and_clean_close(make_producer, no_l
     s.close()   # nothing listens on this port now
     p = make_producer(f"127.0.0.1:{port}", max_block_ms=400)
     start = time.monotonic()
-    with pytest.raises(KafkaTimeoutError):
+    with pytest.raises(KafkaTimeoutError, match="'t' not present in metadata after 400 ms") as ei:
         p.send("t", b"x")
+    assert type(ei.value) is KafkaTimeoutError    # not a subclass (buffer or delivery timeout)
     assert 0.3 <= time.monotonic() - start < 5
     p.close(2)
     assert not p._sender._thread.is_alive()
