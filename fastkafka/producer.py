@@ -4,7 +4,8 @@
 ``max_block_ms``), choose partitions, and append the records to the accumulator, copying their bytes
 once into a batch buffer. A background sender thread does all network work. Delivery is reported
 through futures and ``on_delivery(err, metadata)`` callbacks; callbacks run on the sender thread, so
-they must be quick and must not call ``flush`` or ``close``.
+they must be quick; ``flush`` or ``close`` called from one raises ``IllegalStateError`` and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from ._core.partitioner import partitions_for_keys
 from ._core.sendpath import REQUEST_OVERHEAD, ProducerCore, monotonic_ms, validate_timestamp
 from .cluster import Metadata, topic_error
 from .config import ProducerConfig
-from .errors import (InvalidRecordError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError,
-                     UnknownPartitionError)
+from .errors import (IllegalStateError, InvalidRecordError, KafkaTimeoutError, ProducerClosedError,
+                     RecordTooLargeError, UnknownPartitionError)
 from .network import NetworkClient
 from .sender import Sender
 
@@ -248,7 +249,11 @@ class Producer(ProducerCore):
     # -- flush / close ---------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> int:
         """Send everything queued now and wait for it; returns the records still undelivered
-        (0 when all were delivered or failed — failures are reported through futures/callbacks)."""
+        (0 when all were delivered or failed — failures are reported through futures/callbacks).
+
+        Raises IllegalStateError, changing nothing, when called from a delivery callback: those run
+        on the I/O thread, which would then wait for itself."""
+        self._check_not_io_thread("flush")
         if self._closed:
             return 0
         self._acc.begin_flush()
@@ -260,13 +265,16 @@ class Producer(ProducerCore):
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is queued (waiting up to ``timeout`` seconds, forever when None), then stop
-        the I/O thread. Records still undelivered at the deadline fail with ProducerClosedError."""
+        the I/O thread. Records still undelivered at the deadline fail with ProducerClosedError.
+
+        Raises IllegalStateError when called from a delivery callback (the I/O thread cannot wait
+        for itself to stop); the producer is left as it was, open, and a later close() from an
+        application thread closes it."""
+        self._check_not_io_thread("close")
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-        if threading.current_thread() is self._sender._thread:
-            raise ProducerClosedError("close() called from a delivery callback")
         self._acc.close()
         self._sender.running = False
         self._sender.wakeup()
@@ -277,10 +285,28 @@ class Producer(ProducerCore):
         self._metadata.close()
         self._pool.close()
 
+    def _on_io_thread(self) -> bool:
+        sender = getattr(self, "_sender", None)
+        return sender is not None and threading.current_thread() is sender._thread
+
+    def _check_not_io_thread(self, what: str) -> None:
+        if self._on_io_thread():
+            raise IllegalStateError(
+                f"{what}() called from a delivery callback: callbacks run on the producer's I/O "
+                f"thread, which cannot wait for its own deliveries or stop itself. Call {what}() "
+                f"from an application thread; the producer was left unchanged")
+
     def __del__(self):
         if not getattr(self, "_closed", True):
             try:
-                self.close(0)
+                if self._on_io_thread():
+                    # Dropped by the last reference held in a callback: ask the I/O thread to
+                    # finish what is queued and stop; it cannot be joined from here.
+                    self._closed = True
+                    self._acc.close()
+                    self._sender.running = False
+                else:
+                    self.close(0)
             except Exception:
                 pass
 
