@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mockcluster import ApiKeys, MockCluster
+from mockcluster import ApiKeys, MockCluster, MockClusterError
 
 pytestmark = pytest.mark.mock
 
@@ -143,5 +143,9 @@ def test_rtt_delays_responses(mock_cluster):
 def test_context_manager_destroys():
     with MockCluster(2) as mc:
         assert len(mc.bootstraps.split(",")) == 2
-    with pytest.raises(Exception):
+    # using it after destroy() is the harness's own error, not a crash inside librdkafka
+    with pytest.raises(MockClusterError, match="mock cluster destroyed"):
         mc.bootstraps
+    with pytest.raises(MockClusterError, match="mock cluster destroyed"):
+        mc.create_topic("late", 1)
+    mc.destroy()                                     # a second destroy is harmless
