@@ -19,9 +19,9 @@ from fastkafka.errors import (
     ProducerClosedError, RecordTooLargeError, UnknownPartitionError,
 )
 
-from reference_records import decode_batch
+import pyarrow as pa
 
-pa = pytest.importorskip("pyarrow")
+from reference_records import decode_batch
 
 LINGER = 10
 BACKOFF = 100
@@ -112,7 +112,7 @@ def test_append_types_and_headers():
 
 def test_bad_headers_do_not_take_memory_or_append():
     acc = make()
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"header 0: value must be bytes.*got int"):
         add(acc, headers=[("h", 5)])
     assert acc.queued_batches("t", 0) == 0
     assert acc.buffer_pool.available_memory == acc.buffer_pool.total
@@ -172,15 +172,25 @@ def test_flush_close_and_pool_waiters_make_everything_ready():
     add(acc, partition=0)
     add(acc, partition=1)
     assert acc.ready(Cluster({("t", 0): 1, ("t", 1): 1}), 0)[0] == set()
-    errors = []
-    t = threading.Thread(target=lambda: errors.append(
-        pytest.raises(BufferExhaustedError, add, acc, partition=2, block=2000)))
+    outcome = []
+
+    def waiter():
+        try:
+            add(acc, partition=2, block=2000)
+            outcome.append("appended")
+        except BaseException as e:          # reported to the test thread below
+            outcome.append(e)
+
+    t = threading.Thread(target=waiter)
     t.start()
     deadline = time.monotonic() + 5
     while acc.buffer_pool.queued == 0 and time.monotonic() < deadline:
         time.sleep(0.001)
     assert acc.ready(Cluster({("t", 0): 1, ("t", 1): 1}), 0)[0] == {1}
     t.join(5)
+    assert not t.is_alive()
+    # nothing freed memory: the waiter gave up after max_block_ms with the buffer-pool error
+    assert len(outcome) == 1 and type(outcome[0]) is BufferExhaustedError, outcome
 
 
 # ---- drain ------------------------------------------------------------------------------------------
@@ -690,12 +700,16 @@ def test_append_batch_concurrent_with_append_from_other_thread():
     n = 20000
     stop = threading.Event()
     singles = []
+    other_errors = []
 
     def other():
         i = 0
-        while not stop.is_set() and i < 5000:
-            singles.append(acc.append("t", 0, 0, b"S", b"s%d" % i, None, None, 0, 1000))
-            i += 1
+        try:
+            while not stop.is_set() and i < 5000:
+                singles.append(acc.append("t", 0, 0, b"S", b"s%d" % i, None, None, 0, 1000))
+                i += 1
+        except BaseException as e:          # reported to the test thread below
+            other_errors.append(e)
 
     t = threading.Thread(target=other)
     t.start()
@@ -703,6 +717,7 @@ def test_append_batch_concurrent_with_append_from_other_thread():
     acc.append_batch("t", 0, [b"b%d" % i for i in range(n)], None, None, 0, fut, 0, 1000)
     stop.set()
     t.join(10)
+    assert not t.is_alive() and other_errors == []
     recs = drained_records(acc)[0]
     batch_vals = [r.value for r in recs if r.key is None]
     single_vals = [r.value for r in recs if r.key == b"S"]
