@@ -14,7 +14,7 @@ def test_complete_and_listeners():
     seen = []
     f.add_listener(lambda v: seen.append(("ok", v)), lambda e: seen.append(("err", e)))
     assert not f.is_done() and not f.succeeded() and not f.failed()
-    with pytest.raises(KafkaError):
+    with pytest.raises(KafkaError, match="has not succeeded"):
         f.value
     f.complete(41)
     assert f.is_done() and f.succeeded() and not f.failed()
@@ -48,7 +48,7 @@ def test_failure_propagates_through_compose_without_calling_adapters():
     err = NotLeaderOrFollowerError("moved")
     f.fail(err)
     assert g.failed() and g.exception is err and calls == []
-    with pytest.raises(KafkaError):
+    with pytest.raises(KafkaError, match="has not succeeded"):
         g.value
     assert g.is_retriable() and g.needs_metadata_refresh()
 
@@ -176,8 +176,9 @@ def test_run_reports_last_broker_error_at_deadline_not_a_timeout():
         admin._run(make, 200)
     assert isinstance(ei.value.__cause__, KafkaTimeoutError)
     # With no broker error at all, the timeout itself is raised.
-    with pytest.raises(KafkaTimeoutError):
+    with pytest.raises(KafkaTimeoutError, match="request timed out after 50 ms") as ei:
         admin._run(lambda d: pending, 50)
+    assert type(ei.value) is KafkaTimeoutError
     admin.close()
 
 
