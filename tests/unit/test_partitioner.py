@@ -5,6 +5,8 @@ from __future__ import annotations
 import array
 import random
 
+import confluent_kafka
+import pyarrow as pa
 import pytest
 
 from fastkafka._core.partitioner import StickyPartitioner, java_partition, murmur2
@@ -93,7 +95,7 @@ def test_java_partition():
     for data, h in JAVA_VECTORS:
         for n in (1, 3, 7, 12, 100):
             assert java_partition(data, n) == (h & 0x7FFFFFFF) % n
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_partitions must be positive, got 0"):
         java_partition(b"x", 0)
 
 
@@ -101,7 +103,6 @@ def test_java_partition():
 def test_same_placement_as_librdkafka_murmur2_random():
     """Produce keyed records through librdkafka (partitioner=murmur2_random) to its in-process
     mock cluster and compare the partition of every delivery report with java_partition."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
     from mockcluster import MockCluster
 
     num_partitions = 7
@@ -148,7 +149,7 @@ def test_sticky_partitioner_sticks_and_switches():
     assert sp.current("u") is None
     assert sp.partition("u", [9]) == 9
     assert sp.next_partition("u", [9], 9) == 9  # only one choice
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no available partitions"):
         sp.partition("empty", [])
 
 
@@ -160,7 +161,6 @@ def test_partitions_for_keys_list_and_arrow():
     expected = [9 if k is None else java_partition(k, 7) for k in keys]
     assert list(partitions_for_keys(keys, 7, 9)) == expected
     assert list(partitions_for_keys([bytearray(b"foobar"), memoryview(b"foobar")], 10)) == [6, 6]
-    pa = pytest.importorskip("pyarrow")
     for typ in (pa.binary(), pa.large_binary()):
         arr = pa.array(keys, typ)[13:150]           # slice: offset != 0
         assert list(partitions_for_keys(arr, 7, 9)) == expected[13:150]
@@ -169,7 +169,7 @@ def test_partitions_for_keys_list_and_arrow():
     assert list(partitions_for_keys(pa.nulls(3), 7, 2)) == [2, 2, 2]
     with pytest.raises(InvalidRecordError, match=r"keys\[1\]"):
         partitions_for_keys([b"a", "b"], 3)
-    with pytest.raises(InvalidRecordError):
+    with pytest.raises(InvalidRecordError, match="Arrow type int64 is not supported"):
         partitions_for_keys(pa.array([1, 2]), 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_partitions must be positive, got 0"):
         partitions_for_keys([b"a"], 0)
