@@ -519,15 +519,18 @@ def test_kafka_python_old_classes_produce_v3_v7_and_metadata():
         ours = _join(P.encode_request(ApiKey.METADATA, version, 9, "c", body))
         assert ours[4 + 8 + 3 + (1 if version >= 9 else 0):] == bytes(req.encode()), version
     assert n_meta >= 7
+    n_api_versions = 0
     for version in range(0, 4):
         try:
             cls = OldApiVersions[version]
         except (IndexError, KeyError, TypeError):
             break
+        n_api_versions += 1
         req = cls() if version < 3 else cls("fk", "1.0")
         body = {"client_software_name": "fk", "client_software_version": "1.0"}
         ours = _join(P.encode_request(ApiKey.API_VERSIONS, version, 9, "c", body))
         assert ours[4 + 8 + 3 + (1 if version >= 3 else 0):] == bytes(req.encode()), version
+    assert n_api_versions == 4          # v0-v3 were all compared, not skipped by the except
 
 
 # ------------------------------------------------------------------------ ApiVersions fallback
