@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install fastkafka with its test dependencies, compiling the Cython
-# extensions in place. Needs python3 (3.10+) with venv, a C compiler, the Python headers and
-# Java 17+ (installed here with apt when missing and run as root).
+# extensions in place, then fetch Apache Kafka (the reference broker of the tests, the demo's
+# `--broker kafka` and the benchmarks) from Maven Central into a cache outside the work tree.
+# Needs python3 (3.10+) with venv, a C compiler, the Python headers, Java 17+ and Maven (both
+# installed here with apt when missing and run as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,6 +16,15 @@ if ! command -v java >/dev/null 2>&1; then
     exit 1
   fi
 fi
+# Apache Kafka's jars are fetched with Maven.
+if ! command -v mvn >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -q && apt-get install -y -q maven
+  else
+    echo "Apache Kafka's jars are fetched with Maven (Debian/Ubuntu: apt-get install maven)" >&2
+    exit 1
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
@@ -21,3 +32,5 @@ fi
 .venv/bin/python -m pip install -q -e ".[test]"
 .venv/bin/python -c "import fastkafka._wire.records, fastkafka._core.accumulator; print('fastkafka built:', fastkafka.__version__)" \
   || { echo "build check failed" >&2; exit 1; }
+# Apache Kafka's broker and tools jars ($FASTKAFKA_KAFKA_VERSION, default 4.4.0); a no-op once cached.
+.venv/bin/python -m fastkafka._apachekafka fetch --tools

@@ -1,8 +1,13 @@
 """Shared fixtures: one real broker process of each kind per session, topics, the mock cluster.
 
-* ``tansu_broker`` / ``noida_broker``: session-scoped :class:`fastkafka._localbroker.LocalBroker`.
-* ``broker``: parametrized over both (ids ``noida`` / ``tansu``); started lazily, so a run that selects
-  only one kind starts only that process.
+* ``kafka_broker``: a session-scoped one-node Apache Kafka (:class:`fastkafka._apachekafka.KafkaCluster`,
+  version ``$FASTKAFKA_KAFKA_VERSION``, default 4.4.0): the reference broker.
+* ``tansu_broker`` / ``noida_broker``: session-scoped :class:`fastkafka._localbroker.LocalBroker`
+  (quick stand-ins).
+* ``broker``: parametrized over all three (ids ``kafka`` / ``noida`` / ``tansu``); started lazily, so
+  a run that selects only one kind starts only that process (``-k kafka``).
+* ``kafka_cluster3``: a 3-node Apache Kafka cluster (replication factor 3, min.insync.replicas=2),
+  module-scoped, for the failover tests only.
 * ``fresh_topic(partitions=1, prefix="t") -> name``: a new topic on ``broker``.
 * ``mock_cluster``: a function-scoped 3-broker librdkafka mock cluster (``tests.mockcluster``).
 
@@ -25,7 +30,9 @@ if TESTS not in sys.path:
 
 from brokers import read_back, unique_name  # noqa: E402
 
-BROKER_FIXTURES = {"broker", "tansu_broker", "noida_broker", "fresh_topic"}
+BROKER_FIXTURES = {"broker", "tansu_broker", "noida_broker", "kafka_broker", "kafka_cluster3",
+                   "fresh_topic"}
+BROKER_KINDS = ("kafka", "noida", "tansu")
 MOCK_FIXTURES = {"mock_cluster"}
 
 
@@ -52,6 +59,26 @@ def _start(kind: str):
 
 
 @pytest.fixture(scope="session")
+def kafka_broker():
+    """One Apache Kafka node for the whole session (small heap, C1-only JIT)."""
+    from fastkafka._apachekafka import KafkaCluster
+
+    kc = KafkaCluster(nodes=1).start()
+    yield kc
+    kc.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster3():
+    """Three Apache Kafka nodes, for the failover tests (started per module that asks for it)."""
+    from fastkafka._apachekafka import KafkaCluster
+
+    kc = KafkaCluster(nodes=3).start()
+    yield kc
+    kc.stop()
+
+
+@pytest.fixture(scope="session")
 def tansu_broker():
     b = _start("tansu")
     yield b
@@ -65,9 +92,9 @@ def noida_broker():
     b.stop()
 
 
-@pytest.fixture(params=["noida", "tansu"], ids=lambda k: k)
+@pytest.fixture(params=BROKER_KINDS, ids=lambda k: k)
 def broker(request):
-    """A running LocalBroker of each kind (the session's single process of that kind)."""
+    """A running broker of each kind (the session's single process of that kind)."""
     b = request.getfixturevalue(f"{request.param}_broker")
     if not b.running:
         raise RuntimeError(f"session {request.param} broker died; last output:\n{b.last_output()}")
