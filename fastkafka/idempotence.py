@@ -85,6 +85,15 @@ class IdempotenceState:
         self.next_sequence[tp] = (seq + batch.record_count) & SEQUENCE_MAX
         return False
 
+    def awaiting_first_ack(self, batch) -> bool:
+        """True while no batch of ``batch``'s partition was acknowledged under the current epoch.
+
+        A broker that holds no state for this producer on a partition accepts *any* first sequence
+        (Apache Kafka does). If the first batch failed with a retriable error while a later one was in
+        flight behind it, the later one would be written first and the first could never follow it.
+        So until the first acknowledgement, a partition has one batch in flight."""
+        return (batch.topic, batch.partition) not in self.last_acked_end
+
     def is_stale(self, batch) -> bool:
         return (batch.base_sequence >= 0 and batch.producer_id == self.producer_id
                 and batch.producer_epoch != self.producer_epoch)

@@ -185,9 +185,10 @@ class Sender:
         topic_data: dict[str, list] = {}
         for b in batches:
             if self.idem is not None:
-                if self.idem.stamp(b):
-                    # A resend under an older epoch: nothing else of this partition may go out
-                    # (under the new epoch) until it is resolved. Completion unmutes it.
+                if self.idem.stamp(b) or self.idem.awaiting_first_ack(b):
+                    # A resend under an older epoch, or the partition's first batch of this epoch:
+                    # nothing else of this partition may go out until it is resolved (see
+                    # IdempotenceState.awaiting_first_ack). Completion unmutes it.
                     self.acc.mute(b.topic, b.partition)
             else:
                 b.builder.stamp(-1, -1, -1)  # header fields and CRC; no sequence without idempotence

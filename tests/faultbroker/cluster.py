@@ -308,7 +308,10 @@ class Cluster:
         if info.producer_id < 0:
             return NONE, None
         state = log.producers.get(info.producer_id)
-        if state is None or info.producer_epoch > state[0]:
+        if state is None:
+            # No state for this producer on the partition: Apache Kafka accepts any first sequence.
+            return NONE, None
+        if info.producer_epoch > state[0]:
             if info.base_sequence != 0:
                 return OUT_OF_ORDER_SEQUENCE_NUMBER, None
             return NONE, None
