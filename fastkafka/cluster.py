@@ -144,6 +144,9 @@ class Metadata:
         self.need_update = True
         self.topics: dict[str, None] = {}
         self.last_error: Exception | None = None
+        # Per broker address the network client tried: the last connection failure's text, None
+        # while the first attempt is under way, or CONNECTED once a connection became ready.
+        self._connections: dict[tuple[str, int], object] = {}
         self._cond = threading.Condition()
         self._closed = False
 
@@ -208,6 +211,49 @@ class Metadata:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+    # -- connection outcomes (sender thread writes, user threads read for error messages) ----
+    def connection_attempt(self, host: str, port: int) -> None:
+        """A connection to ``host:port`` is being tried (a failure recorded before is kept)."""
+        with self._cond:
+            self._connections.setdefault((host, port), None)
+
+    def connection_failed(self, host: str, port: int, reason: str) -> None:
+        """The last attempt to connect to ``host:port`` failed for ``reason``."""
+        with self._cond:
+            self._connections[(host, port)] = reason
+
+    def connection_ready(self, host: str, port: int) -> None:
+        with self._cond:
+            self._connections[(host, port)] = CONNECTED
+
+    def connection_errors(self) -> dict[str, str]:
+        """``{"host:port": last connection error}`` of every address tried whose last attempt did not
+        end in a ready connection (``"no answer yet"`` while the first attempt is under way), in the
+        order they were first tried. Empty when every address tried was reached."""
+        with self._cond:
+            items = list(self._connections.items())
+        order = {addr: i for i, addr in enumerate(self.bootstrap_servers)}
+        items.sort(key=lambda item: order.get(item[0], len(order)))  # bootstrap order, then the rest
+        return {format_address(h, p): (reason or "no answer yet")
+                for (h, p), reason in items if reason is not CONNECTED}
+
+    def describe_connection_errors(self) -> str | None:
+        """One line naming every broker address that could not be reached and why, or None."""
+        errors = self.connection_errors()
+        if not errors:
+            return None
+        with self._cond:
+            any_ready = any(r is CONNECTED for r in self._connections.values())
+        what = "could not connect to" if any_ready else "could not connect to any broker; tried"
+        return f"{what} " + ", ".join(f"{addr} ({reason})" for addr, reason in errors.items())
+
+
+CONNECTED = object()  # the marker of an address whose last connection became ready
+
+
+def format_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def topic_error(cluster: Cluster, topic: str):

@@ -1,6 +1,8 @@
 """Producer configuration: pythonic keyword names and Java/librdkafka-style dotted keys.
 
 Every setting has one canonical snake_case name; ``linger_ms`` and ``linger.ms`` are the same setting.
+Settings of other clients whose value asks for what this producer does anyway are accepted with no
+effect (``ACCEPTED_FOREIGN``); a mistyped key names the closest valid one.
 Values may be given as their Python type or as strings (as Spark options always are): ``"5"`` for an
 integer, ``"true"``/``"false"`` for a boolean. Unknown keys, values of the wrong type or out of range,
 and inconsistent combinations raise :class:`~fastkafka.errors.ConfigError` naming the setting.
@@ -8,6 +10,7 @@ and inconsistent combinations raise :class:`~fastkafka.errors.ConfigError` namin
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -74,15 +77,124 @@ ALIASES.update({
 })
 
 
+
+
+@dataclass(frozen=True)
+class _Accepted:
+    """A Java-client or librdkafka setting accepted for configs copied from other clients: each of
+    ``values`` asks for what this producer does anyway, so it is checked and then has no effect.
+    Any other value is a ConfigError naming the key, ``supported`` and the accepted values."""
+
+    values: tuple[str, ...]
+    supported: str
+    case_sensitive: bool = False
+    requires: tuple[str, Any] | None = None  # (setting, value) that must also hold, e.g. the partitioner
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            value = "null"
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        if not isinstance(value, str):
+            return False
+        value = value.strip()
+        if self.case_sensitive:
+            return value in self.values
+        return value.lower() in {v.lower() for v in self.values}
+
+
+_KAFKA_INTERNALS = "org.apache.kafka.clients.producer.internals."
+_BYTES_SERIALIZER = _Accepted(
+    ("org.apache.kafka.common.serialization.ByteArraySerializer", "ByteArraySerializer"),
+    "keys and values are passed as bytes (or Arrow binary/string arrays) and written as they are",
+    case_sensitive=True)
+
+#: Settings of other clients (Java producer, librdkafka) accepted with the values listed: each
+#: value describes what this producer already does. Keyed by the dotted name; the snake_case
+#: spelling (``security_protocol``) works too. Documented in the README's Configuration section.
+ACCEPTED_FOREIGN: dict[str, _Accepted] = {
+    "security.protocol": _Accepted(
+        ("PLAINTEXT",), "the producer connects in PLAINTEXT only (TLS and SASL are not supported)"),
+    "client.dns.lookup": _Accepted(
+        ("use_all_dns_ips", "default"),
+        "the producer tries every address a bootstrap or broker name resolves to, one after another"),
+    "partitioner.class": _Accepted(
+        (_KAFKA_INTERNALS + "DefaultPartitioner", _KAFKA_INTERNALS + "BuiltInPartitioner", "null", ""),
+        "the built-in partitioner: murmur2 of the key as the Java client, sticky for null keys "
+        "(a Java class cannot run here; for your own partitioning pass "
+        "partitioner=callable(key, num_partitions, available_partitions) -> int)",
+        case_sensitive=True, requires=("partitioner", "murmur2")),
+    "key.serializer": _BYTES_SERIALIZER,
+    "value.serializer": _BYTES_SERIALIZER,
+    "check.crcs": _Accepted(
+        ("true", "false"), "a consumer setting: the producer writes a CRC-32C into every batch "
+        "and reads no records"),
+    "api.version.request": _Accepted(
+        ("true",), "the producer always asks each broker for its API versions (ApiVersions)"),
+    "broker.address.family": _Accepted(
+        ("any",), "the producer uses whichever address family a name resolves to"),
+    "interceptor.classes": _Accepted(
+        ("",), "no interceptors (a Java class cannot run here; use on_delivery callbacks)",
+        case_sensitive=True),
+}
+_FOREIGN_SNAKE = {k.replace(".", "_"): k for k in ACCEPTED_FOREIGN}
+
+_UNSUPPORTED_FAMILIES = {
+    "ssl.": "TLS is not supported (security.protocol PLAINTEXT only)",
+    "sasl.": "SASL is not supported (security.protocol PLAINTEXT only)",
+}
+
+
+def _suggestion(key: str) -> str | None:
+    """The valid key closest to a mistyped one (snake_case names, dotted aliases and the accepted
+    keys of other clients), in the spelling style of the key given when both exist."""
+    normalized = key.strip().lower().replace("-", "_")
+    candidates = [*SETTINGS, *ALIASES, *ACCEPTED_FOREIGN, *_FOREIGN_SNAKE]
+    for probe in (key, normalized):
+        if probe != key and probe in candidates:
+            return probe
+        match = difflib.get_close_matches(probe, candidates, n=1, cutoff=0.75)
+        if match:
+            return match[0]
+    return None
+
+
 def canonical_name(key: str) -> str:
-    """Map a pythonic or dotted key to its canonical name, or raise ConfigError."""
+    """Map a pythonic or dotted key to its canonical name, or raise ConfigError (naming the closest
+    valid key when there is one). Accepted keys of other clients (:data:`ACCEPTED_FOREIGN`) map to
+    their dotted name."""
     if not isinstance(key, str):
         raise ConfigError(f"config keys must be strings, got {key!r}")
     if key in SETTINGS:
         return key
     if key in ALIASES:
         return ALIASES[key]
-    raise ConfigError(f"unknown config key {key!r}")
+    if key in ACCEPTED_FOREIGN:
+        return key
+    if key in _FOREIGN_SNAKE:
+        return _FOREIGN_SNAKE[key]
+    msg = f"unknown config key {key!r}"
+    hint = _suggestion(key)
+    if hint is not None:
+        msg += f": did you mean {hint}?"
+    else:
+        for prefix, why in _UNSUPPORTED_FAMILIES.items():
+            if key.replace("_", ".").startswith(prefix):
+                msg += f": {why}"
+                break
+    raise ConfigError(msg)
+
+
+def _check_foreign(name: str, value: Any, values: dict[str, Any]) -> None:
+    spec = ACCEPTED_FOREIGN[name]
+    if not spec.accepts(value):
+        accepted = ", ".join(repr(v) for v in spec.values)
+        raise ConfigError(f"{name}={value!r} is not supported: {spec.supported}; accepted values: {accepted}")
+    if spec.requires is not None:
+        setting, required = spec.requires
+        if values[setting] != required:
+            raise ConfigError(
+                f"{name}={value!r} asks for {setting}={required!r}, but {setting} is {values[setting]!r}")
 
 
 def _parse_int(name: str, value: Any) -> int:
@@ -194,8 +306,12 @@ class ProducerConfig:
         values = {}
         for s in _SETTINGS:
             values[s.name] = _parse(s, given[s.name]) if s.name in given else s.default
+        foreign = {name: value for name, value in given.items() if name in ACCEPTED_FOREIGN}
+        for name, value in foreign.items():
+            _check_foreign(name, value, values)
         object.__setattr__(self, "_values", values)
         object.__setattr__(self, "_explicit", frozenset(given))
+        object.__setattr__(self, "_foreign", foreign)
         self._check(values)
         # Settings are plain attributes: reading one on the send path is a dict lookup.
         for name, value in values.items():
@@ -249,6 +365,11 @@ class ProducerConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self._values)
+
+    @property
+    def accepted_foreign(self) -> dict[str, Any]:
+        """The settings of other clients given (and accepted, with no effect), as given."""
+        return dict(self._foreign)
 
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={v!r}" for k, v in self._values.items() if k in self._explicit)

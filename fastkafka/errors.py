@@ -59,7 +59,8 @@ can cross process boundaries (Spark executors -> driver).
 from __future__ import annotations
 
 import re
-from typing import Optional
+from types import MappingProxyType
+from typing import Mapping, Optional
 
 __all__ = [
     "KafkaError",
@@ -333,9 +334,15 @@ class ConfigError(KafkaError, ValueError):
 
 
 class KafkaTimeoutError(KafkaError):
-    """An operation did not complete in time (metadata wait, flush, ...)."""
+    """An operation did not complete in time (metadata wait, flush, ...).
+
+    A metadata wait that timed out while brokers could not be reached names them in its message,
+    and ``connection_errors`` maps each such ``"host:port"`` to its last connection error
+    (``"connection refused"``, ``"name resolution failed: ..."``, ``"connection timed out ..."``).
+    """
 
     code, name, retriable, description = -101, "KAFKA_TIMEOUT", True, "The operation timed out."
+    connection_errors: Mapping[str, str] = MappingProxyType({})
 
 
 class BufferExhaustedError(KafkaTimeoutError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import errno
 import logging
+import os
 import random
 import selectors
 import socket
@@ -34,6 +35,25 @@ UNSUPPORTED_VERSION = 35
 
 def now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def errno_text(err: int) -> str:
+    """``"connection refused"`` for ECONNREFUSED: the system's text for a socket error number."""
+    try:
+        return os.strerror(err).lower()
+    except (ValueError, OverflowError):  # pragma: no cover - not an errno
+        return f"error {err}"
+
+
+def connect_error_text(error: BaseException) -> str:
+    """A short reason for a failed connection attempt, as a user reads it in an error message."""
+    if isinstance(error, socket.gaierror):
+        return f"name resolution failed: {error.strerror or error}"
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    if isinstance(error, OSError) and error.errno is not None:
+        return errno_text(error.errno)
+    return str(error)
 
 
 class State(Enum):
@@ -105,6 +125,7 @@ class Connection:
         self.connect_started_ms = 0
         self.last_activity_ms = 0
         self.failures = 0
+        self.address_index = 0        # which of the host's resolved addresses the next attempt uses
         self.next_attempt_ms = 0
         self.registered_events = 0
 
@@ -191,14 +212,22 @@ class NetworkClient:
         addr = self._address(conn.node_id)
         if addr is not None:
             conn.host, conn.port = addr
+        self.metadata.connection_attempt(conn.host, conn.port)
+        sock = None
         try:
             infos = socket.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
-            family, _, _, _, sockaddr = infos[0]
+            # Every address the name resolves to, in the resolver's order: after a failed attempt
+            # the next one is tried (as the Java client's client.dns.lookup=use_all_dns_ips), so
+            # "localhost" reaches a broker listening on 127.0.0.1 even when ::1 comes first.
+            addresses = list(dict.fromkeys((family, sockaddr) for family, _, _, _, sockaddr in infos))
+            family, sockaddr = addresses[conn.address_index % len(addresses)]
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             rc = sock.connect_ex(sockaddr)
         except OSError as e:
+            if sock is not None:
+                sock.close()
             self._connect_failed(conn, now, e)
             return
         conn.sock = sock
@@ -217,6 +246,8 @@ class NetworkClient:
 
     def _connect_failed(self, conn: Connection, now: int, error: Exception) -> None:
         log.debug("connection to node %s (%s:%s) failed: %s", conn.node_id, conn.host, conn.port, error)
+        self.metadata.connection_failed(conn.host, conn.port, connect_error_text(error))
+        conn.address_index += 1
         conn.state = State.DISCONNECTED
         self._schedule_reconnect(conn, now)
         self.metadata.last_error = error
@@ -242,6 +273,7 @@ class NetworkClient:
         else:
             conn.state = State.READY
             conn.failures = 0
+            self.metadata.connection_ready(conn.host, conn.port)
             log.debug("connection to node %s ready: %s", conn.node_id, conn)
 
     def _on_api_versions(self, conn: Connection, step: ApiVersionsStep, body, error) -> None:
@@ -288,8 +320,19 @@ class NetworkClient:
             self.selector.register(conn.sock, events, conn)
         conn.registered_events = events
 
-    def _close(self, conn: Connection, now: int, error: Exception) -> None:
-        """Close the connection; every request in flight on it fails with ``error``."""
+    def _close(self, conn: Connection, now: int, error: Exception, failure: str | None = None,
+               record: bool = True) -> None:
+        """Close the connection; every request in flight on it fails with ``error``.
+
+        A connection closed before it was ready is a failed connection attempt: ``failure`` (else
+        the error's text) is recorded as the last connection error of its address, unless
+        ``record`` is False (the client itself is closing it)."""
+        if record and conn.state in (State.CONNECTING, State.HANDSHAKE):
+            conn.address_index += 1  # the next attempt tries the host's next address
+            if failure is None:
+                failure = (f"handshake failed: {getattr(error, 'message', error)}"
+                           if conn.state is State.HANDSHAKE else str(getattr(error, "message", error)))
+            self.metadata.connection_failed(conn.host, conn.port, failure)
         if conn.sock is not None:
             if conn.registered_events:
                 try:
@@ -329,11 +372,12 @@ class NetworkClient:
         if node_id is not None:
             conn = self.connections.get(node_id)
             if conn is not None:
-                self._close(conn, now, DisconnectedError(f"connection to node {node_id} closed"))
+                self._close(conn, now, DisconnectedError(f"connection to node {node_id} closed"),
+                            record=False)
             self._run_completions()
             return
         for conn in list(self.connections.values()):
-            self._close(conn, now, DisconnectedError("client closed"))
+            self._close(conn, now, DisconnectedError("client closed"), record=False)
         self._run_completions()
         self._closed = True
         self.selector.close()
@@ -492,7 +536,7 @@ class NetworkClient:
                 if err:
                     self._close(conn, now, DisconnectedError(
                         f"connect to node {conn.node_id} ({conn.host}:{conn.port}) failed: "
-                        f"{errno.errorcode.get(err, err)}"))
+                        f"{errno.errorcode.get(err, err)}"), failure=errno_text(err))
                     continue
                 self._connected(conn, now)
             if mask & selectors.EVENT_READ and conn.sock is not None:
@@ -601,8 +645,11 @@ class NetworkClient:
     def _handle_timeouts(self, now: int) -> None:
         for conn in list(self.connections.values()):
             if conn.state is State.CONNECTING and now - conn.connect_started_ms > self.config.socket_connection_setup_timeout_ms:
+                timeout = self.config.socket_connection_setup_timeout_ms
                 self._close(conn, now, DisconnectedError(
-                    f"connect to node {conn.node_id} ({conn.host}:{conn.port}) timed out"))
+                    f"connect to node {conn.node_id} ({conn.host}:{conn.port}) timed out"),
+                    failure=f"connection timed out: no connection within "
+                            f"socket_connection_setup_timeout_ms={timeout}")
             elif conn.in_flight and now - conn.in_flight[0].created_ms > self.request_timeout_ms:
                 self.stats["timeouts"] += 1
                 self._close(conn, now, RequestTimedOutError(
@@ -631,9 +678,11 @@ class NetworkClient:
         while True:
             now = self.clock()
             if now >= deadline:
+                unreachable = self.metadata.describe_connection_errors()
                 raise RequestTimedOutError(
                     f"{ApiKey(api_key).name} request got no answer within {timeout_ms} ms"
-                    + (f" (last error: {result['error']})" if result.get("error") else ""))
+                    + (f" (last error: {result['error']})" if result.get("error") else "")
+                    + (f": {unreachable}" if unreachable else ""))
             node = node_id if node_id is not None else self.least_loaded_node(now)
             if node is not None and self.ready(node, now):
                 version = self.api_version(node, api_key)

@@ -100,9 +100,15 @@ class Producer(ProducerCore):
                 self._metadata.await_update(version, max(remaining, 0))
             except KafkaTimeoutError:
                 err = topic_error(self._metadata.cluster, topic)
-                raise KafkaTimeoutError(
+                # Brokers that could not be reached are the usual cause: name each with its last
+                # connection error (refused, name resolution, timeout, ...).
+                unreachable = self._metadata.describe_connection_errors()
+                exc = KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after {max_wait_ms} ms"
-                    + (f" (broker says: {err})" if err else "")) from None
+                    + (f" (broker says: {err})" if err else "")
+                    + (f": {unreachable}" if unreachable else ""))
+                exc.connection_errors = self._metadata.connection_errors()
+                raise exc from None
             cluster = self._metadata.cluster
             n = cluster.partition_count(topic)
             if n > 0:

@@ -1,6 +1,6 @@
 import pytest
 
-from fastkafka.config import ProducerConfig, parse_servers
+from fastkafka.config import ACCEPTED_FOREIGN, ProducerConfig, canonical_name, parse_servers
 from fastkafka.errors import ConfigError
 
 
@@ -32,7 +32,7 @@ def test_same_setting_twice_is_an_error():
 
 
 @pytest.mark.parametrize("key,value,match", [
-    ("lingerms", 5, "unknown config key 'lingerms'"),
+    ("lingerms", 5, "unknown config key 'lingerms': did you mean linger_ms?"),
     ("linger_ms", "soon", "linger_ms must be an integer"),
     ("linger_ms", True, "linger_ms must be an integer, got bool"),
     ("linger_ms", -1, "linger_ms must be >= 0"),
@@ -88,6 +88,97 @@ def test_compression_level_range_is_the_compressors():
         cfg(compression_type="zstd", compression_level=23)
     with pytest.raises(ConfigError, match=r"compression_level 17 .* 'lz4': valid 0\.\.16"):
         cfg(compression_type="lz4", compression_level="17")
+
+
+# ---- mistyped keys name the closest valid one ---------------------------------------------------
+@pytest.mark.parametrize("key,hint", [
+    ("linger_sm", "linger_ms"),                        # snake_case names
+    ("bootstrap_server", "bootstrap_servers"),
+    ("lingerr.ms", "linger.ms"),                       # dotted aliases, answered in the same style
+    ("compresion.type", "compression.type"),
+    ("retries.backoff.ms", "retry.backoff.ms"),
+    ("LINGER_MS", "linger_ms"),                        # case
+    ("Linger.MS", "linger.ms"),
+    ("security.protocl", "security.protocol"),         # accepted keys of other clients too
+    ("client_dns_lookp", "client_dns_lookup"),
+])
+def test_mistyped_key_names_the_closest_valid_key(key, hint):
+    with pytest.raises(ConfigError) as exc:
+        cfg(**{key: "1"})
+    assert str(exc.value).endswith(f"unknown config key {key!r}: did you mean {hint}?")
+
+
+def test_unknown_key_without_a_close_match_has_no_guess():
+    with pytest.raises(ConfigError) as exc:
+        cfg(bogus=1)
+    assert str(exc.value).endswith("unknown config key 'bogus'")
+
+
+def test_tls_and_sasl_keys_say_they_are_not_supported_without_echoing_values():
+    for key in ("sasl.password", "ssl.key.password", "sasl.jaas.config"):
+        with pytest.raises(ConfigError, match=rf"unknown config key '{key}'.*not supported") as exc:
+            cfg(**{key: "s3cret-value"})
+        assert "s3cret" not in str(exc.value)
+
+
+# ---- settings copied from other clients ----------------------------------------------------------
+KAFKA_INTERNALS = "org.apache.kafka.clients.producer.internals."
+BYTE_ARRAY = "org.apache.kafka.common.serialization.ByteArraySerializer"
+
+
+@pytest.mark.parametrize("key,value", [
+    ("security.protocol", "PLAINTEXT"), ("security.protocol", "plaintext"),
+    ("security_protocol", " Plaintext "),
+    ("client.dns.lookup", "use_all_dns_ips"), ("client.dns.lookup", "default"),
+    ("partitioner.class", KAFKA_INTERNALS + "DefaultPartitioner"),
+    ("partitioner.class", KAFKA_INTERNALS + "BuiltInPartitioner"),
+    ("partitioner.class", None), ("partitioner.class", "null"), ("partitioner.class", ""),
+    ("key.serializer", BYTE_ARRAY), ("value.serializer", BYTE_ARRAY), ("value_serializer", "ByteArraySerializer"),
+    ("check.crcs", "true"), ("check.crcs", False),
+    ("api.version.request", "true"), ("broker.address.family", "any"), ("interceptor.classes", ""),
+])
+def test_settings_of_other_clients_asking_for_what_the_producer_does_are_accepted(key, value):
+    c = ProducerConfig({"bootstrap.servers": "127.0.0.1:9092", key: value})
+    assert c.accepted_foreign == {canonical_name(key): value}
+    assert c.as_dict() == cfg().as_dict()              # and change nothing
+
+
+def test_a_java_producer_config_is_accepted_whole():
+    java = {"bootstrap.servers": "h:1", "security.protocol": "PLAINTEXT", "acks": "all",
+            "client.dns.lookup": "use_all_dns_ips", "key.serializer": BYTE_ARRAY,
+            "value.serializer": BYTE_ARRAY, "enable.idempotence": "true", "linger.ms": "5",
+            "partitioner.class": KAFKA_INTERNALS + "DefaultPartitioner", "compression.type": "lz4"}
+    c = ProducerConfig(java)
+    assert c.linger_ms == 5 and c.compression_type == "lz4" and c.partitioner == "murmur2"
+    # The canonical names (as spark_sink ships settings to executors) build the same config.
+    again = ProducerConfig({canonical_name(k): v for k, v in java.items()})
+    assert again.as_dict() == c.as_dict() and again.accepted_foreign == c.accepted_foreign
+
+
+@pytest.mark.parametrize("key,value,supported", [
+    ("security.protocol", "SSL", "PLAINTEXT only"),
+    ("security.protocol", "SASL_SSL", "PLAINTEXT only"),
+    ("partitioner.class", "com.example.MyPartitioner", "partitioner=callable"),
+    ("partitioner.class", KAFKA_INTERNALS + "UniformStickyPartitioner", "murmur2 of the key"),
+    ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "as bytes"),
+    ("client.dns.lookup", "resolve_canonical_bootstrap_servers_only", "every address"),
+    ("check.crcs", "maybe", "CRC-32C"),
+    ("interceptor.classes", "com.example.Tracing", "no interceptors"),
+])
+def test_settings_of_other_clients_the_producer_cannot_honour_are_errors(key, value, supported):
+    with pytest.raises(ConfigError) as exc:
+        cfg(**{key: value})
+    msg = str(exc.value)
+    assert msg.startswith(f"CONFIG_ERROR (-100): {key}={value!r} is not supported: ")
+    assert supported in msg
+    accepted = ", ".join(repr(v) for v in ACCEPTED_FOREIGN[key].values)
+    assert msg.endswith(f"accepted values: {accepted}")
+
+
+def test_default_partitioner_class_conflicts_with_another_partitioner():
+    with pytest.raises(ConfigError, match=r"partitioner.class=.*DefaultPartitioner' asks for "
+                                          r"partitioner='murmur2', but partitioner is 'random'"):
+        cfg(**{"partitioner.class": KAFKA_INTERNALS + "DefaultPartitioner", "partitioner": "random"})
 
 
 def test_config_is_read_only():

@@ -169,3 +169,14 @@ def test_pickle_across_processes():
     assert out.stdout.decode().strip() == (
         "NotLeaderOrFollowerError:6:moved|DeliveryTimeoutError:-103:expired|"
         "UnknownServerError:555:Unknown error code 555 from the broker.")
+
+
+def test_timeout_connection_errors_default_empty_and_pickled():
+    plain = E.KafkaTimeoutError("x")
+    assert dict(plain.connection_errors) == {}
+    e = E.KafkaTimeoutError("topic 't' not present in metadata after 5 ms: could not connect ...")
+    e.connection_errors = {"127.0.0.1:1": "connection refused"}
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is E.KafkaTimeoutError and str(back) == str(e)
+    assert back.connection_errors == {"127.0.0.1:1": "connection refused"}
+    assert dict(E.KafkaTimeoutError("y").connection_errors) == {}    # the class default is untouched
