@@ -87,9 +87,9 @@ def test_port_in_use_is_a_clear_error():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="kind must be one of"):
         LocalBroker("kafka")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="storage='null' is a tansu option"):
         LocalBroker("noida", storage="null")
 
 

@@ -51,7 +51,7 @@ def check_output(r, num_records, record_size=100, local_kind="tansu"):
     assert 0 <= v["avg"] <= v["max"]
     assert v["p50"] <= v["p95"] <= v["p99"] <= v["p999"] <= round(v["max"]) + 1
     if port is not None:                                     # the tool stopped its broker
-        with pytest.raises(OSError):
+        with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
     return v
 
