@@ -151,16 +151,31 @@ def test_encode_kafka_python(benchmark, values):
 
 # ---- varints ------------------------------------------------------------------------------
 
-VARINT_VALUES = [random.Random(2).randint(-2**31, 2**31 - 1) for _ in range(1000)]
-VARINT_BLOB = b"".join(encode_varint(n) for n in VARINT_VALUES)
+def ref_varint(n: int) -> bytes:
+    """Zigzag + base-128 varint, written out here independently of fastkafka."""
+    v = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+_rnd = random.Random(2)
+VARINT_VALUES = [_rnd.randint(-2**31, 2**31 - 1) for _ in range(1000)]
+VARINT_BLOB = b"".join(ref_varint(n) for n in VARINT_VALUES)
 
 
 @pytest.mark.benchmark(group="varint-1000")
 def test_varint_encode(benchmark):
     def run():
+        out = None
         for n in VARINT_VALUES:
-            encode_varint(n)
-    benchmark(run)
+            out = encode_varint(n)
+        return out
+    assert benchmark(run) == ref_varint(VARINT_VALUES[-1])
+    assert b"".join(encode_varint(n) for n in VARINT_VALUES) == VARINT_BLOB
     stats = getattr(benchmark, "stats", None)
     if stats is not None:
         benchmark.extra_info["ns_per_op"] = round(stats.stats.median / 1000 * 1e9, 1)
@@ -175,8 +190,11 @@ def test_varint_decode(benchmark):
         for _ in range(1000):
             v, pos = decode_varint(blob, pos)
             out ^= v
-        return pos
-    assert benchmark(run) == len(VARINT_BLOB)
+        return pos, out
+    expected_xor = 0
+    for n in VARINT_VALUES:
+        expected_xor ^= n
+    assert benchmark(run) == (len(VARINT_BLOB), expected_xor)
     stats = getattr(benchmark, "stats", None)
     if stats is not None:
         benchmark.extra_info["ns_per_op"] = round(stats.stats.median / 1000 * 1e9, 1)
