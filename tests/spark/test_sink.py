@@ -8,10 +8,12 @@ import collections
 import time
 
 import pytest
+from pyspark.errors import AnalysisException, PythonException
 
 import spark_sink
 from brokers import read_back, unique_name
 from fastkafka._core.partitioner import java_partition
+from fastkafka.errors import ConfigError
 
 pytestmark = pytest.mark.spark
 
@@ -194,48 +196,56 @@ def test_always_failing_delivery_makes_save_raise(spark, noida_broker):
     topic = _topic(noida_broker, partitions=1)
     df = spark.range(3).selectExpr("cast(repeat('B', 2000000) AS binary) AS value").coalesce(1)
     start = time.monotonic()
-    with pytest.raises(Exception, match="MESSAGE_TOO_LARGE"):
+    with pytest.raises(PythonException, match="MESSAGE_TOO_LARGE") as ei:
         (df.write.format("fastkafka").mode("append")
            .option("kafka.bootstrap.servers", noida_broker.bootstrap).option("topic", topic)
            .option("kafka.max.request.size", "8000000").save())
+    assert "DeliveryError: " in str(ei.value)        # the task's own error, from the Python worker
     assert time.monotonic() - start < 120
 
 
-@pytest.mark.parametrize("select,options,message", [
-    (["cast(cast(id AS string) AS binary) AS key"], {"topic": "t"}, "no 'value' column"),
-    (["id AS value"], {"topic": "t"}, "column 'value' must be binary or string, not bigint"),
-    (["cast(cast(id AS string) AS binary) AS value"], {}, "no topic"),
-    (["cast(cast(id AS string) AS binary) AS value", "id AS partition"], {"topic": "t"}, "column 'partition' must be int"),
-    (["cast(cast(id AS string) AS binary) AS value"], {"topic": "t", "kafka.linger.ms": "soon"}, "linger_ms must be an integer"),
-    (["cast(cast(id AS string) AS binary) AS value"], {"topic": "t", "linger.ms": "5"}, "unknown option 'linger.ms'"),
-    (["cast(cast(id AS string) AS binary) AS value"], {"topic": "t", "kafka.lingerr.ms": "5"}, "unknown config key 'lingerr.ms'"),
+@pytest.mark.parametrize("select,options,error,message", [
+    (["cast(cast(id AS string) AS binary) AS key"], {"topic": "t"}, "SchemaError", "no 'value' column"),
+    (["id AS value"], {"topic": "t"}, "SchemaError", "column 'value' must be binary or string, not bigint"),
+    (["cast(cast(id AS string) AS binary) AS value"], {}, "SchemaError", "no topic"),
+    (["cast(cast(id AS string) AS binary) AS value", "id AS partition"], {"topic": "t"}, "SchemaError",
+     "column 'partition' must be int"),
+    (["cast(cast(id AS string) AS binary) AS value"], {"topic": "t", "kafka.linger.ms": "soon"}, "ConfigError",
+     "linger_ms must be an integer"),
+    (["cast(cast(id AS string) AS binary) AS value"], {"topic": "t", "linger.ms": "5"}, "ConfigError",
+     "unknown option 'linger.ms'"),
+    (["cast(cast(id AS string) AS binary) AS value"], {"topic": "t", "kafka.lingerr.ms": "5"}, "ConfigError",
+     "unknown config key 'lingerr.ms'"),
 ], ids=["no-value", "value-type", "no-topic", "partition-type", "bad-value", "no-prefix", "unknown-key"])
-def test_schema_and_option_errors_on_the_driver(spark, select, options, message):
-    """Raised on the driver before any task runs (the bootstrap address is never contacted)."""
+def test_schema_and_option_errors_on_the_driver(spark, select, options, error, message):
+    """Raised on the driver before any task runs (the bootstrap address is never contacted): Spark
+    reports the data source's SchemaError / ConfigError as an AnalysisException."""
     df = spark.range(5).selectExpr(*select)
     w = df.write.format("fastkafka").mode("append").option("kafka.bootstrap.servers", "127.0.0.1:1")
     for k, v in options.items():
         w = w.option(k, v)
     start = time.monotonic()
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(AnalysisException, match=message) as ei:
         w.save()
+    assert f"{error}: " in str(ei.value)
     assert time.monotonic() - start < 30
 
 
 def test_unreachable_broker_fails_in_bounded_time(spark):
     df = spark.range(10).selectExpr("cast(cast(id AS string) AS binary) AS value").coalesce(1)
     start = time.monotonic()
-    with pytest.raises(Exception, match="not present in metadata after 1000 ms"):
+    with pytest.raises(PythonException, match="not present in metadata after 1000 ms") as ei:
         (df.write.format("fastkafka").mode("append")
            .option("kafka.bootstrap.servers", "127.0.0.1:1").option("topic", "nowhere")
            .option("kafka.max.block.ms", "1000").save())
+    assert "KafkaTimeoutError: " in str(ei.value)
     assert time.monotonic() - start < 60
 
 
 def test_partition_writer_checks_settings_on_the_driver():
-    with pytest.raises(Exception, match="unknown config key 'lingerms'"):
+    with pytest.raises(ConfigError, match="unknown config key 'lingerms'"):
         spark_sink.partition_writer(topic="t", bootstrap_servers="h:1", lingerms=5)
-    with pytest.raises(Exception, match="bootstrap.servers is required"):
+    with pytest.raises(ConfigError, match="bootstrap.servers is required"):
         spark_sink.batch_writer(topic="t")
 
 
