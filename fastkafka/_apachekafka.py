@@ -479,9 +479,24 @@ class KafkaCluster:
                     parts = admin.describe_topic(name, timeout_ms=5000)
                     if (len(parts) == partitions
                             and all(p.leader >= 0 and len(p.isr) == rf for p in parts)):
-                        return
+                        break
                 time.sleep(0.05)
-        raise KafkaRigError(f"topic {name!r} not fully online after {timeout}s: {parts}")
+            else:
+                raise KafkaRigError(f"topic {name!r} not fully online after {timeout}s: {parts}")
+            # Metadata can name a leader a moment before that node's replica manager has taken the
+            # partition on (a produce then gets NOT_LEADER_OR_FOLLOWER, and with acks=0 the broker
+            # drops the request and closes the connection). ListOffsets is answered by the replica
+            # manager: once it succeeds for every partition, the topic is writable.
+            for p in range(partitions):
+                while True:
+                    try:
+                        admin.list_offsets(name, p, "latest", timeout_ms=5000)
+                        break
+                    except KafkaError as e:
+                        if time.monotonic() >= deadline:
+                            raise KafkaRigError(f"partition {name}-{p} not writable after {timeout}s: "
+                                                f"{e}") from e
+                        time.sleep(0.05)
 
     def delete_topic(self, name: str, timeout: float = 30.0) -> None:
         with self.admin() as admin:
