@@ -42,7 +42,8 @@ __all__ = ["KafkaCluster", "KafkaNode", "KafkaRigError", "ensure_jars", "kafka_v
 DEFAULT_VERSION = "4.4.0"
 # Versions the project's integration suite is run against (README: "Apache Kafka versions verified").
 VERIFIED_VERSIONS = ("4.4.0", "3.9.1")
-# kafka-tools (ProducerPerformance, LeaderElectionCommand, ...) is published up to this version.
+# kafka-tools (ProducerPerformance, LeaderElectionCommand, ...) is published up to this version; for
+# a newer broker the tools (and the Java producer they run) are this release.
 TOOLS_VERSION = "4.3.1"
 
 RIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_rig")
@@ -77,7 +78,8 @@ def ensure_jars(part: str = "broker", version: str | None = None, quiet: bool = 
     if part not in _PARTS:
         raise ValueError(f"part must be one of {sorted(_PARTS)}, not {part!r}")
     version = version or (kafka_version() if part != "spark-kafka" else _pyspark_version())
-    target = os.path.join(cache_root(), f"kafka-{version}", part)
+    dirname, props = _PARTS[part](version)
+    target = os.path.join(cache_root(), dirname)
     marker = os.path.join(target, ".complete")
     if os.path.exists(marker):
         return target
@@ -91,7 +93,6 @@ def ensure_jars(part: str = "broker", version: str | None = None, quiet: bool = 
             return target
         tmp = tempfile.mkdtemp(prefix=f".{part}-", dir=os.path.dirname(target))
         pom = os.path.join(RIG_DIR, f"{part}-pom.xml")
-        props = _PARTS[part](version)
         cmd = [mvn, "-B", "-f", pom, "dependency:copy-dependencies", f"-DoutputDirectory={tmp}",
                "-DincludeScope=runtime", *props]
         if quiet:
@@ -124,12 +125,15 @@ def _tools_version(version: str) -> str:
     return version if major < (4, 4) else TOOLS_VERSION
 
 
-# part -> Maven properties for fastkafka/_rig/<part>-pom.xml, given the version asked for.
+# part -> (cache folder, Maven properties for fastkafka/_rig/<part>-pom.xml), given the version asked for.
 _PARTS = {
-    "broker": lambda v: [f"-Dkafka.version={v}"],
-    "tools": lambda v: [f"-Dclients.version={v}", f"-Dtools.version={_tools_version(v)}"],
+    "broker": lambda v: (os.path.join(f"kafka-{v}", "broker"), [f"-Dkafka.version={v}"]),
+    # The tools run on the Java client of their own release: kafka-tools 4.3.1 on a 4.4 client fails
+    # in classes the client moved (org.apache.kafka.common.utils.Exit).
+    "tools": lambda v: (f"kafka-tools-{_tools_version(v)}",
+                        [f"-Dclients.version={_tools_version(v)}", f"-Dtools.version={_tools_version(v)}"]),
     # Spark's own Kafka sink (a benchmark peer), for the installed pyspark's version.
-    "spark-kafka": lambda v: [f"-Dspark.version={v}"],
+    "spark-kafka": lambda v: (f"spark-kafka-{v}", [f"-Dspark.version={v}"]),
 }
 
 
