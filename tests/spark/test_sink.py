@@ -47,16 +47,16 @@ def _expected_row(i):
     return key, value, partition
 
 
-def test_batch_write_arrow_path_topics_keys_nulls_partitions(spark, tansu_broker):
+def test_batch_write_arrow_path_topics_keys_nulls_partitions(spark, kafka_broker):
     """~100k rows through the data source's Arrow path to two topics (a topic column), with null
     keys and values, explicit partitions for some rows and task headers; read back exactly."""
     n = 100_000
-    topics = [_topic(tansu_broker, prefix="sa"), _topic(tansu_broker, prefix="sb")]
+    topics = [_topic(kafka_broker, prefix="sa"), _topic(kafka_broker, prefix="sb")]
     df = spark.range(n).selectExpr(
         *BATCH_SQL, f"CASE WHEN id % 3 = 0 THEN '{topics[0]}' ELSE '{topics[1]}' END AS topic",
         "'ignored' AS other").repartition(4)
     (df.write.format("fastkafka").mode("append")
-       .option("kafka.bootstrap.servers", tansu_broker.bootstrap)
+       .option("kafka.bootstrap.servers", kafka_broker.bootstrap)
        .option("kafka.linger.ms", "5").option("kafka.compression.type", "lz4")
        .option("task.headers", "true").save())
     expected = {t: collections.Counter() for t in topics}
@@ -68,7 +68,7 @@ def test_batch_write_arrow_path_topics_keys_nulls_partitions(spark, tansu_broker
             placed[value] = partition if partition is not None else (
                 java_partition(key, NPART) if key is not None else None)
     for t in topics:
-        msgs = _read_all(tansu_broker, t, sum(expected[t].values()))
+        msgs = _read_all(kafka_broker, t, sum(expected[t].values()))
         assert collections.Counter((m.key, m.value) for m in msgs) == expected[t]
         for m in msgs:
             want = placed.get(m.value)
@@ -82,18 +82,18 @@ def test_batch_write_arrow_path_topics_keys_nulls_partitions(spark, tansu_broker
             (len(k or b"") + len(v or b"")) * c for (k, v), c in expected[t].items())
 
 
-def test_headers_column_and_string_columns(spark, tansu_broker):
+def test_headers_column_and_string_columns(spark, kafka_broker):
     """A headers column (array<struct<key,value>>) and string key/value columns."""
     n = 10_000
-    topic = _topic(tansu_broker)
+    topic = _topic(kafka_broker)
     df = spark.range(n).selectExpr(
         "cast(id AS string) AS key", "concat('välue-', id) AS value",
         "CASE WHEN id % 4 = 0 THEN array() ELSE array(named_struct('key', 'i', 'value', "
         "cast(cast(id AS string) AS binary)), named_struct('key', 'n', 'value', cast(NULL AS binary))) "
         "END AS headers")
     (df.write.format("fastkafka").mode("append")
-       .option("kafka.bootstrap.servers", tansu_broker.bootstrap).option("topic", topic).save())
-    msgs = _read_all(tansu_broker, topic, n)
+       .option("kafka.bootstrap.servers", kafka_broker.bootstrap).option("topic", topic).save())
+    msgs = _read_all(kafka_broker, topic, n)
     assert len(msgs) == n
     for m in msgs:
         i = int(m.key)
@@ -102,15 +102,15 @@ def test_headers_column_and_string_columns(spark, tansu_broker):
         assert m.partition == java_partition(m.key, NPART)
 
 
-def test_row_path_and_arrow_path_write_identical_topics(spark, tansu_broker):
+def test_row_path_and_arrow_path_write_identical_topics(spark, kafka_broker):
     n = 20_000
     df = spark.range(n).selectExpr(*BATCH_SQL).repartition(3).cache()
-    a, b = _topic(tansu_broker, prefix="arrow"), _topic(tansu_broker, prefix="rows")
+    a, b = _topic(kafka_broker, prefix="arrow"), _topic(kafka_broker, prefix="rows")
     (df.write.format("fastkafka").mode("append")
-       .option("kafka.bootstrap.servers", tansu_broker.bootstrap).option("topic", a).save())
-    df.foreachPartition(spark_sink.partition_writer(topic=b, bootstrap_servers=tansu_broker.bootstrap))
-    got_a = _read_all(tansu_broker, a, n)
-    got_b = _read_all(tansu_broker, b, n)
+       .option("kafka.bootstrap.servers", kafka_broker.bootstrap).option("topic", a).save())
+    df.foreachPartition(spark_sink.partition_writer(topic=b, bootstrap_servers=kafka_broker.bootstrap))
+    got_a = _read_all(kafka_broker, a, n)
+    got_b = _read_all(kafka_broker, b, n)
     # Keyed rows land in the same partitions; a null-key row goes to its explicit partition or
     # to a sticky one (which differs between runs by design), so those are compared without it.
     def contents(msgs):
@@ -137,17 +137,17 @@ def _fail_once_after_half(writer):
     return run
 
 
-def test_task_failing_once_is_retried_every_row_at_least_once(spark, tansu_broker):
+def test_task_failing_once_is_retried_every_row_at_least_once(spark, kafka_broker):
     n = 8_000
-    topic = _topic(tansu_broker)
+    topic = _topic(kafka_broker)
     df = spark.range(n).selectExpr("cast(concat('k', id) AS binary) AS key",
                                    "cast(concat('v', id) AS binary) AS value").repartition(4)
-    writer = spark_sink.partition_writer(topic=topic, bootstrap_servers=tansu_broker.bootstrap,
+    writer = spark_sink.partition_writer(topic=topic, bootstrap_servers=kafka_broker.bootstrap,
                                          task_headers=True)
     df.foreachPartition(_fail_once_after_half(writer))
     per_part = df.rdd.mapPartitionsWithIndex(lambda i, it: [(i, sum(1 for _ in it))]).collectAsMap()
     expected = n + per_part[1] // 2                 # the first attempt's half comes twice
-    msgs = _read_all(tansu_broker, topic, expected)
+    msgs = _read_all(kafka_broker, topic, expected)
     counts = collections.Counter(m.value for m in msgs)
     assert set(counts) == {b"v%d" % i for i in range(n)}
     assert sum(counts.values()) == expected
@@ -155,13 +155,13 @@ def test_task_failing_once_is_retried_every_row_at_least_once(spark, tansu_broke
     assert attempts == {b"0", b"1"}                 # the duplicates are told apart by attempt
 
 
-def test_data_source_task_failing_mid_write_is_retried(spark, tansu_broker, tmp_path):
+def test_data_source_task_failing_mid_write_is_retried(spark, kafka_broker, tmp_path):
     """An upstream failure in the middle of a data source task (after some Arrow batches were
     sent): Spark retries the task and every row arrives at least once."""
     from pyspark.sql.functions import udf
 
     n = 20_000
-    topic = _topic(tansu_broker)
+    topic = _topic(kafka_broker)
 
     @udf("binary", useArrow=False)
     def fail_late(v):
@@ -178,13 +178,13 @@ def test_data_source_task_failing_mid_write_is_retried(spark, tansu_broker, tmp_
           .select(fail_late("raw").alias("value")))
     summary = tmp_path / "summary.jsonl"
     (df.write.format("fastkafka").mode("append")
-       .option("kafka.bootstrap.servers", tansu_broker.bootstrap).option("topic", topic)
+       .option("kafka.bootstrap.servers", kafka_broker.bootstrap).option("topic", topic)
        .option("task.headers", "true").option("summary.path", str(summary)).save())
     [s] = spark_sink.read_summaries(str(summary))
     assert s["rows"] == n and s["errors"] == 0 and not s["aborted"]
     assert s["bytes"] == sum(len(b"v%d" % i) for i in range(n)) + len(b"-late")
     assert sorted(r["attempt"] for r in s["reports"]) == [0, 1]   # one partition committed on a retry
-    msgs = _read_all(tansu_broker, topic, n)
+    msgs = _read_all(kafka_broker, topic, n)
     values = {m.value for m in msgs}
     missing = [i for i in range(n) if (b"v%d" % i) not in values and i != 19000]
     assert missing == [] and b"v19000-late" in values
@@ -270,25 +270,25 @@ def _run_stream(query, batches: int, timeout: float = 90):
 
 
 @pytest.mark.parametrize("how", ["data_source", "batch_writer"])
-def test_streaming_rate_source_several_micro_batches(spark, tansu_broker, tmp_path, how):
-    topic = _topic(tansu_broker)
+def test_streaming_rate_source_several_micro_batches(spark, kafka_broker, tmp_path, how):
+    topic = _topic(kafka_broker)
     sdf = (spark.readStream.format("rate").option("rowsPerSecond", 2000).load()
            .selectExpr("cast(cast(value AS string) AS binary) AS value",
                        "cast(cast(value % 100 AS string) AS binary) AS key"))
     if how == "data_source":
         q = (sdf.writeStream.format("fastkafka")
-             .option("kafka.bootstrap.servers", tansu_broker.bootstrap).option("topic", topic)
+             .option("kafka.bootstrap.servers", kafka_broker.bootstrap).option("topic", topic)
              .option("task.headers", "true")
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="500 milliseconds")
              .start())
     else:
         q = (sdf.writeStream.foreachBatch(spark_sink.batch_writer(
-                topic=topic, bootstrap_servers=tansu_broker.bootstrap, task_headers=True))
+                topic=topic, bootstrap_servers=kafka_broker.bootstrap, task_headers=True))
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="500 milliseconds")
              .start())
     rows = _run_stream(q, 3)
     assert rows > 0
-    msgs = _read_all(tansu_broker, topic, rows)
+    msgs = _read_all(kafka_broker, topic, rows)
     values = {int(m.value) for m in msgs}
     assert set(range(rows)) <= values              # every committed row, at least once
     batch_ids = {int(dict(m.headers)["spark.batch"]) for m in msgs}
