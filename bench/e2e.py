@@ -408,6 +408,13 @@ def java_line() -> str:
             f"{java[0] if java else 'java ?'}, heap {JAVA_HEAP_MB} MiB, full JIT, SerialGC")
 
 
+def load_line(load_at_start: float) -> str:
+    """The machine's 1-minute load average at the run's start and end (2 cores: above ~2 means
+    something besides the benchmark wanted the CPU too)."""
+    return (f"- load average (1 min) at the start / end of the run: {load_at_start:.2f} / "
+            f"{os.getloadavg()[0]:.2f}")
+
+
 def machine_info(brokers: list[str] | None = None) -> list[str]:
     import importlib.metadata as md
     vers = []
@@ -617,6 +624,7 @@ def main(argv=None) -> int:
             java_warmup = 0
 
     wall0 = time.monotonic()
+    load0 = os.getloadavg()[0]
     sections: list[str] = []
     broker_lines: list[str] = []
     for kind in kinds:
@@ -693,7 +701,7 @@ def main(argv=None) -> int:
     ]
     if uses_java:
         lines.append(java_line())
-    lines.append("")
+    lines += [load_line(load0), ""]
     emit("\n".join(lines), args.out)
     return 0
 

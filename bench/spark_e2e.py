@@ -83,7 +83,7 @@ for _p in (ROOT, HERE):
         sys.path.insert(0, _p)
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
-from e2e import emit, ratio, start_broker, stored_records  # noqa: E402
+from e2e import emit, load_line, ratio, start_broker, stored_records  # noqa: E402
 
 # name -> (what, how)
 MEASUREMENTS = {
@@ -276,7 +276,7 @@ def _first_line(e: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------------ report
-def machine_lines(spark, broker_lines: list[str]) -> list[str]:
+def machine_lines(spark, broker_lines: list[str], load0: float) -> list[str]:
     import importlib.metadata as md
 
     from e2e import machine_info
@@ -286,6 +286,7 @@ def machine_lines(spark, broker_lines: list[str]) -> list[str]:
     return machine_info(broker_lines) + [
         f"- pyspark {md.version('pyspark')} (Spark {spark.version}), {java[0] if java else 'java ?'}",
         f"- Spark's Kafka sink: {', '.join(jars)} (spark.jars)",
+        load_line(load0),
     ]
 
 
@@ -335,7 +336,7 @@ def broker_section(title: str, args, names, results, wall: float) -> list[str]:
     return lines
 
 
-def report(args, sections: list[str], broker_lines: list[str], wall, spark) -> str:
+def report(args, sections: list[str], broker_lines: list[str], wall, spark, load0: float) -> str:
     lines = [
         "# Spark -> Kafka throughput",
         "",
@@ -379,7 +380,7 @@ def report(args, sections: list[str], broker_lines: list[str], wall, spark) -> s
         "its Python workers and the broker share the two cores.",
         "",
         "Machine:",
-        *machine_lines(spark, broker_lines),
+        *machine_lines(spark, broker_lines, load0),
         "",
     ]
     return "\n".join(lines)
@@ -453,6 +454,7 @@ def main(argv=None) -> int:
     from e2e import TANSU_LINE, kafka_line
 
     wall0 = time.monotonic()
+    load0 = os.getloadavg()[0]
     pad = os.urandom(VALUE_BYTES - KEY_BYTES)
     # The connector's jars must be in spark.jars when the session starts: fetch them first, always
     # (one session with every writer's jars serves the whole run).
@@ -481,7 +483,7 @@ def main(argv=None) -> int:
                     title = "tansu (storage null://)"
                     broker_lines.append(TANSU_LINE)
                 sections += broker_section(title, args, names, results, time.monotonic() - t0)
-            text = report(args, sections, broker_lines, time.monotonic() - wall0, spark)
+            text = report(args, sections, broker_lines, time.monotonic() - wall0, spark, load0)
     finally:
         if spark is not None:
             spark.stop()
