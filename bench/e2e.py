@@ -17,9 +17,9 @@ Java producer, all measured on that broker in that run.
 Timing: from the first send to flush() returning. Before the clock starts, each Python client
 connects, loads the topic's metadata and delivers one warm-up record (which also runs
 InitProducerId for idempotent producers). The Java producer is Apache Kafka's own perf tool
-(``org.apache.kafka.tools.ProducerPerformance``, records/s from its summary line): ``java`` counts
-its steady state after ``--java-warmup`` warm-up records (JIT compiled, connected), ``java_cold`` the
-whole run of a fresh JVM as the tool reports it by default. Values are ``--size`` random bytes, no
+(``org.apache.kafka.tools.ProducerPerformance``, records/s from its summary line): ``java`` is the
+whole run of a fresh JVM as the tool reports it by default, ``java_warm`` its steady state after
+``--java-warmup`` warm-up records (JIT compiled, connected). Values are ``--size`` random bytes, no
 key, no compression; the Python clients cycle 1024 distinct value objects, the same list for every
 client. MB/s counts value payload only (1 MB = 10^6 bytes).
 
@@ -58,8 +58,8 @@ MEASUREMENTS = {
     "fk_batch_arrow":      ("fastkafka", "send_batch(pyarrow binary), 100k chunks, default", False),
     "ck_all":              ("confluent-kafka", "produce() loop, acks=all, idempotent", False),
     "ck_1":                ("confluent-kafka", "produce() loop, acks=1", False),
-    "java":                ("Java producer", "ProducerPerformance, acks=all, idempotent, steady state", False),
-    "java_cold":           ("Java producer", "ProducerPerformance, acks=all, idempotent, whole run", False),
+    "java":                ("Java producer", "ProducerPerformance, acks=all, idempotent", False),
+    "java_warm":           ("Java producer", "ProducerPerformance, acks=all, idempotent, after warm-up", False),
     "kp_all":              ("kafka-python", "send() loop, acks=all", True),
     "kp_1":                ("kafka-python", "send() loop, acks=1", True),
     "aio_all":             ("aiokafka", "send() loop, acks=all", True),
@@ -67,7 +67,7 @@ MEASUREMENTS = {
 }
 REFERENCE = "ck_all"
 JAVA = "java"
-JAVA_COLD = "java_cold"
+JAVA_WARM = "java_warm"
 BROKERS = ("kafka", "tansu")
 
 PERF_MAIN = "org.apache.kafka.tools.ProducerPerformance"
@@ -349,8 +349,8 @@ def run_java(bootstrap: str, topic: str, records: int, size: int, warmup: int) -
 
 def child(name: str, bootstrap: str, topic: str, records: int, size: int, partitions: int,
           java_warmup: int = 0) -> dict:
-    if name in (JAVA, JAVA_COLD):
-        r = run_java(bootstrap, topic, records, size, java_warmup if name == JAVA else 0)
+    if name in (JAVA, JAVA_WARM):
+        r = run_java(bootstrap, topic, records, size, java_warmup if name == JAVA_WARM else 0)
         r["records"] = records
         return r
     values = make_values(records, size)
@@ -558,24 +558,25 @@ def broker_section(title: str, names: list[str], results: dict[str, list[dict]],
         mb = m * args.size / 1e6
         lines.append(f"| {client} | {variant} | {rec_txt} | {fmt_rate(m)} | {mb:.1f} | {ratio(m, raw)} "
                      f"| {ratio(m, ref)} | {rounds_txt} |")
-    java, cold = med.get(JAVA), med.get(JAVA_COLD)
-    others = [n for n in names if n not in (JAVA, JAVA_COLD)]
-    if (JAVA in names or JAVA_COLD in names) and others:
+    java, warm = med.get(JAVA), med.get(JAVA_WARM)
+    others = [n for n in names if n not in (JAVA, JAVA_WARM)]
+    if (JAVA in names or JAVA_WARM in names) and others:
         lines += [
             "",
             "Against the Java producer on this broker in this run (median over median):",
             "",
-            "| client | variant | vs Java producer, steady state | vs Java producer, whole run |",
+            "| client | variant | vs Java producer | vs Java producer after warm-up |",
             "|---|---|---:|---:|",
         ]
         for name in others:
             client, variant, _ = MEASUREMENTS[name]
-            lines.append(f"| {client} | {variant} | {ratio(med[name], java)} | {ratio(med[name], cold)} |")
+            lines.append(f"| {client} | {variant} | {ratio(med[name], java)} | {ratio(med[name], warm)} |")
     send = med.get("fk_send_all")
-    if "fk_send_all" in names and JAVA in names:
-        verdict = "n/a" if not (send and java) else ("met" if send >= java else "not met")
-        lines += ["", f"Target: fastkafka `send()` >= the Java producer (steady state): "
-                      f"{ratio(send, java)}x, {verdict}."]
+    best = max((x for x in (java, warm) if x), default=None)
+    if "fk_send_all" in names and (JAVA in names or JAVA_WARM in names):
+        verdict = "n/a" if not (send and best) else ("met" if send >= best else "not met")
+        lines += ["", f"Target: fastkafka `send()` >= the Java producer (the better of its two rows): "
+                      f"{ratio(send, best)}x, {verdict}."]
     lines.append("")
     return lines
 
@@ -612,15 +613,14 @@ def main(argv=None) -> int:
         if n not in MEASUREMENTS:
             raise SystemExit(f"unknown measurement {n!r}; choose from {', '.join(MEASUREMENTS)}")
     kinds = list(BROKERS) if args.broker == "both" else [args.broker]
-    uses_java = JAVA in names or JAVA_COLD in names
+    uses_java = JAVA in names or JAVA_WARM in names
     java_warmup = args.records if args.java_warmup is None else args.java_warmup
     if uses_java:
         from fastkafka._apachekafka import ensure_jars
 
         ensure_jars("tools")  # fetched once, before any clock runs
         if java_warmup and not java_supports_warmup():
-            print("this ProducerPerformance has no --warmup-records: the Java steady state is its whole run",
-                  flush=True)
+            print("this ProducerPerformance has no --warmup-records: java_warm is its whole run", flush=True)
             java_warmup = 0
 
     wall0 = time.monotonic()
@@ -678,12 +678,14 @@ def main(argv=None) -> int:
         f"- Java producer: `{PERF_MAIN} --topic T --num-records N --record-size {args.size} --throughput -1 "
         f"--producer-props bootstrap.servers=... {' '.join(JAVA_PROPS)}` (fastkafka's defaults: "
         "batch 256 KiB, 64 MiB buffer), a fresh JVM per measurement (`java_command(\"tools\", "
-        f"jit=\"full\")`, heap {JAVA_HEAP_MB} MiB). Steady state: N + {java_warmup:,} records with "
-        f"`--warmup-records {java_warmup}`, rate from the tool's steady-state summary (records after the "
-        "warm-up, from the send of the first of them until `close()` returned); whole run: N records, "
-        "the tool's one summary (from before the first send, so connection, metadata, InitProducerId and "
-        "JIT warm-up included). The tool sends one 100-byte payload of random letters per record and "
-        "counts a record when its callback reports success; failures print an exception.",
+        f"jit=\"full\")`, heap {JAVA_HEAP_MB} MiB). First row: N records, the tool's one summary, from "
+        "before the first send until the producer's `close()` returned (so connection, metadata, "
+        f"InitProducerId and the JIT's warm-up are inside the clock). After warm-up: N + {java_warmup:,} "
+        f"records with `--warmup-records {java_warmup}`, rate from the tool's steady-state summary (the N "
+        "records after the warm-up, from the send of the first of them until `close()` returned); that "
+        "clock starts while warm-up records still fill the producer's buffer and are delivered inside it, "
+        "so it understates a warm JVM somewhat. The tool sends a payload of random letters per record "
+        "and counts a record when its callback reports success; a failure prints an exception.",
         "- kafka-python: `KafkaProducer(acks=..., linger_ms=5, batch_size=256 KiB)`, no idempotence; "
         "delivery counted from the futures.",
         "- aiokafka: `AIOKafkaProducer(acks=..., linger_ms=5, max_batch_size=256 KiB)`, `await send()` "
