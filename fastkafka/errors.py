@@ -36,6 +36,7 @@ BufferExhaustedError                  -102   yes        no
 DeliveryTimeoutError                  -103   yes        no
 RecordTooLargeError                   -104   no         no
 InvalidRecordError (also TypeError)   -105   no         no
+MalformedRecordError (+ ValueError)   -130   no         no
 UnknownPartitionError (also ValueErr) -106   no         no
 ProducerClosedError                   -107   no         no
 NetworkError                          -108   yes        yes
@@ -72,6 +73,7 @@ __all__ = [
     "DeliveryTimeoutError",
     "RecordTooLargeError",
     "InvalidRecordError",
+    "MalformedRecordError",
     "UnknownPartitionError",
     "ProducerClosedError",
     "NetworkError",
@@ -369,6 +371,17 @@ class InvalidRecordError(KafkaError, TypeError):
     code, name, description = -105, "INVALID_RECORD_ARGUMENT", "The record has an invalid key, value or header."
 
 
+class MalformedRecordError(InvalidRecordError, ValueError):
+    """An argument of ``send``/``produce``/``send_batch`` has an accepted type but a value that cannot
+    be used: a released memoryview, a buffer that is not contiguous, a header key that cannot be
+    encoded as UTF-8, a negative timestamp, a ``keys`` or ``partition`` list whose length differs
+    from ``values``. Also an :class:`InvalidRecordError`, so one ``except`` catches every bad input;
+    and a ``ValueError``, as Python raises for such values."""
+
+    code, name, description = (-130, "MALFORMED_RECORD_ARGUMENT",
+                               "A record argument has the right type but an unusable value.")
+
+
 class UnknownPartitionError(KafkaError, ValueError):
     """An explicit partition number is not in the topic."""
 
@@ -424,7 +437,7 @@ UnsupportedVersionError.__doc__ = (
 _CLIENT_CLASSES = (
     ConfigError, KafkaTimeoutError, BufferExhaustedError, DeliveryTimeoutError, RecordTooLargeError,
     InvalidRecordError, UnknownPartitionError, ProducerClosedError, NetworkError, DisconnectedError,
-    CorrelationIdMismatchError, CorruptFrameError, IllegalStateError,
+    CorrelationIdMismatchError, CorruptFrameError, IllegalStateError, MalformedRecordError,
 )
 for _cls in _CLIENT_CLASSES:
     _BY_CODE[_cls.code] = _cls

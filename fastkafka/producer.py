@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import array
 import logging
+import operator
 import threading
 import time
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Sequence
 
 from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
 from ._core.bufferpool import BufferPool
 from ._core.partitioner import partitions_for_keys
-from ._core.sendpath import REQUEST_OVERHEAD, ProducerCore, monotonic_ms, validate_timestamp
+from ._core.sendpath import (REQUEST_OVERHEAD, ProducerCore, check_column, monotonic_ms,
+                             validate_headers, validate_timestamp)
 from .cluster import Metadata, topic_error
 from .config import ProducerConfig
 from .errors import (IllegalStateError, InvalidRecordError, KafkaTimeoutError, ProducerClosedError,
                      RecordTooLargeError, UnknownPartitionError)
+from .errors import MalformedRecordError
 from .network import NetworkClient
 from .sender import Sender
 
@@ -89,6 +93,8 @@ class Producer(ProducerCore):
         if not isinstance(topic, str) or not topic:
             raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
         self._metadata.add_topic(topic)
+        if self._on_io_thread():
+            raise self._io_thread_metadata_error(topic, partition, n)
         deadline = time.monotonic() + max_wait_ms / 1000.0
         while True:
             if self._closed:
@@ -120,6 +126,23 @@ class Producer(ProducerCore):
             err = topic_error(cluster, topic)
             if err is not None and not err.retriable:
                 raise err
+
+    def _io_thread_metadata_error(self, topic: str, partition, n: int) -> Exception:
+        """What a send on the I/O thread raises instead of waiting for metadata: that thread is
+        the one that fetches it. The update is requested, so a later send may find it."""
+        self._metadata.request_update()
+        if n > 0:
+            return UnknownPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist (the topic has {n} "
+                f"partitions as far as the producer knows; new metadata was requested, but this "
+                f"call was made on the producer's I/O thread, e.g. in a delivery callback, which "
+                f"does not wait for it)")
+        return KafkaTimeoutError(
+            f"metadata for topic {topic!r} is not known yet and this call was made on the "
+            f"producer's I/O thread (e.g. in a delivery callback): it does not wait there "
+            f"(max_block_ms is not applied), since that thread is the one that fetches metadata "
+            f"and waiting would deadlock it. The metadata was requested, so a later send may "
+            f"succeed; or send from an application thread")
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partition numbers of ``topic`` (waits for metadata up to max_block_ms)."""
@@ -159,6 +182,9 @@ class Producer(ProducerCore):
         """(metadata version, partition count, available partitions) of ``topic``, cached per
         metadata version; waits for metadata (bounded by ``max_wait_ms``) when it is missing."""
         version = self._metadata.version  # read first: an update racing with us only makes it older
+        thread = getattr(self._sender, "_thread", None)
+        # The I/O thread's allocations never wait (BufferPool); compared only when memory is short.
+        self._pool.io_thread_ident = (thread.ident or 0) if thread is not None else 0
         cluster = self._wait_on_metadata(topic, partition, max_wait_ms)
         n = cluster.partition_count(topic)
         available = cluster.available_partitions(topic) or list(range(n))
@@ -171,18 +197,39 @@ class Producer(ProducerCore):
 
         ``values`` (and ``keys``) are lists of bytes-like/None, or pyarrow ``binary``/``large_binary``/
         ``string``/``large_string`` arrays (nulls and sliced arrays included), read straight from the
-        Arrow buffers. ``partition`` is None, one int for every record, or one per record (a list of
-        int/None or a pyarrow integer array; a null entry is partitioned as if it were None).
-        ``headers`` apply to every record. ``get()`` raises the first delivery error.
-        Invalid input raises before any record of the call is queued.
+        Arrow buffers. Any other iterable of bytes-like/None (a tuple, a generator, ...) is read
+        once into a list first; a str, bytes, mapping or set is rejected. ``partition`` is None, one
+        int for every record, or one per record (a list or other iterable of int/None, or a pyarrow
+        integer array; a null entry is partitioned as if it were None). ``headers`` apply to every
+        record. ``get()`` raises the first delivery error.
+
+        Invalid input raises before any record of the call is queued: InvalidRecordError for a
+        wrong type, MalformedRecordError (an InvalidRecordError and a ValueError) for an unusable
+        value (lengths that differ, a released memoryview, ...), naming the argument and the
+        record index. On the producer's I/O thread (in a delivery callback) it never waits: see
+        :meth:`send`.
         """
         self._check_open()
+        if not isinstance(topic, str) or not topic:
+            raise (MalformedRecordError if isinstance(topic, str) else InvalidRecordError)(
+                f"topic must be a non-empty string, got {topic!r}")
+        values = _column(values, "values")
         n_records = len(values)
-        if keys is not None and len(keys) != n_records:
-            raise InvalidRecordError(f"keys has {len(keys)} entries but values has {n_records}")
+        if keys is not None:
+            keys = _column(keys, "keys")
+            if len(keys) != n_records:
+                raise MalformedRecordError(
+                    f"keys has {len(keys)} entries but values has {n_records}: expected one key "
+                    f"(bytes-like or None) per value, or keys=None")
         timestamp_ms = validate_timestamp(timestamp_ms)
-        start = monotonic_ms()
+        validate_headers(headers)
         per_record = partition is not None and not isinstance(partition, int)
+        if per_record:
+            partition = _partition_column(partition)
+        elif isinstance(partition, bool):
+            raise InvalidRecordError("partition must be None, an int, or one int/None per record, "
+                                     "got bool")
+        start = monotonic_ms()
         _, n, available = self._topic_info(topic, None if per_record else partition, self._max_block_ms)
         if per_record:
             parts: Any = self._record_partitions(topic, partition, keys, n_records, n, available)
@@ -204,7 +251,9 @@ class Producer(ProducerCore):
         nulls are partitioned like ``partition=None`` records (murmur2 of the key, else sticky);
         a value outside the topic raises UnknownPartitionError naming the first bad index."""
         if len(partition) != n_records:
-            raise InvalidRecordError(f"partition has {len(partition)} entries but values has {n_records}")
+            raise MalformedRecordError(
+                f"partition has {len(partition)} entries but values has {n_records}: expected one "
+                f"partition (int or None) per value")
         if type(partition).__module__.startswith("pyarrow"):
             import pyarrow as pa
             import pyarrow.compute as pc
@@ -228,8 +277,14 @@ class Producer(ProducerCore):
             fill = self._default_partitions(topic, keys, n_records, n, available, concrete=True)
             parts = [fill[i] if p is None else p for i, p in enumerate(parts)]
         for i, p in enumerate(parts):
-            if isinstance(p, bool) or not isinstance(p, int):
-                raise InvalidRecordError(f"partition[{i}] must be an int or None, got {type(p).__name__}")
+            if type(p) is not int:
+                try:
+                    if isinstance(p, bool):
+                        raise TypeError
+                    parts[i] = p = operator.index(p)  # numpy integers, ...
+                except TypeError:
+                    raise InvalidRecordError(
+                        f"partition[{i}] must be an int or None, got {type(p).__name__}") from None
             if not 0 <= p < n:
                 raise UnknownPartitionError(
                     f"partition[{i}] = {p} of topic {topic!r} does not exist (the topic has {n} partitions)")
@@ -247,7 +302,12 @@ class Producer(ProducerCore):
             return [self._call_partitioner(topic, None if key_list is None else key_list[i], info)
                     for i in range(n_records)]
         if keys is not None and self._partitioner == "murmur2":
-            return partitions_for_keys(keys, n, self._acc.sticky_partition(topic, available))
+            try:
+                return partitions_for_keys(keys, n, self._acc.sticky_partition(topic, available))
+            except (TypeError, ValueError, BufferError):
+                if type(keys) is list:
+                    check_column(keys, "keys")  # raises the typed error naming the index
+                raise
         if concrete:
             return array.array("i", [self._acc.sticky_partition(topic, available)]) * n_records
         return -1
@@ -334,6 +394,53 @@ class Producer(ProducerCore):
             "epoch_bumps": self._sender.idem.epoch_bumps if self._sender.idem else 0,
         })
         return m
+
+
+_COLUMN = ("a list (or another iterable) of bytes-like/None, or a pyarrow binary/large_binary/string/"
+           "large_string array")
+
+
+def _is_arrow(obj) -> bool:
+    return type(obj).__module__.startswith("pyarrow")
+
+
+def _column(col, name: str):
+    """``values`` or ``keys`` of send_batch: a list or a pyarrow object as given (the accumulator
+    checks the Arrow type); any other iterable read once into a list; InvalidRecordError naming
+    ``name`` for what is not a column of records."""
+    if type(col) is list or _is_arrow(col):
+        return col
+    if col is None or isinstance(col, (str, bytes, bytearray, memoryview)):
+        hint = " (for one record, use send())" if col is not None else ""
+        raise InvalidRecordError(f"{name} must be {_COLUMN}, got {type(col).__name__}{hint}")
+    if isinstance(col, Mapping):
+        raise InvalidRecordError(
+            f"{name} must be {_COLUMN}, got {type(col).__name__} (for a mapping of key -> value, "
+            f"pass values=list(d.values()), keys=list(d.keys()))")
+    if isinstance(col, AbstractSet):
+        raise InvalidRecordError(
+            f"{name} must be {_COLUMN}, got {type(col).__name__}, whose order is arbitrary")
+    try:
+        it = iter(col)
+    except TypeError:
+        raise InvalidRecordError(f"{name} must be {_COLUMN}, got {type(col).__name__}") from None
+    return list(it)
+
+
+def _partition_column(partition):
+    """A per-record ``partition`` of send_batch: a list, a pyarrow array or an array.array as given,
+    any other iterable read once into a list; InvalidRecordError for what is not one."""
+    if type(partition) is list or _is_arrow(partition) or isinstance(partition, array.array):
+        return partition
+    what = ("partition must be None, an int, or one int/None per record (a list or other iterable, "
+            f"or a pyarrow integer array), got {type(partition).__name__}")
+    if isinstance(partition, (float, str, bytes, bytearray, memoryview, Mapping, AbstractSet)):
+        raise InvalidRecordError(what)
+    try:
+        it = iter(partition)
+    except TypeError:
+        raise InvalidRecordError(what) from None
+    return list(it)
 
 
 __all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "BatchFuture"]

@@ -37,7 +37,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from posix.time cimport CLOCK_MONOTONIC
 
 from fastkafka._wire.records cimport (BatchBuilder, record_size_c, headers_encoded_size, get_view,
-                                      BATCH_HEADER_SIZE)
+                                      unusable_buffer, BATCH_HEADER_SIZE)
 from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.partitioner cimport StickyPartitioner
 
@@ -48,8 +48,8 @@ import time
 
 from fastkafka._wire.records import BatchBuilder as _PyBatchBuilder
 from fastkafka.errors import (
-    InvalidRecordError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError,
-    UnknownPartitionError,
+    InvalidRecordError, KafkaTimeoutError, MalformedRecordError, ProducerClosedError,
+    RecordTooLargeError, UnknownPartitionError,
 )
 
 _log = logging.getLogger("fastkafka")
@@ -549,9 +549,14 @@ cdef Py_ssize_t _prepare_col(object col, _Col *c, str name, list keep) except -1
             raise InvalidRecordError(f"{name}: Arrow array without an offsets buffer")
         return n
     if type(col) is not list:
-        if isinstance(col, (str, bytes, bytearray, memoryview)):
+        if col is None or isinstance(col, (str, bytes, bytearray, memoryview)):
             raise InvalidRecordError(f"{name} must be a list of bytes-like/None or an Arrow array, "
                                      f"not {type(col).__name__}")
+        try:
+            col = iter(col)
+        except TypeError:
+            raise InvalidRecordError(f"{name} must be a list of bytes-like/None or an Arrow array, "
+                                     f"not {type(col).__name__}") from None
         col = list(col)
     keep.append(col)
     n = PyList_GET_SIZE(col)
@@ -560,11 +565,13 @@ cdef Py_ssize_t _prepare_col(object col, _Col *c, str name, list keep) except -1
         if x is None or PyBytes_CheckExact(x) or PyByteArray_CheckExact(x):
             continue
         if isinstance(x, (str, int, float)) or not PyObject_CheckBuffer(x):
-            raise InvalidRecordError(f"{name}[{i}] must be bytes-like or None, not {type(x).__name__}")
+            raise InvalidRecordError(f"{name}[{i}] must be bytes-like (bytes, bytearray, memoryview "
+                                     f"or another C-contiguous buffer) or None, not "
+                                     f"{type(x).__name__}")
         try:
             PyObject_GetBuffer(x, &view, PyBUF_SIMPLE)
-        except BufferError:
-            raise InvalidRecordError(f"{name}[{i}]: {type(x).__name__} is not a contiguous buffer")
+        except (BufferError, ValueError, TypeError) as e:
+            raise unusable_buffer(x, f"{name}[{i}]", e) from None
         PyBuffer_Release(&view)
     c.kind = COL_LIST
     c.lst = <PyObject *>col
@@ -929,12 +936,14 @@ cdef class RecordAccumulator:
             else:
                 nk = _prepare_col(keys, &kc, "keys", keep)
                 if nk != n:
-                    raise InvalidRecordError(f"keys has {nk} elements but values has {n}")
+                    raise MalformedRecordError(f"keys has {nk} elements but values has {n}")
             if headers is not None:
                 try:
                     hsize = headers_encoded_size(headers)
                 except TypeError as e:
                     raise InvalidRecordError(f"headers: {e}") from None
+                except (ValueError, BufferError) as e:  # a lone surrogate, a released memoryview
+                    raise MalformedRecordError(f"headers: {e}") from None
             if isinstance(partitions, int):
                 single = partitions
                 if single == PARTITION_STICKY:

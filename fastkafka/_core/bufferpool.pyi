@@ -4,6 +4,8 @@ class BufferPool:
     total: int
     batch_size: int
     blocked_count: int
+    io_thread_ident: int
+    io_thread_refusals: int
     wakeup: Callable[[], object] | None
     def __init__(self, total_bytes: int, batch_size: int) -> None: ...
     def allocate(self, size: int, max_block_ms: int) -> None: ...

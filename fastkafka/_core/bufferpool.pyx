@@ -17,7 +17,7 @@ later, smaller request does not overtake it.
 cimport cython
 from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
-    PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK,
+    PyThread_release_lock, PyThread_get_thread_ident, NOWAIT_LOCK, WAIT_LOCK,
 )
 from libc.stdint cimport int64_t
 from collections import deque
@@ -63,6 +63,11 @@ cdef class BufferPool:
     * ``deallocate(size)`` gives bytes back and serves waiters, oldest first.
     * ``wakeup``: an optional callable run when a thread starts waiting (the sender uses it to send
       at once, which is what frees memory). Exceptions from it are logged.
+    * ``io_thread_ident``: the thread ident (``threading.get_ident()``) of the thread that frees
+      memory, the producer's I/O thread; 0 for none. An ``allocate`` on that thread never waits:
+      when the memory is not free at once it raises ``BufferExhaustedError`` saying so, since
+      waiting there would deadlock the thread that would give the memory back. The thread is
+      compared only when the memory is not free.
     """
 
     def __cinit__(self, int64_t total_bytes, int64_t batch_size):
@@ -132,6 +137,19 @@ cdef class BufferPool:
             self._available -= size
             PyThread_release_lock(self._lock)
             return None
+        if self.io_thread_ident != 0 and PyThread_get_thread_ident() == self.io_thread_ident:
+            avail = self._available
+            waiting = len(self._waiters)
+            self.io_thread_refusals += 1
+            PyThread_release_lock(self._lock)
+            raise BufferExhaustedError(
+                f"no buffer memory free for a batch of {size} bytes (buffer_memory={self.total} "
+                f"bytes, {avail} available"
+                + (f", {waiting} sends waiting before this one" if waiting else "")
+                + ") and this send was called from the producer's I/O thread (e.g. from a "
+                f"delivery callback): it does not wait there (max_block_ms is not applied), since "
+                f"waiting would deadlock the thread that frees the memory. Send from an "
+                f"application thread, or catch this error and send the record later")
         avail_at_start = self._available
         w = _Waiter.__new__(_Waiter)
         w.size = size

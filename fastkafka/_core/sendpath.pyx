@@ -19,7 +19,8 @@ from fastkafka._core.accumulator cimport RecordAccumulator, clock_ms
 from fastkafka._core.partitioner cimport java_partition_c
 from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
 
-from fastkafka.errors import InvalidRecordError, ProducerClosedError, UnknownPartitionError
+from fastkafka.errors import (InvalidRecordError, MalformedRecordError, ProducerClosedError,
+                              UnknownPartitionError)
 
 #: Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
 REQUEST_OVERHEAD = 61 + 256
@@ -45,15 +46,72 @@ cdef int64_t check_timestamp(object timestamp_ms) except -1:
         raise InvalidRecordError(
             f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
     if timestamp_ms < 0:
-        raise InvalidRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
+        raise MalformedRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
     if timestamp_ms > 9223372036854775807:
-        raise InvalidRecordError(f"timestamp_ms must fit in 64 bits, got {timestamp_ms}")
+        raise MalformedRecordError(f"timestamp_ms must fit in 64 bits, got {timestamp_ms}")
     return <int64_t>timestamp_ms
 
 
 def validate_timestamp(timestamp_ms):
     """validate_timestamp(timestamp_ms) -> int: ``timestamp_ms``, or now for None (see send)."""
     return check_timestamp(timestamp_ms)
+
+
+cdef Py_ssize_t check_headers(object headers) except -1:
+    """The encoded size of ``headers`` (a list or tuple of (key, value) pairs); InvalidRecordError
+    naming the header for a wrong type, MalformedRecordError for a str key that is not valid
+    Unicode (a lone surrogate cannot be encoded as UTF-8)."""
+    try:
+        return headers_encoded_size(headers)
+    except TypeError as e:  # the same error type as every other bad field
+        raise InvalidRecordError(f"headers: {e}") from None
+    except (ValueError, BufferError) as e:  # a lone surrogate in a key, a released memoryview
+        raise _header_error(headers, e) from None
+
+
+def validate_headers(headers):
+    """validate_headers(headers) -> int: the encoded size of ``headers`` (1 for None or none);
+    raises what ``send`` raises for them."""
+    return 1 if headers is None else check_headers(headers)
+
+
+cdef object _header_error(object headers, object exc):
+    """The MalformedRecordError naming the header whose key or value could not be read."""
+    cdef Py_ssize_t i
+    for i, item in enumerate(headers):
+        key, value = item
+        if isinstance(key, str):
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return MalformedRecordError(
+                    f"headers: header {i}: key {key!r} cannot be encoded as UTF-8 ({e.reason} at "
+                    f"position {e.start}); a header key must be str of valid Unicode or bytes")
+        if value is not None and not isinstance(value, bytes):
+            try:
+                bytes(value)
+            except (ValueError, BufferError) as e:
+                if isinstance(value, memoryview) and isinstance(e, ValueError):
+                    return MalformedRecordError(
+                        f"headers: header {i}: the value's memoryview has been released; "
+                        f"expected bytes, bytearray, memoryview or None")
+                return MalformedRecordError(f"headers: header {i}: the value cannot be read ({e})")
+    return MalformedRecordError(f"headers: {exc}")
+
+
+def check_column(list column, str name):
+    """check_column(column, name): raise what send() raises for the first entry of a list of
+    keys or values that is not bytes-like or None, naming it ``name[index]``; the error path of
+    callers that read the list elsewhere first."""
+    cdef Py_buffer view
+    cdef const char *p
+    cdef Py_ssize_t i, n
+    for i in range(len(column)):
+        x = column[i]
+        if x is None or type(x) is bytes:
+            continue
+        if get_view(x, f"{name}[{i}]", &view, &p, &n):
+            PyBuffer_Release(&view)
 
 
 @cython.final
@@ -115,11 +173,15 @@ cdef class ProducerCore:
 
         Queue one record; returns a future of its :class:`RecordMetadata`.
 
-        ``value`` and ``key`` are bytes-like or None; ``headers`` a list of (str, bytes|None)
-        pairs. ``on_delivery(err, metadata)`` runs on the I/O thread once the record is
-        acknowledged or has failed. Raises at once (sending nothing) for a record of the wrong
-        type, too large, or for a partition that does not exist; blocks up to ``max_block_ms`` for
-        metadata and buffer memory.
+        ``value`` and ``key`` are bytes-like or None (any C-contiguous buffer, taken as its raw
+        bytes); ``headers`` a list of (str|bytes, bytes|None) pairs. ``on_delivery(err,
+        metadata)`` runs on the I/O thread once the record is acknowledged or has failed. Raises
+        at once (sending nothing) for a record of the wrong type (InvalidRecordError) or an
+        unusable value (MalformedRecordError, also a ValueError), too large, or for a partition
+        that does not exist; the message names the argument. Blocks up to ``max_block_ms`` for
+        metadata and buffer memory, except on the producer's I/O thread (from a delivery
+        callback), which never waits: BufferExhaustedError (KafkaTimeoutError for metadata)
+        at once instead, since waiting there would stop the thread that frees memory.
         """
         return self._send(topic, value, key, partition, timestamp_ms, headers, on_delivery, True)
 
@@ -163,7 +225,13 @@ cdef class ProducerCore:
         if self._closed:
             raise ProducerClosedError("cannot send: the producer is closed")
         if not isinstance(topic, str) or not topic:
+            if isinstance(topic, str):
+                raise MalformedRecordError("topic must be a non-empty string, got ''")
             raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+        if on_delivery is not None and not callable(on_delivery):
+            raise InvalidRecordError(
+                f"on_delivery must be a callable(err, metadata) or None, got "
+                f"{type(on_delivery).__name__}")
         krel = get_view(key, "key", &kview, &kp, &kl)
         try:
             vrel = get_view(value, "value", &vview, &vp, &vl)
@@ -200,10 +268,7 @@ cdef class ProducerCore:
                     p = <int32_t>self._call_partitioner(
                         topic, key, (info.version, info.partitions, info.available))
                 if headers is not None:
-                    try:
-                        hsize = headers_encoded_size(headers)
-                    except TypeError as e:  # the same error type as every other bad field
-                        raise InvalidRecordError(f"headers: {e}") from e
+                    hsize = check_headers(headers)
                 size = record_size_c(0, 0, kl, vl, hsize) + _REQUEST_OVERHEAD
                 if size > self._max_record_size:
                     raise self._too_large(size)

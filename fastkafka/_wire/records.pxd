@@ -35,8 +35,13 @@ cdef inline Py_ssize_t record_size_c(int64_t timestamp_delta, int32_t offset_del
 
 
 # Pointer/length of a bytes-like record field (None -> NULL, -1); InvalidRecordError naming
-# ``name`` for anything else. Returns 1 when ``view`` was filled and must be released.
+# ``name`` for anything else (MalformedRecordError for a buffer that is released or not
+# C-contiguous). Returns 1 when ``view`` was filled and must be released.
 cdef int get_view(object obj, str name, Py_buffer *view, const char **p, Py_ssize_t *n) except -1
+
+# The MalformedRecordError (naming ``name``) for a buffer-protocol object whose buffer could not be
+# had as one C-contiguous block (``exc``: what PyObject_GetBuffer raised), e.g. a released memoryview.
+cdef object unusable_buffer(object obj, str name, object exc)
 
 
 # Size of the encoded headers section (count varint included) of a headers

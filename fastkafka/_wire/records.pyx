@@ -29,7 +29,7 @@ from fastkafka._wire.varint cimport write_uvarint, zigzag64, size_uvarint
 from fastkafka._wire.compression import compress_buffer as _compress_buffer
 from fastkafka._wire.compression import codec_code as _codec_code
 from fastkafka._wire.compression import validate_level as _validate_level
-from fastkafka.errors import InvalidRecordError
+from fastkafka.errors import InvalidRecordError, MalformedRecordError
 
 # fk_crc32c lives in crc32c_impl.c; this extension is built from records.pyx
 # alone, so compile the implementation into it (symbols are hidden).
@@ -210,10 +210,17 @@ cdef Py_ssize_t _write_headers(char *p, list prepared) noexcept:
 
 # ---- key / value extraction ------------------------------------------------
 
+#: What a key or value may be, as error messages say it.
+BYTES_LIKE = "bytes-like (bytes, bytearray, memoryview or another C-contiguous buffer)"
+
+
 cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
                   Py_ssize_t *n) except -1:
     """Pointer/length of a bytes-like record field (None: NULL, -1); InvalidRecordError naming
-    ``name`` for anything else. Returns 1 when ``view`` was filled and must be released."""
+    ``name`` for anything else, MalformedRecordError (also a ValueError) for a buffer that cannot be
+    had as one C-contiguous block (released memoryview, strided view or array). Any C-contiguous
+    buffer is taken as its raw bytes, whatever its item size or number of dimensions. Returns 1
+    when ``view`` was filled and must be released."""
     if obj is None:
         p[0] = NULL
         n[0] = -1
@@ -223,14 +230,26 @@ cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
         n[0] = PyBytes_GET_SIZE(obj)
         return 0
     if isinstance(obj, str) or not PyObject_CheckBuffer(obj):
-        raise InvalidRecordError(f"{name} must be bytes-like or None, not {type(obj).__name__}")
+        raise InvalidRecordError(f"{name} must be {BYTES_LIKE} or None, not {type(obj).__name__}")
     try:
         PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-    except BufferError:
-        raise InvalidRecordError(f"{name}: {type(obj).__name__} is not a contiguous buffer")
+    except (BufferError, ValueError, TypeError) as e:
+        raise unusable_buffer(obj, name, e) from None
     p[0] = <const char *>view.buf
     n[0] = view.len
     return 1
+
+
+cdef object unusable_buffer(object obj, str name, object exc):
+    """The MalformedRecordError for a buffer-protocol object whose buffer cannot be read as one
+    block of bytes (``exc`` is what asking for it raised): a released memoryview, a strided or
+    Fortran-ordered view or array."""
+    if isinstance(obj, memoryview) and isinstance(exc, ValueError):  # a strided one: BufferError
+        return MalformedRecordError(f"{name}: the memoryview has been released; expected "
+                                    f"{BYTES_LIKE} or None")
+    return MalformedRecordError(
+        f"{name}: {type(obj).__name__} is not one C-contiguous block of bytes ({exc}); expected "
+        f"{BYTES_LIKE} or None: pass a contiguous copy, e.g. bytes(...)")
 
 
 @cython.final
