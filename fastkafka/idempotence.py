@@ -15,6 +15,15 @@ response) keep their old epoch and sequence when resent, so the broker still rec
 :meth:`IdempotenceState.stamp` reports them as stale and the sender lets nothing else of that partition
 go out until they are resolved, after which the partition continues under the new epoch from 0.
 Nothing acknowledged is sent again, and nothing unacknowledged is dropped.
+
+A batch the broker refuses as too large (MESSAGE_TOO_LARGE) was not written, and is split
+(:meth:`RecordAccumulator.split_and_reenqueue`). Its pieces take over its sequence range as it is:
+piece k is stamped with the batch's producer id and epoch and ``base_sequence`` + the index of its
+first record, so ``next_sequence`` does not move and :meth:`IdempotenceState.stamp` treats the pieces
+like retries of sequenced batches. Batches in flight behind the refused one get
+OUT_OF_ORDER_SEQUENCE_NUMBER for a sequence past the last acknowledged one, which
+:meth:`IdempotenceState.on_sequence_error` does not take for a lost state (no bump); they are retried
+behind the pieces. A record refused on its own fails for good: :meth:`IdempotenceState.unresolved`.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ log = logging.getLogger("fastkafka")
 
 ZSTD = 4
 SEQUENCE_ERRORS = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH)
+MESSAGE_TOO_LARGE = 10
+RECORD_LIST_TOO_LARGE = 18
+SPLIT_ERRORS = (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)  # a batch of several records is split
 
 
 class Sender:
@@ -46,6 +49,7 @@ class Sender:
         self._thread: threading.Thread | None = None
         self.fatal_error: KafkaError | None = None
         self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
+                      "batches_split": 0,
                       "batches_expired": 0, "produce_requests": 0}
 
     # -- thread ----------------------------------------------------------------------------
@@ -258,11 +262,38 @@ class Sender:
         self.acc.deallocate(batch)
         batch.complete(-1, -1, error)
 
+    def _split(self, batch, error: Exception, now: int) -> bool:
+        """The broker refused ``batch`` as too large and wrote none of it: when it holds several
+        records, its records go back to the head of the partition's queue as two smaller batches
+        (re-encoded and compressed again), and so on until they fit; a record too large on its own
+        fails with the error. The pieces keep the batch's sequence range (piece k starts at the
+        batch's base sequence + the index of its first record), so the batches sequenced after it
+        stay valid: those already in flight are refused OUT_OF_ORDER_SEQUENCE_NUMBER (a gap, not
+        the batch that should be next: no epoch bump) and retried behind the pieces. False when
+        the batch is not split (then it fails as before)."""
+        if self.force_close or batch.record_count < 2:
+            return False
+        try:
+            pieces = self.acc.split_and_reenqueue(batch, now)
+        except Exception:
+            log.exception("splitting %r failed", batch)
+            return False
+        if not pieces:
+            return False
+        self.stats["batches_split"] += 1
+        log.info("%s for %d records of %s-%d: split into batches of %s records", type(error).__name__,
+                 batch.record_count, batch.topic, batch.partition,
+                 "/".join(str(p.record_count) for p in pieces))
+        self._unmute(batch)
+        return True
+
     def _unmute(self, batch) -> None:
         self.acc.unmute(batch.topic, batch.partition)  # a no-op for a partition that is not muted
 
     def _retry_or_fail(self, batch, error: Exception, now: int) -> None:
         code = getattr(error, "code", None)
+        if code in SPLIT_ERRORS and self._split(batch, error, now):
+            return
         retriable = getattr(error, "retriable", False)
         if self.idem is not None and code in SEQUENCE_ERRORS:
             if self.idem.on_sequence_error(batch, code):

@@ -59,6 +59,12 @@ cdef class ProducerBatch:
     cdef list _listeners                      # _Listener per BatchFuture, or None
     cdef _Listener _last_listener
     cdef object _event                        # threading.Event
+    # split (RecordAccumulator.split_and_reenqueue): the pieces that took over the records, in
+    # order; a piece's split batch and the index there of its first record
+    cdef list _children
+    cdef ProducerBatch _parent
+    cdef int32_t _first_index
+    cdef int32_t _children_left
 
     cpdef bint complete(self, int64_t base_offset, int64_t log_append_time, object error) except -1
     cdef inline bint _is_full(self) noexcept

@@ -190,11 +190,18 @@ cdef class ProducerBatch:
         if listeners is not None:
             for l in listeners:
                 l.future._batch_done(l.count, error)
+        if self._parent is not None:
+            _piece_done(self._parent, error)
         return True
 
     @property
     def is_done(self):
         return self._done
+
+    @property
+    def split_into(self):
+        """The batches this one was split into (a tuple, in record order), or None."""
+        return None if self._children is None else tuple(self._children)
 
     def wait(self, timeout=None):
         """wait(timeout=None) -> bool: block (GIL released) until completed or ``timeout`` s."""
@@ -248,6 +255,87 @@ cdef inline ProducerBatch _init_batch(ProducerBatch b, str topic, int32_t partit
 
 
 # ---------------------------------------------------------------------------------------------
+# Split batches (RecordAccumulator.split_and_reenqueue)
+# ---------------------------------------------------------------------------------------------
+
+cdef ProducerBatch _resolve(ProducerBatch b, int32_t *index):
+    """The batch that holds record ``index[0]`` of ``b`` now: ``b`` itself unless it was split,
+    else the piece (of the piece...) that took the record over; ``index[0]`` becomes the record's
+    index there."""
+    cdef list pieces
+    cdef Py_ssize_t k
+    cdef ProducerBatch c
+    while b._children is not None:
+        pieces = b._children
+        k = PyList_GET_SIZE(pieces) - 1
+        while k > 0 and (<ProducerBatch>PyList_GET_ITEM(pieces, k))._first_index > index[0]:
+            k -= 1
+        c = <ProducerBatch>PyList_GET_ITEM(pieces, k)
+        index[0] -= c._first_index
+        b = c
+    return b
+
+
+cdef void _piece_done(ProducerBatch parent, object error) noexcept:
+    """A piece of ``parent`` completed. ``parent`` (which has no callbacks or listeners of its own
+    any more) is done when all its pieces are: its waiters wake, and so on up a split of a split.
+    Its ``error`` is the first error of a piece (each record's own outcome is its piece's)."""
+    cdef object ev
+    while parent is not None:
+        _done_acquire()
+        parent._children_left -= 1
+        if error is not None and parent.error is None:
+            parent.error = error
+        if parent._children_left > 0 or parent._done:
+            _done_release()
+            return
+        parent._done = True
+        ev = parent._event
+        error = parent.error
+        _done_release()
+        if ev is not None:
+            ev.set()
+        parent = parent._parent
+
+
+cdef list _record_owners(ProducerBatch b):
+    """Per record of ``b`` (call with ``_done_lock`` held): the index in ``b._listeners`` of the
+    ``send_batch`` listener that counts it, or -1 for a record of ``send``/``produce``. None when
+    that cannot be told: listeners only count their records, appended in runs; the records between
+    runs are known only when each has a callback (it is then in ``_thunks`` with its index)."""
+    cdef list listeners = b._listeners
+    cdef list owners
+    cdef Py_ssize_t n = b.record_count, j = 0, li, c, total = 0, others = 0
+    cdef int32_t i
+    cdef FutureRecordMetadata f
+    cdef _Listener l
+    owners = [-2] * n
+    if b._thunks is not None:
+        for f in b._thunks:
+            i = f.index
+            if _resolve(f.batch, &i) is not b or i < 0 or i >= n:
+                return None
+            if owners[i] != -1:
+                owners[i] = -1
+                others += 1
+    if not listeners:
+        return [-1] * n
+    for l in listeners:
+        total += l.count
+    if total + others != n:
+        return None
+    for li in range(len(listeners)):
+        c = (<_Listener>listeners[li]).count
+        while c > 0:
+            while owners[j] == -1:
+                j += 1
+            owners[j] = li
+            j += 1
+            c -= 1
+    return owners
+
+
+# ---------------------------------------------------------------------------------------------
 # Futures
 # ---------------------------------------------------------------------------------------------
 
@@ -259,11 +347,12 @@ cdef class FutureRecordMetadata:
     Backed by the record's batch and its index in it; no lock or event per record."""
 
     cdef RecordMetadata _metadata(self):
-        cdef ProducerBatch b = self.batch
+        cdef int32_t i = self.index
+        cdef ProducerBatch b = _resolve(self.batch, &i)
         cdef int64_t offset = -1
         cdef int64_t ts = self._timestamp
         if b._done and b.error is None and b.base_offset >= 0:
-            offset = b.base_offset + self.index
+            offset = b.base_offset + i
         if b.log_append_time != -1:
             ts = b.log_append_time
         return _make_metadata(b.topic, b.partition, offset, ts, self._key_size, self._value_size)
@@ -288,31 +377,42 @@ cdef class FutureRecordMetadata:
                     _log.exception("delivery callback %r raised", fn)
 
     def done(self):
-        return self.batch._done
+        cdef int32_t i = self.index
+        return _resolve(self.batch, &i)._done
 
     def get(self, timeout=None):
         """get(timeout=None) -> RecordMetadata; raises the delivery error, or
         ``KafkaTimeoutError`` if not completed within ``timeout`` seconds."""
-        cdef ProducerBatch b = self.batch
+        cdef int32_t i = self.index
+        cdef ProducerBatch b = _resolve(self.batch, &i)
         if not b._done and not b.wait(timeout):
             raise KafkaTimeoutError(f"record not delivered within {timeout} s "
                                     f"(topic {b.topic!r}, partition {b.partition})")
+        if b._children is not None:  # split while we waited; done means every piece is
+            i = self.index
+            b = _resolve(self.batch, &i)
         if b.error is not None:
             raise b.error
         return self._metadata()
 
     def exception(self, timeout=None):
         """exception(timeout=None) -> the delivery error or None (waits like ``get``)."""
-        cdef ProducerBatch b = self.batch
+        cdef int32_t i = self.index
+        cdef ProducerBatch b = _resolve(self.batch, &i)
         if not b._done and not b.wait(timeout):
             raise KafkaTimeoutError(f"record not delivered within {timeout} s")
+        if b._children is not None:
+            i = self.index
+            b = _resolve(self.batch, &i)
         return b.error
 
     def add_callback(self, fn):
         """add_callback(fn): call ``fn(err, RecordMetadata)`` on completion (at once if done)."""
-        cdef ProducerBatch b = self.batch
+        cdef ProducerBatch b
+        cdef int32_t i = self.index
         cdef bint now = False
         _done_acquire()
+        b = _resolve(self.batch, &i)   # under the lock: a split moves callbacks to the pieces
         if b._done:
             now = True
         else:
@@ -1273,6 +1373,133 @@ cdef class RecordAccumulator:
             pq.batches.insert(i, batch)
         finally:
             self._release()
+
+    def split_and_reenqueue(self, ProducerBatch batch, int64_t now_ms, int parts=2):
+        """split_and_reenqueue(batch, now_ms, parts=2) -> list[ProducerBatch] or None
+
+        For a drained batch the broker refused as too large (MESSAGE_TOO_LARGE): its records,
+        re-encoded and compressed again into up to ``parts`` batches balanced by size
+        (``BatchBuilder.split``), go to the head of the partition's queue in record order (after
+        retried batches with a lower sequence), and the pieces are returned. They take the
+        records over: a record's future and callback, and its count in its ``send_batch``
+        future, follow the piece that holds it; ``batch`` completes once every piece has. The
+        pieces keep ``created_ms`` (the delivery timeout runs on) and the sequence range: piece k
+        carries the producer id and epoch of ``batch`` and ``base_sequence`` + the index of its
+        first record (stamped), so batches sequenced after ``batch`` stay valid. They are sent
+        without a retry backoff. The buffer-pool reservation of ``batch`` is shared among them.
+
+        None (nothing changed) for a batch of one record, a completed or already split one, or
+        one whose records cannot be told apart by ``send_batch`` future (its records mixed with
+        ``send``/``produce`` records without a callback, which the batch only counts)."""
+        cdef list builders, pieces, owners, listeners, thunks, lists
+        cdef ProducerBatch c, b
+        cdef BatchBuilder nb
+        cdef FutureRecordMetadata f
+        cdef _Listener l, src
+        cdef _PartitionQueue pq
+        cdef int32_t first, i, k
+        cdef Py_ssize_t j, nbq, last, li
+        cdef int64_t share, reserved
+        if (batch._done or batch._children is not None or batch.builder is None
+                or batch.record_count < 2 or batch.builder._count != batch.record_count):
+            return None
+        _done_acquire()
+        owners = _record_owners(batch)
+        _done_release()
+        if owners is None:
+            return None
+        # re-encode and compress outside every lock (the codecs release the GIL)
+        builders = batch.builder.split(parts)
+        pieces = []
+        first = 0
+        for nb in builders:
+            nb.close()
+            c = ProducerBatch.__new__(ProducerBatch)
+            _init_batch(c, batch.topic, batch.partition, nb, batch.created_ms)
+            c.topic_partition = batch.topic_partition
+            c.record_count = nb._count
+            c._full = True
+            c._parent = batch
+            c._first_index = first
+            if batch.base_sequence >= 0:
+                c.producer_id = batch.producer_id
+                c.producer_epoch = batch.producer_epoch
+                c.base_sequence = (batch.base_sequence + first) & 0x7fffffff
+            nb.stamp(c.producer_id, c.producer_epoch, c.base_sequence)
+            first += nb._count
+            pieces.append(c)
+        # hand callbacks and send_batch counts over to the pieces
+        _done_acquire()
+        try:
+            owners = _record_owners(batch)   # again: add_callback may have run meanwhile
+            if owners is None or batch._done:
+                return None
+            listeners = batch._listeners
+            thunks = batch._thunks
+            k = 0
+            for c in pieces:
+                last = -1
+                l = None
+                for j in range(c._first_index, c._first_index + c.record_count):
+                    li = <Py_ssize_t>owners[j]
+                    if li < 0:
+                        continue
+                    if li != last:
+                        src = <_Listener>listeners[li]
+                        l = _Listener.__new__(_Listener)
+                        l.future = src.future
+                        l.count = 0
+                        if c._listeners is None:
+                            c._listeners = [l]
+                        else:
+                            c._listeners.append(l)
+                        last = li
+                    l.count += 1
+            if thunks is not None:
+                for f in thunks:
+                    i = f.index
+                    _resolve(f.batch, &i)
+                    k = len(pieces) - 1
+                    while k > 0 and (<ProducerBatch>pieces[k])._first_index > i:
+                        k -= 1
+                    c = <ProducerBatch>pieces[k]
+                    if c._thunks is None:
+                        c._thunks = [f]
+                    else:
+                        c._thunks.append(f)
+            batch._thunks = None
+            batch._listeners = None
+            batch._last_listener = None
+            batch._children_left = len(pieces)
+            batch._children = pieces
+        finally:
+            _done_release()
+        # queue them where the batch would be retried, and move the memory over
+        self._acquire()
+        try:
+            pq = self._pq_locked(self._topic_locked(batch.topic), batch.partition)
+            nbq = PyList_GET_SIZE(pq.batches)
+            j = 0
+            if batch.base_sequence >= 0:
+                while j < nbq:
+                    b = <ProducerBatch>PyList_GET_ITEM(pq.batches, j)
+                    if b.base_sequence >= 0 and b.base_sequence < batch.base_sequence:
+                        j += 1
+                    else:
+                        break
+            pq.batches[j:j] = pieces
+            reserved = batch.reserved
+            share = reserved // len(pieces)
+            for c in pieces:
+                c.reserved = share
+                self._incomplete.add(c)
+            (<ProducerBatch>pieces[len(pieces) - 1]).reserved += reserved - share * len(pieces)
+            self._incomplete.discard(batch)
+            batch.reserved = 0
+            batch.builder = None
+        finally:
+            self._release()
+        return pieces
 
     def mute(self, str topic, int32_t partition):
         self._acquire()

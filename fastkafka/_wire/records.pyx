@@ -613,6 +613,23 @@ cdef class BatchBuilder:
         """True when a record of ``record_size`` bytes would still be appended."""
         return self.has_room_for_c(record_size)
 
+    def split(self, Py_ssize_t parts=2):
+        """split(parts=2) -> list[BatchBuilder]
+
+        The records again, re-encoded in order into ``min(parts, record_count)`` new open builders
+        of the same batch_size, codec and level, balanced by encoded size (each gets at least one
+        record). Keys, values, headers and timestamps are kept; offset deltas start again at 0. A
+        closed, compressed batch is decompressed first; the new builders compress on their own
+        ``close()``. For a batch the broker refused as too large.
+
+        >>> b = BatchBuilder(1024)
+        >>> b.append_many(7, None, [b"a", b"b", b"c"])
+        3
+        >>> [p.record_count for p in b.split()]
+        [1, 2]
+        """
+        return _split_records(self, parts)
+
     def __repr__(self):
         return (f"<BatchBuilder records={self._count} size={self.size_in_bytes} "
                 f"codec={self._compression} closed={self._closed} stamped={self._stamped}>")
@@ -636,3 +653,125 @@ def record_size(int64_t timestamp_delta, int32_t offset_delta, Py_ssize_t key_le
 def headers_size(headers):
     """headers_size(headers) -> int: encoded size of a headers section (count included)."""
     return headers_encoded_size(headers)
+
+
+# ---- splitting a batch -------------------------------------------------------
+
+from fastkafka._wire.varint cimport read_uvarint, unzigzag64
+from fastkafka._wire.compression import decompress as _decompress
+
+
+cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
+    """BatchBuilder.split: parse the (decompressed) records section once, choose the cuts by
+    encoded size, re-encode each record's head (length, timestamp delta, offset delta) into the
+    new builders and copy the rest of it (key, value, headers) as it is."""
+    cdef Py_ssize_t n = src._count, i, j, lo, hi, piece, total, target, length
+    cdef Py_ssize_t *pos
+    cdef const char *base
+    cdef const char *end
+    cdef const char *q
+    cdef const char *rend
+    cdef uint64_t u
+    cdef int r
+    cdef char attrs
+    cdef int64_t ts
+    cdef object section
+    cdef list cuts, out
+    cdef BatchBuilder nb
+    if n < 1:
+        raise ValueError("an empty batch cannot be split")
+    if parts < 1:
+        raise ValueError(f"parts must be >= 1, got {parts}")
+    if parts > n:
+        parts = n
+    if src._closed and src._compression != 0:
+        section = _decompress(src._compression, PyMemoryView_FromMemory(
+            src._buf + BATCH_HEADER_SIZE, src._final_len - BATCH_HEADER_SIZE, PyBUF_READ))
+    else:
+        section = PyMemoryView_FromMemory(src._buf + BATCH_HEADER_SIZE,
+                                          src._len - BATCH_HEADER_SIZE, PyBUF_READ)
+    if type(section) is not bytes:
+        section = bytes(section)
+    base = PyBytes_AS_STRING(section)
+    end = base + PyBytes_GET_SIZE(section)
+    pos = <Py_ssize_t *>malloc(<size_t>(n + 1) * sizeof(Py_ssize_t))
+    if pos == NULL:
+        raise MemoryError()
+    try:
+        # where each record starts (pos[n]: the end of the last one)
+        q = base
+        for i in range(n):
+            pos[i] = q - base
+            r = read_uvarint(q, end, 5, &u)
+            length = <Py_ssize_t>unzigzag64(u) if r > 0 else -1
+            if r <= 0 or length < 3 or length > end - q - r:
+                raise ValueError(f"malformed record {i} in the batch being split")
+            q += r + length
+        pos[n] = q - base
+        if q != end:
+            raise ValueError("the batch being split has bytes after its last record")
+        # cuts: piece k holds records cuts[k]..cuts[k+1]-1, about total/parts bytes each
+        total = pos[n]
+        cuts = [0]
+        for piece in range(parts - 1):
+            lo = cuts[piece]
+            hi = n - (parts - 1 - piece)        # leave a record for each piece still to come
+            target = total * (piece + 1) // parts
+            j = lo + 1
+            while j < hi and pos[j + 1] <= target:
+                j += 1
+            cuts.append(j)
+        cuts.append(n)
+        out = []
+        for piece in range(parts):
+            nb = BatchBuilder(src._batch_size, src._compression, src._level)
+            for i in range(<Py_ssize_t>cuts[piece], <Py_ssize_t>cuts[piece + 1]):
+                q = base + pos[i]
+                rend = base + pos[i + 1]
+                q += read_uvarint(q, rend, 5, &u)              # length
+                attrs = q[0]
+                q += 1
+                r = read_uvarint(q, rend, 10, &u)              # timestamp delta
+                if r <= 0:
+                    raise ValueError(f"malformed record {i} in the batch being split")
+                q += r
+                ts = <int64_t>(<uint64_t>src._base_ts + <uint64_t>unzigzag64(u))
+                r = read_uvarint(q, rend, 5, &u)               # offset delta: renumbered
+                if r <= 0:
+                    raise ValueError(f"malformed record {i} in the batch being split")
+                q += r
+                _append_encoded(nb, ts, attrs, q, rend - q)
+            out.append(nb)
+        return out
+    finally:
+        free(pos)
+
+
+cdef int _append_encoded(BatchBuilder b, int64_t timestamp, char attrs, const char *rest,
+                         Py_ssize_t rest_len) except -1:
+    """Append one record whose key, value and headers are already encoded (``rest``); the
+    length, timestamp delta and offset delta are written for ``b`` (no batch_size check)."""
+    cdef int64_t delta = 0
+    cdef Py_ssize_t body, total
+    cdef char *p
+    if b._has_base_ts:
+        delta = <int64_t>(<uint64_t>timestamp - <uint64_t>b._base_ts)
+    body = 1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(b._count)) + rest_len
+    total = size_uvarint(zigzag64(body)) + body
+    if b._len + total > b._cap:
+        b._reserve(b._len + total)
+    p = b._buf + b._len
+    p += write_uvarint(p, zigzag64(body))
+    p[0] = attrs
+    p += 1
+    p += write_uvarint(p, zigzag64(delta))
+    p += write_uvarint(p, zigzag64(b._count))
+    _copy(p, rest, rest_len)
+    b._len += total
+    if not b._has_base_ts:
+        b._base_ts = timestamp
+        b._has_base_ts = True
+    if b._count == 0 or timestamp > b._max_ts:
+        b._max_ts = timestamp
+    b._count += 1
+    return 0

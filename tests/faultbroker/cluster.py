@@ -145,6 +145,7 @@ class Cluster:
         self.default_partitions = default_partitions
         self.duplicate_mode = duplicate_mode
         self.max_message_bytes = max_message_bytes
+        self.topic_max_message_bytes: dict[str, int] = {}   # Kafka's topic max.message.bytes
         self.check_crc = check_crc
         self.nodes: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, int] = {}
@@ -204,6 +205,16 @@ class Cluster:
                 self.logs.pop((name, p), None)
                 self.leader_epochs.pop((name, p), None)
             return NONE
+
+    def set_max_message_bytes(self, topic: str, max_message_bytes: int | None) -> None:
+        """The topic's ``max.message.bytes``: a batch larger than this (compressed, header included)
+        is answered MESSAGE_TOO_LARGE and not stored, before any sequence check, as Kafka does.
+        None: back to the cluster's ``max_message_bytes``."""
+        with self.lock:
+            if max_message_bytes is None:
+                self.topic_max_message_bytes.pop(topic, None)
+            else:
+                self.topic_max_message_bytes[topic] = max_message_bytes
 
     def set_leader(self, topic: str, partition: int, node_id: int) -> None:
         with self.lock:
@@ -276,10 +287,11 @@ class Cluster:
             return CORRUPT_MESSAGE, -1
         if not infos:
             return CORRUPT_MESSAGE, -1
+        limit = self.topic_max_message_bytes.get(topic, self.max_message_bytes)
         for info in infos:
             if info.magic != 2 or info.record_count < 0:
                 return CORRUPT_MESSAGE, -1
-            if info.size > self.max_message_bytes:
+            if info.size > limit:
                 return MESSAGE_TOO_LARGE, -1
             if self.check_crc and crc_ok(raw, info) is False:
                 return CORRUPT_MESSAGE, -1

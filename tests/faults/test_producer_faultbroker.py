@@ -223,7 +223,10 @@ def test_retriable_error_with_pipelined_requests_keeps_order(fb, make_producer, 
 
 def test_message_too_large_fails_only_that_partition(fb, make_producer):
     fb.create_topic("t", 3)
-    fb.script.on(ApiKey.PRODUCE, partition_error(MESSAGE_TOO_LARGE, [1]), times=1)
+    # refused every time: the batch is split down to single records, and each of them fails
+    refusing = [True]
+    fb.script.on(ApiKey.PRODUCE, partition_error(MESSAGE_TOO_LARGE, [1]), times=None,
+                 match=lambda header, body: refusing[0])
     p = make_producer(fb, linger_ms=50)
     futs = {part: send_values(p, "t", 5, partition=part, prefix=b"p%d" % part) for part in range(3)}
     too_large = error_for_code(MESSAGE_TOO_LARGE).__class__
@@ -237,6 +240,7 @@ def test_message_too_large_fails_only_that_partition(fb, make_producer):
     assert values[1] == []
     assert values[0] == [v for v, _ in futs[0]] and values[2] == [v for v, _ in futs[2]]
     # the partition keeps working afterwards (its sequence gap is resolved)
+    refusing[0] = False
     later = send_values(p, "t", 5, partition=1, prefix=b"later")
     for v, f in later:
         assert f.get(10).partition == 1
