@@ -221,8 +221,11 @@ class KafkaNode:
                 f.write(f"{k}={v}\n")
 
     def format(self, cluster_id: str) -> None:
-        cmd = self.cluster.java(self.log_file) + ["kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                                  "-c", self.properties_file]
+        # "--cluster-id=ID": a random id may start with "-", which as a separate argument reads
+        # as an option (seen: "argument --cluster-id/-t: expected one argument").
+        cmd = self.cluster.java(self.log_file) + ["kafka.tools.StorageTool", "format",
+                                                  f"--cluster-id={cluster_id}",
+                                                  f"--config={self.properties_file}"]
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, timeout=120)
         if proc.returncode != 0:

@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from .backoff import Backoff
 from .cluster import Cluster, Metadata, PartitionInfo, cluster_from_response
 from .config import ProducerConfig, canonical_name
 from .errors import (ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_class_for_code,
@@ -35,7 +36,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC = error_class_for_code(UNKNOWN_TOPIC_OR_PARTITION)
 
 _ADMIN_KEYS = {"bootstrap_servers", "client_id", "request_timeout_ms", "reconnect_backoff_ms",
-               "reconnect_backoff_max_ms", "retry_backoff_ms", "connections_max_idle_ms",
+               "reconnect_backoff_max_ms", "retry_backoff_ms", "retry_backoff_max_ms", "connections_max_idle_ms",
                "socket_connection_setup_timeout_ms", "max_response_size", "metadata_max_age_ms"}
 
 
@@ -136,7 +137,8 @@ class Admin:
             if canonical_name(key) not in _ADMIN_KEYS:
                 raise ConfigError(f"{key!r} is not an admin client setting")
         self.config = cfg
-        self._metadata = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms)
+        self._metadata = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms,
+                                  cfg.retry_backoff_max_ms)
         self._client = NetworkClient(cfg, self._metadata, manage_metadata=False)
         self._lock = threading.Lock()  # one caller drives the client at a time
 
@@ -196,6 +198,7 @@ class Admin:
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         deadline = now_ms() + timeout_ms
         last_error: BaseException | None = None
+        backoff = Backoff(self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
         with self._lock:
             while True:
                 fut = make_future(deadline)
@@ -222,7 +225,7 @@ class Admin:
                         if now_ms() >= deadline:
                             raise (last_error or e) from e
                 # Back off before every retry (also after a refresh), never past the deadline.
-                time.sleep(max(0, min(self.config.retry_backoff_ms, deadline - now_ms())) / 1000.0)
+                time.sleep(max(0, min(backoff.failed(), deadline - now_ms())) / 1000.0)
 
     # -- metadata --------------------------------------------------------------------------
     def _metadata_future(self, topics, deadline, auto_create=False) -> RequestFuture:

@@ -7,15 +7,19 @@ user threads read a consistent view without a lock. ``Metadata`` carries the ver
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from dataclasses import dataclass
 
 from ._core.sendpath import VersionCell
-from .errors import KafkaTimeoutError, error_for_code
+from .backoff import Backoff
+from .errors import InvalidBrokerResponseError, KafkaTimeoutError, error_for_code
+
+INVALID_BROKER_RESPONSE = InvalidBrokerResponseError.code
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
     host: str
@@ -23,7 +27,7 @@ class BrokerInfo:
     rack: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionInfo:
     topic: str
     partition: int
@@ -34,12 +38,13 @@ class PartitionInfo:
     error_code: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopicInfo:
     name: str
     error_code: int
     partitions: tuple  # PartitionInfo, indexed by partition number
     topic_id: bytes | None = None
+    error_message: str | None = None   # the client's reason, for a client-side error code
 
 
 class Cluster:
@@ -99,30 +104,104 @@ class Cluster:
         return f"Cluster(brokers={sorted(self.brokers)}, topics={sorted(self.topics)})"
 
 
-def cluster_from_response(body: dict) -> Cluster:
-    """Build a Cluster from a decoded Metadata response body."""
-    brokers = [BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack")) for b in body["brokers"]]
+# A broker-chosen number never sizes an allocation: a topic's partitions must be numbered 0..n-1,
+# each once, where n is the number of entries the response carried.
+def cluster_from_response(body: dict, problems: list | None = None) -> Cluster:
+    """Build a Cluster from a decoded Metadata response body, validating it first.
+
+    Brokers with an unusable address (no host, a host no resolver can take, a port outside
+    1..65535, a negative or repeated node id) are left out. A topic whose partition numbers are
+    not exactly 0..n-1 is kept with no partitions and the client-side error
+    INVALID_BROKER_RESPONSE (retried: the next Metadata answer may be right). A leader that is
+    not among the listed brokers counts as no leader. Each problem found is appended to
+    ``problems`` as a sentence."""
+    if problems is None:
+        problems = []
+    brokers = []
+    seen_ids = set()
+    for b in body["brokers"]:
+        node_id, host, port = b["node_id"], b["host"], b["port"]
+        reason = broker_address_problem(host, port)
+        if node_id < 0 or node_id in seen_ids:
+            reason = f"node id {node_id} is {'negative' if node_id < 0 else 'listed twice'}"
+        if reason is not None:
+            problems.append(f"broker {node_id} ({_shorten(host)}:{port}) left out: {reason}")
+            continue
+        seen_ids.add(node_id)
+        brokers.append(BrokerInfo(node_id, host, port, b.get("rack")))
     topics = []
+    shared: dict[tuple, tuple] = {}
     for t in body["topics"]:
         name = t.get("name")
         if name is None:
             continue
-        parts = sorted(t.get("partitions") or [], key=lambda p: p["partition_index"])
-        infos = []
-        # Partition numbers are dense in practice; fill any gap with a leaderless entry.
-        by_index = {p["partition_index"]: p for p in parts}
-        n = (max(by_index) + 1) if by_index else 0
-        for i in range(n):
-            p = by_index.get(i)
-            if p is None:
-                infos.append(PartitionInfo(name, i, -1, error_code=-1))
-            else:
-                infos.append(PartitionInfo(
-                    name, i, p["leader_id"], p.get("leader_epoch", -1),
-                    tuple(p.get("replica_nodes") or ()), tuple(p.get("isr_nodes") or ()),
-                    p.get("error_code", 0)))
+        parts = t.get("partitions") or []
+        n = len(parts)
+        indexes = {p["partition_index"] for p in parts}
+        if len(indexes) != n or (n and (min(indexes) != 0 or max(indexes) != n - 1)):
+            reason = (f"metadata for topic {name!r} lists {n} partitions numbered "
+                      f"{_describe_indexes(indexes)}, not 0..{n - 1}")
+            problems.append(reason)
+            topics.append(TopicInfo(name, INVALID_BROKER_RESPONSE, (), t.get("topic_id"), reason))
+            continue
+        infos = [None] * n
+        for p in parts:
+            i = p["partition_index"]
+            leader = p["leader_id"]
+            if leader >= 0 and leader not in seen_ids:
+                leader = -1   # not among the listed brokers: no leader this client can reach
+            # Replica sets repeat across partitions: one tuple per distinct set keeps the memory
+            # per partition small (a topic can have a million partitions).
+            replicas = tuple(p.get("replica_nodes") or ())
+            isr = tuple(p.get("isr_nodes") or ())
+            infos[i] = PartitionInfo(name, i, leader, p.get("leader_epoch", -1),
+                                     shared.setdefault(replicas, replicas), shared.setdefault(isr, isr),
+                                     p.get("error_code", 0))
         topics.append(TopicInfo(name, t.get("error_code", 0), tuple(infos), t.get("topic_id")))
     return Cluster(brokers, topics, body.get("controller_id", -1))
+
+
+def broker_address_problem(host, port) -> str | None:
+    """Why ``host:port`` cannot be connected to, or None. The host must be a name or address a
+    resolver accepts: at most 253 characters, dot-separated labels of 1..63 characters that encode
+    (IDNA); the port 1..65535."""
+    if not isinstance(port, int) or not 0 < port < 65536:
+        return f"port {port} is outside 1..65535"
+    if not isinstance(host, str) or not host:
+        return "no host name"
+    if ":" in host:                      # an IPv6 literal
+        try:
+            socket.inet_pton(socket.AF_INET6, host.strip("[]"))
+            return None
+        except (OSError, ValueError):
+            return "host is not a valid IPv6 address"
+    if len(host) > 253:
+        return f"host name of {len(host)} characters (at most 253)"
+    for label in host.rstrip(".").split("."):
+        if not label:
+            return "host name has an empty label"
+        if len(label) > 63:
+            return f"host name label of {len(label)} characters (at most 63)"
+        try:
+            encoded = label.encode("idna")
+        except UnicodeError:
+            return f"host name label {_shorten(label)!r} cannot be encoded (IDNA)"
+        if len(encoded) > 63:
+            return f"host name label of {len(encoded)} characters (at most 63)"
+    return None
+
+
+def _shorten(text, limit: int = 80) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"...({len(text)} characters)"
+
+
+def _describe_indexes(indexes) -> str:
+    if not indexes:
+        return "nothing"
+    ordered = sorted(indexes)
+    shown = ", ".join(str(i) for i in ordered[:5])
+    return f"{shown}{', ...' if len(ordered) > 5 else ''} (lowest {ordered[0]}, highest {ordered[-1]})"
 
 
 class Metadata:
@@ -132,13 +211,17 @@ class Metadata:
     sender thread calls :meth:`update` / :meth:`failed_update` / :meth:`time_to_next_update`.
     """
 
-    def __init__(self, bootstrap_servers, metadata_max_age_ms=300_000, refresh_backoff_ms=100):
+    def __init__(self, bootstrap_servers, metadata_max_age_ms=300_000, refresh_backoff_ms=100,
+                 refresh_backoff_max_ms=1000):
         self.cluster = Cluster.bootstrap(bootstrap_servers)
         self.bootstrap_servers = list(bootstrap_servers)
         self.version = 0
         self.version_cell = VersionCell()  # the same number, read from C by Producer.send()
         self.max_age_ms = metadata_max_age_ms
         self.refresh_backoff_ms = refresh_backoff_ms
+        # Failed refreshes, and refreshes that still lack a topic asked for, back off exponentially.
+        self.backoff = Backoff(refresh_backoff_ms, refresh_backoff_max_ms)
+        self._refresh_gap_ms = refresh_backoff_ms
         self.last_refresh_ms = 0
         self.last_successful_refresh_ms = 0
         self.need_update = True
@@ -183,7 +266,7 @@ class Metadata:
             due = 0
         else:
             due = max(self.last_successful_refresh_ms + self.max_age_ms - now_ms, 0)
-        backoff = max(self.last_refresh_ms + self.refresh_backoff_ms - now_ms, 0)
+        backoff = max(self.last_refresh_ms + self._refresh_gap_ms - now_ms, 0)
         return max(due, backoff)
 
     def update(self, cluster: Cluster, now_ms: int) -> None:
@@ -199,11 +282,17 @@ class Metadata:
                 any(p.leader < 0 for p in cluster.topics[t].partitions)
                 for t in self.topics)
             self.last_error = None
+            if self.need_update:
+                self._refresh_gap_ms = max(self.refresh_backoff_ms, self.backoff.failed())
+            else:
+                self.backoff.succeeded()
+                self._refresh_gap_ms = self.refresh_backoff_ms
             self._cond.notify_all()
 
     def failed_update(self, now_ms: int, error: Exception | None = None) -> None:
         with self._cond:
             self.last_refresh_ms = now_ms
+            self._refresh_gap_ms = max(self.refresh_backoff_ms, self.backoff.failed())
             if error is not None:
                 self.last_error = error
 
@@ -259,7 +348,10 @@ def format_address(host: str, port: int) -> str:
 def topic_error(cluster: Cluster, topic: str):
     """The KafkaError for a topic-level metadata error, or None."""
     code = cluster.topic_error(topic)
-    return None if code == 0 else error_for_code(code)
+    if code == 0:
+        return None
+    info = cluster.topics.get(topic)
+    return error_for_code(code, info.error_message if info is not None else None)
 
 
 __all__ = ["BrokerInfo", "PartitionInfo", "TopicInfo", "Cluster", "Metadata", "cluster_from_response"]

@@ -23,7 +23,7 @@ INT32_MAX = 2**31 - 1
 @dataclass(frozen=True)
 class _Setting:
     name: str
-    kind: str  # "int", "bool", "str", "acks", "servers", "codec", "opt_int", "partitioner"
+    kind: str  # "int", "bool", "str", "acks", "servers", "codec", "opt_int", "partitioner", "callback"
     default: Any
     minimum: int | None = None
     maximum: int | None = None
@@ -44,6 +44,8 @@ _SETTINGS = [
     _Setting("max_in_flight_requests_per_connection", "int", 5, 1, 1000),
     _Setting("retries", "int", INT32_MAX, 0, INT32_MAX),
     _Setting("retry_backoff_ms", "int", 100, 0, INT32_MAX),
+    _Setting("retry_backoff_max_ms", "int", 1000, 0, INT32_MAX,
+             doc="cap of the exponential backoff of repeated InitProducerId, Metadata and admin requests"),
     _Setting("delivery_timeout_ms", "int", 120_000, 1, INT32_MAX),
     _Setting("request_timeout_ms", "int", 30_000, 1, INT32_MAX),
     _Setting("metadata_max_age_ms", "int", 300_000, 0, INT32_MAX),
@@ -54,6 +56,9 @@ _SETTINGS = [
     _Setting("socket_connection_setup_timeout_ms", "int", 10_000, 1, INT32_MAX),
     _Setting("max_response_size", "int", 100 * 1024 * 1024, 1024, 2**31 - 1,
              doc="largest response frame accepted before the connection is closed"),
+    _Setting("on_error", "callback", None,
+             doc="callable(error) for errors that belong to no single record (a broker that lost "
+                 "acknowledged records: BrokerDataLossError); runs on the I/O thread"),
     _Setting("partitioner", "partitioner", "murmur2",
              doc='"murmur2" (Java-compatible for keys, sticky for null keys), "random", '
                  "or a callable(key, num_partitions, available_partitions) -> int"),
@@ -285,6 +290,10 @@ def _parse(setting: _Setting, value: Any) -> Any:
         if isinstance(value, str) and value in ("murmur2", "default", "random"):
             return "murmur2" if value == "default" else value
         raise ConfigError(f"partitioner must be 'murmur2', 'random' or a callable, got {value!r}")
+    if kind == "callback":
+        if value is None or callable(value):
+            return value
+        raise ConfigError(f"{name} must be a callable or None, got {type(value).__name__}")
     raise AssertionError(kind)  # pragma: no cover
 
 

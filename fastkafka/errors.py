@@ -426,6 +426,42 @@ class IllegalStateError(KafkaError):
     code, name, description = -112, "ILLEGAL_STATE", "The operation is not allowed in the current state."
 
 
+class InvalidBrokerResponseError(NetworkError):
+    """A broker's answer decoded, but cannot be used as it is: metadata whose partition numbers or
+    leaders do not add up, a producer id of -1 without an error, a node lacking an API the client
+    needs. The connection or the answer is dropped and the request retried after a backoff."""
+
+    code, name, retriable, description = (-120, "INVALID_BROKER_RESPONSE", True,
+                                          "The broker's answer cannot be used.")
+
+
+class ProducerForkedError(IllegalStateError):
+    """The producer was created in another process: it was inherited through ``fork()``, and its
+    I/O thread does not exist in this process. Create a new producer after the fork."""
+
+    code, name, description = -121, "PRODUCER_FORKED", "The producer was created before a fork."
+
+
+class BrokerDataLossError(KafkaError):
+    """A broker no longer has records it acknowledged: the partition's idempotent sequence no
+    longer follows the last acknowledged batch (OUT_OF_ORDER_SEQUENCE_NUMBER on the batch that
+    should be next). Delivered to the producer's ``on_error`` hook; the producer bumps its epoch
+    and goes on with the records not yet acknowledged. ``node``, ``topic``, ``partition``,
+    ``acked_sequence_end`` and ``acked_offset`` name what was lost as far as the producer knows."""
+
+    code, name, description = (-122, "BROKER_DATA_LOSS",
+                               "The broker no longer has records it acknowledged.")
+
+    def __init__(self, message=None, *, node=None, topic=None, partition=None,
+                 acked_sequence_end=None, acked_offset=None):
+        super().__init__(message)
+        self.node = node
+        self.topic = topic
+        self.partition = partition
+        self.acked_sequence_end = acked_sequence_end
+        self.acked_offset = acked_offset
+
+
 UnsupportedVersionError = _make(
     35, "UNSUPPORTED_VERSION", False, False, ERROR_TABLE[35][3]
 )
@@ -437,7 +473,8 @@ UnsupportedVersionError.__doc__ = (
 _CLIENT_CLASSES = (
     ConfigError, KafkaTimeoutError, BufferExhaustedError, DeliveryTimeoutError, RecordTooLargeError,
     InvalidRecordError, UnknownPartitionError, ProducerClosedError, NetworkError, DisconnectedError,
-    CorrelationIdMismatchError, CorruptFrameError, IllegalStateError, MalformedRecordError,
+    CorrelationIdMismatchError, CorruptFrameError, IllegalStateError, MalformedRecordError, InvalidBrokerResponseError,
+    ProducerForkedError, BrokerDataLossError,
 )
 for _cls in _CLIENT_CLASSES:
     _BY_CODE[_cls.code] = _cls

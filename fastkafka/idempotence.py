@@ -46,6 +46,7 @@ class IdempotenceState:
         self.producer_epoch = -1
         self.next_sequence: dict[tuple, int] = {}
         self.last_acked_end: dict[tuple, int] = {}  # sequence after the last acknowledged batch
+        self.last_acked_offset: dict[tuple, int] = {}  # offset of that batch's last record
         # partition -> highest epoch whose sequence state for it is broken: batches of the partition
         # stamped with that epoch or an older one are re-stamped under the current epoch.
         self.rewrite: dict[tuple, int] = {}
@@ -60,6 +61,7 @@ class IdempotenceState:
         if producer_id != self.producer_id or epoch != self.producer_epoch:
             self.next_sequence.clear()
             self.last_acked_end.clear()
+            self.last_acked_offset.clear()
         if producer_id != self.producer_id:
             self.rewrite.clear()  # a new id: every unacknowledged batch is re-stamped anyway
         if self.producer_id >= 0:
@@ -107,10 +109,26 @@ class IdempotenceState:
         return (batch.base_sequence >= 0 and batch.producer_id == self.producer_id
                 and batch.producer_epoch != self.producer_epoch)
 
-    def acked(self, batch) -> None:
+    def acked(self, batch, base_offset: int = -1) -> None:
         if batch.producer_epoch == self.producer_epoch and batch.producer_id == self.producer_id:
             tp = (batch.topic, batch.partition)
             self.last_acked_end[tp] = (batch.base_sequence + batch.record_count) & SEQUENCE_MAX
+            if base_offset >= 0:
+                self.last_acked_offset[tp] = base_offset + batch.record_count - 1
+
+    def data_loss(self, batch, code: int):
+        """``(acked_sequence_end, acked_offset)`` when ``code`` on ``batch`` means the broker lost
+        records it acknowledged: OUT_OF_ORDER_SEQUENCE_NUMBER on the very batch that follows the
+        last acknowledged one, under the current epoch, after at least one acknowledgement (the
+        broker then had this producer's sequence, and no longer has it). Else None."""
+        if code != OUT_OF_ORDER_SEQUENCE_NUMBER or batch.producer_id != self.producer_id \
+                or batch.producer_epoch != self.producer_epoch:
+            return None
+        tp = (batch.topic, batch.partition)
+        end = self.last_acked_end.get(tp)
+        if end is None or batch.base_sequence != end:
+            return None
+        return end, self.last_acked_offset.get(tp, -1)
 
     def _break(self, batch) -> None:
         tp = (batch.topic, batch.partition)

@@ -24,8 +24,9 @@ from typing import Any, Callable
 from . import __version__
 from ._core.transport import FrameReader, SendQueue, drain
 from .cluster import cluster_from_response
-from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError, KafkaError,
-                     NetworkError, RequestTimedOutError, UnsupportedVersionError)
+from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError,
+                     InvalidBrokerResponseError, KafkaError, NetworkError, RequestTimedOutError,
+                     UnsupportedVersionError)
 from .protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request
 
 log = logging.getLogger("fastkafka")
@@ -49,6 +50,8 @@ def connect_error_text(error: BaseException) -> str:
     """A short reason for a failed connection attempt, as a user reads it in an error message."""
     if isinstance(error, socket.gaierror):
         return f"name resolution failed: {error.strerror or error}"
+    if isinstance(error, UnicodeError):
+        return f"name resolution failed: the host name cannot be encoded ({error})"
     if isinstance(error, TimeoutError):
         return "timed out"
     if isinstance(error, OSError) and error.errno is not None:
@@ -138,8 +141,10 @@ class Connection:
 
 class NetworkClient:
     def __init__(self, config, metadata, *, clock: Callable[[], int] = now_ms,
-                 manage_metadata: bool = True):
+                 manage_metadata: bool = True, required_apis=(ApiKey.METADATA,)):
         self.config = config
+        # A node whose ApiVersions lacks one of these is closed with a clear error.
+        self.required_apis = tuple(required_apis)
         self.metadata = metadata
         self.clock = clock
         self.manage_metadata = manage_metadata
@@ -155,8 +160,10 @@ class NetworkClient:
         self._correlation = 0
         self._completions: list = []
         self._metadata_in_flight = False
+        self._last_metadata_problems: tuple = ()
         self._closed = False
-        self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0}
+        self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0,
+                      "contained_failures": 0}
 
     # -- any thread ------------------------------------------------------------------------
     def wakeup(self) -> None:
@@ -225,7 +232,8 @@ class NetworkClient:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             rc = sock.connect_ex(sockaddr)
-        except OSError as e:
+        except (OSError, UnicodeError, ValueError) as e:
+            # UnicodeError/ValueError: a host name no resolver takes (an over-long label, say).
             if sock is not None:
                 sock.close()
             self._connect_failed(conn, now, e)
@@ -300,6 +308,17 @@ class NetworkClient:
             theirs = conn.api_versions.get(int(key))
             if theirs is not None and theirs[0] <= hi and lo <= theirs[1]:
                 conn.versions[int(key)] = min(hi, theirs[1])
+        missing = [ApiKey(k).name for k in self.required_apis if int(k) not in conn.versions]
+        if missing:
+            # Unusable for this client; other nodes keep working. Retried after the longest backoff.
+            conn.failures = max(conn.failures, 20)
+            self._close(conn, now, InvalidBrokerResponseError(
+                f"node {conn.node_id} ({conn.host}:{conn.port}) cannot be used: it supports no "
+                f"version of {', '.join(missing)} that this client speaks (it lists "
+                + ", ".join(f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k} "
+                            f"{conn.api_versions[k][0]}-{conn.api_versions[k][1]}"
+                            for k in sorted(conn.api_versions)[:40]) + ")"))
+            return
         self._next_handshake_step(conn, now)
 
     def api_version(self, node_id: int, api_key: int) -> int | None:
@@ -494,7 +513,12 @@ class NetworkClient:
             body = {"topics": topics, "allow_auto_topic_creation": True,
                     "include_topic_authorized_operations": False}
             self._metadata_in_flight = True
-            self.send(node, ApiKey.METADATA, body, now, self._on_metadata)
+            try:
+                self.send(node, ApiKey.METADATA, body, now, self._on_metadata)
+            except KafkaError as e:
+                self._metadata_in_flight = False
+                self.metadata.failed_update(now, e)
+                return self.config.reconnect_backoff_ms
             return self.request_timeout_ms
         return self.config.reconnect_backoff_ms
 
@@ -504,9 +528,18 @@ class NetworkClient:
         if error is not None:
             self.metadata.failed_update(now, error)
             return
-        cluster = cluster_from_response(body)
+        problems: list[str] = []
+        cluster = cluster_from_response(body, problems)
+        if problems:
+            key = tuple(problems[:20])
+            if key != self._last_metadata_problems:   # once per distinct answer, not per refresh
+                self._last_metadata_problems = key
+                log.warning("metadata answer with problems (%d): %s", len(problems),
+                            "; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
         if not cluster.brokers:
-            self.metadata.failed_update(now, NetworkError("metadata response listed no brokers"))
+            self.metadata.failed_update(now, InvalidBrokerResponseError(
+                "metadata response listed no usable broker"
+                + (f": {problems[0]}" if problems else "")))
             return
         self.metadata.update(cluster, now)
 
@@ -531,21 +564,40 @@ class NetworkClient:
                 continue
             if conn.sock is None or key.fileobj is not conn.sock:
                 continue
-            if conn.state is State.CONNECTING:
-                err = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if err:
-                    self._close(conn, now, DisconnectedError(
-                        f"connect to node {conn.node_id} ({conn.host}:{conn.port}) failed: "
-                        f"{errno.errorcode.get(err, err)}"), failure=errno_text(err))
-                    continue
-                self._connected(conn, now)
-            if mask & selectors.EVENT_READ and conn.sock is not None:
-                self._read(conn, now)
-            if mask & selectors.EVENT_WRITE and conn.sock is not None:
-                self._write(conn, now)
+            try:
+                self._io(conn, mask, now)
+            except Exception as e:
+                # Nothing a broker sends may stop the I/O loop: a failure while handling one
+                # connection's bytes closes that connection, and its requests fail (and are
+                # retried) as on a disconnect.
+                self._contain(conn, now, e)
         self._write_all(now)
         self._handle_timeouts(now)
         self._run_completions()
+
+    def _io(self, conn: Connection, mask: int, now: int) -> None:
+        if conn.state is State.CONNECTING:
+            err = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self._close(conn, now, DisconnectedError(
+                    f"connect to node {conn.node_id} ({conn.host}:{conn.port}) failed: "
+                    f"{errno.errorcode.get(err, err)}"), failure=errno_text(err))
+                return
+            self._connected(conn, now)
+        if mask & selectors.EVENT_READ and conn.sock is not None:
+            self._read(conn, now)
+        if mask & selectors.EVENT_WRITE and conn.sock is not None:
+            self._write(conn, now)
+
+    def _contain(self, conn: Connection, now: int, error: Exception) -> None:
+        """Close ``conn`` after an unexpected failure while handling it (logged with its stack)."""
+        log.error("closing the connection to node %s (%s:%s) after an unexpected failure while "
+                  "handling it", conn.node_id, conn.host, conn.port, exc_info=error)
+        self.stats["contained_failures"] += 1
+        if conn.state is not State.DISCONNECTED or conn.sock is not None:
+            self._close(conn, now, InvalidBrokerResponseError(
+                f"connection to node {conn.node_id} closed after an unexpected failure while "
+                f"handling it: {type(error).__name__}: {error}"))
 
     def _write_all(self, now: int) -> None:
         for conn in list(self.connections.values()):
@@ -619,10 +671,12 @@ class NetworkClient:
             self._close(conn, now, e)
             return False
         self.stats["responses"] += 1
-        self._completions.append((req.callback, body, None))
         if req.internal:
-            # Handshake steps must run before anything else is read on this connection.
-            self._run_completions()
+            # Handshake steps run at once, before anything else is read on this connection; a
+            # step that fails on what the broker sent closes the connection (see _io).
+            req.callback(body, None)
+            return conn.sock is not None
+        self._completions.append((req.callback, body, None))
         return True
 
     def _time_to_next_timeout(self, now: int) -> int:

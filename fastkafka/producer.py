@@ -13,8 +13,10 @@ from __future__ import annotations
 import array
 import logging
 import operator
+import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Sequence
 
@@ -25,16 +27,34 @@ from ._core.sendpath import (REQUEST_OVERHEAD, ProducerCore, check_column, monot
                              validate_headers, validate_timestamp)
 from .cluster import Metadata, topic_error
 from .config import ProducerConfig
-from .errors import (IllegalStateError, InvalidRecordError, KafkaTimeoutError, ProducerClosedError,
+from .errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError, KafkaTimeoutError, ProducerClosedError,
                      RecordTooLargeError, UnknownPartitionError)
 from .errors import MalformedRecordError
 from .network import NetworkClient
+from .protocol import ApiKey
 from .sender import Sender
 
 log = logging.getLogger("fastkafka")
 
 _producer_seq = 0
 _producer_seq_lock = threading.Lock()
+
+#: Extra seconds close(timeout) allows the I/O thread after ``timeout`` before it fails every record
+#: without an outcome itself and returns.
+CLOSE_GRACE_S = 2.0
+
+# Producers of this process: after a fork, the child's copies are marked unusable (their I/O thread
+# was not copied), so they fail at once with ProducerForkedError instead of hanging.
+_live_producers: "weakref.WeakSet[Producer]" = weakref.WeakSet()
+
+
+def _mark_forked_producers() -> None:
+    for p in list(_live_producers):
+        p._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked_producers)
 
 
 class Producer(ProducerCore):
@@ -59,19 +79,27 @@ class Producer(ProducerCore):
             _producer_seq += 1
             self._name = f"{cfg.client_id}-{_producer_seq}"
         self._partitioner = cfg.partitioner
-        self._metadata = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms)
+        self._metadata = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms,
+                                  cfg.retry_backoff_max_ms)
         self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size)
         self._acc = RecordAccumulator(cfg.batch_size, cfg.compression_code, cfg.compression_level,
                                       cfg.linger_ms, cfg.retry_backoff_ms, cfg.delivery_timeout_ms,
                                       self._pool, cfg.ordered)
-        self._client = NetworkClient(cfg, self._metadata)
+        self._client = NetworkClient(cfg, self._metadata,
+                                     required_apis=(ApiKey.METADATA, ApiKey.PRODUCE))
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
         # send()/produce() are compiled (fastkafka/_core/sendpath.pyx); they use this state.
         self._init_core(self._acc, self._metadata.version_cell, self._sender.wakeup, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
         self._close_lock = threading.Lock()
+        self._close_started = False
+        # If the I/O thread dies (a bug), sends are refused at once, naming the failure.
+        self._sender.on_fatal = self._on_io_thread_failed
+        self._pid = os.getpid()
+        self._forked = False
         self._sender.start(f"fastkafka-sender-{self._name}")
+        _live_producers.add(self)
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> "Producer":
@@ -109,9 +137,12 @@ class Producer(ProducerCore):
                 # Brokers that could not be reached are the usual cause: name each with its last
                 # connection error (refused, name resolution, timeout, ...).
                 unreachable = self._metadata.describe_connection_errors()
+                meta_err = self._metadata.last_error
                 exc = KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after {max_wait_ms} ms"
                     + (f" (broker says: {err})" if err else "")
+                    + (f" (last metadata answer: {meta_err})"
+                       if isinstance(meta_err, InvalidBrokerResponseError) and not err else "")
                     + (f": {unreachable}" if unreachable else ""))
                 exc.connection_errors = self._metadata.connection_errors()
                 raise exc from None
@@ -153,7 +184,7 @@ class Producer(ProducerCore):
     # -- sending ---------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
-            raise ProducerClosedError("cannot send: the producer is closed")
+            raise self._closed_error()
 
     @staticmethod
     def _check_partition(topic: str, partition, n: int) -> int:
@@ -320,6 +351,8 @@ class Producer(ProducerCore):
         Raises IllegalStateError, changing nothing, when called from a delivery callback: those run
         on the I/O thread, which would then wait for itself."""
         self._check_not_io_thread("flush")
+        if self._forked:
+            raise self._closed_error()
         if self._closed:
             return 0
         self._acc.begin_flush()
@@ -333,23 +366,55 @@ class Producer(ProducerCore):
         """Deliver what is queued (waiting up to ``timeout`` seconds, forever when None), then stop
         the I/O thread. Records still undelivered at the deadline fail with ProducerClosedError.
 
+        With a ``timeout``, close returns within ``timeout`` + :data:`CLOSE_GRACE_S` seconds in
+        every case: if the I/O thread has not stopped by then (a delivery callback that does not
+        return), every record without an outcome is failed from this thread and close returns.
+
         Raises IllegalStateError when called from a delivery callback (the I/O thread cannot wait
         for itself to stop); the producer is left as it was, open, and a later close() from an
-        application thread closes it."""
+        application thread closes it. In a process forked after the producer was created, close()
+        only marks it closed: its I/O thread does not exist there."""
         self._check_not_io_thread("close")
         with self._close_lock:
-            if self._closed:
+            if self._close_started:
                 return
+            self._close_started = True
             self._closed = True
+        if self._forked:
+            return
         self._acc.close()
         self._sender.running = False
         self._sender.wakeup()
         if not self._sender.join(timeout):
             self._sender.force_close = True
             self._sender.wakeup()
-            self._sender.join()
+            if not self._sender.join(None if timeout is None else CLOSE_GRACE_S):
+                log.error("the producer's I/O thread did not stop within %.1f s of close(%s) "
+                          "(a delivery callback that does not return?): failing every record "
+                          "without an outcome", CLOSE_GRACE_S, timeout)
+                self._sender.fail_everything(ProducerClosedError(
+                    f"producer closed (close timeout {timeout} s passed, and the I/O thread did not "
+                    f"stop within {CLOSE_GRACE_S} s more) before these records were delivered"))
         self._metadata.close()
         self._pool.close()
+
+    def _closed_error(self) -> Exception:
+        if self._forked:
+            return ProducerForkedError(
+                f"producer {self._name} was created in process {self._pid} and cannot be used in "
+                f"this forked child (process {os.getpid()}): its I/O thread exists only in the "
+                f"parent. Create a new Producer in the child")
+        fatal = self._sender.fatal_error
+        if fatal is not None:
+            return ProducerClosedError(f"cannot send: {fatal.message}")
+        return ProducerClosedError("cannot send: the producer is closed")
+
+    def _on_io_thread_failed(self) -> None:
+        self._closed = True
+
+    def _after_fork_in_child(self) -> None:
+        self._forked = True
+        self._closed = True       # send()/produce() refuse at once (with _closed_error)
 
     def _on_io_thread(self) -> bool:
         sender = getattr(self, "_sender", None)
@@ -363,12 +428,14 @@ class Producer(ProducerCore):
                 f"from an application thread; the producer was left unchanged")
 
     def __del__(self):
-        if not getattr(self, "_closed", True):
+        if getattr(self, "_forked", False):
+            return
+        if not getattr(self, "_close_started", True):
             try:
                 if self._on_io_thread():
                     # Dropped by the last reference held in a callback: ask the I/O thread to
                     # finish what is queued and stop; it cannot be joined from here.
-                    self._closed = True
+                    self._close_started = self._closed = True
                     self._acc.close()
                     self._sender.running = False
                 else:

@@ -15,8 +15,9 @@ import logging
 import threading
 from typing import Callable
 
-from .errors import (DeliveryTimeoutError, KafkaError, ProducerClosedError, UnsupportedVersionError,
-                     error_for_code)
+from .backoff import Backoff
+from .errors import (BrokerDataLossError, DeliveryTimeoutError, InvalidBrokerResponseError, KafkaError,
+                     ProducerClosedError, UnsupportedVersionError, error_for_code)
 from .idempotence import (DUPLICATE_SEQUENCE_NUMBER, OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID,
                           INVALID_PRODUCER_EPOCH, IdempotenceState)
 from .network import NetworkClient, now_ms
@@ -46,11 +47,18 @@ class Sender:
         self.force_close = False
         self.in_flight_batches = 0
         self._init_retry_ms = 0
+        self._init_backoff = Backoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._thread: threading.Thread | None = None
         self.fatal_error: KafkaError | None = None
+        self.on_error = config.on_error
+        self.on_fatal: Callable[[], None] | None = None   # told when this thread dies of a bug
+        # Batches in Produce requests not yet answered: close() fails them itself if the I/O thread
+        # cannot (see Producer.close).
+        self.in_flight: dict[int, object] = {}
         self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
                       "batches_split": 0,
-                      "batches_expired": 0, "produce_requests": 0}
+                      "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
+                      "broker_data_loss": 0, "errors_reported": 0}
 
     # -- thread ----------------------------------------------------------------------------
     def start(self, name: str) -> None:
@@ -75,18 +83,34 @@ class Sender:
                 self.run_once()
             if not self.force_close:
                 self._confirm_unacknowledged_writes()
-        except Exception as e:  # pragma: no cover - a bug; fail loudly but release the records
-            log.exception("sender thread failed")
-            self.fatal_error = ProducerClosedError(f"sender thread failed: {e!r}")
+        except BaseException as e:  # a bug: fail loudly, but give every record an outcome
+            log.exception("the producer's I/O thread failed; every record not yet delivered fails")
+            self.fatal_error = ProducerClosedError(f"the producer's I/O thread failed: {e!r}")
             self.force_close = True
+            self.acc.close()
+            if self.on_fatal is not None:
+                self.on_fatal()
         finally:
             # In-flight requests fail through their callbacks when the connections close; whatever
-            # is still queued fails here. Nothing is left without an outcome.
+            # is still queued fails here, and later sends are refused. Nothing is left without an
+            # outcome.
             self.force_close = True
-            self.client.close()
             error = self.fatal_error or ProducerClosedError("producer closed before these records were delivered")
-            for b in self.acc.abort_undrained(error):
-                self._fail(b, error)
+            try:
+                self.client.close()
+            except Exception:  # pragma: no cover - the last resort below still runs
+                log.exception("closing the connections failed")
+            self.fail_everything(error)
+
+    def fail_everything(self, error: KafkaError) -> None:
+        """The last resort: every queued and in-flight batch completes with ``error`` (a batch that
+        already has its outcome is left alone). Safe from another thread while the I/O thread is
+        stuck: completion is once-only."""
+        for b in self.acc.abort_undrained(None):
+            self._fail(b, error)
+        for b in list(self.in_flight.values()):
+            if b.complete(-1, -1, error):
+                self.stats["errors"] += 1
 
     def _confirm_unacknowledged_writes(self) -> None:
         """Before closing, wait (up to request_timeout_ms, or until close's deadline forces it)
@@ -129,12 +153,16 @@ class Sender:
             self.client.send(node, ApiKey.INIT_PRODUCER_ID, body, now, self._on_init_producer_id,
                              min_version=3 if idem.bump_required else 0)
         except UnsupportedVersionError as e:
-            # The broker cannot bump an epoch: start over with a fresh producer id.
-            log.warning("epoch bump not supported (%s); asking for a new producer id", e)
             idem.init_in_flight = False
-            idem.bump_required = False
-            idem.producer_id = -1
-            idem.producer_epoch = -1
+            self._init_retry_ms = now + self._init_backoff.failed()
+            if idem.bump_required:
+                # The broker cannot bump an epoch: start over with a fresh producer id.
+                log.warning("epoch bump not supported (%s); asking for a new producer id", e)
+                idem.bump_required = False
+                idem.producer_id = -1
+                idem.producer_epoch = -1
+            else:
+                log.warning("InitProducerId not possible on node %s: %s", node, e)
         return False
 
     def _on_init_producer_id(self, body, error) -> None:
@@ -143,14 +171,25 @@ class Sender:
         now = self.clock()
         if error is None and body["error_code"] != 0:
             error = error_for_code(body["error_code"], "InitProducerId failed")
+        if error is None and (body["producer_id"] < 0 or body["producer_epoch"] < 0):
+            # No error, yet nothing usable: retried with the backoff like an error.
+            error = InvalidBrokerResponseError(
+                f"InitProducerId answered producer id {body['producer_id']} epoch "
+                f"{body['producer_epoch']} without an error")
         if error is not None:
-            log.info("InitProducerId failed: %s", error)
+            self.stats["init_producer_id_failures"] += 1
+            delay = self._init_backoff.failed()
+            # The first failure at INFO (a coordinator loading is normal); repeats at DEBUG.
+            log.log(logging.INFO if self._init_backoff.failures == 1 else logging.DEBUG,
+                    "InitProducerId failed (%d in a row; next try in %d ms): %s",
+                    self._init_backoff.failures, delay, error)
             if not getattr(error, "retriable", False) and idem.bump_required:
                 idem.bump_required = False  # fall back to a new id
                 idem.producer_id = -1
                 idem.producer_epoch = -1
-            self._init_retry_ms = now + self.config.retry_backoff_ms
+            self._init_retry_ms = now + delay
             return
+        self._init_backoff.succeeded()
         idem.set_producer_id(body["producer_id"], body["producer_epoch"])
 
     def _send_producer_data(self, now: int) -> int:
@@ -201,6 +240,8 @@ class Sender:
                 "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()]}
         expect_response = self.acks != 0
         self.in_flight_batches += len(batches)
+        for b in batches:
+            self.in_flight[id(b)] = b
         try:
             self.client.send(node, ApiKey.PRODUCE, body, now,
                              lambda resp, err: self._on_produce_response(node, batches, resp, err),
@@ -208,6 +249,7 @@ class Sender:
         except KafkaError as e:
             self.in_flight_batches -= len(batches)
             for b in batches:
+                self.in_flight.pop(id(b), None)
                 self._unresolved(b)
                 self._fail(b, e)
                 self._unmute(b)
@@ -219,6 +261,20 @@ class Sender:
     def _on_produce_response(self, node: int, batches: list, body, error) -> None:
         now = self.clock()
         self.in_flight_batches -= len(batches)
+        for b in batches:
+            self.in_flight.pop(id(b), None)
+        try:
+            self._handle_produce_response(node, batches, body, error, now)
+        except Exception as e:
+            # A bug or an answer that passed decoding yet breaks the handling: every batch of the
+            # request that has no outcome yet is retried (or failed) as after a disconnect.
+            log.exception("handling a Produce answer from node %s failed", node)
+            err = InvalidBrokerResponseError(f"handling the Produce answer of node {node} failed: {e!r}")
+            for b in batches:
+                if not b.is_done:
+                    self._retry_or_fail(b, err, now)
+
+    def _handle_produce_response(self, node: int, batches: list, body, error, now: int) -> None:
         if error is not None:
             for b in batches:
                 self._retry_or_fail(b, error, now)
@@ -247,11 +303,11 @@ class Sender:
                 if rec_errs:
                     msg = (msg or "") + " " + "; ".join(
                         f"record {r['batch_index']}: {r.get('batch_index_error_message')}" for r in rec_errs)
-                self._retry_or_fail(b, error_for_code(code, msg), now)
+                self._retry_or_fail(b, error_for_code(code, msg), now, node)
 
     def _succeed(self, batch, base_offset: int, log_append_time: int) -> None:
         if self.idem is not None:
-            self.idem.acked(batch)
+            self.idem.acked(batch, base_offset)
         self.stats["records_sent"] += batch.record_count
         self._unmute(batch)
         self.acc.deallocate(batch)
@@ -290,15 +346,19 @@ class Sender:
     def _unmute(self, batch) -> None:
         self.acc.unmute(batch.topic, batch.partition)  # a no-op for a partition that is not muted
 
-    def _retry_or_fail(self, batch, error: Exception, now: int) -> None:
+    def _retry_or_fail(self, batch, error: Exception, now: int, node: int | None = None) -> None:
         code = getattr(error, "code", None)
         if code in SPLIT_ERRORS and self._split(batch, error, now):
             return
         retriable = getattr(error, "retriable", False)
         if self.idem is not None and code in SEQUENCE_ERRORS:
+            loss = self.idem.data_loss(batch, code)
             if self.idem.on_sequence_error(batch, code):
-                log.warning("%s for %s-%d (sequence %d): bumping the producer epoch",
-                            error, batch.topic, batch.partition, batch.base_sequence)
+                if loss is not None:
+                    self._report_data_loss(batch, node, *loss)
+                else:
+                    log.warning("%s for %s-%d (sequence %d): bumping the producer epoch",
+                                error, batch.topic, batch.partition, batch.base_sequence)
                 self.idem.bump_required = True
             retriable = True
         time_left = batch.created_ms + self.config.delivery_timeout_ms - now
@@ -323,6 +383,32 @@ class Sender:
         self._unmute(batch)
         self._unresolved(batch)
         self._fail(batch, error)
+
+    def _report_data_loss(self, batch, node, acked_end: int, acked_offset: int) -> None:
+        """The broker refused the batch that follows the last one it acknowledged: it no longer has
+        records it acknowledged (a broker that lost its unflushed tail, an unclean leader
+        election). Those records cannot be sent again; say so, then bump the epoch and go on."""
+        self.stats["broker_data_loss"] += 1
+        err = BrokerDataLossError(
+            f"node {node} no longer has records of {batch.topic}-{batch.partition} it acknowledged: "
+            f"it refused sequence {batch.base_sequence} (OUT_OF_ORDER_SEQUENCE_NUMBER), which follows "
+            f"the last acknowledged batch (sequences up to {acked_end - 1}, last acknowledged offset "
+            f"{acked_offset}); records acknowledged before may be lost and are not sent again. "
+            f"The producer bumps its epoch and continues with the records not yet acknowledged",
+            node=node, topic=batch.topic, partition=batch.partition, acked_sequence_end=acked_end,
+            acked_offset=acked_offset)
+        log.error("%s", err)
+        self.report_error(err)
+
+    def report_error(self, error: KafkaError) -> None:
+        """Hand an error that belongs to no single record to the application's ``on_error`` hook
+        (on this thread; a hook that raises is logged and does not stop delivery)."""
+        self.stats["errors_reported"] += 1
+        if self.on_error is not None:
+            try:
+                self.on_error(error)
+            except Exception:
+                log.exception("on_error hook raised")
 
     def _unresolved(self, batch) -> None:
         """A batch that may have been sent fails for good: its partition's sequence has a gap."""

@@ -166,6 +166,10 @@ cdef class ProducerCore:
         self._topics = {}
         self._closed = False
 
+    def _closed_error(self):
+        """The error a send on a closed producer raises (a subclass says why it is closed)."""
+        return ProducerClosedError("cannot send: the producer is closed")
+
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
              on_delivery=None):
         """send(topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
@@ -223,7 +227,7 @@ cdef class ProducerCore:
         cdef _TopicInfo info
         cdef object o
         if self._closed:
-            raise ProducerClosedError("cannot send: the producer is closed")
+            raise self._closed_error()
         if not isinstance(topic, str) or not topic:
             if isinstance(topic, str):
                 raise MalformedRecordError("topic must be a non-empty string, got ''")

@@ -16,6 +16,7 @@ Short or garbled input surfaces as ``struct.error``/``IndexError``/``UnicodeDeco
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 import uuid as _uuid
 
 from .schema import Field, MISSING, in_versions
@@ -520,6 +521,19 @@ def _array_codec(f: Field, version: int, flexible: bool, nullable: bool):
                 return None, pos
             st = struct.Struct(">%d%s" % (n, fixed_code))
             return list(st.unpack_from(buf, pos)), pos + st.size
+    elif f.row is not None:
+        row = f.row
+
+        def read(buf, pos):
+            n, pos = read_count(buf, pos)
+            if n is None:
+                return None, pos
+            out = []
+            append = out.append
+            for _ in range(n):
+                v, pos = e_dec(buf, pos)
+                append(row(v))
+            return out, pos
     else:
         def read(buf, pos):
             n, pos = read_count(buf, pos)
@@ -532,6 +546,92 @@ def _array_codec(f: Field, version: int, flexible: bool, nullable: bool):
                 append(v)
             return out, pos
     return write, read
+
+
+class Row(tuple, Mapping):
+    """A compact, read-only mapping for one decoded array element: the values in the schema's field
+    order, in a tuple (no per-element dict). Reads like the dict it replaces (``row["name"]``,
+    ``.get``, ``in``, ``==`` with a dict). Subclasses set ``_fields`` and ``_index``."""
+
+    __slots__ = ()
+    _fields: tuple = ()
+    _index: dict = {}
+
+    def __getitem__(self, key):
+        if type(key) is str:
+            try:
+                return tuple.__getitem__(self, self._index[key])
+            except KeyError:
+                raise KeyError(key) from None
+        return tuple.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        i = self._index.get(key)
+        return default if i is None else tuple.__getitem__(self, i)
+
+    def __contains__(self, key):
+        return key in self._index
+
+    def __iter__(self):
+        return iter(self._fields)
+
+    def __len__(self):
+        return len(self._fields)
+
+    def keys(self):
+        return self._fields
+
+    def items(self):
+        return zip(self._fields, tuple.__iter__(self))
+
+    def values(self):
+        return tuple(self)
+
+    def __eq__(self, other):
+        # Equal to the dict it replaces; an array kept as a shared tuple equals the same list.
+        if not isinstance(other, Mapping) or len(other) != len(self._fields):
+            return NotImplemented if not isinstance(other, Mapping) else False
+        for k, v in zip(self._fields, tuple.__iter__(self)):
+            if k not in other:
+                return False
+            w = other[k]
+            if v != w and not (type(v) is tuple and type(w) is list and list(v) == w):
+                return False
+        return True
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self.items()) + "}"
+
+
+def row_type(name: str, fields, shared_lists=()) -> "type[Row]":
+    """A :class:`Row` subclass for ``fields`` (names), and the converter ``dict -> row`` for
+    :class:`Field`'s ``row``. Lists in ``shared_lists`` become tuples shared between equal rows
+    (replica sets repeat from partition to partition); the sharing table is bounded."""
+    fields = tuple(fields)
+    cls = type(name, (Row,), {"__slots__": (), "_fields": fields,
+                              "_index": {f: i for i, f in enumerate(fields)}})
+    shared: dict = {}
+    as_tuple = frozenset(shared_lists)
+
+    def convert(d: dict) -> Row:
+        vals = []
+        for f in fields:
+            v = d[f]
+            if f in as_tuple and v is not None:
+                v = tuple(v)
+                v = shared.setdefault(v, v)
+                if len(shared) > 4096:
+                    shared.clear()
+            vals.append(v)
+        return tuple.__new__(cls, vals)
+    cls.convert = staticmethod(convert)
+    return cls
 
 
 def _compile_tagged(tagged, version):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .schema import Field as F
 from .schema import Message
+from .codec import row_type
 
 # ------------------------------------------------------------------------------------------ Produce
 PRODUCE_REQUEST = Message("ProduceRequest", 0, "3-11", "9+", [
@@ -99,6 +100,11 @@ METADATA_REQUEST = Message("MetadataRequest", 3, "1-12", "9+", [
     F("include_topic_authorized_operations", "bool", "8+"),
 ])
 
+# A topic's partitions decode into compact rows: a broker may list a million of them.
+MetadataPartition = row_type("MetadataPartition", (
+    "error_code", "partition_index", "leader_id", "leader_epoch", "replica_nodes", "isr_nodes",
+    "offline_replicas"), shared_lists=("replica_nodes", "isr_nodes", "offline_replicas"))
+
 METADATA_RESPONSE = Message("MetadataResponse", 3, "1-12", "9+", [
     F("throttle_time_ms", "int32", "3+"),
     F("brokers", "[]struct", fields=[
@@ -114,7 +120,7 @@ METADATA_RESPONSE = Message("MetadataResponse", 3, "1-12", "9+", [
         F("name", "string", nullable="12+"),
         F("topic_id", "uuid", "10+"),
         F("is_internal", "bool", "1+", default=False),
-        F("partitions", "[]struct", fields=[
+        F("partitions", "[]struct", row=MetadataPartition.convert, fields=[
             F("error_code", "int16"),
             F("partition_index", "int32"),
             F("leader_id", "int32"),

@@ -53,12 +53,16 @@ class Field:
     """One field of a message or nested structure."""
 
     __slots__ = ("name", "type", "versions", "nullable", "default", "tag", "tagged", "fields",
-                 "elem")
+                 "elem", "row")
 
     def __init__(self, name: str, type: str, versions: str = "0+", *, nullable: Optional[str] = None,
                  default=MISSING, tag: Optional[int] = None, tagged: Optional[str] = None,
-                 fields: Optional[Sequence["Field"]] = None):
+                 fields: Optional[Sequence["Field"]] = None, row=None):
         self.name = name
+        # For an array of structs: a callable turning each element as it is decoded (a dict) into
+        # a compact read-only mapping kept in its place. Arrays a broker can make huge (a topic's
+        # partitions) then cost little memory per element even while the response is decoded.
+        self.row = row
         self.type = type
         self.versions = parse_versions(versions)
         self.nullable = parse_versions(nullable)

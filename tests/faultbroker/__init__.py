@@ -5,11 +5,12 @@
 from .broker import FaultBroker, RequestRecord
 from .cluster import Cluster, StoredBatch, parse_batches
 from .script import (Action, Rule, Script, delay, disconnect_before_response, disconnect_mid_response,
-                     no_response, oversized_size_prefix, partition_error, slow_read, split_frames,
-                     wrong_correlation_id)
+                     no_response, oversized_size_prefix, partition_error, rewrite_response, slow_read,
+                     split_frames, wrong_correlation_id)
 
 __all__ = [
     "FaultBroker", "RequestRecord", "Cluster", "StoredBatch", "parse_batches", "Action", "Rule", "Script",
     "delay", "disconnect_before_response", "disconnect_mid_response", "no_response",
-    "oversized_size_prefix", "partition_error", "slow_read", "split_frames", "wrong_correlation_id",
+    "oversized_size_prefix", "partition_error", "rewrite_response", "slow_read", "split_frames",
+    "wrong_correlation_id",
 ]

@@ -128,6 +128,10 @@ class FaultBroker(SocketServer):
             return Response(req.conn_id, close_before=True)
         handler = self._HANDLERS[api_key]
         result = handler(self, header, body, actions)
+        for a in actions:
+            if a.kind == "rewrite_response" and result is not None:
+                changed = a.fn(result, header, body)
+                result = result if changed is None else changed
         rec.response = result
         if result is None:      # no response (acks=0)
             frame = None

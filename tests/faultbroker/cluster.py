@@ -242,6 +242,23 @@ class Cluster:
                 out.extend(self.logs[(topic, p)].batches)
             return out
 
+    def lose_tail(self, topic: str, partition: int, batches: int = 1) -> list:
+        """Forget the last ``batches`` stored batches of a partition, as a broker restarted without
+        its unflushed tail would: the log end moves back (new records reuse those offsets) and each
+        producer's sequence state is rolled back to before them. Returns the lost batches."""
+        with self.lock:
+            log = self.logs[(topic, partition)]
+            lost = log.batches[-batches:]
+            del log.batches[-batches:]
+            log.end_offset = lost[0].base_offset if lost else log.end_offset
+            for b in lost:
+                state = log.producers.get(b.producer_id)
+                if state is None:
+                    continue
+                state[1] = (b.base_sequence - 1) % 2**31 if b.base_sequence > 0 else -1
+                state[2] = [r for r in state[2] if r[2] < b.base_offset]
+            return lost
+
     def record_count(self, topic: str, partition: int | None = None) -> int:
         return sum(b.record_count for b in self.batches(topic, partition))
 

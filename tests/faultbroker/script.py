@@ -21,6 +21,10 @@ Actions (module-level constructors)::
                                           data (unless ``append``); other APIs: a top-level/topic error
     delay(seconds)                        hold the response back (the connection stays muted)
     no_response()                         drop the response; the connection goes on reading
+    rewrite_response(fn)                  answer ``fn(body, header, request_body)`` (a response body
+                                          dict, encoded by the codec) instead of the broker's own
+                                          answer ``body`` (``fn`` may change ``body`` and return None):
+                                          hostile or extreme answers a real broker would not give
 """
 from __future__ import annotations
 
@@ -92,9 +96,13 @@ def no_response() -> Action:
     return Action("no_response")
 
 
+def rewrite_response(fn: Callable) -> Action:
+    return Action("rewrite_response", {"fn": fn})
+
+
 ACTION_KINDS = {"split_frames", "slow_read", "disconnect_before_response", "disconnect_mid_response",
                 "wrong_correlation_id", "oversized_size_prefix", "partition_error", "delay",
-                "no_response"}
+                "no_response", "rewrite_response"}
 
 
 class Rule:

@@ -90,6 +90,17 @@ def test_killed_node_restarts_with_its_data():
         assert [m.value for m in got[0]] == [b"%d" % i for i in range(20)]
 
 
+def test_cluster_id_starting_with_a_dash():
+    """One random cluster id in 64 starts with "-" (URL-safe base64); formatting must take it."""
+    kc = KafkaCluster(nodes=1)
+    kc.cluster_id = "-" + kc.cluster_id[1:]
+    with kc:
+        topic = unique_name("rig")
+        kc.create_topic(topic, 1)
+        with Producer(bootstrap_servers=kc.bootstrap) as p:
+            assert p.send(topic, b"x").get(15).offset == 0
+
+
 def test_missing_maven_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("FASTKAFKA_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))   # no mvn there
