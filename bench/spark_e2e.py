@@ -262,6 +262,33 @@ def measure(name: str, spark, df, rows: int, bootstrap: str, topic: str, work_di
     return r
 
 
+def cpu_by_part(jvm_pid: int, broker_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system, all threads) so far of Spark's JVM, of its descendants (the
+    Python workers) and of the broker, from /proc. A worker that exited in between is not counted;
+    Spark reuses its workers, so none does in these runs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table: dict[int, tuple[int, float]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    workers, todo = 0.0, list(children.get(jvm_pid, []))
+    while todo:
+        pid = todo.pop()
+        workers += table[pid][1]
+        todo += children.get(pid, [])
+    return {"jvm": table.get(jvm_pid, (0, 0.0))[1], "workers": workers,
+            "broker": table.get(broker_pid, (0, 0.0))[1]}
+
+
 def process_cpu_seconds(pid) -> float:
     """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
     with open(f"/proc/{pid}/stat") as f:
@@ -323,6 +350,24 @@ def broker_section(title: str, args, names, results, wall: float) -> list[str]:
         lines.append(f"| {what} | {how} | {fmt_rate(m)} | {m * (KEY_BYTES + VALUE_BYTES) / 1e6:.1f} "
                      f"| {ratio(m, floor)} | {ratio(m, ref)} | {ratio(m, spark_sink_rate)} | {cpu:.2f} "
                      f"| {rounds_txt} |")
+    lines += [
+        "",
+        "Where the CPU goes: core-seconds per 1M rows during the action (medians over the rounds), by "
+        "process: Spark's JVM (all its threads), its Python workers, the broker; against the two cores' "
+        "wall time per 1M rows (2 x seconds per 1M rows), the most the machine has to give.",
+        "",
+        "| measurement | Spark JVM | Python workers | broker | total | 2 cores x wall | total / (2 cores x wall) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        rs = [r for r in results[name] if "failed" not in r and "cpu" in r]
+        if not rs:
+            continue
+        per = {k: statistics.median(r["cpu"][k] / r["rows"] * 1e6 for r in rs) for k in ("jvm", "workers", "broker")}
+        total = statistics.median(sum(r["cpu"].values()) / r["rows"] * 1e6 for r in rs)
+        avail = statistics.median(2 * r["seconds"] / r["rows"] * 1e6 for r in rs)
+        lines.append(f"| {MEASUREMENTS[name][0]} ({name}) | {per['jvm']:.2f} | {per['workers']:.2f} "
+                     f"| {per['broker']:.2f} | {total:.2f} | {avail:.2f} | {total / avail:.2f} |")
     ds = med.get("datasource")
     lines += ["", "Targets (data source):"]
     for label, base, target in (("the no-op Arrow writer", floor, 0.8), ("the confluent-kafka loop", ref, 10.0),
@@ -398,9 +443,12 @@ def run_broker(kind: str, broker, args, names, spark, df, warm_df, work_dir) -> 
 
     def one(name, frame, rows, topic):
         broker.create_topic(topic, args.partitions)
-        cpu0 = process_cpu_seconds(broker_pid(broker))
+        jvm = spark.sparkContext._gateway.proc.pid
+        cpu0 = cpu_by_part(jvm, broker_pid(broker))
         r = measure(name, spark, frame, rows, broker.bootstrap, topic, work_dir)
-        r["broker_cpu"] = process_cpu_seconds(broker_pid(broker)) - cpu0
+        cpu1 = cpu_by_part(jvm, broker_pid(broker))
+        r["cpu"] = {k: cpu1[k] - cpu0[k] for k in cpu0}
+        r["broker_cpu"] = r["cpu"]["broker"]
         if writes_kafka and name != NOOP:
             if "failed" not in r:
                 try:
