@@ -15,6 +15,7 @@ import logging
 import threading
 from typing import Callable
 
+from ._core.accumulator import register_io_thread, unregister_io_thread
 from .backoff import Backoff
 from .errors import (BrokerDataLossError, DeliveryTimeoutError, InvalidBrokerResponseError, KafkaError,
                      ProducerClosedError, UnsupportedVersionError, error_for_code)
@@ -75,6 +76,8 @@ class Sender:
         return True
 
     def run(self) -> None:
+        ident = threading.get_ident()
+        register_io_thread(ident)
         try:
             while self.running:
                 self.run_once()
@@ -101,6 +104,7 @@ class Sender:
             except Exception:  # pragma: no cover - the last resort below still runs
                 log.exception("closing the connections failed")
             self.fail_everything(error)
+            unregister_io_thread(ident)
 
     def fail_everything(self, error: KafkaError) -> None:
         """The last resort: every queued and in-flight batch completes with ``error`` (a batch that

@@ -49,8 +49,7 @@ import time
 from fastkafka._wire.records import BatchBuilder as _PyBatchBuilder
 from fastkafka.errors import (
     InvalidRecordError, KafkaTimeoutError, MalformedRecordError, ProducerClosedError,
-    RecordTooLargeError, UnknownPartitionError,
-)
+    RecordTooLargeError, UnknownPartitionError, IllegalStateError)
 
 _log = logging.getLogger("fastkafka")
 
@@ -80,6 +79,28 @@ cdef inline void _done_release() noexcept:
 # ---------------------------------------------------------------------------------------------
 # RecordMetadata
 # ---------------------------------------------------------------------------------------------
+
+# Idents of the producers' I/O threads: waiting there for a delivery would deadlock, since that
+# thread is the one that completes deliveries (a delivery callback calling future.get()).
+_io_threads = set()
+
+
+def register_io_thread(ident):
+    _io_threads.add(ident)
+
+
+def unregister_io_thread(ident):
+    _io_threads.discard(ident)
+
+
+cdef inline int _refuse_wait_on_io_thread(str what) except -1:
+    if _io_threads and threading.get_ident() in _io_threads:
+        raise IllegalStateError(
+            f"cannot {what} on the producer's I/O thread (in a delivery callback): that thread "
+            f"completes deliveries, so it would wait for itself. Use on_delivery/add_callback, or "
+            f"wait from an application thread")
+    return 0
+
 
 @cython.final
 cdef class RecordMetadata:
@@ -204,10 +225,13 @@ cdef class ProducerBatch:
         return None if self._children is None else tuple(self._children)
 
     def wait(self, timeout=None):
-        """wait(timeout=None) -> bool: block (GIL released) until completed or ``timeout`` s."""
+        """wait(timeout=None) -> bool: block (GIL released) until completed or ``timeout`` s.
+        Raises IllegalStateError on a producer's I/O thread (a delivery callback), which is the
+        thread that would complete it."""
         cdef object ev
         if self._done:
             return True
+        _refuse_wait_on_io_thread("wait for a record's delivery (future.get())")
         _done_acquire()
         if self._done:
             _done_release()
@@ -521,6 +545,8 @@ cdef class BatchFuture:
 
     def get(self, timeout=None):
         """get(timeout=None) -> int delivered; raises the first error after all batches are done."""
+        if not self._finished:
+            _refuse_wait_on_io_thread("wait for a send_batch's delivery (BatchFuture.get())")
         if not self._event.wait(timeout):
             raise KafkaTimeoutError(f"batch not delivered within {timeout} s "
                                     f"({self._delivered + self._failed} of {self._appended} done)")

@@ -218,3 +218,37 @@ def test_slow_callbacks_delay_delivery_but_never_deadlock(fb, make_producer):
     assert fu.rejected, "no callback found the buffer full: the test proves nothing"
     assert n * 0.2 <= took < 30
     assert fb.cluster.record_count("t") == 1 + n + len(fu.accepted)
+
+
+def test_waiting_on_a_future_in_a_callback_raises_instead_of_deadlocking(fb, make_producer):
+    """future.get() / BatchFuture.get() inside a delivery callback would wait for the thread it runs
+    on: IllegalStateError at once; a future already done is read as usual; delivery goes on."""
+    from fastkafka.errors import IllegalStateError
+
+    fb.create_topic("t", 1)
+    p = make_producer(fb, linger_ms=50)
+    seen = []
+    pending_batch = []
+
+    def on_first(err, md):
+        later = p.send("t", b"queued-behind")            # not delivered yet: a wait would deadlock
+        start = time.monotonic()
+        for fut in (later, pending_batch[0]):
+            try:
+                fut.get(5)
+                seen.append("no error")
+            except IllegalStateError as e:
+                seen.append(str(e))
+        seen.append(time.monotonic() - start)
+        seen.append(first.get(0).offset)                 # its own future is done: readable
+
+    first = p.send("t", b"first", on_delivery=on_first)
+    pending_batch.append(p.send_batch("t", [b"b1", b"b2"]))
+    p.flush(10)
+    assert wait_for(lambda: len(seen) == 4)
+    assert "on the producer's I/O thread" in seen[0] and "future.get()" in seen[0]
+    assert "BatchFuture.get()" in seen[1] or seen[1] == "no error"   # the batch may be done already
+    assert seen[2] < AT_ONCE_S
+    assert seen[3] == 0
+    assert p.flush(10) == 0
+    assert fb.cluster.record_count("t") == 4
