@@ -180,6 +180,8 @@ class KafkaNode:
         self.host = "127.0.0.1"
         self.port = port
         self.controller_port = controller_port
+        # Extra listeners (security tests): name -> port, e.g. {"SASL_PLAINTEXT": 40123}.
+        self.listener_ports: dict[str, int] = {name: free_port() for name in cluster.listeners}
         self.dir = os.path.join(cluster.base_dir, f"node-{node_id}")
         self.data_dir = os.path.join(self.dir, "data")
         self.properties_file = os.path.join(self.dir, "server.properties")
@@ -202,17 +204,26 @@ class KafkaNode:
     def __repr__(self) -> str:
         return f"<KafkaNode {self.node_id} {self.address} {'running' if self.running else 'stopped'}>"
 
+    def listener_address(self, name: str) -> str:
+        """host:port of listener ``name`` ("PLAINTEXT" or one of the cluster's extra listeners)."""
+        return self.address if name == "PLAINTEXT" else f"{self.host}:{self.listener_ports[name]}"
+
     def write_properties(self, voters: str) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
+        extra = self.cluster.listeners
+        listeners = [f"PLAINTEXT://{self.host}:{self.port}"] + [
+            f"{name}://{self.host}:{self.listener_ports[name]}" for name in extra]
+        protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [
+            f"{name}:{proto}" for name, proto in extra.items()]
         props = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": ",".join(listeners + [f"CONTROLLER://{self.host}:{self.controller_port}"]),
+            "advertised.listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(protocol_map),
             "log.dirs": self.data_dir,
         }
         props.update(self.cluster.broker_properties())
@@ -226,6 +237,8 @@ class KafkaNode:
         cmd = self.cluster.java(self.log_file) + ["kafka.tools.StorageTool", "format",
                                                   f"--cluster-id={cluster_id}",
                                                   f"--config={self.properties_file}"]
+        for mechanism, name, password in self.cluster.scram_users:
+            cmd.append(f"--add-scram={mechanism}=[name={name},password={password}]")
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, timeout=120)
         if proc.returncode != 0:
@@ -307,9 +320,16 @@ class KafkaCluster:
     kind = "kafka"
 
     def __init__(self, nodes: int = 1, version: str | None = None, heap_mb: int = 384,
-                 properties: dict | None = None, jit: str = "c1", base_dir: str | None = None):
+                 properties: dict | None = None, jit: str = "c1", base_dir: str | None = None,
+                 listeners: dict | None = None, scram_users=()):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
+        # Extra listeners beside PLAINTEXT, name -> security protocol (e.g. {"SASL_PLAINTEXT":
+        # "SASL_PLAINTEXT", "SSL": "SSL"}); their settings (JAAS, keystores, enabled mechanisms) go
+        # in ``properties`` (``listener.name.<name lower>.*``). ``scram_users``: (mechanism, name,
+        # password) tuples created when the storage is formatted.
+        self.listeners = dict(listeners or {})
+        self.scram_users = tuple(scram_users)
         self.version = version or kafka_version()
         self.heap_mb = heap_mb
         self.jit = jit
@@ -327,6 +347,10 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(n.address for n in self.nodes.values())
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The bootstrap list of one listener ("PLAINTEXT", or an extra listener's name)."""
+        return ",".join(n.listener_address(listener) for n in self.nodes.values())
 
     @property
     def host(self) -> str:
