@@ -521,8 +521,8 @@ def _array_codec(f: Field, version: int, flexible: bool, nullable: bool):
                 return None, pos
             st = struct.Struct(">%d%s" % (n, fixed_code))
             return list(st.unpack_from(buf, pos)), pos + st.size
-    elif f.row is not None:
-        row = f.row
+    else:
+        row = f.row   # None, or the compact form each element takes as it is decoded
 
         def read(buf, pos):
             n, pos = read_count(buf, pos)
@@ -532,18 +532,7 @@ def _array_codec(f: Field, version: int, flexible: bool, nullable: bool):
             append = out.append
             for _ in range(n):
                 v, pos = e_dec(buf, pos)
-                append(row(v))
-            return out, pos
-    else:
-        def read(buf, pos):
-            n, pos = read_count(buf, pos)
-            if n is None:
-                return None, pos
-            out = []
-            append = out.append
-            for _ in range(n):
-                v, pos = e_dec(buf, pos)
-                append(v)
+                append(v if row is None else row(v))
             return out, pos
     return write, read
 
