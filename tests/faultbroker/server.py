@@ -158,6 +158,7 @@ class Processor(threading.Thread):
             if isinstance(resp, _DisconnectAll):
                 for conn in list(self.conns.values()):
                     self._close(conn)
+                resp.done.set()
                 continue
             conn = self.conns.get(resp.conn_id)
             if conn is None:
@@ -447,9 +448,13 @@ class SocketServer:
             self.open_connections.pop(conn.id, None)
 
     def disconnect_all(self) -> None:
-        """Close every open client connection (from the processors' own threads)."""
-        for p in self.processors:
-            p.respond(_DisconnectAll())
+        """Close every open client connection (from the processors' own threads) and return once
+        they are closed: a request sent after this call cannot reach an old connection."""
+        orders = [_DisconnectAll() for _ in self.processors]
+        for p, order in zip(self.processors, orders):
+            p.respond(order)
+        for order in orders:
+            order.done.wait(5)
 
     def handle(self, req: RawRequest) -> Response:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -481,3 +486,4 @@ class SocketServer:
 class _DisconnectAll(Response):
     def __init__(self):
         super().__init__(conn_id=-1)
+        self.done = threading.Event()

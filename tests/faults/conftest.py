@@ -30,3 +30,23 @@ def fb(no_leaks):
     finally:
         b.close()
     assert b.crashed == [] and b.handler_errors == []
+
+
+@pytest.fixture
+def make_producer(no_leaks, request):
+    """Factory: ``make_producer(broker_or_bootstrap, **settings)``; the test module's ``FAST``
+    settings are the defaults. Every producer made is closed when the test ends."""
+    from fastkafka import Producer
+
+    defaults = getattr(request.module, "FAST", {})
+    made = []
+
+    def make(broker_or_bootstrap, **kw):
+        bootstrap = getattr(broker_or_bootstrap, "bootstrap", broker_or_bootstrap)
+        p = Producer(bootstrap_servers=bootstrap, **{**defaults, **kw})
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.close(10)

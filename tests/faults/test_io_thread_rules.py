@@ -24,20 +24,6 @@ FAST = dict(request_timeout_ms=2000, delivery_timeout_ms=30000, retry_backoff_ms
 AT_ONCE_S = 0.5
 
 
-@pytest.fixture
-def make_producer(no_leaks):
-    made = []
-
-    def make(broker, **kw):
-        p = Producer(bootstrap_servers=broker.bootstrap, **{**FAST, **kw})
-        made.append(p)
-        return p
-
-    yield make
-    for p in made:
-        p.close(10)
-
-
 def wait_for(condition, timeout=10.0) -> bool:
     """True once ``condition()`` is; False after ``timeout`` s (flush() returns once the batches
     are complete, possibly before the I/O thread has run their last callbacks)."""

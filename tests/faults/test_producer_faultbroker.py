@@ -37,21 +37,6 @@ FAST = dict(request_timeout_ms=2000, delivery_timeout_ms=15000, retry_backoff_ms
 
 # ------------------------------------------------------------------------------------- fixtures
 @pytest.fixture
-def make_producer(no_leaks):
-    made = []
-
-    def make(broker_or_bootstrap, **kw):
-        bootstrap = getattr(broker_or_bootstrap, "bootstrap", broker_or_bootstrap)
-        p = Producer(bootstrap_servers=bootstrap, **{**FAST, **kw})
-        made.append(p)
-        return p
-
-    yield make
-    for p in made:
-        p.close(5)
-
-
-@pytest.fixture
 def fastkafka_debug(caplog):
     caplog.set_level(logging.DEBUG, logger="fastkafka")
     return caplog

@@ -41,20 +41,6 @@ FAST = dict(request_timeout_ms=5000, delivery_timeout_ms=30000, retry_backoff_ms
 
 
 # ------------------------------------------------------------------------------------- fixtures
-@pytest.fixture
-def make_producer(no_leaks):
-    made = []
-
-    def make(broker, **kw):
-        p = Producer(bootstrap_servers=broker.bootstrap, **{**FAST, **kw})
-        made.append(p)
-        return p
-
-    yield make
-    for p in made:
-        p.close(5)
-
-
 def limited_topic(fb, name="t", partitions=1, limit=LIMIT):
     fb.create_topic(name, partitions)
     fb.cluster.set_max_message_bytes(name, limit)
