@@ -145,7 +145,7 @@ class LocalBroker:
     """One local broker process on 127.0.0.1. A context manager; ``stop()`` is idempotent."""
 
     def __init__(self, kind: str = "tansu", port: int | None = None, data_dir: str | None = None,
-                 storage: str = "memory"):
+                 storage: str = "memory", advertised_port: int | None = None):
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         if storage not in ("memory", "null"):
@@ -157,6 +157,8 @@ class LocalBroker:
         self._fixed_port = port
         self.port: int | None = port
         self.storage = storage
+        # tansu only: the port metadata names instead of its own (a TLS proxy in front of it)
+        self.advertised_port = advertised_port
         self._given_data_dir = data_dir
         self.data_dir: str | None = data_dir
         self._own_data_dir = False
@@ -192,7 +194,9 @@ class LocalBroker:
         if self.kind == "tansu":
             url = f"tcp://{self.host}:{self.port}"
             engine = "memory://tansu/" if self.storage == "memory" else "null://x"
-            return [_find_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            advertised = (url if self.advertised_port is None
+                          else f"tcp://{self.host}:{self.advertised_port}")
+            return [_find_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                     "--storage-engine", engine]
         return _find_noida() + ["start", "--only", "kafka", "--kafka-port", str(self.port),
                                 "--host", self.host, "--data-dir", str(self.data_dir)]

@@ -38,6 +38,8 @@ _UNKNOWN_TOPIC = error_class_for_code(UNKNOWN_TOPIC_OR_PARTITION)
 _ADMIN_KEYS = {"bootstrap_servers", "client_id", "request_timeout_ms", "reconnect_backoff_ms",
                "reconnect_backoff_max_ms", "retry_backoff_ms", "retry_backoff_max_ms", "connections_max_idle_ms",
                "socket_connection_setup_timeout_ms", "max_response_size", "metadata_max_age_ms"}
+_ADMIN_KEYS |= {"security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password",
+                "ssl_check_hostname", "ssl_context"}  # TLS
 
 
 class RequestFuture:
@@ -160,6 +162,10 @@ class Admin:
             target = node if node is not None else self._client.least_loaded_node(now)
             if target is not None and self._client.ready(target, now):
                 break
+            fatal = self._metadata.fatal_error  # e.g. a TLS certificate not accepted: no retry fixes it
+            if fatal is not None:
+                fut.fail(type(fatal)(getattr(fatal, "message", None)))
+                return fut
             if now >= deadline:
                 fut.fail(KafkaTimeoutError(f"no broker connection for {ApiKey(api_key).name} "
                                            f"(last error: {self._metadata.last_error})"))

@@ -227,6 +227,10 @@ class Metadata:
         self.need_update = True
         self.topics: dict[str, None] = {}
         self.last_error: Exception | None = None
+        # A connection failure that retrying does not fix (a TLS certificate not accepted): sends
+        # waiting for metadata raise it at once instead of waiting max_block_ms. Cleared by the
+        # next ready connection or metadata answer.
+        self.fatal_error: Exception | None = None
         # Per broker address the network client tried: the last connection failure's text, None
         # while the first attempt is under way, or CONNECTED once a connection became ready.
         self._connections: dict[tuple[str, int], object] = {}
@@ -253,6 +257,9 @@ class Metadata:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while self.version <= last_version and not self._closed:
+                if self.fatal_error is not None:
+                    # a fresh instance per waiting thread (tracebacks are per raise)
+                    raise type(self.fatal_error)(getattr(self.fatal_error, "message", None))
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KafkaTimeoutError(f"metadata was not updated within {timeout_s * 1000:.0f} ms"
@@ -282,6 +289,7 @@ class Metadata:
                 any(p.leader < 0 for p in cluster.topics[t].partitions)
                 for t in self.topics)
             self.last_error = None
+            self.fatal_error = None
             if self.need_update:
                 self._refresh_gap_ms = max(self.refresh_backoff_ms, self.backoff.failed())
             else:
@@ -315,6 +323,14 @@ class Metadata:
     def connection_ready(self, host: str, port: int) -> None:
         with self._cond:
             self._connections[(host, port)] = CONNECTED
+            self.fatal_error = None
+
+    def fatal_connection_error(self, error: Exception) -> None:
+        """A connection failed in a way retrying does not fix: waiting sends raise ``error``."""
+        with self._cond:
+            self.fatal_error = error
+            self.last_error = error
+            self._cond.notify_all()
 
     def connection_errors(self) -> dict[str, str]:
         """``{"host:port": last connection error}`` of every address tried whose last attempt did not

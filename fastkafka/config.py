@@ -62,7 +62,21 @@ _SETTINGS = [
     _Setting("partitioner", "partitioner", "murmur2",
              doc='"murmur2" (Java-compatible for keys, sticky for null keys), "random", '
                  "or a callable(key, num_partitions, available_partitions) -> int"),
+    _Setting("security_protocol", "security_protocol", "PLAINTEXT",
+             doc="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+    # TLS (security_protocol SSL / SASL_SSL): fastkafka.tls.build_context, checked at construction.
+    _Setting("ssl_cafile", "path", None, doc="PEM file of the CA certificates that sign the brokers'"),
+    _Setting("ssl_certfile", "path", None, doc="PEM file of the client certificate (mutual TLS)"),
+    _Setting("ssl_keyfile", "path", None, doc="PEM file of the client certificate's private key"),
+    _Setting("ssl_password", "secret", None, doc="password of an encrypted ssl_keyfile"),
+    _Setting("ssl_check_hostname", "hostname_check", True,
+             doc="check that the broker's certificate names the host connected to"),
+    _Setting("ssl_context", "ssl_context", None,
+             doc="a ready ssl.SSLContext; wins over the other ssl_* settings"),
 ]
+
+#: Settings whose value is never shown (repr, errors, logs).
+SECRET_SETTINGS = {"ssl_password"}
 
 SETTINGS: dict[str, _Setting] = {s.name: s for s in _SETTINGS}
 
@@ -79,6 +93,11 @@ ALIASES.update({
     "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
     "retry.backoff.ms": "retry_backoff_ms",
     "enable.idempotence": "enable_idempotence",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
 })
 
 
@@ -118,8 +137,6 @@ _BYTES_SERIALIZER = _Accepted(
 #: value describes what this producer already does. Keyed by the dotted name; the snake_case
 #: spelling (``security_protocol``) works too. Documented in the README's Configuration section.
 ACCEPTED_FOREIGN: dict[str, _Accepted] = {
-    "security.protocol": _Accepted(
-        ("PLAINTEXT",), "the producer connects in PLAINTEXT only (TLS and SASL are not supported)"),
     "client.dns.lookup": _Accepted(
         ("use_all_dns_ips", "default"),
         "the producer tries every address a bootstrap or broker name resolves to, one after another"),
@@ -145,9 +162,13 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
 _FOREIGN_SNAKE = {k.replace(".", "_"): k for k in ACCEPTED_FOREIGN}
 
 _UNSUPPORTED_FAMILIES = {
-    "ssl.": "TLS is not supported (security.protocol PLAINTEXT only)",
+    "ssl.": ("this TLS setting is not supported: TLS is set up with ssl_cafile, ssl_certfile, "
+             "ssl_keyfile, ssl_password, ssl_check_hostname or ssl_context (PEM files)"),
     "sasl.": "SASL is not supported (security.protocol PLAINTEXT only)",
 }
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _suggestion(key: str) -> str | None:
@@ -290,6 +311,35 @@ def _parse(setting: _Setting, value: Any) -> Any:
         if isinstance(value, str) and value in ("murmur2", "default", "random"):
             return "murmur2" if value == "default" else value
         raise ConfigError(f"partitioner must be 'murmur2', 'random' or a callable, got {value!r}")
+    if kind == "security_protocol":
+        if isinstance(value, str) and value.strip().upper() in SECURITY_PROTOCOLS:
+            return value.strip().upper()
+        raise ConfigError(f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+                          f"got {value!r}")
+    if kind == "path":
+        if value is None or isinstance(value, str):
+            return value
+        if hasattr(value, "__fspath__"):
+            return str(value.__fspath__())
+        raise ConfigError(f"{name} must be a file path, got {type(value).__name__}")
+    if kind == "secret":
+        if value is None or isinstance(value, str):
+            return value
+        raise ConfigError(f"{name} must be a string, got {type(value).__name__}")  # never the value
+    if kind == "hostname_check":
+        # ssl.endpoint.identification.algorithm (Java, librdkafka): "https" checks, "none"/"" not.
+        if isinstance(value, str) and value.strip().lower() in ("https", "none", ""):
+            return value.strip().lower() == "https"
+        if isinstance(value, str) and value.strip().lower() not in ("true", "false"):
+            raise ConfigError(f"{name} must be a boolean, or 'https' / 'none' as "
+                              f"ssl.endpoint.identification.algorithm, got {value!r}")
+        return _parse_bool(name, value)
+    if kind == "ssl_context":
+        import ssl
+
+        if value is None or isinstance(value, ssl.SSLContext):
+            return value
+        raise ConfigError(f"{name} must be an ssl.SSLContext, got {type(value).__name__}")
     if kind == "callback":
         if value is None or callable(value):
             return value
@@ -354,6 +404,22 @@ class ProducerConfig:
             raise ConfigError(f"batch_size ({v['batch_size']}) must be <= buffer_memory ({v['buffer_memory']})")
         if v["reconnect_backoff_max_ms"] < v["reconnect_backoff_ms"]:
             raise ConfigError("reconnect_backoff_max_ms must be >= reconnect_backoff_ms")
+        if v["security_protocol"] in ("SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConfigError(f"security_protocol={v['security_protocol']}: SASL not available yet")
+        self._check_tls(v)
+
+    def _check_tls(self, v: dict[str, Any]) -> None:
+        """The TLS context, built once here so that a bad file is a ConfigError at construction."""
+        from .tls import TLS_PROTOCOLS, build_context
+
+        ssl_given = sorted(n for n in self._explicit if n.startswith("ssl_") and v[n] is not None)
+        if v["security_protocol"] in TLS_PROTOCOLS:
+            object.__setattr__(self, "tls_context", build_context(v))
+        else:
+            if ssl_given:
+                raise ConfigError(f"{', '.join(ssl_given)} given, but security_protocol is "
+                                  f"{v['security_protocol']}: TLS settings need SSL or SASL_SSL")
+            object.__setattr__(self, "tls_context", None)
 
     def __setattr__(self, name, value):
         raise AttributeError("ProducerConfig is read-only")
@@ -381,7 +447,8 @@ class ProducerConfig:
         return dict(self._foreign)
 
     def __repr__(self) -> str:
-        items = ", ".join(f"{k}={v!r}" for k, v in self._values.items() if k in self._explicit)
+        items = ", ".join(f"{k}={'***' if k in SECRET_SETTINGS and v is not None else repr(v)}"
+                          for k, v in self._values.items() if k in self._explicit)
         return f"ProducerConfig({items})"
 
 

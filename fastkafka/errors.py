@@ -462,6 +462,24 @@ class BrokerDataLossError(KafkaError):
         self.acked_offset = acked_offset
 
 
+class TlsError(NetworkError):
+    """A TLS connection to a broker failed in a way that may pass (the broker closed the connection
+    during the TLS handshake, a TLS record that does not decrypt). Retried like a disconnect."""
+
+    code, name, description = -140, "TLS_ERROR", "A TLS connection to a broker failed."
+
+
+class TlsAuthenticationError(KafkaError):
+    """The TLS handshake with a broker failed for a reason that retrying does not fix: its
+    certificate is not trusted (unknown CA, expired, issued for another host) or it refused the
+    client (no client certificate where mutual TLS is required, an unknown one). Not retriable:
+    sends waiting for metadata fail with it at once."""
+
+    code, name, description = (-141, "TLS_AUTHENTICATION_FAILED",
+                               "TLS authentication with a broker failed.")
+    retriable = False
+
+
 UnsupportedVersionError = _make(
     35, "UNSUPPORTED_VERSION", False, False, ERROR_TABLE[35][3]
 )
@@ -479,6 +497,8 @@ _CLIENT_CLASSES = (
 for _cls in _CLIENT_CLASSES:
     _BY_CODE[_cls.code] = _cls
 del _cls
+_BY_CODE[TlsError.code] = TlsError
+_BY_CODE[TlsAuthenticationError.code] = TlsAuthenticationError
 
 
 def error_class_for_code(code: int) -> type:

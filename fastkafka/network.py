@@ -16,6 +16,7 @@ import os
 import random
 import selectors
 import socket
+import ssl
 import time
 from collections import deque
 from enum import Enum
@@ -26,8 +27,9 @@ from ._core.transport import FrameReader, SendQueue, drain
 from .cluster import cluster_from_response
 from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError,
                      InvalidBrokerResponseError, KafkaError, NetworkError, RequestTimedOutError,
-                     UnsupportedVersionError)
+                     TlsError, UnsupportedVersionError)
 from .protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request
+from .tls import TlsSession, describe_handshake_error
 
 log = logging.getLogger("fastkafka")
 
@@ -108,6 +110,19 @@ class ApiVersionsStep(HandshakeStep):
                               lambda resp, err: client._on_api_versions(conn, self, resp, err))
 
 
+class TlsHandshakeStep(HandshakeStep):
+    """The TLS handshake (security_protocol SSL / SASL_SSL): first of the steps, driven by the
+    selector's events on the I/O thread (``NetworkClient._tls_handshake``); the next step starts
+    when it completes."""
+
+    def __init__(self, context):
+        self.context = context
+
+    def start(self, client, conn, now):
+        conn.tls = TlsSession(self.context, conn.host, f"node {conn.node_id} ({conn.host}:{conn.port})")
+        client._tls_handshake(conn, now)
+
+
 class Connection:
     """One socket to one broker: state, send queue, frame reader and in-flight requests."""
 
@@ -131,6 +146,7 @@ class Connection:
         self.address_index = 0        # which of the host's resolved addresses the next attempt uses
         self.next_attempt_ms = 0
         self.registered_events = 0
+        self.tls: TlsSession | None = None   # security_protocol SSL / SASL_SSL, once connected
 
     def in_flight_count(self) -> int:
         return len(self.in_flight) + self.unacked_writes
@@ -162,6 +178,7 @@ class NetworkClient:
         self._metadata_in_flight = False
         self._last_metadata_problems: tuple = ()
         self._closed = False
+        self._tls_context = getattr(config, "tls_context", None)  # None: plaintext connections
         self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0,
                       "contained_failures": 0}
 
@@ -272,6 +289,8 @@ class NetworkClient:
     def _connected(self, conn: Connection, now: int) -> None:
         conn.state = State.HANDSHAKE
         conn.handshake = deque([ApiVersionsStep()])
+        if self._tls_context is not None:
+            conn.handshake.appendleft(TlsHandshakeStep(self._tls_context))
         self._update_interest(conn)
         self._next_handshake_step(conn, now)
 
@@ -329,7 +348,8 @@ class NetworkClient:
         if conn.sock is None:
             return
         events = selectors.EVENT_READ
-        if conn.state is State.CONNECTING or conn.send_queue.has_pending():
+        if (conn.state is State.CONNECTING or conn.send_queue.has_pending()
+                or (conn.tls is not None and conn.tls.wants_write())):
             events |= selectors.EVENT_WRITE
         if events == conn.registered_events:
             return
@@ -361,6 +381,7 @@ class NetworkClient:
             conn.registered_events = 0
             conn.sock.close()
             conn.sock = None
+        conn.tls = None
         was_ready = conn.state is State.READY
         conn.state = State.DISCONNECTED
         conn.handshake.clear()
@@ -584,6 +605,11 @@ class NetworkClient:
                     f"{errno.errorcode.get(err, err)}"), failure=errno_text(err))
                 return
             self._connected(conn, now)
+            if conn.tls is not None:
+                return  # the TLS handshake's first flight was just written
+        if conn.tls is not None and not conn.tls.established:
+            self._tls_handshake(conn, now)
+            return
         if mask & selectors.EVENT_READ and conn.sock is not None:
             self._read(conn, now)
         if mask & selectors.EVENT_WRITE and conn.sock is not None:
@@ -601,10 +627,15 @@ class NetworkClient:
 
     def _write_all(self, now: int) -> None:
         for conn in list(self.connections.values()):
-            if conn.sock is not None and conn.state is not State.CONNECTING and conn.send_queue.has_pending():
+            if conn.sock is not None and conn.state is not State.CONNECTING and (
+                    conn.send_queue.has_pending()
+                    or (conn.tls is not None and conn.tls.established and conn.tls.wants_write())):
                 self._write(conn, now)
 
     def _write(self, conn: Connection, now: int) -> None:
+        if conn.tls is not None:
+            self._tls_write(conn, now)
+            return
         try:
             before = conn.send_queue.written_bytes
             done = conn.send_queue.write_to(conn.sock.fileno())
@@ -622,9 +653,15 @@ class NetworkClient:
 
     def _read(self, conn: Connection, now: int) -> None:
         try:
-            frames, eof = conn.reader.read_from(conn.sock.fileno())
+            if conn.tls is not None:
+                frames, eof = conn.tls.read(conn.sock, conn.reader)
+            else:
+                frames, eof = conn.reader.read_from(conn.sock.fileno())
         except CorruptFrameError as e:
             self._close(conn, now, e)
+            return
+        except ssl.SSLError as e:
+            self._close(conn, now, self._tls_failure(conn, e))
             return
         except OSError as e:
             self._close(conn, now, DisconnectedError(f"read from node {conn.node_id} failed: {e}"))
@@ -637,6 +674,53 @@ class NetworkClient:
         if eof:
             self._close(conn, now, DisconnectedError(
                 f"node {conn.node_id} ({conn.host}:{conn.port}) closed the connection"))
+
+    # -- TLS (security_protocol SSL / SASL_SSL) ---------------------------------------------------
+    def _tls_handshake(self, conn: Connection, now: int) -> None:
+        """Advance the TLS handshake of ``conn`` with what its socket has; on completion, the next
+        handshake step (ApiVersions) starts. Bounded by socket_connection_setup_timeout_ms."""
+        try:
+            done = conn.tls.handshake(conn.sock)
+        except (ssl.SSLError, OSError, EOFError) as e:
+            self._close(conn, now, self._tls_failure(conn, e))
+            return
+        conn.last_activity_ms = now
+        if done:
+            log.debug("TLS handshake with node %s done (%s, %s)", conn.node_id,
+                      conn.tls.sslobj.version(), conn.tls.sslobj.cipher()[0])
+            self._update_interest(conn)
+            self._next_handshake_step(conn, now)
+        else:
+            self._update_interest(conn)
+
+    def _tls_failure(self, conn: Connection, error: BaseException) -> KafkaError:
+        """The typed error for a TLS failure on ``conn``; one that retrying does not fix (an
+        untrusted certificate, a client certificate refused) is also handed to the metadata so that
+        sends waiting for it fail with it at once."""
+        where = f"node {conn.node_id} ({conn.host}:{conn.port})"
+        exc = describe_handshake_error(error, where, bool(conn.tls and conn.tls.check_hostname))
+        if not exc.retriable:
+            self.metadata.fatal_connection_error(exc)
+        return exc
+
+    def _tls_write(self, conn: Connection, now: int) -> None:
+        try:
+            before = conn.send_queue.written_bytes
+            done = conn.tls.write(conn.sock, conn.send_queue)
+            self.stats["bytes_sent"] += conn.send_queue.written_bytes - before
+        except ssl.SSLError as e:
+            self._close(conn, now, self._tls_failure(conn, e))
+            return
+        except OSError as e:
+            self._close(conn, now, DisconnectedError(f"write to node {conn.node_id} failed: {e}"))
+            return
+        for req in done:
+            if req is not None:
+                conn.unacked_writes -= 1
+                conn.unconfirmed = True
+                self._completions.append((req.callback, None, None))
+        conn.last_activity_ms = now
+        self._update_interest(conn)
 
     def _handle_frame(self, conn: Connection, frame: bytes, now: int) -> bool:
         if not conn.in_flight:
@@ -685,7 +769,7 @@ class NetworkClient:
         cfg = self.config
         nearest = 1 << 30
         for conn in self.connections.values():
-            if conn.state is State.CONNECTING:
+            if conn.state is State.CONNECTING or (conn.tls is not None and not conn.tls.established):
                 due = conn.connect_started_ms + cfg.socket_connection_setup_timeout_ms
             elif conn.in_flight:
                 due = conn.in_flight[0].created_ms + self.request_timeout_ms
@@ -704,6 +788,17 @@ class NetworkClient:
                     f"connect to node {conn.node_id} ({conn.host}:{conn.port}) timed out"),
                     failure=f"connection timed out: no connection within "
                             f"socket_connection_setup_timeout_ms={timeout}")
+            elif (conn.tls is not None and not conn.tls.established
+                  and now - conn.connect_started_ms > self.config.socket_connection_setup_timeout_ms):
+                timeout = self.config.socket_connection_setup_timeout_ms
+                self._close(conn, now, TlsError(
+                    f"TLS handshake with node {conn.node_id} ({conn.host}:{conn.port}) did not "
+                    f"complete within socket_connection_setup_timeout_ms={timeout} (is this a TLS "
+                    f"listener?)"))
+            elif conn.in_flight and now - conn.in_flight[0].created_ms > self.request_timeout_ms:
+                self.stats["timeouts"] += 1
+                self._close(conn, now, RequestTimedOutError(
+                    f"request {conn.in_flight[0]!r} got no response within {self.request_timeout_ms} ms"))
             elif conn.in_flight and now - conn.in_flight[0].created_ms > self.request_timeout_ms:
                 self.stats["timeouts"] += 1
                 self._close(conn, now, RequestTimedOutError(
@@ -731,6 +826,9 @@ class NetworkClient:
         result: dict[str, Any] = {}
         while True:
             now = self.clock()
+            fatal = self.metadata.fatal_error
+            if fatal is not None:
+                raise type(fatal)(getattr(fatal, "message", None))
             if now >= deadline:
                 unreachable = self.metadata.describe_connection_errors()
                 raise RequestTimedOutError(

@@ -18,13 +18,13 @@ Both can be driven without a socket (``feed``, ``pop_bytes``) so tests use plain
 """
 
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.errno cimport errno, EAGAIN, EINTR
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memmove
 from posix.uio cimport iovec, writev
-from posix.unistd cimport read as c_read
+from posix.unistd cimport read as c_read, write as c_write
 
 from collections import deque
 
@@ -47,6 +47,50 @@ def drain(int fd):
         if r < 0 and errno == EINTR:
             continue
         return total
+
+
+def fd_send(int fd, data, Py_ssize_t offset=0):
+    """fd_send(fd, data, offset=0) -> int: write ``data[offset:]`` to the non-blocking ``fd`` with
+    one ``write``; returns the bytes written (0 when the socket takes nothing now). Keeps the GIL
+    (see the module notes): the TLS layer writes its ciphertext with it."""
+    cdef Py_buffer pb
+    cdef ssize_t r
+    PyObject_GetBuffer(data, &pb, PyBUF_SIMPLE)
+    try:
+        if offset < 0 or offset > pb.len:
+            raise ValueError("offset out of range")
+        while True:
+            r = c_write(fd, <char *>pb.buf + offset, pb.len - offset)
+            if r >= 0:
+                return r
+            if errno == EINTR:
+                continue
+            if errno == EAGAIN:
+                return 0
+            raise OSError(errno, "write failed")
+    finally:
+        PyBuffer_Release(&pb)
+
+
+def fd_recv_into(int fd, buffer):
+    """fd_recv_into(fd, buffer) -> int: one ``read`` from the non-blocking ``fd`` into the writable
+    ``buffer``; returns the bytes read, 0 at end of stream, -1 when nothing is there now. Keeps
+    the GIL (see the module notes): the TLS layer reads its ciphertext with it."""
+    cdef Py_buffer pb
+    cdef ssize_t r
+    PyObject_GetBuffer(buffer, &pb, PyBUF_WRITABLE)
+    try:
+        while True:
+            r = c_read(fd, pb.buf, pb.len)
+            if r >= 0:
+                return r
+            if errno == EINTR:
+                continue
+            if errno == EAGAIN:
+                return -1
+            raise OSError(errno, "read failed")
+    finally:
+        PyBuffer_Release(&pb)
 
 
 cdef object _corrupt(str msg):
@@ -276,6 +320,11 @@ cdef class FrameReader:
         if size >= 0x80000000:
             raise _corrupt(f"negative frame size {size - 0x100000000}")
         if size > self.max_frame_size:
+            if (p[0] == 0x15 or p[0] == 0x16) and p[1] == 0x03 and p[2] <= 0x04:
+                # A TLS alert (21) or handshake (22) record header, version 3.x: the peer speaks TLS.
+                raise _corrupt(f"frame size {size} exceeds the maximum of {self.max_frame_size}; "
+                               f"the bytes are a TLS record header: is this a TLS port? "
+                               f"(use security_protocol=SSL for a TLS listener)")
             raise _corrupt(f"frame size {size} exceeds the maximum of {self.max_frame_size}")
         return <Py_ssize_t>size
 

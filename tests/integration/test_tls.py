@@ -1,0 +1,327 @@
+"""TLS (security_protocol=SSL) against Apache Kafka's own SSL listeners.
+
+One module-scoped Kafka node (one JVM) with a PLAINTEXT listener and four SSL listeners, all with PEM
+key and trust stores made by a fixture (``fastkafka._tlsrig``): ``SSL`` (server certificate for
+127.0.0.1 / localhost), ``MTLS`` (the same, client certificate required), ``EXPIRED`` (an expired
+server certificate) and ``WRONGHOST`` (a certificate for another host). Every record written over
+TLS is read back through the same TLS endpoint by confluent-kafka configured for TLS, CRCs checked.
+Each failure case: a typed error naming the broker, within a bounded time, the I/O thread alive.
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+
+import pytest
+
+from brokers import read_back, unique_name
+from fastkafka import KafkaTimeoutError, Producer
+from fastkafka.admin import Admin
+from fastkafka.errors import TlsAuthenticationError
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
+
+LISTENERS = {"SSL": "SSL", "MTLS": "SSL", "EXPIRED": "SSL", "WRONGHOST": "SSL"}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    from fastkafka._tlsrig import make_pki
+
+    return make_pki(str(tmp_path_factory.mktemp("pki")))
+
+
+@pytest.fixture(scope="module")
+def tls_kafka(pki):
+    from fastkafka._apachekafka import KafkaCluster
+    from fastkafka._tlsrig import kafka_ssl_listener
+
+    props = {}
+    props.update(kafka_ssl_listener("SSL", pki.server, pki.ca))
+    props.update(kafka_ssl_listener("MTLS", pki.server, pki.ca, client_auth="required"))
+    props.update(kafka_ssl_listener("EXPIRED", pki.expired, pki.ca))
+    props.update(kafka_ssl_listener("WRONGHOST", pki.wrong_host, pki.ca))
+    kc = KafkaCluster(nodes=1, listeners=LISTENERS, properties=props).start()
+    yield kc
+    kc.stop()
+
+
+def tls_reader_config(pki, **extra):
+    conf = {"security.protocol": "SSL", "ssl.ca.location": pki.ca}
+    conf.update(extra)
+    return conf
+
+
+def sender_alive(p: Producer) -> bool:
+    thread = getattr(p._sender, "_thread", None)
+    return thread is not None and thread.is_alive()
+
+
+def produce_and_check(kc, listener, producer_config, reader_config, n_send=1500, n_batch=4000):
+    """Write keyed records with headers through send() and a send_batch() over ``listener``; read
+    them all back through the same listener with confluent-kafka (TLS, CRC checks)."""
+    topic = unique_name("tls")
+    kc.create_topic(topic, 3)
+    bootstrap = kc.bootstrap_for(listener)
+    with Producer(bootstrap_servers=bootstrap, linger_ms=2, **producer_config) as p:
+        futs = [p.send(topic, value=b"v%06d" % i + b"x" * (i % 300), key=b"k%d" % (i % 17),
+                       headers=[("h", b"%d" % i)]) for i in range(n_send)]
+        values = [b"b%06d" % i + b"y" * (i % 1000) for i in range(n_batch)]
+        keys = [b"bk%d" % (i % 29) for i in range(n_batch)]
+        batch = p.send_batch(topic, values, keys=keys)
+        offsets = {(md.partition, md.offset) for md in (f.get(timeout=60) for f in futs)}
+        assert batch.get(timeout=60) == n_batch
+        assert p.flush(30) == 0
+    assert len(offsets) == n_send
+    got = read_back(bootstrap, topic, 3, n_send + n_batch, timeout=60, extra_config=reader_config)
+    msgs = [m for part in got.values() for m in part]
+    assert len(msgs) == n_send + n_batch
+    sent = {(b"k%d" % (i % 17), b"v%06d" % i + b"x" * (i % 300), (("h", b"%d" % i),))
+            for i in range(n_send)}
+    sent |= {(keys[i], values[i], ()) for i in range(n_batch)}
+    assert {(m.key, m.value, tuple(m.headers)) for m in msgs} == sent
+    return topic
+
+
+# ---- the happy paths ---------------------------------------------------------------------------
+def test_kafka_tls_send_and_send_batch_are_read_back_over_tls(tls_kafka, pki):
+    produce_and_check(tls_kafka, "SSL", {"security_protocol": "SSL", "ssl_cafile": pki.ca},
+                      tls_reader_config(pki))
+
+
+def test_kafka_tls_dotted_keys_and_a_ready_ssl_context(tls_kafka, pki):
+    produce_and_check(tls_kafka, "SSL", {"security.protocol": "ssl", "ssl.ca.location": pki.ca,
+                                         "ssl.endpoint.identification.algorithm": "https"},
+                      tls_reader_config(pki), n_send=300, n_batch=700)
+    ctx = ssl.create_default_context(cafile=pki.ca)
+    produce_and_check(tls_kafka, "SSL", {"security_protocol": "SSL", "ssl_context": ctx,
+                                         # the context wins over the file settings
+                                         "ssl_cafile": pki.other_ca},
+                      tls_reader_config(pki), n_send=300, n_batch=700)
+
+
+def test_kafka_tls_mutual_tls_with_an_encrypted_client_key(tls_kafka, pki):
+    produce_and_check(
+        tls_kafka, "MTLS",
+        {"security_protocol": "SSL", "ssl_cafile": pki.ca, "ssl_certfile": pki.client_cert,
+         "ssl_keyfile": pki.client_key_encrypted, "ssl_password": pki.client_key_password},
+        tls_reader_config(pki, **{"ssl.certificate.location": pki.client_cert,
+                                  "ssl.key.location": pki.client_key}),
+        n_send=500, n_batch=1000)
+
+
+def test_kafka_tls_admin(tls_kafka, pki):
+    topic = unique_name("tls-admin")
+    with Admin(bootstrap_servers=tls_kafka.bootstrap_for("SSL"), security_protocol="SSL",
+               ssl_cafile=pki.ca) as admin:
+        admin.create_topics({topic: 2}, replication_factor=1, timeout_ms=30000)
+        deadline = time.monotonic() + 30
+        while True:
+            parts = admin.describe_topic(topic, timeout_ms=10000)
+            if len(parts) == 2 and all(p.leader >= 0 for p in parts):
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        cluster = admin.describe_cluster(timeout_ms=10000)
+        # Over the SSL listener, metadata names the brokers' SSL addresses.
+        assert {f"{b.host}:{b.port}" for b in cluster.brokers.values()} == {tls_kafka.bootstrap_for("SSL")}
+
+
+def test_kafka_tls_hostname_check_off_accepts_a_certificate_for_another_host(tls_kafka, pki):
+    produce_and_check(tls_kafka, "WRONGHOST",
+                      {"security_protocol": "SSL", "ssl_cafile": pki.ca, "ssl_check_hostname": False},
+                      tls_reader_config(pki, **{"ssl.endpoint.identification.algorithm": "none"}),
+                      n_send=300, n_batch=700)
+
+
+def test_kafka_tls_large_records_cross_many_tls_records(tls_kafka, pki):
+    """Requests and responses far larger than one TLS record (16 KiB) and than one read chunk."""
+    topic = unique_name("tls-big")
+    tls_kafka.create_topic(topic, 1)
+    bootstrap = tls_kafka.bootstrap_for("SSL")
+    values = [bytes([i % 251]) * (300_000 + i) for i in range(12)]
+    with Producer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=pki.ca,
+                  max_request_size=4_000_000, batch_size=1_000_000) as p:
+        assert p.send_batch(topic, values).get(timeout=60) == len(values)
+    got = read_back(bootstrap, topic, 1, len(values), timeout=60, extra_config=tls_reader_config(pki))
+    assert [m.value for m in got[0]] == values
+
+
+# ---- failures: typed, bounded, the I/O thread alive ---------------------------------------------
+def expect_send_error(bootstrap, config, error_type, *, within: float, max_block_ms=60_000):
+    """send() on a producer configured with ``config`` raises ``error_type`` within ``within``
+    seconds; the I/O thread is still alive afterwards and close() is bounded. Returns the error."""
+    p = Producer(bootstrap_servers=bootstrap, max_block_ms=max_block_ms, **config)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(error_type) as exc:
+            p.send(unique_name("never"), b"v").get(timeout=within + 5)
+        elapsed = time.monotonic() - t0
+        assert elapsed < within, f"{error_type.__name__} after {elapsed:.1f}s"
+        assert sender_alive(p)
+    finally:
+        t0 = time.monotonic()
+        p.close(5)
+        assert time.monotonic() - t0 < 8
+    return exc.value
+
+
+def test_kafka_tls_untrusted_ca_is_a_typed_error_at_once(tls_kafka, pki):
+    bootstrap = tls_kafka.bootstrap_for("SSL")
+    err = expect_send_error(bootstrap, {"security_protocol": "SSL", "ssl_cafile": pki.other_ca},
+                            TlsAuthenticationError, within=10)
+    msg = str(err)
+    assert bootstrap in msg and "node -1" in msg
+    assert "certificate" in msg and "not in ssl_cafile" in msg
+    assert not err.retriable
+
+
+def test_kafka_tls_hostname_mismatch_is_a_typed_error(tls_kafka, pki):
+    bootstrap = tls_kafka.bootstrap_for("WRONGHOST")
+    err = expect_send_error(bootstrap, {"security_protocol": "SSL", "ssl_cafile": pki.ca},
+                            TlsAuthenticationError, within=10)
+    assert bootstrap in str(err) and "another host" in str(err)
+    assert "mismatch" in str(err).lower()
+
+
+def test_kafka_tls_expired_server_certificate_is_a_typed_error(tls_kafka, pki):
+    bootstrap = tls_kafka.bootstrap_for("EXPIRED")
+    err = expect_send_error(bootstrap, {"security_protocol": "SSL", "ssl_cafile": pki.ca},
+                            TlsAuthenticationError, within=10)
+    assert bootstrap in str(err) and "expired" in str(err)
+
+
+def test_kafka_tls_mutual_tls_without_a_client_certificate_is_a_typed_error(tls_kafka, pki):
+    bootstrap = tls_kafka.bootstrap_for("MTLS")
+    err = expect_send_error(bootstrap, {"security_protocol": "SSL", "ssl_cafile": pki.ca},
+                            TlsAuthenticationError, within=10)
+    assert bootstrap in str(err) and "client certificate" in str(err)
+
+
+def test_kafka_tls_client_on_a_plaintext_port_is_a_clear_bounded_error(tls_kafka, pki):
+    bootstrap = tls_kafka.bootstrap_for("PLAINTEXT")
+    err = expect_send_error(bootstrap, {"security_protocol": "SSL", "ssl_cafile": pki.ca},
+                            KafkaTimeoutError, within=9, max_block_ms=4000)
+    msg = str(err)
+    assert bootstrap in msg and "TLS handshake" in msg and "is this a TLS listener" in msg
+
+
+def test_kafka_plaintext_client_on_a_tls_port_is_a_clear_bounded_error(tls_kafka, pki):
+    bootstrap = tls_kafka.bootstrap_for("SSL")
+    err = expect_send_error(bootstrap, {}, KafkaTimeoutError, within=9, max_block_ms=4000)
+    msg = str(err)
+    assert bootstrap in msg and "is this a TLS port?" in msg
+
+
+def test_kafka_tls_admin_with_an_untrusted_ca_fails_at_once(tls_kafka, pki):
+    t0 = time.monotonic()
+    with Admin(bootstrap_servers=tls_kafka.bootstrap_for("SSL"), security_protocol="SSL",
+               ssl_cafile=pki.other_ca) as admin:
+        with pytest.raises(TlsAuthenticationError, match="not accepted"):
+            admin.describe_cluster(timeout_ms=30000)
+    assert time.monotonic() - t0 < 10
+
+
+def test_tls_handshake_is_bounded_by_the_connection_setup_timeout(pki):
+    """A listener that accepts and never answers: the TLS handshake ends after
+    socket_connection_setup_timeout_ms with an error naming the address."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    accepted = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(srv.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        bootstrap = "127.0.0.1:%d" % srv.getsockname()[1]
+        err = expect_send_error(bootstrap, {"security_protocol": "SSL", "ssl_cafile": pki.ca,
+                                            "socket_connection_setup_timeout_ms": 500},
+                                KafkaTimeoutError, within=6, max_block_ms=2500)
+        assert bootstrap in str(err) and "socket_connection_setup_timeout_ms=500" in str(err)
+        assert accepted, "the client never connected"
+    finally:
+        stop.set()
+        t.join()
+        srv.close()
+        for c in accepted:
+            c.close()
+
+
+# ---- stunnel (Debian's stunnel4, installed by scripts/setup.sh) in front of tansu ----------------
+@pytest.fixture(scope="module")
+def stunnel_tansu(pki, tmp_path_factory):
+    """tansu behind stunnel: stunnel terminates TLS on its own port and forwards to tansu, which
+    advertises stunnel's port in metadata. Yields the TLS bootstrap address."""
+    import shutil
+    import subprocess
+
+    from fastkafka._localbroker import LocalBroker, free_port
+
+    exe = shutil.which("stunnel4") or shutil.which("stunnel")
+    if exe is None:
+        pytest.skip("stunnel is not installed (scripts/setup.sh installs stunnel4 with apt)")
+    tls_port = free_port()
+    broker = LocalBroker(kind="tansu", advertised_port=tls_port).start(timeout=20)
+    d = tmp_path_factory.mktemp("stunnel")
+    conf = d / "stunnel.conf"
+    conf.write_text(f"foreground = yes\npid =\n[kafka]\naccept = 127.0.0.1:{tls_port}\n"
+                    f"connect = 127.0.0.1:{broker.port}\ncert = {pki.server}\n")
+    log = open(d / "stunnel.log", "wb")
+    proc = subprocess.Popen([exe, str(conf)], stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", tls_port), timeout=0.5).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"stunnel did not start: {(d / 'stunnel.log').read_text()}")
+                time.sleep(0.05)
+        yield f"127.0.0.1:{tls_port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+        broker.stop()
+
+
+def test_stunnel_tansu_records_are_read_back_over_tls(stunnel_tansu, pki):
+    bootstrap = stunnel_tansu
+    topic = unique_name("tls-stunnel")
+    tls = {"security_protocol": "SSL", "ssl_cafile": pki.ca}
+    with Admin(bootstrap_servers=bootstrap, **tls) as admin:
+        admin.create_topics({topic: 2}, replication_factor=1, timeout_ms=30000)
+    n_send, n_batch = 800, 2000
+    with Producer(bootstrap_servers=bootstrap, linger_ms=2, **tls) as p:
+        futs = [p.send(topic, value=b"s%05d" % i, key=b"k%d" % (i % 7)) for i in range(n_send)]
+        values = [b"b%05d" % i + b"z" * (i % 500) for i in range(n_batch)]
+        assert p.send_batch(topic, values).get(timeout=60) == n_batch
+        for f in futs:
+            f.get(timeout=60)
+    got = read_back(bootstrap, topic, 2, n_send + n_batch, timeout=60,
+                    extra_config=tls_reader_config(pki))
+    msgs = [m for part in got.values() for m in part]
+    assert sorted(m.value for m in msgs) == sorted([b"s%05d" % i for i in range(n_send)] + values)
+
+
+def test_stunnel_tansu_untrusted_ca_is_a_typed_error(stunnel_tansu, pki):
+    err = expect_send_error(stunnel_tansu, {"security_protocol": "SSL", "ssl_cafile": pki.other_ca},
+                            TlsAuthenticationError, within=10)
+    assert stunnel_tansu in str(err)
