@@ -381,6 +381,8 @@ class NetworkClient:
             conn.registered_events = 0
             conn.sock.close()
             conn.sock = None
+        # TLS: requests already encrypted whose ciphertext was not all written were not written.
+        unwritten = conn.tls.held_tokens if conn.tls is not None else []
         conn.tls = None
         was_ready = conn.state is State.READY
         conn.state = State.DISCONNECTED
@@ -394,7 +396,7 @@ class NetworkClient:
         pending = list(conn.in_flight)
         conn.in_flight.clear()
         # Requests not expecting a response that were not fully written also failed.
-        for token in conn.send_queue.clear():
+        for token in unwritten + conn.send_queue.clear():
             if token is not None and not token.expect_response:
                 pending.append(token)
         conn.unacked_writes = 0

@@ -325,3 +325,20 @@ def test_stunnel_tansu_untrusted_ca_is_a_typed_error(stunnel_tansu, pki):
     err = expect_send_error(stunnel_tansu, {"security_protocol": "SSL", "ssl_cafile": pki.other_ca},
                             TlsAuthenticationError, within=10)
     assert stunnel_tansu in str(err)
+
+
+@pytest.mark.parametrize("acks", [0, 1])
+def test_kafka_tls_acks_0_and_1(tls_kafka, pki, acks):
+    """acks=0 requests complete once their ciphertext is written; close() confirms them over TLS."""
+    topic = unique_name(f"tls-acks{acks}")
+    tls_kafka.create_topic(topic, 2)
+    bootstrap = tls_kafka.bootstrap_for("SSL")
+    n = 3000
+    with Producer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=pki.ca,
+                  acks=acks) as p:
+        futs = [p.send(topic, b"a%05d" % i) for i in range(n)]
+        mds = [f.get(timeout=60) for f in futs]
+    if acks == 0:
+        assert all(md.offset == -1 for md in mds)
+    got = read_back(bootstrap, topic, 2, n, timeout=60, extra_config=tls_reader_config(pki))
+    assert sorted(m.value for m in got[0] + got[1]) == [b"a%05d" % i for i in range(n)]
