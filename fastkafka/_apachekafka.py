@@ -364,6 +364,11 @@ class KafkaCluster:
     def running(self) -> bool:
         return all(n.running for n in self.nodes.values())
 
+    @property
+    def pid(self) -> int | None:
+        """The first node's process id (the only one's, for a one-node cluster)."""
+        return self.nodes[min(self.nodes)].pid
+
     def last_output(self, n: int = 30) -> str:
         return "\n".join(f"--- node {i} ---\n{node.last_output(n)}" for i, node in self.nodes.items())
 
@@ -414,12 +419,12 @@ class KafkaCluster:
         """Format (first time), start every node and wait until all are registered brokers."""
         with self._lock:
             voters = ",".join(f"{i}@127.0.0.1:{n.controller_port}" for i, n in self.nodes.items())
-            if not self._formatted:
-                for node in self.nodes.values():
-                    node.write_properties(voters)
-                    node.format(self.cluster_id)
-                self._formatted = True
             try:
+                if not self._formatted:
+                    for node in self.nodes.values():
+                        node.write_properties(voters)
+                        node.format(self.cluster_id)
+                    self._formatted = True
                 for node in self.nodes.values():
                     node.start()
                 self._wait_ready(list(self.nodes), timeout)
