@@ -23,7 +23,8 @@ from fastkafka.errors import TlsAuthenticationError
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 
-LISTENERS = {"SSL": "SSL", "MTLS": "SSL", "EXPIRED": "SSL", "WRONGHOST": "SSL"}
+LISTENERS = {"SSL": "SSL", "MTLS": "SSL", "EXPIRED": "SSL", "WRONGHOST": "SSL", "SASLSSL": "SASL_SSL"}
+SASL_USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret")}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,17 @@ def tls_kafka(pki):
     props.update(kafka_ssl_listener("MTLS", pki.server, pki.ca, client_auth="required"))
     props.update(kafka_ssl_listener("EXPIRED", pki.expired, pki.ca))
     props.update(kafka_ssl_listener("WRONGHOST", pki.wrong_host, pki.ca))
-    kc = KafkaCluster(nodes=1, listeners=LISTENERS, properties=props).start()
+    # SASL over TLS: PLAIN (user in the JAAS line) and SCRAM-SHA-256 (user made at format time)
+    props.update(kafka_ssl_listener("SASLSSL", pki.server, pki.ca))
+    p = "listener.name.saslssl."
+    props[p + "sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256"
+    props[p + "plain.sasl.jaas.config"] = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'user_{SASL_USERS["PLAIN"][0]}="{SASL_USERS["PLAIN"][1]}";')
+    props[p + "scram-sha-256.sasl.jaas.config"] = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+    kc = KafkaCluster(nodes=1, listeners=LISTENERS, properties=props,
+                      scram_users=[("SCRAM-SHA-256", *SASL_USERS["SCRAM-SHA-256"])]).start()
     yield kc
     kc.stop()
 
@@ -342,3 +353,34 @@ def test_kafka_tls_acks_0_and_1(tls_kafka, pki, acks):
         assert all(md.offset == -1 for md in mds)
     got = read_back(bootstrap, topic, 2, n, timeout=60, extra_config=tls_reader_config(pki))
     assert sorted(m.value for m in got[0] + got[1]) == [b"a%05d" % i for i in range(n)]
+
+
+# ---- SASL over TLS (security_protocol SASL_SSL) -------------------------------------------------
+def skip_without_sasl():
+    from fastkafka.config import SETTINGS
+
+    if "sasl_mechanism" not in SETTINGS:
+        pytest.skip("this build has no SASL settings yet")
+
+
+@pytest.mark.parametrize("mechanism", sorted(SASL_USERS))
+def test_kafka_sasl_ssl_records_are_read_back_over_sasl_ssl(tls_kafka, pki, mechanism):
+    skip_without_sasl()
+    user, password = SASL_USERS[mechanism]
+    produce_and_check(
+        tls_kafka, "SASLSSL",
+        {"security_protocol": "SASL_SSL", "ssl_cafile": pki.ca, "sasl_mechanism": mechanism,
+         "sasl_plain_username": user, "sasl_plain_password": password},
+        tls_reader_config(pki, **{"security.protocol": "SASL_SSL", "sasl.mechanisms": mechanism,
+                                  "sasl.username": user, "sasl.password": password}),
+        n_send=300, n_batch=700)
+
+
+def test_kafka_sasl_ssl_untrusted_ca_fails_before_any_credential_is_sent(tls_kafka, pki):
+    skip_without_sasl()
+    bootstrap = tls_kafka.bootstrap_for("SASLSSL")
+    err = expect_send_error(bootstrap, {"security_protocol": "SASL_SSL", "ssl_cafile": pki.other_ca,
+                                        "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
+                                        "sasl_plain_password": "alice-secret"},
+                            TlsAuthenticationError, within=10)
+    assert bootstrap in str(err) and "alice-secret" not in str(err)
