@@ -207,3 +207,18 @@ def test_tls_session_rejects_an_untrusted_server(pki):
     assert "node 1 (127.0.0.1:1)" in str(err)
     a.close()
     t.join(10)
+
+
+def test_frame_reader_names_tls_bytes_read_as_a_size_prefix():
+    """A plaintext client reading a TLS alert: the size prefix is refused before any allocation
+    and the error asks whether the port speaks TLS; other oversized prefixes do not say so."""
+    from fastkafka._core.transport import FrameReader
+    from fastkafka.errors import CorruptFrameError
+
+    for record in (bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]),      # alert, TLS 1.2
+                   bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01])):            # handshake record
+        with pytest.raises(CorruptFrameError, match=r"exceeds the maximum of 1048576; .*is this a TLS port\?"):
+            FrameReader(1 << 20).feed(record)
+    with pytest.raises(CorruptFrameError) as exc:
+        FrameReader(1 << 20).feed(bytes([0x7F, 0x00, 0x00, 0x00]))
+    assert "TLS" not in str(exc.value)
