@@ -40,6 +40,8 @@ _ADMIN_KEYS = {"bootstrap_servers", "client_id", "request_timeout_ms", "reconnec
                "socket_connection_setup_timeout_ms", "max_response_size", "metadata_max_age_ms"}
 _ADMIN_KEYS |= {"security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password",
                 "ssl_check_hostname", "ssl_context"}  # TLS
+_ADMIN_KEYS |= {"sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
+                "sasl_oauth_token_provider"}  # SASL
 
 
 class RequestFuture:

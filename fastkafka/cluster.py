@@ -7,6 +7,7 @@ user threads read a consistent view without a lock. ``Metadata`` carries the ver
 
 from __future__ import annotations
 
+import copy
 import socket
 import threading
 import time
@@ -259,7 +260,8 @@ class Metadata:
             while self.version <= last_version and not self._closed:
                 if self.fatal_error is not None:
                     # a fresh instance per waiting thread (tracebacks are per raise)
-                    raise type(self.fatal_error)(getattr(self.fatal_error, "message", None))
+                    # (copy.copy keeps the error's attributes: node, mechanism, ...)
+                    raise copy.copy(self.fatal_error)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KafkaTimeoutError(f"metadata was not updated within {timeout_s * 1000:.0f} ms"

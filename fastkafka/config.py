@@ -73,10 +73,18 @@ _SETTINGS = [
              doc="check that the broker's certificate names the host connected to"),
     _Setting("ssl_context", "ssl_context", None,
              doc="a ready ssl.SSLContext; wins over the other ssl_* settings"),
+    # SASL (security_protocol SASL_PLAINTEXT / SASL_SSL): fastkafka.sasl, checked at construction.
+    _Setting("sasl_mechanism", "sasl_mechanism", None,
+             doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+    _Setting("sasl_plain_username", "opt_str", None, doc="user name (PLAIN, SCRAM)"),
+    _Setting("sasl_plain_password", "secret", None, doc="password (PLAIN, SCRAM); never shown"),
+    _Setting("sasl_oauth_token_provider", "callback", None,
+             doc="OAUTHBEARER: callable() -> (token, expiry as epoch seconds), called again "
+                 "before the token expires"),
 ]
 
 #: Settings whose value is never shown (repr, errors, logs).
-SECRET_SETTINGS = {"ssl_password"}
+SECRET_SETTINGS = {"ssl_password", "sasl_plain_password"}
 
 SETTINGS: dict[str, _Setting] = {s.name: s for s in _SETTINGS}
 
@@ -98,6 +106,9 @@ ALIASES.update({
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
     "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "sasl.mechanisms": "sasl_mechanism",
 })
 
 
@@ -164,7 +175,8 @@ _FOREIGN_SNAKE = {k.replace(".", "_"): k for k in ACCEPTED_FOREIGN}
 _UNSUPPORTED_FAMILIES = {
     "ssl.": ("this TLS setting is not supported: TLS is set up with ssl_cafile, ssl_certfile, "
              "ssl_keyfile, ssl_password, ssl_check_hostname or ssl_context (PEM files)"),
-    "sasl.": "SASL is not supported (security.protocol PLAINTEXT only)",
+    "sasl.": ("this SASL setting is not supported: SASL is set up with sasl_mechanism, "
+              "sasl_plain_username, sasl_plain_password or sasl_oauth_token_provider"),
 }
 
 
@@ -316,6 +328,18 @@ def _parse(setting: _Setting, value: Any) -> Any:
             return value.strip().upper()
         raise ConfigError(f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
                           f"got {value!r}")
+    if kind == "sasl_mechanism":
+        from .sasl import MECHANISMS
+
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().upper() in MECHANISMS:
+            return value.strip().upper()
+        raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {value!r}")
+    if kind == "opt_str":
+        if value is None or isinstance(value, str):
+            return value
+        raise ConfigError(f"{name} must be a string, got {type(value).__name__}")
     if kind == "path":
         if value is None or isinstance(value, str):
             return value
@@ -404,9 +428,14 @@ class ProducerConfig:
             raise ConfigError(f"batch_size ({v['batch_size']}) must be <= buffer_memory ({v['buffer_memory']})")
         if v["reconnect_backoff_max_ms"] < v["reconnect_backoff_ms"]:
             raise ConfigError("reconnect_backoff_max_ms must be >= reconnect_backoff_ms")
-        if v["security_protocol"] in ("SASL_PLAINTEXT", "SASL_SSL"):
-            raise ConfigError(f"security_protocol={v['security_protocol']}: SASL not available yet")
+        self._check_sasl(v)
         self._check_tls(v)
+
+    def _check_sasl(self, v: dict[str, Any]) -> None:
+        """SASL settings: consistent with security_protocol and the mechanism (fastkafka.sasl)."""
+        from .sasl import check_settings
+
+        check_settings(v, self._explicit)
 
     def _check_tls(self, v: dict[str, Any]) -> None:
         """The TLS context, built once here so that a bad file is a ConfigError at construction."""
@@ -439,7 +468,9 @@ class ProducerConfig:
         return name in self._explicit
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        """The settings by canonical name; a secret (SECRET_SETTINGS) given reads ``"***"``."""
+        return {k: ("***" if k in SECRET_SETTINGS and v is not None else v)
+                for k, v in self._values.items()}
 
     @property
     def accepted_foreign(self) -> dict[str, Any]:

@@ -44,6 +44,7 @@ DisconnectedError                     -109   yes        yes
 CorrelationIdMismatchError            -110   yes        yes
 CorruptFrameError                     -111   yes        yes
 IllegalStateError                     -112   no         no
+SaslAuthenticationError               -150   no         no
 ====================================  =====  =========  ================
 
 ``UnsupportedVersionError`` is the class for broker code 35 (UNSUPPORTED_VERSION); the client raises
@@ -424,6 +425,33 @@ class IllegalStateError(KafkaError):
     """An operation was called in a state that does not allow it."""
 
     code, name, description = -112, "ILLEGAL_STATE", "The operation is not allowed in the current state."
+
+
+class SaslAuthenticationError(KafkaError):
+    """SASL authentication with a broker failed: wrong credentials (the broker's
+    SASL_AUTHENTICATION_FAILED), a mechanism the broker does not offer (UNSUPPORTED_SASL_MECHANISM;
+    the message names the ones it offers), a broker that could not prove it knows the password
+    (SCRAM server signature), or a token provider that failed. Not retriable: the connection is
+    closed, sends and metadata waits that depend on it fail with this error at once, and the node
+    is tried again only after ``reconnect_backoff_max_ms``. ``node``, ``host``, ``port``,
+    ``mechanism`` and ``broker_code`` (the broker's error code, or None) say which broker and what
+    failed; the message never contains a password or token."""
+
+    code, name, description = (-150, "SASL_AUTHENTICATION_ERROR",
+                               "SASL authentication with a broker failed.")
+
+    def __init__(self, message=None, *, node=None, host=None, port=None, mechanism=None,
+                 broker_code=None):
+        super().__init__(message)
+        self.node = node
+        self.host = host
+        self.port = port
+        self.mechanism = mechanism
+        self.broker_code = broker_code
+
+
+_BY_CODE[SaslAuthenticationError.code] = SaslAuthenticationError
+__all__.append("SaslAuthenticationError")
 
 
 class InvalidBrokerResponseError(NetworkError):

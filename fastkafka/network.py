@@ -10,6 +10,7 @@ too long, then run the completion handlers — after the I/O, with no lock held.
 from __future__ import annotations
 
 import abc
+import copy
 import errno
 import logging
 import os
@@ -146,6 +147,7 @@ class Connection:
         self.address_index = 0        # which of the host's resolved addresses the next attempt uses
         self.next_attempt_ms = 0
         self.registered_events = 0
+        self.reauth_at_ms = 0         # SASL session: no new requests from then on (fastkafka.sasl)
         self.tls: TlsSession | None = None   # security_protocol SSL / SASL_SSL, once connected
 
     def in_flight_count(self) -> int:
@@ -180,7 +182,12 @@ class NetworkClient:
         self._closed = False
         self._tls_context = getattr(config, "tls_context", None)  # None: plaintext connections
         self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0,
-                      "contained_failures": 0}
+                      "contained_failures": 0, "authentication_failures": 0, "reauthentications": 0}
+        # SASL (fastkafka.sasl): None for PLAINTEXT/SSL. A node whose last authentication failed
+        # keeps its error here until one of its connections authenticates.
+        from .sasl import SaslSettings
+        self.sasl = SaslSettings.from_config(config)
+        self.auth_errors: dict[int, KafkaError] = {}
 
     # -- any thread ------------------------------------------------------------------------
     def wakeup(self) -> None:
@@ -211,7 +218,8 @@ class NetworkClient:
     def is_ready(self, node_id: int) -> bool:
         conn = self.connections.get(node_id)
         return (conn is not None and conn.state is State.READY
-                and conn.in_flight_count() < self.max_in_flight)
+                and conn.in_flight_count() < self.max_in_flight
+                and not (conn.reauth_at_ms and self.clock() >= conn.reauth_at_ms))
 
     def ready(self, node_id: int, now: int) -> bool:
         """True when a request can go to ``node_id`` now; otherwise starts connecting if allowed."""
@@ -289,6 +297,9 @@ class NetworkClient:
     def _connected(self, conn: Connection, now: int) -> None:
         conn.state = State.HANDSHAKE
         conn.handshake = deque([ApiVersionsStep()])
+        conn.reauth_at_ms = 0
+        if self.sasl is not None:
+            conn.handshake.extend(self.sasl.steps())
         if self._tls_context is not None:
             conn.handshake.appendleft(TlsHandshakeStep(self._tls_context))
         self._update_interest(conn)
@@ -300,6 +311,7 @@ class NetworkClient:
         else:
             conn.state = State.READY
             conn.failures = 0
+            self.auth_errors.pop(conn.node_id, None)   # it authenticated (SASL)
             self.metadata.connection_ready(conn.host, conn.port)
             log.debug("connection to node %s ready: %s", conn.node_id, conn)
 
@@ -339,6 +351,25 @@ class NetworkClient:
                             for k in sorted(conn.api_versions)[:40]) + ")"))
             return
         self._next_handshake_step(conn, now)
+
+    def _authentication_failed(self, conn: Connection, now: int, error: KafkaError) -> None:
+        """A handshake step could not authenticate (``error`` is not retriable): close the
+        connection, try the node again only after reconnect_backoff_max_ms, and make the error
+        known to those waiting on that node (sender: records for it; metadata waits; request())."""
+        prev = self.auth_errors.get(conn.node_id)
+        # ERROR once; the same failure again (each reconnect_backoff_max_ms) at DEBUG.
+        log.log(logging.DEBUG if prev is not None and str(prev) == str(error) else logging.ERROR,
+                "%s", error)
+        self.stats["authentication_failures"] += 1
+        conn.failures = max(conn.failures, 20)   # the longest reconnect backoff
+        self.auth_errors[conn.node_id] = error
+        self._close(conn, now, error, failure=f"authentication failed: {error.message}")
+        self.metadata.fatal_connection_error(error)   # metadata waits raise it at once
+
+    def authentication_error(self, node_id: int) -> KafkaError | None:
+        """The error of ``node_id``'s last failed authentication, while no connection to it has
+        authenticated since."""
+        return self.auth_errors.get(node_id)
 
     def api_version(self, node_id: int, api_key: int) -> int | None:
         conn = self.connections.get(node_id)
@@ -775,6 +806,8 @@ class NetworkClient:
                 due = conn.connect_started_ms + cfg.socket_connection_setup_timeout_ms
             elif conn.in_flight:
                 due = conn.in_flight[0].created_ms + self.request_timeout_ms
+            elif conn.state is State.READY and conn.reauth_at_ms:
+                due = min(conn.reauth_at_ms, conn.last_activity_ms + cfg.connections_max_idle_ms)
             elif conn.state is State.READY and not conn.unacked_writes:
                 due = conn.last_activity_ms + cfg.connections_max_idle_ms
             else:
@@ -801,10 +834,17 @@ class NetworkClient:
                 self.stats["timeouts"] += 1
                 self._close(conn, now, RequestTimedOutError(
                     f"request {conn.in_flight[0]!r} got no response within {self.request_timeout_ms} ms"))
-            elif conn.in_flight and now - conn.in_flight[0].created_ms > self.request_timeout_ms:
-                self.stats["timeouts"] += 1
-                self._close(conn, now, RequestTimedOutError(
-                    f"request {conn.in_flight[0]!r} got no response within {self.request_timeout_ms} ms"))
+            elif (conn.state is State.READY and conn.reauth_at_ms and now >= conn.reauth_at_ms
+                  and not conn.in_flight and not conn.unacked_writes
+                  and not conn.send_queue.has_pending()):
+                # The SASL session nears its end and nothing is in flight: reconnect (and so
+                # re-authenticate) at once; no request is cut off (see fastkafka.sasl).
+                self.stats["reauthentications"] += 1
+                log.debug("re-authenticating node %s: new connection", conn.node_id)
+                self._close(conn, now, DisconnectedError(
+                    f"connection to node {conn.node_id} closed to re-authenticate"), record=False)
+                conn.next_attempt_ms = now
+                conn.failures = 0
             elif (conn.state is State.READY and not conn.in_flight and not conn.unacked_writes
                   and now - conn.last_activity_ms > self.config.connections_max_idle_ms):
                 self._close(conn, now, DisconnectedError(f"connection to node {conn.node_id} idle"))
@@ -830,7 +870,7 @@ class NetworkClient:
             now = self.clock()
             fatal = self.metadata.fatal_error
             if fatal is not None:
-                raise type(fatal)(getattr(fatal, "message", None))
+                raise copy.copy(fatal)   # a fresh instance with the error's attributes
             if now >= deadline:
                 unreachable = self.metadata.describe_connection_errors()
                 raise RequestTimedOutError(

@@ -210,6 +210,9 @@ class Sender:
                 sendable.append(node)
             else:
                 timeout = min(timeout, max(self.client.connection_delay(node, now), 1))
+                auth_error = self.client.authentication_error(node)
+                if auth_error is not None:
+                    self._fail_unauthenticated(cluster, node, auth_error, now)
         if self.idem is not None and not self.idem.has_producer_id():
             sendable = []  # drain nothing until the producer id is known / the epoch is bumped
         if sendable:
@@ -227,6 +230,19 @@ class Sender:
         if sendable and self.acc.has_undrained():
             timeout = 0
         return max(timeout, 0)
+
+    def _fail_unauthenticated(self, cluster, node: int, error: KafkaError, now: int) -> None:
+        """The node's last authentication failed (not retriable; it is tried again after
+        reconnect_backoff_max_ms): the records queued for the partitions it leads fail with that
+        error now instead of waiting for delivery_timeout_ms."""
+        while True:
+            batches = self.acc.drain(cluster, [node], self.config.max_request_size, now).get(node)
+            if not batches:
+                return
+            for b in batches:
+                self._unmute(b)
+                self._unresolved(b)
+                self._fail(b, error)
 
     def _send_produce(self, node: int, batches: list, now: int) -> None:
         topic_data: dict[str, list] = {}

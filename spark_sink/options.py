@@ -32,7 +32,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fastkafka.config import ProducerConfig, canonical_name
+from fastkafka.config import SECRET_SETTINGS, ProducerConfig, canonical_name
 from fastkafka.errors import ConfigError
 
 #: options of the sink itself (``kafka.*`` ones go to the producer)
@@ -59,6 +59,15 @@ class SinkSettings:
 
     def producer_kwargs(self) -> dict:
         return dict(self.producer_config)
+
+    def __repr__(self) -> str:
+        # A password (SECRET_SETTINGS) never shows: these settings appear in Spark's plans and logs.
+        shown = tuple((k, "***" if k in SECRET_SETTINGS and v is not None else v)
+                      for k, v in self.producer_config)
+        return (f"SinkSettings(producer_config={shown!r}, topic={self.topic!r}, "
+                f"task_headers={self.task_headers!r}, flush_timeout_s={self.flush_timeout_s!r}, "
+                f"batch_id={self.batch_id!r}, summary_path={self.summary_path!r}, "
+                f"columns={self.columns!r})")
 
     def with_columns(self, columns) -> "SinkSettings":
         return dataclasses.replace(self, columns=tuple(columns))

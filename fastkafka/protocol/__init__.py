@@ -49,10 +49,12 @@ class ApiKey(IntEnum):
     PRODUCE = 0
     LIST_OFFSETS = 2
     METADATA = 3
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    SASL_AUTHENTICATE = 36
 
 
 #: Versions this codec can encode and decode, per API (inclusive).
@@ -64,6 +66,8 @@ SUPPORTED_VERSIONS = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
 _UNSUPPORTED_VERSION = 35

@@ -238,10 +238,35 @@ INIT_PRODUCER_ID_RESPONSE = Message("InitProducerIdResponse", 22, "0-5", "2+", [
     F("producer_epoch", "int16"),
 ])
 
+# ---------------------------------------------------------------------------------- SaslHandshake
+# Version 1 means the authentication bytes then travel in SaslAuthenticate requests (not raw).
+SASL_HANDSHAKE_REQUEST = Message("SaslHandshakeRequest", 17, "0-1", "none", [
+    F("mechanism", "string"),
+])
+
+SASL_HANDSHAKE_RESPONSE = Message("SaslHandshakeResponse", 17, "0-1", "none", [
+    F("error_code", "int16"),
+    F("mechanisms", "[]string"),
+])
+
+# ------------------------------------------------------------------------------- SaslAuthenticate
+SASL_AUTHENTICATE_REQUEST = Message("SaslAuthenticateRequest", 36, "0-2", "2+", [
+    F("auth_bytes", "bytes"),
+])
+
+SASL_AUTHENTICATE_RESPONSE = Message("SaslAuthenticateResponse", 36, "0-2", "2+", [
+    F("error_code", "int16"),
+    F("error_message", "string", nullable="0+"),
+    F("auth_bytes", "bytes"),
+    F("session_lifetime_ms", "int64", "1+", default=0),
+])
+
 # --------------------------------------------------------------------------------------- (api key)
 REQUESTS = {m.api_key: m for m in (
     PRODUCE_REQUEST, LIST_OFFSETS_REQUEST, METADATA_REQUEST, API_VERSIONS_REQUEST,
-    CREATE_TOPICS_REQUEST, DELETE_TOPICS_REQUEST, INIT_PRODUCER_ID_REQUEST)}
+    CREATE_TOPICS_REQUEST, DELETE_TOPICS_REQUEST, INIT_PRODUCER_ID_REQUEST,
+    SASL_HANDSHAKE_REQUEST, SASL_AUTHENTICATE_REQUEST)}
 RESPONSES = {m.api_key: m for m in (
     PRODUCE_RESPONSE, LIST_OFFSETS_RESPONSE, METADATA_RESPONSE, API_VERSIONS_RESPONSE,
-    CREATE_TOPICS_RESPONSE, DELETE_TOPICS_RESPONSE, INIT_PRODUCER_ID_RESPONSE)}
+    CREATE_TOPICS_RESPONSE, DELETE_TOPICS_RESPONSE, INIT_PRODUCER_ID_RESPONSE,
+    SASL_HANDSHAKE_RESPONSE, SASL_AUTHENTICATE_RESPONSE)}

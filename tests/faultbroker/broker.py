@@ -13,6 +13,13 @@ and a broker that does not lead a partition answers NOT_LEADER_OR_FOLLOWER for i
 APIs: ApiVersions v0-3 (an unknown version is answered with error 35 in a v0 body, like Kafka),
 Metadata, Produce (acks 0 -> no response), InitProducerId, ListOffsets, CreateTopics, DeleteTopics, at
 the versions in ``fastkafka.protocol.SUPPORTED_VERSIONS``.
+
+SASL (``FaultBroker(sasl=SaslServer(...))``): SaslHandshake and SaslAuthenticate with PLAIN, SCRAM
+(the server side is the independent ``scramp`` package) and OAUTHBEARER (any token in ``tokens``);
+until a connection has authenticated, and once its session (``session_lifetime_ms``) has run out,
+any other request closes it, as Kafka does. Faults come from the script like for any API (a
+``rewrite_response`` on SASL_AUTHENTICATE that changes the server's signature, a ``delay``, a
+``disconnect_before_response``).
 """
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ from .script import Action, Script
 from .server import RawRequest, Response, SocketServer
 
 UNSUPPORTED_VERSION = 35
+_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_SASL_FREE = (ApiKey.API_VERSIONS, *_SASL_APIS)   # allowed before authentication
 FETCH = 1
 ADVERTISE_ONLY = {FETCH: (4, 4)}
 
@@ -46,17 +55,37 @@ class RequestRecord:
     response: dict | None = None     # the body answered (before faults), None if none
 
 
+class SaslServer:
+    """What a FaultBroker accepts: ``users`` maps a mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
+    to {user: password}; ``tokens`` are the OAUTHBEARER tokens accepted; ``mechanisms`` defaults
+    to those configured; ``session_lifetime_ms`` (0 = none) is answered in SaslAuthenticate v1+."""
+
+    def __init__(self, users: dict | None = None, tokens=(), mechanisms=None,
+                 session_lifetime_ms: int = 0):
+        self.users = {k: dict(v) for k, v in (users or {}).items()}
+        self.tokens = set(tokens)
+        if mechanisms is None:
+            mechanisms = list(self.users) + (["OAUTHBEARER"] if self.tokens else [])
+        self.mechanisms = list(mechanisms)
+        self.session_lifetime_ms = session_lifetime_ms
+        self.lock = threading.Lock()
+        self.conns: dict[int, dict] = {}       # conn id -> {"mechanism", "server", "until", "user"}
+        self.log: list[tuple] = []             # (conn id, mechanism, user or token, ok)
+
+
 class FaultBroker(SocketServer):
     """A scriptable test broker (see the module docstring). ``close()`` joins every thread."""
 
     def __init__(self, cluster: Cluster | None = None, node_id: int | None = None, host: str = "127.0.0.1",
                  port: int = 0, num_processors: int = 2, num_handlers: int = 2,
-                 api_versions: dict | None = None, advertise_only: dict | None = None, advertised_host: str | None = None, start: bool = True):
+                 api_versions: dict | None = None, advertise_only: dict | None = None, advertised_host: str | None = None, start: bool = True,
+                 sasl: SaslServer | None = None):
         super().__init__(host, port, num_processors, num_handlers)
         self.cluster = cluster if cluster is not None else Cluster()
         self.advertised_host = advertised_host or self.host
         self.node_id = self.cluster.register(node_id, self.advertised_host, self.port)
         self.script = Script()
+        self.sasl = sasl
         self.api_versions = {int(k): v for k, v in (api_versions or SUPPORTED_VERSIONS).items()}
         # Advertised, not implemented: librdkafka writes RecordBatch v2 (magic 2) only when the broker
         # lists Fetch >= v4 next to Produce >= v3; without it, it falls back to magic-0 message sets.
@@ -126,8 +155,13 @@ class FaultBroker(SocketServer):
                 return self._finish(req, header, actions, self._api_versions_unsupported(header))
             self.protocol_errors.append((req.conn_id, f"api {api_key} v{version} not advertised"))
             return Response(req.conn_id, close_before=True)
+        if self.sasl is not None and api_key not in _SASL_FREE and not self._sasl_session_ok(req.conn_id):
+            self.protocol_errors.append((req.conn_id, f"api {api_key} before SASL authentication "
+                                                      f"or after the session expired"))
+            return Response(req.conn_id, close_before=True)
         handler = self._HANDLERS[api_key]
-        result = handler(self, header, body, actions)
+        result = handler(self, header, body, actions, req) if api_key in _SASL_APIS else \
+            handler(self, header, body, actions)
         for a in actions:
             if a.kind == "rewrite_response" and result is not None:
                 changed = a.fn(result, header, body)
@@ -333,7 +367,92 @@ class FaultBroker(SocketServer):
             out.append({"name": name, "error_code": code, "error_message": None})
         return {"throttle_time_ms": 0, "responses": out}
 
+    # -- SASL -------------------------------------------------------------------------------------
+    def _sasl_session_ok(self, conn_id: int) -> bool:
+        with self.sasl.lock:
+            st = self.sasl.conns.get(conn_id)
+        return bool(st and st.get("until") is not None and
+                    (st["until"] == 0 or time.monotonic() * 1000 < st["until"]))
+
+    def _sasl_handshake(self, header, body, actions, req):
+        sasl = self.sasl
+        if sasl is None:
+            return {"error_code": 33, "mechanisms": []}
+        mech = body["mechanism"]
+        if mech not in sasl.mechanisms:
+            return {"error_code": 33, "mechanisms": list(sasl.mechanisms)}
+        with sasl.lock:
+            st = sasl.conns.setdefault(req.conn_id, {})
+            st.update(mechanism=mech, server=None, step=0)
+        return {"error_code": 0, "mechanisms": list(sasl.mechanisms)}
+
+    def _sasl_authenticate(self, header, body, actions, req):
+        sasl = self.sasl
+        st = None
+        if sasl is not None:
+            with sasl.lock:
+                st = sasl.conns.get(req.conn_id)
+        if st is None or "mechanism" not in st:
+            return {"error_code": 34, "error_message": "no SaslHandshake first", "auth_bytes": b""}
+        mech = st["mechanism"]
+        data = bytes(body["auth_bytes"])
+        lifetime = sasl.session_lifetime_ms if header["api_version"] >= 1 else 0
+
+        def ok(reply=b"", who=None):
+            st["until"] = (time.monotonic() * 1000 + lifetime) if lifetime else 0
+            sasl.log.append((req.conn_id, mech, who, True))
+            return {"error_code": 0, "error_message": None, "auth_bytes": reply,
+                    "session_lifetime_ms": lifetime}
+
+        def fail(msg, who=None):
+            sasl.log.append((req.conn_id, mech, who, False))
+            return {"error_code": 58, "error_message": msg, "auth_bytes": b""}
+
+        if mech == "PLAIN":
+            try:
+                _, user, password = data.decode("utf-8").split("\0")
+            except ValueError:
+                return fail("Authentication failed: malformed PLAIN message")
+            if sasl.users.get("PLAIN", {}).get(user) == password:
+                return ok(who=user)
+            return fail("Authentication failed: Invalid username or password", user)
+        if mech == "OAUTHBEARER":
+            if st.get("step") == 1:
+                return fail("Authentication failed: invalid token")
+            text = data.decode("utf-8", "replace")
+            token = text.split("auth=Bearer ", 1)[-1].split("\x01", 1)[0] if "auth=Bearer " in text else None
+            if token in sasl.tokens:
+                return ok(who=token)
+            st["step"] = 1
+            sasl.log.append((req.conn_id, mech, token, False))
+            return {"error_code": 0, "error_message": None,
+                    "auth_bytes": b'{"status":"invalid_token"}', "session_lifetime_ms": 0}
+        from scramp import ScramException, ScramMechanism   # SCRAM-SHA-256 / SCRAM-SHA-512
+        users = sasl.users.get(mech, {})
+        try:
+            if st.get("server") is None:
+                m = ScramMechanism(mech)
+                infos = {u: m.make_auth_info(pw, iteration_count=4096) for u, pw in users.items()}
+
+                def auth_fn(user):
+                    st["user"] = user
+                    if user not in infos:
+                        raise ScramException("Unknown user")
+                    return infos[user]
+
+                st["server"] = m.make_server(auth_fn)
+                st["server"].set_client_first(data.decode("utf-8"))
+                return {"error_code": 0, "error_message": None,
+                        "auth_bytes": st["server"].get_server_first().encode(), "session_lifetime_ms": 0}
+            st["server"].set_client_final(data.decode("utf-8"))
+            return ok(st["server"].get_server_final().encode(), st.get("user"))
+        except ScramException:
+            return fail("Authentication failed during authentication due to invalid credentials "
+                        f"with SASL mechanism {mech}", st.get("user"))
+
     _HANDLERS = {
+        ApiKey.SASL_HANDSHAKE: _sasl_handshake,
+        ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
         ApiKey.API_VERSIONS: _api_versions,
         ApiKey.METADATA: _metadata,
         ApiKey.PRODUCE: _produce,

@@ -92,17 +92,19 @@ def with_defaults(fields, version, value):
 
 # ----------------------------------------------------------------------------- basic API checks
 def test_api_keys_and_supported_versions():
-    assert [int(k) for k in ApiKey] == [0, 2, 3, 18, 19, 20, 22]
+    assert [int(k) for k in ApiKey] == [0, 2, 3, 17, 18, 19, 20, 22, 36]
     assert SUPPORTED_VERSIONS == {
         ApiKey.PRODUCE: (3, 11), ApiKey.LIST_OFFSETS: (1, 8), ApiKey.METADATA: (1, 12),
         ApiKey.API_VERSIONS: (0, 3), ApiKey.CREATE_TOPICS: (2, 7), ApiKey.DELETE_TOPICS: (1, 6),
-        ApiKey.INIT_PRODUCER_ID: (0, 5),
+        ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
 
 
 @pytest.mark.parametrize("api,first_flexible", [
     (ApiKey.PRODUCE, 9), (ApiKey.LIST_OFFSETS, 6), (ApiKey.METADATA, 9), (ApiKey.API_VERSIONS, 3),
     (ApiKey.CREATE_TOPICS, 5), (ApiKey.DELETE_TOPICS, 4), (ApiKey.INIT_PRODUCER_ID, 2),
+    (ApiKey.SASL_HANDSHAKE, 99), (ApiKey.SASL_AUTHENTICATE, 2),
 ])
 def test_header_versions(api, first_flexible):
     lo, hi = SUPPORTED_VERSIONS[api]
@@ -366,6 +368,8 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse  # noqa: E402
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse  # noqa: E402
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse  # noqa: E402
+from kafka.protocol.sasl import (  # noqa: E402
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse)
 
 KP = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
@@ -375,6 +379,8 @@ KP = {
     ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 
