@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from typing import Any, Callable
@@ -159,14 +160,17 @@ class Admin:
     def _send(self, api_key: int, body_for_version, node: int | None, deadline: int) -> RequestFuture:
         """Queue a request once a node is ready (polling for the connection); a future of the body."""
         fut = RequestFuture()
+        # An error left by an earlier call does not fail this one before it has tried to connect
+        # (the cause may be fixed by now, e.g. a SASL user created); the next failure does.
+        stale = self._metadata.fatal_error
         while True:
             now = now_ms()
             target = node if node is not None else self._client.least_loaded_node(now)
             if target is not None and self._client.ready(target, now):
                 break
             fatal = self._metadata.fatal_error  # e.g. a TLS certificate not accepted: no retry fixes it
-            if fatal is not None:
-                fut.fail(type(fatal)(getattr(fatal, "message", None)))
+            if fatal is not None and fatal is not stale:
+                fut.fail(copy.copy(fatal))   # a fresh instance with the error's attributes
                 return fut
             if now >= deadline:
                 fut.fail(KafkaTimeoutError(f"no broker connection for {ApiKey(api_key).name} "

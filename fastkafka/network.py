@@ -866,10 +866,11 @@ class NetworkClient:
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
         deadline = self.clock() + timeout_ms
         result: dict[str, Any] = {}
+        stale = self.metadata.fatal_error
         while True:
             now = self.clock()
             fatal = self.metadata.fatal_error
-            if fatal is not None:
+            if fatal is not None and fatal is not stale:   # (see Admin._send)
                 raise copy.copy(fatal)   # a fresh instance with the error's attributes
             if now >= deadline:
                 unreachable = self.metadata.describe_connection_errors()
