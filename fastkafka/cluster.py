@@ -253,12 +253,14 @@ class Metadata:
             self.need_update = True
             return self.version
 
-    def await_update(self, last_version: int, timeout_s: float) -> None:
-        """Block until the version moves past ``last_version``; KafkaTimeoutError after timeout."""
+    def await_update(self, last_version: int, timeout_s: float, stale=None) -> None:
+        """Block until the version moves past ``last_version``; KafkaTimeoutError after timeout.
+        A fatal connection error raises at once, unless it is ``stale`` (the one already there
+        when the caller began waiting: the caller then waits for the next attempt's outcome)."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while self.version <= last_version and not self._closed:
-                if self.fatal_error is not None:
+                if self.fatal_error is not None and self.fatal_error is not stale:
                     # a fresh instance per waiting thread (tracebacks are per raise)
                     # (copy.copy keeps the error's attributes: node, mechanism, ...)
                     raise copy.copy(self.fatal_error)

@@ -124,6 +124,9 @@ class Producer(ProducerCore):
         if self._on_io_thread():
             raise self._io_thread_metadata_error(topic, partition, n)
         deadline = time.monotonic() + max_wait_ms / 1000.0
+        # A broker's authentication error from before this call fails it only if the next attempt
+        # fails too (the credentials may be accepted by now); a new one fails it at once.
+        stale = self._metadata.fatal_error
         while True:
             if self._closed:
                 raise ProducerClosedError("producer is closed")
@@ -131,7 +134,7 @@ class Producer(ProducerCore):
             self._sender.wakeup()
             remaining = deadline - time.monotonic()
             try:
-                self._metadata.await_update(version, max(remaining, 0))
+                self._metadata.await_update(version, max(remaining, 0), stale)
             except KafkaTimeoutError:
                 err = topic_error(self._metadata.cluster, topic)
                 # Brokers that could not be reached are the usual cause: name each with its last

@@ -136,6 +136,21 @@ def test_a_server_that_cannot_prove_the_password_is_refused(mech):
         assert values_stored(b, "t") == [b"after"]
 
 
+def test_a_send_after_a_failure_tries_again_and_works_once_the_credentials_are_accepted():
+    server = SaslServer({"PLAIN": {"alice": "old-password"}})
+    with FaultBroker(sasl=server) as b:
+        b.create_topic("t", 1)
+        with Producer(bootstrap_servers=b.bootstrap, **sasl("PLAIN"),
+                      **{**FAST, "max_block_ms": 30000}) as p:
+            _assert_fails_fast(p, "SASL_AUTHENTICATION_FAILED")
+            _assert_fails_fast(p, "SASL_AUTHENTICATION_FAILED")   # still refused: fails again
+            server.users["PLAIN"]["alice"] = SECRET
+            t0 = time.monotonic()
+            assert p.send("t", b"now").get(10).offset == 0         # no retry loop needed
+            assert time.monotonic() - t0 < 5
+        assert values_stored(b, "t") == [b"now"]
+
+
 def test_connection_closed_mid_handshake_is_retried():
     with FaultBroker(sasl=SaslServer(USERS)) as b:
         b.create_topic("t", 1)
