@@ -694,7 +694,7 @@ class NetworkClient:
             self._close(conn, now, e)
             return
         except ssl.SSLError as e:
-            self._close(conn, now, self._tls_failure(conn, e))
+            self._tls_close(conn, now, e)
             return
         except OSError as e:
             self._close(conn, now, DisconnectedError(f"read from node {conn.node_id} failed: {e}"))
@@ -715,7 +715,7 @@ class NetworkClient:
         try:
             done = conn.tls.handshake(conn.sock)
         except (ssl.SSLError, OSError, EOFError) as e:
-            self._close(conn, now, self._tls_failure(conn, e))
+            self._tls_close(conn, now, e)
             return
         conn.last_activity_ms = now
         if done:
@@ -726,15 +726,17 @@ class NetworkClient:
         else:
             self._update_interest(conn)
 
-    def _tls_failure(self, conn: Connection, error: BaseException) -> KafkaError:
-        """The typed error for a TLS failure on ``conn``; one that retrying does not fix (an
-        untrusted certificate, a client certificate refused) is also handed to the metadata so that
-        sends waiting for it fail with it at once."""
+    def _tls_close(self, conn: Connection, now: int, error: BaseException) -> None:
+        """Close ``conn`` after a TLS failure, with its typed error. One that retrying does not fix
+        (an untrusted certificate, a client certificate refused: TlsAuthenticationError) is an
+        authentication failure: the node is retried only after reconnect_backoff_max_ms, and
+        metadata waits, admin requests and the records queued for that node fail with it at once."""
         where = f"node {conn.node_id} ({conn.host}:{conn.port})"
         exc = describe_handshake_error(error, where, bool(conn.tls and conn.tls.check_hostname))
-        if not exc.retriable:
-            self.metadata.fatal_connection_error(exc)
-        return exc
+        if exc.retriable:
+            self._close(conn, now, exc)
+        else:
+            self._authentication_failed(conn, now, exc)
 
     def _tls_write(self, conn: Connection, now: int) -> None:
         try:
@@ -742,7 +744,7 @@ class NetworkClient:
             done = conn.tls.write(conn.sock, conn.send_queue)
             self.stats["bytes_sent"] += conn.send_queue.written_bytes - before
         except ssl.SSLError as e:
-            self._close(conn, now, self._tls_failure(conn, e))
+            self._tls_close(conn, now, e)
             return
         except OSError as e:
             self._close(conn, now, DisconnectedError(f"write to node {conn.node_id} failed: {e}"))

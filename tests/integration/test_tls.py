@@ -9,6 +9,7 @@ Each failure case: a typed error naming the broker, within a bounded time, the I
 """
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
@@ -270,10 +271,11 @@ def test_tls_handshake_is_bounded_by_the_connection_setup_timeout(pki):
 
 
 # ---- stunnel (Debian's stunnel4, installed by scripts/setup.sh) in front of tansu ----------------
-@pytest.fixture(scope="module")
-def stunnel_tansu(pki, tmp_path_factory):
-    """tansu behind stunnel: stunnel terminates TLS on its own port and forwards to tansu, which
-    advertises stunnel's port in metadata. Yields the TLS bootstrap address."""
+@contextlib.contextmanager
+def tansu_behind_stunnel(certs, directory):
+    """tansu behind one stunnel process with one TLS service per certificate in ``certs``, each on
+    its own port forwarding to tansu; tansu advertises the last service's port in metadata. Yields
+    the services' addresses."""
     import shutil
     import subprocess
 
@@ -282,26 +284,27 @@ def stunnel_tansu(pki, tmp_path_factory):
     exe = shutil.which("stunnel4") or shutil.which("stunnel")
     if exe is None:
         pytest.skip("stunnel is not installed (scripts/setup.sh installs stunnel4 with apt)")
-    tls_port = free_port()
-    broker = LocalBroker(kind="tansu", advertised_port=tls_port).start(timeout=20)
-    d = tmp_path_factory.mktemp("stunnel")
-    conf = d / "stunnel.conf"
-    conf.write_text(f"foreground = yes\npid =\n[kafka]\naccept = 127.0.0.1:{tls_port}\n"
-                    f"connect = 127.0.0.1:{broker.port}\ncert = {pki.server}\n")
-    log = open(d / "stunnel.log", "wb")
+    ports = [free_port() for _ in certs]
+    broker = LocalBroker(kind="tansu", advertised_port=ports[-1]).start(timeout=20)
+    conf = directory / "stunnel.conf"
+    conf.write_text("foreground = yes\npid =\n" + "".join(
+        f"[kafka{i}]\naccept = 127.0.0.1:{port}\nconnect = 127.0.0.1:{broker.port}\ncert = {cert}\n"
+        for i, (port, cert) in enumerate(zip(ports, certs))))
+    log = open(directory / "stunnel.log", "wb")
     proc = subprocess.Popen([exe, str(conf)], stdin=subprocess.DEVNULL, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", tls_port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"stunnel did not start: {(d / 'stunnel.log').read_text()}")
-                time.sleep(0.05)
-        yield f"127.0.0.1:{tls_port}"
+        for port in ports:
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"stunnel did not start: {(directory / 'stunnel.log').read_text()}")
+                    time.sleep(0.05)
+        yield [f"127.0.0.1:{port}" for port in ports]
     finally:
         proc.terminate()
         try:
@@ -311,6 +314,13 @@ def stunnel_tansu(pki, tmp_path_factory):
             proc.wait(10)
         log.close()
         broker.stop()
+
+
+@pytest.fixture(scope="module")
+def stunnel_tansu(pki, tmp_path_factory):
+    """tansu behind stunnel (Debian's stunnel4): its TLS bootstrap address."""
+    with tansu_behind_stunnel([pki.server], tmp_path_factory.mktemp("stunnel")) as (address,):
+        yield address
 
 
 def test_stunnel_tansu_records_are_read_back_over_tls(stunnel_tansu, pki):
@@ -384,3 +394,22 @@ def test_kafka_sasl_ssl_untrusted_ca_fails_before_any_credential_is_sent(tls_kaf
                                         "sasl_plain_password": "alice-secret"},
                             TlsAuthenticationError, within=10)
     assert bootstrap in str(err) and "alice-secret" not in str(err)
+
+
+def test_records_queued_for_a_broker_whose_certificate_fails_fail_at_once(pki, tmp_path):
+    """Metadata comes through a good TLS endpoint; the broker it names presents an expired
+    certificate. The records queued for that broker fail with TlsAuthenticationError at once (not
+    after delivery_timeout_ms), naming it; the I/O thread stays alive."""
+    with tansu_behind_stunnel([pki.server, pki.expired], tmp_path) as (good, expired):
+        p = Producer(bootstrap_servers=good, security_protocol="SSL", ssl_cafile=pki.ca,
+                     delivery_timeout_ms=60_000, request_timeout_ms=30_000)
+        try:
+            t0 = time.monotonic()
+            fut = p.send(unique_name("expired-leader"), b"v")   # metadata through the good one
+            with pytest.raises(TlsAuthenticationError, match="expired") as exc:
+                fut.get(timeout=30)
+            assert time.monotonic() - t0 < 15
+            assert expired in str(exc.value)
+            assert sender_alive(p)
+        finally:
+            p.close(5)
