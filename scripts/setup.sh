@@ -25,13 +25,13 @@ if ! command -v mvn >/dev/null 2>&1; then
     exit 1
   fi
 fi
-# stunnel puts TLS in front of tansu for the TLS tests (tests/integration/test_tls.py); they skip
-# those cases without it.
+# stunnel puts TLS in front of tansu for the TLS tests (tests/integration/test_tls.py).
 if ! command -v stunnel4 >/dev/null 2>&1 && ! command -v stunnel >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -q && apt-get install -y -q stunnel4
   else
-    echo "note: stunnel is missing, the TLS tests through stunnel will skip (apt-get install stunnel4)" >&2
+    echo "the TLS tests need stunnel (Debian/Ubuntu: apt-get install stunnel4)" >&2
+    exit 1
   fi
 fi
 if [ ! -x .venv/bin/python ]; then
