@@ -215,7 +215,9 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, acks) -> 
             "produce_requests": m["produce_requests"], "batches_sent": m["batches_sent"]}
 
 
-def run_confluent(bootstrap: str, topic: str, values: list, acks: str) -> dict:
+def run_confluent(bootstrap: str, topic: str, values: list, acks: str,
+                  extra_config: dict | None = None) -> dict:
+    """confluent-kafka's produce() loop; ``extra_config`` adds settings (TLS, for bench/tls_e2e.py)."""
     from confluent_kafka import Producer
 
     failed = [0]
@@ -232,6 +234,7 @@ def run_confluent(bootstrap: str, topic: str, values: list, acks: str) -> dict:
         "queue.buffering.max.messages": 1_000_000,
         "delivery.report.only.error": True,
         "on_delivery": on_error_report,
+        **(extra_config or {}),
     }
     p = Producer(conf)
     p.list_topics(topic, timeout=30)

@@ -70,42 +70,11 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, tls: dict
 
 
 def run_confluent(bootstrap: str, topic: str, values: list, tls: dict) -> dict:
-    from confluent_kafka import Producer
+    """bench/e2e.py's confluent-kafka loop (acks=all, idempotent), over TLS when ``tls`` is given."""
+    from bench.e2e import run_confluent as loop
 
-    failed = [0]
-
-    def on_error_report(err, msg):  # delivery.report.only.error: failures only
-        if err is not None:
-            failed[0] += 1
-
-    conf = {"bootstrap.servers": bootstrap, "linger.ms": LINGER_MS, "acks": "all",
-            "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000,
-            "delivery.report.only.error": True, "on_delivery": on_error_report}
-    if tls:
-        conf.update({"security.protocol": "SSL", "ssl.ca.location": tls["ssl_cafile"]})
-    p = Producer(conf)
-    p.list_topics(topic, timeout=30)
-    p.produce(topic, b"warm-up")
-    if p.flush(30) != 0:
-        raise RuntimeError("warm-up record not delivered")
-    produce, poll = p.produce, p.poll
-    t0 = time.perf_counter()
-    for i in range(0, len(values), 10_000):
-        for v in values[i:i + 10_000]:
-            try:
-                produce(topic, v)
-            except BufferError:
-                while True:
-                    poll(0.01)
-                    try:
-                        produce(topic, v)
-                        break
-                    except BufferError:
-                        pass
-        poll(0)
-    remaining = p.flush(120)
-    elapsed = time.perf_counter() - t0
-    return {"seconds": elapsed, "delivered": len(values) - remaining - failed[0], "errors": failed[0]}
+    extra = {"security.protocol": "SSL", "ssl.ca.location": tls["ssl_cafile"]} if tls else None
+    return loop(bootstrap, topic, values, "all", extra)
 
 
 def child(name: str, bootstrap: str, topic: str, records: int, size: int, cafile: str) -> dict:
