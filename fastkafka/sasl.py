@@ -31,6 +31,8 @@ never cut off: a request in flight is answered on the old connection before it c
 """
 from __future__ import annotations
 
+import abc
+
 import base64
 import hashlib
 import hmac
@@ -103,15 +105,16 @@ def check_settings(v: dict[str, Any], explicit) -> None:
 
 
 # ----------------------------------------------------------------------------------- mechanisms
-class Mechanism:
+class Mechanism(abc.ABC):
     """One authentication exchange: :meth:`first` gives the first message, :meth:`receive` takes
     each server message and gives the next client message, or None when the exchange is complete.
     Raise SaslAuthenticationError (message without secrets) to refuse the server."""
 
     name = ""
 
-    def first(self) -> bytes:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def first(self) -> bytes:
+        """The client's first message."""
 
     def receive(self, data: bytes) -> bytes | None:
         return None
