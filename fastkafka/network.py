@@ -148,6 +148,7 @@ class Connection:
         self.next_attempt_ms = 0
         self.registered_events = 0
         self.reauth_at_ms = 0         # SASL session: no new requests from then on (fastkafka.sasl)
+        self.throttle_until_ms = 0    # broker quota (KIP-219): no new requests before this time
         self.tls: TlsSession | None = None   # security_protocol SSL / SASL_SSL, once connected
 
     def in_flight_count(self) -> int:
@@ -182,7 +183,8 @@ class NetworkClient:
         self._closed = False
         self._tls_context = getattr(config, "tls_context", None)  # None: plaintext connections
         self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0,
-                      "contained_failures": 0, "authentication_failures": 0, "reauthentications": 0}
+                      "contained_failures": 0, "authentication_failures": 0, "reauthentications": 0,
+                      "throttled_responses": 0, "throttle_time_ms_total": 0}
         # SASL (fastkafka.sasl): None for PLAINTEXT/SSL. A node whose last authentication failed
         # keeps its error here until one of its connections authenticates.
         from .sasl import SaslSettings
@@ -219,7 +221,8 @@ class NetworkClient:
         conn = self.connections.get(node_id)
         return (conn is not None and conn.state is State.READY
                 and conn.in_flight_count() < self.max_in_flight
-                and not (conn.reauth_at_ms and self.clock() >= conn.reauth_at_ms))
+                and not (conn.reauth_at_ms and self.clock() >= conn.reauth_at_ms)
+                and not (conn.throttle_until_ms and self.clock() < conn.throttle_until_ms))
 
     def ready(self, node_id: int, now: int) -> bool:
         """True when a request can go to ``node_id`` now; otherwise starts connecting if allowed."""
@@ -232,6 +235,8 @@ class NetworkClient:
 
     def connection_delay(self, node_id: int, now: int) -> int:
         conn = self.connections.get(node_id)
+        if conn is not None and conn.state is State.READY and conn.throttle_until_ms > now:
+            return conn.throttle_until_ms - now   # throttled by the broker (KIP-219)
         if conn is None or conn.state is not State.DISCONNECTED:
             return 0 if conn is None else self.request_timeout_ms
         return max(conn.next_attempt_ms - now, 0)
@@ -790,6 +795,13 @@ class NetworkClient:
             self._close(conn, now, e)
             return False
         self.stats["responses"] += 1
+        throttle = body.get("throttle_time_ms", 0) if isinstance(body, dict) else 0
+        if isinstance(throttle, int) and throttle > 0:
+            # KIP-219: the broker answered at once but asks for no new request on this
+            # connection for throttle_time_ms; answers to requests in flight are still read.
+            conn.throttle_until_ms = max(conn.throttle_until_ms, now + throttle)
+            self.stats["throttled_responses"] += 1
+            self.stats["throttle_time_ms_total"] += throttle
         if req.internal:
             # Handshake steps run at once, before anything else is read on this connection; a
             # step that fails on what the broker sent closes the connection (see _io).
@@ -815,6 +827,9 @@ class NetworkClient:
             else:
                 continue
             nearest = min(nearest, due - now + 1)
+        for conn in self.connections.values():
+            if conn.throttle_until_ms > now:   # wake when a throttled connection may send again
+                nearest = min(nearest, conn.throttle_until_ms - now + 1)
         return max(nearest, 0)
 
     def _handle_timeouts(self, now: int) -> None:

@@ -13,8 +13,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 from faultbroker import (Cluster, FaultBroker, delay, disconnect_before_response, disconnect_mid_response,
-                         no_response, oversized_size_prefix, parse_batches, partition_error, slow_read, split_frames,
-                         wrong_correlation_id)
+                         no_response, oversized_size_prefix, parse_batches, partition_error, rewrite_response,
+                         slow_read, split_frames, wrong_correlation_id)
 from fastkafka import Producer
 from fastkafka.errors import (BufferExhaustedError, CorrelationIdMismatchError, CorruptFrameError,
                               DeliveryTimeoutError, InvalidRecordError, KafkaTimeoutError,
@@ -670,3 +670,27 @@ def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch):
     p = make_producer(fb)
     assert p.send("t", b"x").get(10).offset == 0
     assert paths and all(s is network.State.DISCONNECTED for s in paths)  # the immediate path
+
+
+# ------------------------------------------------------------------------- broker quotas (KIP-219)
+def test_produce_throttle_time_holds_back_the_next_request(fb, make_producer):
+    """A Produce answer with throttle_time_ms=300: the producer sends that broker no new request
+    until 300 ms have passed, delivers every record, and counts the throttling in metrics()."""
+    fb.create_topic("t", 1)
+
+    def throttle(resp, header, body):
+        return {**resp, "throttle_time_ms": 300}
+
+    fb.script.on(ApiKey.PRODUCE, rewrite_response(throttle), times=1)
+    p = make_producer(fb, linger_ms=0)
+    first = send_values(p, "t", 1, partition=0, prefix=b"a")
+    first[0][1].get(timeout=10)
+    more = send_values(p, "t", 20, partition=0, prefix=b"b")
+    assert_exactly_once(fb.cluster, "t", 1, first + more)
+    produces = fb.received(ApiKey.PRODUCE)
+    assert len(produces) >= 2
+    gap = produces[1].received_at - produces[0].received_at
+    assert 0.29 <= gap < 2.0, f"next Produce request {gap * 1000:.0f} ms after the throttled answer"
+    m = p.metrics()
+    assert m["net_throttled_responses"] == 1
+    assert m["net_throttle_time_ms_total"] == 300
