@@ -38,7 +38,8 @@ _UNKNOWN_TOPIC = error_class_for_code(UNKNOWN_TOPIC_OR_PARTITION)
 
 _ADMIN_KEYS = {"bootstrap_servers", "client_id", "request_timeout_ms", "reconnect_backoff_ms",
                "reconnect_backoff_max_ms", "retry_backoff_ms", "retry_backoff_max_ms", "connections_max_idle_ms",
-               "socket_connection_setup_timeout_ms", "max_response_size", "metadata_max_age_ms"}
+               "socket_connection_setup_timeout_ms", "max_response_size", "metadata_max_age_ms",
+               "metadata_recovery_strategy", "metadata_recovery_rebootstrap_trigger_ms"}
 _ADMIN_KEYS |= {"security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password",
                 "ssl_check_hostname", "ssl_context"}  # TLS
 _ADMIN_KEYS |= {"sasl_mechanism", "sasl_plain_username", "sasl_plain_password",

@@ -301,6 +301,14 @@ class Metadata:
                 self._refresh_gap_ms = self.refresh_backoff_ms
             self._cond.notify_all()
 
+    def rebootstrap(self) -> None:
+        """Forget the brokers known from metadata and ask the bootstrap addresses again (every
+        known broker stayed unreachable: metadata_recovery_strategy=rebootstrap)."""
+        with self._cond:
+            self.cluster = Cluster.bootstrap(self.bootstrap_servers)
+            self.need_update = True
+            self.last_refresh_ms = 0
+
     def failed_update(self, now_ms: int, error: Exception | None = None) -> None:
         with self._cond:
             self.last_refresh_ms = now_ms

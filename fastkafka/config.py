@@ -54,6 +54,11 @@ _SETTINGS = [
     _Setting("reconnect_backoff_ms", "int", 50, 0, INT32_MAX),
     _Setting("reconnect_backoff_max_ms", "int", 1000, 0, INT32_MAX),
     _Setting("socket_connection_setup_timeout_ms", "int", 10_000, 1, INT32_MAX),
+    _Setting("metadata_recovery_strategy", "recovery_strategy", "rebootstrap",
+             doc='"rebootstrap": when every broker known from metadata stays unreachable, ask the '
+                 'bootstrap addresses again; "none": keep trying the known brokers only'),
+    _Setting("metadata_recovery_rebootstrap_trigger_ms", "int", 30_000, 0, INT32_MAX,
+             doc="how long every known broker must be unreachable before rebootstrapping"),
     _Setting("max_response_size", "int", 100 * 1024 * 1024, 1024, 2**31 - 1,
              doc="largest response frame accepted before the connection is closed"),
     _Setting("on_error", "callback", None,
@@ -323,6 +328,10 @@ def _parse(setting: _Setting, value: Any) -> Any:
         if isinstance(value, str) and value in ("murmur2", "default", "random"):
             return "murmur2" if value == "default" else value
         raise ConfigError(f"partitioner must be 'murmur2', 'random' or a callable, got {value!r}")
+    if kind == "recovery_strategy":
+        if isinstance(value, str) and value.strip().lower() in ("rebootstrap", "none"):
+            return value.strip().lower()
+        raise ConfigError(f"metadata_recovery_strategy must be 'rebootstrap' or 'none', got {value!r}")
     if kind == "security_protocol":
         if isinstance(value, str) and value.strip().upper() in SECURITY_PROTOCOLS:
             return value.strip().upper()

@@ -184,7 +184,8 @@ class NetworkClient:
         self._tls_context = getattr(config, "tls_context", None)  # None: plaintext connections
         self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0,
                       "contained_failures": 0, "authentication_failures": 0, "reauthentications": 0,
-                      "throttled_responses": 0, "throttle_time_ms_total": 0}
+                      "throttled_responses": 0, "throttle_time_ms_total": 0, "rebootstraps": 0}
+        self._unreachable_since: int | None = None   # every known broker failing since (rebootstrap)
         # SASL (fastkafka.sasl): None for PLAINTEXT/SSL. A node whose last authentication failed
         # keeps its error here until one of its connections authenticates.
         from .sasl import SaslSettings
@@ -561,6 +562,7 @@ class NetworkClient:
         """Send a Metadata request when one is due; returns ms until it should be looked at again."""
         if not self.manage_metadata:
             return 1 << 30
+        self._maybe_rebootstrap(now)
         wait = self.metadata.time_to_next_update(now)
         if wait > 0 or self._metadata_in_flight:
             return wait if wait > 0 else self.request_timeout_ms
@@ -580,6 +582,33 @@ class NetworkClient:
                 return self.config.reconnect_backoff_ms
             return self.request_timeout_ms
         return self.config.reconnect_backoff_ms
+
+    def _maybe_rebootstrap(self, now: int) -> None:
+        """metadata_recovery_strategy=rebootstrap: once every broker known from metadata has been
+        unreachable (its connection attempts failing) for metadata_recovery_rebootstrap_trigger_ms,
+        the next Metadata request goes to the bootstrap addresses again."""
+        if getattr(self.config, "metadata_recovery_strategy", "none") != "rebootstrap":
+            return
+        nodes = list(self.metadata.cluster.brokers)
+        if not nodes or all(n < 0 for n in nodes):
+            self._unreachable_since = None   # the bootstrap addresses are in use already
+            return
+        for node in nodes:
+            conn = self.connections.get(node)
+            if conn is None or conn.failures == 0:   # (failures is 0 again once it is ready)
+                self._unreachable_since = None
+                return
+        if self._unreachable_since is None:
+            self._unreachable_since = now
+            return
+        if now - self._unreachable_since < self.config.metadata_recovery_rebootstrap_trigger_ms:
+            return
+        log.warning("every known broker (%s) has been unreachable for %d ms: asking the bootstrap "
+                    "addresses for metadata again", ", ".join(map(str, sorted(nodes))),
+                    now - self._unreachable_since)
+        self._unreachable_since = None
+        self.stats["rebootstraps"] += 1
+        self.metadata.rebootstrap()
 
     def _on_metadata(self, body, error) -> None:
         self._metadata_in_flight = False

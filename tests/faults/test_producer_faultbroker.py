@@ -694,3 +694,29 @@ def test_produce_throttle_time_holds_back_the_next_request(fb, make_producer):
     m = p.metrics()
     assert m["net_throttled_responses"] == 1
     assert m["net_throttle_time_ms_total"] == 300
+
+
+# ---------------------------------------------------------------------- rebootstrap (recovery)
+def test_rebootstrap_when_every_known_broker_is_unreachable(make_producer, no_leaks):
+    """Bootstrap A answers metadata listing only B; B goes down: after
+    metadata_recovery_rebootstrap_trigger_ms the producer asks A again and delivers there."""
+    with FaultBroker(node_id=1) as a, FaultBroker(node_id=7) as b:
+        a.create_topic("t", 1)
+        b.create_topic("t", 1)
+
+        def only_b(resp, header, body):
+            brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": None}]
+            topics = [{**t, "partitions": [{**p, "leader_id": b.node_id, "replica_nodes": [b.node_id],
+                                            "isr_nodes": [b.node_id]} for p in t["partitions"]]}
+                      for t in resp["topics"]]
+            return {**resp, "brokers": brokers, "topics": topics}
+
+        a.script.on(ApiKey.METADATA, rewrite_response(only_b), times=None)
+        p = make_producer(a, metadata_recovery_rebootstrap_trigger_ms=300)
+        assert p.send("t", b"to-b", partition=0).get(timeout=10).offset == 0
+        assert b.cluster.record_count("t") == 1
+        b.set_down()
+        a.script.clear()
+        assert p.send("t", b"to-a", partition=0).get(timeout=10).offset == 0
+        assert a.cluster.record_count("t") == 1
+        assert p.metrics()["net_rebootstraps"] >= 1

@@ -187,3 +187,11 @@ def test_producer_rejects_bad_config_at_construction():
     from fastkafka import Producer
     with pytest.raises(ConfigError, match="unknown config key 'bogus'"):
         Producer(bootstrap_servers="127.0.0.1:1", bogus=1)
+
+
+def test_metadata_recovery_strategy():
+    assert cfg().metadata_recovery_strategy == "rebootstrap"
+    assert cfg().metadata_recovery_rebootstrap_trigger_ms == 30_000
+    assert cfg(**{"metadata.recovery.strategy": "NONE"}).metadata_recovery_strategy == "none"
+    with pytest.raises(ConfigError, match="metadata_recovery_strategy"):
+        cfg(metadata_recovery_strategy="sometimes")
