@@ -462,13 +462,31 @@ def start_broker(kind: str, args):
     if kind == "kafka":
         from fastkafka._apachekafka import KafkaCluster
 
-        kc = KafkaCluster(nodes=1, jit="full", heap_mb=args.kafka_heap_mb)
-        if kc.cluster_id.startswith("-"):  # StorageTool would read an id starting with "-" as an option
-            kc.cluster_id = "A" + kc.cluster_id[1:]
-        return kc.start(timeout=180)
+        return KafkaCluster(nodes=1, jit="full", heap_mb=args.kafka_heap_mb).start(timeout=180)
     from fastkafka._localbroker import LocalBroker
 
     return LocalBroker(kind="tansu", storage="null").start()
+
+
+def each_broker(kinds, args, run):
+    """Start each broker kind in turn, call ``run(kind, broker)`` and stop it. Returns
+    ([(section title, run's result, seconds)], [broker description lines])."""
+    out, broker_lines = [], []
+    for kind in kinds:
+        t0 = time.monotonic()
+        broker = start_broker(kind, args)
+        try:
+            results = run(kind, broker)
+        finally:
+            broker.stop()
+        if kind == "kafka":
+            title = f"Apache Kafka {broker.version}"
+            broker_lines.append(kafka_line(broker.version, args.kafka_heap_mb))
+        else:
+            title = "tansu (storage null://)"
+            broker_lines.append(TANSU_LINE)
+        out.append((title, results, time.monotonic() - t0))
+    return out, broker_lines
 
 
 def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
@@ -629,21 +647,10 @@ def main(argv=None) -> int:
     wall0 = time.monotonic()
     load0 = os.getloadavg()[0]
     sections: list[str] = []
-    broker_lines: list[str] = []
-    for kind in kinds:
-        t0 = time.monotonic()
-        broker = start_broker(kind, args)
-        try:
-            results = run_rounds(kind, broker, args, names, java_warmup)
-        finally:
-            broker.stop()
-        if kind == "kafka":
-            title = f"Apache Kafka {broker.version}"
-            broker_lines.append(kafka_line(broker.version, args.kafka_heap_mb))
-        else:
-            title = "tansu (storage null://)"
-            broker_lines.append(TANSU_LINE)
-        sections += broker_section(title, names, results, args, time.monotonic() - t0)
+    runs, broker_lines = each_broker(
+        kinds, args, lambda kind, broker: run_rounds(kind, broker, args, names, java_warmup))
+    for title, results, seconds in runs:
+        sections += broker_section(title, names, results, args, seconds)
     wall = time.monotonic() - wall0
 
     lines = [

@@ -83,7 +83,7 @@ for _p in (ROOT, HERE):
         sys.path.insert(0, _p)
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
-from e2e import emit, load_line, ratio, start_broker, stored_records  # noqa: E402
+from e2e import each_broker, emit, load_line, ratio, stored_records  # noqa: E402
 
 # name -> (what, how)
 MEASUREMENTS = {
@@ -499,8 +499,6 @@ def main(argv=None) -> int:
 
     import spark_sink
 
-    from e2e import TANSU_LINE, kafka_line
-
     wall0 = time.monotonic()
     load0 = os.getloadavg()[0]
     pad = os.urandom(VALUE_BYTES - KEY_BYTES)
@@ -517,20 +515,11 @@ def main(argv=None) -> int:
             spark.dataSource.register(NoopArrowSource)
             df = make_frame(spark, args.rows, args.spark_partitions, pad)
             warm_df = make_frame(spark, WARMUP_ROWS, args.spark_partitions, pad)
-            for kind in kinds:
-                t0 = time.monotonic()
-                broker = start_broker(kind, args)
-                try:
-                    results = run_broker(kind, broker, args, names, spark, df, warm_df, work_dir)
-                finally:
-                    broker.stop()
-                if kind == "kafka":
-                    title = f"Apache Kafka {broker.version}"
-                    broker_lines.append(kafka_line(broker.version, args.kafka_heap_mb))
-                else:
-                    title = "tansu (storage null://)"
-                    broker_lines.append(TANSU_LINE)
-                sections += broker_section(title, args, names, results, time.monotonic() - t0)
+            runs, broker_lines = each_broker(
+                kinds, args,
+                lambda kind, broker: run_broker(kind, broker, args, names, spark, df, warm_df, work_dir))
+            for title, results, seconds in runs:
+                sections += broker_section(title, args, names, results, seconds)
             text = report(args, sections, broker_lines, time.monotonic() - wall0, spark, load0)
     finally:
         if spark is not None:
