@@ -700,13 +700,16 @@ class NetworkClient:
                 self._write(conn, now)
 
     def _write(self, conn: Connection, now: int) -> None:
-        if conn.tls is not None:
-            self._tls_write(conn, now)
-            return
         try:
             before = conn.send_queue.written_bytes
-            done = conn.send_queue.write_to(conn.sock.fileno())
+            if conn.tls is not None:
+                done = conn.tls.write(conn.sock, conn.send_queue)
+            else:
+                done = conn.send_queue.write_to(conn.sock.fileno())
             self.stats["bytes_sent"] += conn.send_queue.written_bytes - before
+        except ssl.SSLError as e:
+            self._tls_close(conn, now, e)
+            return
         except OSError as e:
             self._close(conn, now, DisconnectedError(f"write to node {conn.node_id} failed: {e}"))
             return
@@ -771,25 +774,6 @@ class NetworkClient:
             self._close(conn, now, exc)
         else:
             self._authentication_failed(conn, now, exc)
-
-    def _tls_write(self, conn: Connection, now: int) -> None:
-        try:
-            before = conn.send_queue.written_bytes
-            done = conn.tls.write(conn.sock, conn.send_queue)
-            self.stats["bytes_sent"] += conn.send_queue.written_bytes - before
-        except ssl.SSLError as e:
-            self._tls_close(conn, now, e)
-            return
-        except OSError as e:
-            self._close(conn, now, DisconnectedError(f"write to node {conn.node_id} failed: {e}"))
-            return
-        for req in done:
-            if req is not None:
-                conn.unacked_writes -= 1
-                conn.unconfirmed = True
-                self._completions.append((req.callback, None, None))
-        conn.last_activity_ms = now
-        self._update_interest(conn)
 
     def _handle_frame(self, conn: Connection, frame: bytes, now: int) -> bool:
         if not conn.in_flight:
