@@ -35,6 +35,16 @@ def wait_for(condition, timeout=10.0) -> bool:
     return True
 
 
+def timed(call, error_type) -> tuple:
+    """(call's result, or the ``error_type`` it raised; seconds it took)."""
+    start = time.monotonic()
+    try:
+        outcome = call()
+    except error_type as e:
+        outcome = e
+    return outcome, time.monotonic() - start
+
+
 class FollowUps:
     """What the follow-up sends made from delivery callbacks did. Once one of them has waited,
     the callbacks stop sending (so a producer that waits fails the test quickly, not after
@@ -122,12 +132,7 @@ def test_send_batch_from_a_callback_beyond_the_buffer_raises_at_once(fb, make_pr
     results = []
 
     def on_delivery(err, md):
-        start = time.monotonic()
-        try:
-            results.append(p.send_batch("t", [b"b" * 8000] * 12))
-        except BufferExhaustedError as e:
-            results.append(e)
-        results.append(time.monotonic() - start)
+        results.extend(timed(lambda: p.send_batch("t", [b"b" * 8000] * 12), BufferExhaustedError))
 
     p.send("t", b"first", on_delivery=on_delivery).get(10)
     assert wait_for(lambda: len(results) == 2, 15)
@@ -148,12 +153,7 @@ def test_send_from_a_callback_to_a_topic_without_metadata_never_waits(fb, make_p
     seen = []
 
     def on_delivery(err, md):
-        start = time.monotonic()
-        try:
-            seen.append(p.send("other", b"from-callback"))
-        except KafkaTimeoutError as e:
-            seen.append(e)
-        seen.append(time.monotonic() - start)
+        seen.extend(timed(lambda: p.send("other", b"from-callback"), KafkaTimeoutError))
 
     p.send("t", b"first", on_delivery=on_delivery).get(10)
     assert wait_for(lambda: len(seen) == 2, 15)
