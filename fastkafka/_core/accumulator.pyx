@@ -765,6 +765,22 @@ cdef class _TopicState:
 # ---------------------------------------------------------------------------------------------
 # RecordAccumulator
 # ---------------------------------------------------------------------------------------------
+cdef Py_ssize_t _retry_position(list batches, int32_t base_sequence):
+    """Where a batch to retry goes in its partition's deque: at the head, after the retried batches
+    with a lower sequence (so sequences stay in order); at the very head without a sequence."""
+    cdef Py_ssize_t i = 0, n = PyList_GET_SIZE(batches)
+    cdef ProducerBatch b
+    if base_sequence < 0:
+        return 0
+    while i < n:
+        b = <ProducerBatch>PyList_GET_ITEM(batches, i)
+        if b.base_sequence >= 0 and b.base_sequence < base_sequence:
+            i += 1
+        else:
+            break
+    return i
+
+
 
 cdef class RecordAccumulator:
     """RecordAccumulator(batch_size, compression_type, compression_level, linger_ms,
@@ -1380,23 +1396,13 @@ cdef class RecordAccumulator:
         """reenqueue(batch, now_ms): put a batch to retry back at the head of its deque, after
         retried batches with a lower base_sequence (so sequences stay in order)."""
         cdef _PartitionQueue pq
-        cdef Py_ssize_t i = 0, nb
-        cdef ProducerBatch b
         self._acquire()
         try:
             pq = self._pq_locked(self._topic_locked(batch.topic), batch.partition)
             batch.attempts += 1
             batch.last_attempt_ms = now_ms
             batch.in_retry = True
-            nb = PyList_GET_SIZE(pq.batches)
-            if batch.base_sequence >= 0:
-                while i < nb:
-                    b = <ProducerBatch>PyList_GET_ITEM(pq.batches, i)
-                    if b.base_sequence >= 0 and b.base_sequence < batch.base_sequence:
-                        i += 1
-                    else:
-                        break
-            pq.batches.insert(i, batch)
+            pq.batches.insert(_retry_position(pq.batches, batch.base_sequence), batch)
         finally:
             self._release()
 
@@ -1418,13 +1424,13 @@ cdef class RecordAccumulator:
         one whose records cannot be told apart by ``send_batch`` future (its records mixed with
         ``send``/``produce`` records without a callback, which the batch only counts)."""
         cdef list builders, pieces, owners, listeners, thunks, lists
-        cdef ProducerBatch c, b
+        cdef ProducerBatch c
         cdef BatchBuilder nb
         cdef FutureRecordMetadata f
         cdef _Listener l, src
         cdef _PartitionQueue pq
         cdef int32_t first, i, k
-        cdef Py_ssize_t j, nbq, last, li
+        cdef Py_ssize_t j, last, li
         cdef int64_t share, reserved
         if (batch._done or batch._children is not None or batch.builder is None
                 or batch.record_count < 2 or batch.builder._count != batch.record_count):
@@ -1504,15 +1510,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             pq = self._pq_locked(self._topic_locked(batch.topic), batch.partition)
-            nbq = PyList_GET_SIZE(pq.batches)
-            j = 0
-            if batch.base_sequence >= 0:
-                while j < nbq:
-                    b = <ProducerBatch>PyList_GET_ITEM(pq.batches, j)
-                    if b.base_sequence >= 0 and b.base_sequence < batch.base_sequence:
-                        j += 1
-                    else:
-                        break
+            j = _retry_position(pq.batches, batch.base_sequence)
             pq.batches[j:j] = pieces
             reserved = batch.reserved
             share = reserved // len(pieces)
