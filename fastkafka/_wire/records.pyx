@@ -252,6 +252,17 @@ cdef object unusable_buffer(object obj, str name, object exc):
         f"{BYTES_LIKE} or None: pass a contiguous copy, e.g. bytes(...)")
 
 
+cdef inline void _record_appended(BatchBuilder b, int64_t timestamp, Py_ssize_t total) noexcept:
+    """Bookkeeping after a record of ``total`` encoded bytes was written at the end of ``b``."""
+    b._len += total
+    if not b._has_base_ts:
+        b._base_ts = timestamp
+        b._has_base_ts = True
+    if b._count == 0 or timestamp > b._max_ts:
+        b._max_ts = timestamp
+    b._count += 1
+
+
 @cython.final
 cdef class BatchBuilder:
     """BatchBuilder(batch_size, compression_type=0, compression_level=None, base_timestamp=None)
@@ -351,13 +362,7 @@ cdef class BatchBuilder:
         p += _write_bytes_field(p, key, klen)
         p += _write_bytes_field(p, value, vlen)
         p += _write_headers(p, prepared)
-        self._len += total
-        if not self._has_base_ts:
-            self._base_ts = timestamp
-            self._has_base_ts = True
-        if self._count == 0 or timestamp > self._max_ts:
-            self._max_ts = timestamp
-        self._count += 1
+        _record_appended(self, timestamp, total)
         return 1
 
     def append(self, int64_t timestamp_ms, key, value, headers=None):
@@ -767,11 +772,5 @@ cdef int _append_encoded(BatchBuilder b, int64_t timestamp, char attrs, const ch
     p += write_uvarint(p, zigzag64(delta))
     p += write_uvarint(p, zigzag64(b._count))
     _copy(p, rest, rest_len)
-    b._len += total
-    if not b._has_base_ts:
-        b._base_ts = timestamp
-        b._has_base_ts = True
-    if b._count == 0 or timestamp > b._max_ts:
-        b._max_ts = timestamp
-    b._count += 1
+    _record_appended(b, timestamp, total)
     return 0
