@@ -180,3 +180,54 @@ def test_every_address_a_name_resolves_to_is_tried(fb, make_producer, closed_por
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     p = make_producer("two-addresses.test:9092", max_block_ms=5000, client_dns_lookup="use_all_dns_ips")
     assert p.send("t", b"v").get(timeout=10).offset == 0
+
+
+def test_a_name_resolving_to_several_loopback_addresses_reaches_the_one_with_a_broker(
+        no_leaks, make_producer, monkeypatch):
+    # Real distinct addresses (Linux routes all of 127/8 to loopback): the name resolves to
+    # 127.0.0.2, where nothing listens on the broker's port, then to 127.0.0.3, where the fault
+    # broker listens. The broker advertises the same name, so the connection to it (after
+    # metadata) goes through the same two addresses again.
+    from faultbroker import FaultBroker
+
+    name = "multi-loopback.test"
+    broker = FaultBroker(host="127.0.0.3", advertised_host=name)
+    try:
+        broker.create_topic("t", 1)
+        port = broker.port
+        probe = socket.socket()
+        try:
+            assert probe.connect_ex(("127.0.0.2", port)) != 0, "something listens on 127.0.0.2"
+        finally:
+            probe.close()
+        real_getaddrinfo = socket.getaddrinfo
+        resolved = []
+
+        def getaddrinfo(host, p, *args, **kwargs):
+            if host == name:
+                resolved.append(p)
+                return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (ip, p))
+                        for ip in ("127.0.0.2", "127.0.0.3")]
+            return real_getaddrinfo(host, p, *args, **kwargs)
+
+        tried = []
+        real_connect_ex = socket.socket.connect_ex
+
+        def connect_ex(sock, address):
+            if isinstance(address, tuple) and address[1] == port:
+                tried.append(address[0])
+            return real_connect_ex(sock, address)
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+        p = make_producer(f"{name}:{port}", max_block_ms=5000, client_dns_lookup="use_all_dns_ips")
+        assert p.send("t", b"v").get(timeout=10).offset == 0
+        assert p.send("t", b"w").get(timeout=10).offset == 1
+        assert resolved, "the producer never resolved the name"
+        assert tried[:2] == ["127.0.0.2", "127.0.0.3"], tried
+        assert "127.0.0.3" in tried and set(tried) <= {"127.0.0.2", "127.0.0.3"}
+        assert broker.cluster.record_count("t") == 2
+        p.close(5)
+    finally:
+        broker.close()
+    assert broker.crashed == [] and broker.handler_errors == []
