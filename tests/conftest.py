@@ -6,6 +6,8 @@
   (quick stand-ins).
 * ``broker``: parametrized over all three (ids ``kafka`` / ``noida`` / ``tansu``); started lazily, so
   a run that selects only one kind starts only that process (``-k kafka``).
+* ``pki`` / ``tls_kafka``: module-scoped certificates and a one-node Apache Kafka with TLS and
+  SASL_SSL listeners made with them (``tests/tlskafka.py``), for the TLS and Spark security tests.
 * ``kafka_cluster3``: a 3-node Apache Kafka cluster (replication factor 3, min.insync.replicas=2),
   module-scoped, for the failover tests only.
 * ``fresh_topic(partitions=1, prefix="t") -> name``: a new topic on ``broker``.
@@ -31,7 +33,7 @@ if TESTS not in sys.path:
 from brokers import read_back, unique_name  # noqa: E402
 
 BROKER_FIXTURES = {"broker", "tansu_broker", "noida_broker", "kafka_broker", "kafka_cluster3",
-                   "fresh_topic"}
+                   "fresh_topic", "tls_kafka"}
 BROKER_KINDS = ("kafka", "noida", "tansu")
 MOCK_FIXTURES = {"mock_cluster"}
 
@@ -64,6 +66,24 @@ def kafka_broker():
     from fastkafka._apachekafka import KafkaCluster
 
     kc = KafkaCluster(nodes=1).start()
+    yield kc
+    kc.stop()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """Certificates made for the module (``fastkafka._tlsrig.make_pki``)."""
+    from fastkafka._tlsrig import make_pki
+
+    return make_pki(str(tmp_path_factory.mktemp("pki")))
+
+
+@pytest.fixture(scope="module")
+def tls_kafka(pki):
+    """One Apache Kafka node with TLS and SASL_SSL listeners (``tests/tlskafka.py``), per module."""
+    from tlskafka import tls_kafka_cluster
+
+    kc = tls_kafka_cluster(pki).start()
     yield kc
     kc.stop()
 

@@ -1,15 +1,17 @@
-"""TLS (security_protocol=SSL) against Apache Kafka's own SSL listeners.
+"""TLS (security_protocol=SSL) against Apache Kafka's own SSL listeners, and against tansu and
+noida-db behind stunnel.
 
-One module-scoped Kafka node (one JVM) with a PLAINTEXT listener and four SSL listeners, all with PEM
-key and trust stores made by a fixture (``fastkafka._tlsrig``): ``SSL`` (server certificate for
-127.0.0.1 / localhost), ``MTLS`` (the same, client certificate required), ``EXPIRED`` (an expired
-server certificate) and ``WRONGHOST`` (a certificate for another host). Every record written over
-TLS is read back through the same TLS endpoint by confluent-kafka configured for TLS, CRCs checked.
-Each failure case: a typed error naming the broker, within a bounded time, the I/O thread alive.
+The module-scoped ``tls_kafka`` fixture (tests/conftest.py, listeners in tests/tlskafka.py) is one
+Kafka node (one JVM) with a PLAINTEXT listener and SSL listeners, all with PEM key and trust stores
+made by the ``pki`` fixture (``fastkafka._tlsrig``): ``SSL`` (server certificate for 127.0.0.1 /
+localhost), ``MTLS`` (the same, client certificate required), ``EXPIRED`` (an expired server
+certificate), ``WRONGHOST`` (a certificate for another host) and ``SASLSSL``. Every record written
+over TLS is read back through the same TLS endpoint by confluent-kafka configured for TLS, CRCs
+checked. Each failure case: a typed error naming the broker, within a bounded time, the I/O thread
+alive.
 """
 from __future__ import annotations
 
-import contextlib
 import socket
 import ssl
 import threading
@@ -21,50 +23,10 @@ from brokers import read_back, unique_name
 from fastkafka import KafkaTimeoutError, Producer
 from fastkafka.admin import Admin
 from fastkafka.errors import TlsAuthenticationError
+from stunnel import STUNNEL_KINDS, broker_behind_stunnel
+from tlskafka import SASL_USERS, tls_reader_config
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
-
-LISTENERS = {"SSL": "SSL", "MTLS": "SSL", "EXPIRED": "SSL", "WRONGHOST": "SSL", "SASLSSL": "SASL_SSL"}
-SASL_USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret")}
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    from fastkafka._tlsrig import make_pki
-
-    return make_pki(str(tmp_path_factory.mktemp("pki")))
-
-
-@pytest.fixture(scope="module")
-def tls_kafka(pki):
-    from fastkafka._apachekafka import KafkaCluster
-    from fastkafka._tlsrig import kafka_ssl_listener
-
-    props = {}
-    props.update(kafka_ssl_listener("SSL", pki.server, pki.ca))
-    props.update(kafka_ssl_listener("MTLS", pki.server, pki.ca, client_auth="required"))
-    props.update(kafka_ssl_listener("EXPIRED", pki.expired, pki.ca))
-    props.update(kafka_ssl_listener("WRONGHOST", pki.wrong_host, pki.ca))
-    # SASL over TLS: PLAIN (user in the JAAS line) and SCRAM-SHA-256 (user made at format time)
-    props.update(kafka_ssl_listener("SASLSSL", pki.server, pki.ca))
-    p = "listener.name.saslssl."
-    props[p + "sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256"
-    props[p + "plain.sasl.jaas.config"] = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'user_{SASL_USERS["PLAIN"][0]}="{SASL_USERS["PLAIN"][1]}";')
-    props[p + "scram-sha-256.sasl.jaas.config"] = (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required;")
-    kc = KafkaCluster(nodes=1, listeners=LISTENERS, properties=props,
-                      scram_users=[("SCRAM-SHA-256", *SASL_USERS["SCRAM-SHA-256"])]).start()
-    yield kc
-    kc.stop()
-
-
-def tls_reader_config(pki, **extra):
-    conf = {"security.protocol": "SSL", "ssl.ca.location": pki.ca}
-    conf.update(extra)
-    return conf
-
 
 def sender_alive(p: Producer) -> bool:
     thread = getattr(p._sender, "_thread", None)
@@ -270,64 +232,24 @@ def test_tls_handshake_is_bounded_by_the_connection_setup_timeout(pki):
             c.close()
 
 
-# ---- stunnel (Debian's stunnel4, installed by scripts/setup.sh) in front of tansu ----------------
-@contextlib.contextmanager
-def tansu_behind_stunnel(certs, directory):
-    """tansu behind one stunnel process with one TLS service per certificate in ``certs``, each on
-    its own port forwarding to tansu; tansu advertises the last service's port in metadata. Yields
-    the services' addresses."""
-    import shutil
-    import subprocess
-
-    from fastkafka._localbroker import LocalBroker, free_port
-
-    exe = shutil.which("stunnel4") or shutil.which("stunnel")
-    assert exe is not None, "stunnel is not installed (scripts/setup.sh installs stunnel4 with apt)"
-    ports = [free_port() for _ in certs]
-    broker = LocalBroker(kind="tansu", advertised_port=ports[-1]).start(timeout=20)
-    conf = directory / "stunnel.conf"
-    conf.write_text("foreground = yes\npid =\n" + "".join(
-        f"[kafka{i}]\naccept = 127.0.0.1:{port}\nconnect = 127.0.0.1:{broker.port}\ncert = {cert}\n"
-        for i, (port, cert) in enumerate(zip(ports, certs))))
-    log = open(directory / "stunnel.log", "wb")
-    proc = subprocess.Popen([exe, str(conf)], stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 15
-        for port in ports:
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"stunnel did not start: {(directory / 'stunnel.log').read_text()}")
-                    time.sleep(0.05)
-        yield [f"127.0.0.1:{port}" for port in ports]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
-        broker.stop()
-
-
-@pytest.fixture(scope="module")
-def stunnel_tansu(pki, tmp_path_factory):
-    """tansu behind stunnel (Debian's stunnel4): its TLS bootstrap address."""
-    with tansu_behind_stunnel([pki.server], tmp_path_factory.mktemp("stunnel")) as (address,):
+# ---- stunnel (Debian's stunnel4, installed by scripts/setup.sh) in front of tansu and noida-db ----
+@pytest.fixture(scope="module", params=STUNNEL_KINDS)
+def stunnel_broker(request, pki, tmp_path_factory):
+    """tansu or noida-db behind stunnel (tests/stunnel.py): its TLS bootstrap address."""
+    with broker_behind_stunnel(request.param, [pki.server],
+                               tmp_path_factory.mktemp(f"stunnel-{request.param}")) as (address,):
         yield address
 
 
-def test_stunnel_tansu_records_are_read_back_over_tls(stunnel_tansu, pki):
-    bootstrap = stunnel_tansu
+def test_stunnel_records_are_read_back_over_tls(stunnel_broker, pki):
+    bootstrap = stunnel_broker
     topic = unique_name("tls-stunnel")
     tls = {"security_protocol": "SSL", "ssl_cafile": pki.ca}
     with Admin(bootstrap_servers=bootstrap, **tls) as admin:
         admin.create_topics({topic: 2}, replication_factor=1, timeout_ms=30000)
+        # Every broker metadata names is the TLS endpoint (noida-db's through the rewriting proxy).
+        cluster = admin.describe_cluster(timeout_ms=10000)
+        assert {f"{b.host}:{b.port}" for b in cluster.brokers.values()} == {bootstrap}
     n_send, n_batch = 800, 2000
     with Producer(bootstrap_servers=bootstrap, linger_ms=2, **tls) as p:
         futs = [p.send(topic, value=b"s%05d" % i, key=b"k%d" % (i % 7)) for i in range(n_send)]
@@ -341,10 +263,10 @@ def test_stunnel_tansu_records_are_read_back_over_tls(stunnel_tansu, pki):
     assert sorted(m.value for m in msgs) == sorted([b"s%05d" % i for i in range(n_send)] + values)
 
 
-def test_stunnel_tansu_untrusted_ca_is_a_typed_error(stunnel_tansu, pki):
-    err = expect_send_error(stunnel_tansu, {"security_protocol": "SSL", "ssl_cafile": pki.other_ca},
+def test_stunnel_untrusted_ca_is_a_typed_error(stunnel_broker, pki):
+    err = expect_send_error(stunnel_broker, {"security_protocol": "SSL", "ssl_cafile": pki.other_ca},
                             TlsAuthenticationError, within=10)
-    assert stunnel_tansu in str(err)
+    assert stunnel_broker in str(err)
 
 
 @pytest.mark.parametrize("acks", [0, 1])
@@ -390,7 +312,7 @@ def test_records_queued_for_a_broker_whose_certificate_fails_fail_at_once(pki, t
     """Metadata comes through a good TLS endpoint; the broker it names presents an expired
     certificate. The records queued for that broker fail with TlsAuthenticationError at once (not
     after delivery_timeout_ms), naming it; the I/O thread stays alive."""
-    with tansu_behind_stunnel([pki.server, pki.expired], tmp_path) as (good, expired):
+    with broker_behind_stunnel("tansu", [pki.server, pki.expired], tmp_path) as (good, expired):
         p = Producer(bootstrap_servers=good, security_protocol="SSL", ssl_cafile=pki.ca,
                      delivery_timeout_ms=60_000, request_timeout_ms=30_000)
         try:
