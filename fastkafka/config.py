@@ -67,6 +67,12 @@ _SETTINGS = [
     _Setting("partitioner", "partitioner", "murmur2",
              doc='"murmur2" (Java-compatible for keys, sticky for null keys), "random", '
                  "or a callable(key, num_partitions, available_partitions) -> int"),
+    _Setting("transactional_id", "opt_str", None,
+             doc="makes the producer transactional (init_transactions(), begin_transaction(), ...); "
+                 "needs idempotence"),
+    _Setting("transaction_timeout_ms", "int", 60_000, 1, INT32_MAX,
+             doc="how long the broker lets a transaction stay open before aborting it (capped by "
+                 "the broker's transaction.max.timeout.ms)"),
     _Setting("security_protocol", "security_protocol", "PLAINTEXT",
              doc="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
     # TLS (security_protocol SSL / SASL_SSL): fastkafka.tls.build_context, checked at construction.
@@ -416,6 +422,13 @@ class ProducerConfig:
         # so a level accepted here is one the compressor accepts.
         validate_level(v["compression_type"], v["compression_level"])
         idem_explicit = "enable_idempotence" in self._explicit
+        if v["transactional_id"] is not None:
+            if not v["transactional_id"]:
+                raise ConfigError("transactional_id must be a non-empty string (or None)")
+            if not v["enable_idempotence"]:
+                raise ConfigError("transactional_id needs enable_idempotence=True (a transactional "
+                                  "producer is idempotent)")
+            idem_explicit = True   # conflicting settings are an error, not a silent downgrade
         if v["enable_idempotence"]:
             conflicts = []
             if v["acks"] != -1:

@@ -45,6 +45,8 @@ CorrelationIdMismatchError            -110   yes        yes
 CorruptFrameError                     -111   yes        yes
 IllegalStateError                     -112   no         no
 SaslAuthenticationError               -150   no         no
+TransactionAbortedError               -160   no         no
+TransactionAbortableError             -161   no         no
 ====================================  =====  =========  ================
 
 ``UnsupportedVersionError`` is the class for broker code 35 (UNSUPPORTED_VERSION); the client raises
@@ -84,6 +86,8 @@ __all__ = [
     "IllegalStateError",
     "UnsupportedVersionError",
     "UnknownServerError",
+    "TransactionAbortedError",
+    "TransactionAbortableError",
 ]
 
 
@@ -508,6 +512,28 @@ class TlsAuthenticationError(KafkaError):
     retriable = False
 
 
+class TransactionAbortedError(KafkaError):
+    """The record was not sent: its transaction was aborted (by ``abort_transaction()``, or
+    because an earlier record of the transaction failed) before the record left the producer.
+    Nothing of it is visible to ``read_committed`` consumers."""
+
+    code, name, description = (-160, "TRANSACTION_ABORTED",
+                               "The record's transaction was aborted before it was sent.")
+
+
+class TransactionAbortableError(KafkaError):
+    """The current transaction cannot be committed (a record of it failed, a partition could not
+    be added to it, the broker refused a step): call ``abort_transaction()``; the producer stays
+    usable for the next transaction. ``cause`` is the error behind it."""
+
+    code, name, description = (-161, "TRANSACTION_ABORTABLE_ERROR",
+                               "The transaction must be aborted.")
+
+    def __init__(self, message=None, *, cause=None):
+        super().__init__(message)
+        self.cause = cause
+
+
 UnsupportedVersionError = _make(
     35, "UNSUPPORTED_VERSION", False, False, ERROR_TABLE[35][3]
 )
@@ -520,7 +546,7 @@ _CLIENT_CLASSES = (
     ConfigError, KafkaTimeoutError, BufferExhaustedError, DeliveryTimeoutError, RecordTooLargeError,
     InvalidRecordError, UnknownPartitionError, ProducerClosedError, NetworkError, DisconnectedError,
     CorrelationIdMismatchError, CorruptFrameError, IllegalStateError, MalformedRecordError, InvalidBrokerResponseError,
-    ProducerForkedError, BrokerDataLossError,
+    ProducerForkedError, BrokerDataLossError, TransactionAbortedError, TransactionAbortableError,
 )
 for _cls in _CLIENT_CLASSES:
     _BY_CODE[_cls.code] = _cls

@@ -41,7 +41,8 @@ SEQUENCE_MAX = 2**31 - 1
 
 
 class IdempotenceState:
-    def __init__(self):
+    def __init__(self, transactional: bool = False):
+        self.transactional = transactional   # batches carry the transactional attribute bit
         self.producer_id = -1
         self.producer_epoch = -1
         self.next_sequence: dict[tuple, int] = {}
@@ -89,7 +90,7 @@ class IdempotenceState:
             if batch.producer_epoch > self.rewrite.get(tp, -1):
                 return True   # stale but intact: resend as it was, the broker deduplicates it
         seq = self.next_sequence.get(tp, 0)
-        batch.builder.stamp(self.producer_id, self.producer_epoch, seq)
+        batch.builder.stamp(self.producer_id, self.producer_epoch, seq, self.transactional)
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.producer_epoch
         batch.base_sequence = seq

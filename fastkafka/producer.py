@@ -11,6 +11,7 @@ nothing.
 from __future__ import annotations
 
 import array
+import copy
 import logging
 import operator
 import os
@@ -33,6 +34,9 @@ from .errors import MalformedRecordError
 from .network import NetworkClient
 from .protocol import ApiKey
 from .sender import Sender
+from .transactions import (TRANSACTION, GroupMetadata, PreparedTransaction, State as TxnState,
+                           offsets_by_topic)
+from .errors import TransactionAbortableError
 
 log = logging.getLogger("fastkafka")
 
@@ -98,6 +102,9 @@ class Producer(ProducerCore):
         self._sender.on_fatal = self._on_io_thread_failed
         self._pid = os.getpid()
         self._forked = False
+        if self._sender.txn is not None:
+            self._txn_blocked = True   # until begin_transaction()
+            self._sender.txn.on_state_change = self._on_txn_state
         self._sender.start(f"fastkafka-sender-{self._name}")
         _live_producers.add(self)
 
@@ -186,7 +193,7 @@ class Producer(ProducerCore):
 
     # -- sending ---------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or self._txn_blocked:
             raise self._closed_error()
 
     @staticmethod
@@ -401,7 +408,198 @@ class Producer(ProducerCore):
         self._metadata.close()
         self._pool.close()
 
+    # -- transactions ----------------------------------------------------------------------
+    def _txn_manager(self, what: str):
+        txn = self._sender.txn
+        if txn is None:
+            raise IllegalStateError(f"{what}() needs a transactional producer: set transactional_id")
+        self._check_not_io_thread(what)
+        if self._closed:
+            raise self._closed_error()
+        return txn
+
+    def _on_txn_state(self, state) -> None:
+        # send() is allowed only inside a transaction (one flag test per record in send()).
+        self._txn_blocked = state is not TxnState.IN_TRANSACTION
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self.config.max_block_ms / 1000.0 if timeout is None else timeout
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional_id`` with its transaction coordinator and get the producer id
+        and epoch: an older producer with the same id is fenced (its later requests fail with
+        ProducerFencedError) and the transaction it left open is aborted. Call once, before the
+        first ``begin_transaction()``. Waits up to ``timeout`` seconds (default max_block_ms);
+        on KafkaTimeoutError it goes on in the background and may be called again."""
+        txn = self._txn_manager("init_transactions")
+        with txn.lock:
+            txn.check_not_fatal()
+            if txn.state is TxnState.UNINITIALIZED:
+                txn._set_state(TxnState.INITIALIZING)
+                txn.pending_result["init"] = txn.enqueue(
+                    "init", ApiKey.INIT_PRODUCER_ID, (TRANSACTION, txn.transactional_id))
+            elif txn.state is not TxnState.INITIALIZING:
+                raise IllegalStateError(f"init_transactions() was already called (transaction state "
+                                        f"{txn.state.value})")
+            result = txn.pending_result["init"]
+        self._wait_txn(txn, "init", result, timeout, "init_transactions()")
+
+    def _wait_txn(self, txn, key: str, result, timeout, what: str):
+        try:
+            return result.wait(self._timeout(timeout), what)
+        finally:
+            if result.done():
+                txn.pending_result.pop(key, None)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: every record sent until ``commit_transaction()`` or
+        ``abort_transaction()`` belongs to it. Local; nothing is sent until the first record."""
+        txn = self._txn_manager("begin_transaction")
+        with txn.lock:
+            txn.check_not_fatal()
+            if txn.state is not TxnState.READY:
+                raise IllegalStateError(
+                    "begin_transaction() needs init_transactions() first" if txn.state in (
+                        TxnState.UNINITIALIZED, TxnState.INITIALIZING) else
+                    f"begin_transaction() while a transaction is {txn.state.value}: commit or abort "
+                    f"it first")
+            txn.error = None
+            txn._set_state(TxnState.IN_TRANSACTION)
+
+    def _check_open_transaction(self, txn, what: str, allowed=(TxnState.IN_TRANSACTION,)) -> None:
+        txn.check_not_fatal()
+        if txn.state is TxnState.ABORTABLE_ERROR:
+            raise TransactionAbortableError(
+                f"{what}: the transaction cannot be committed ({txn.error}); call "
+                f"abort_transaction()", cause=txn.error)
+        if txn.state not in allowed:
+            raise IllegalStateError(f"{what} needs an open transaction (begin_transaction()); the "
+                                    f"transaction state is {txn.state.value}")
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout: float | None = None) -> None:
+        """Commit consumer offsets as part of the current transaction (consume-transform-produce):
+        they become visible together with the transaction's records, or not at all.
+
+        ``offsets``: ``{(topic, partition): next_offset}`` (or ``(next_offset, metadata)``), or an
+        iterable of objects with ``topic``, ``partition`` and ``offset`` (e.g. another library's
+        TopicPartition). ``group_metadata``: the group id, a mapping with ``group_id`` (and
+        ``generation_id``, ``member_id``, ``group_instance_id`` of a group member), or an object
+        with those attributes."""
+        by_topic = offsets_by_topic(offsets)
+        group = GroupMetadata.of(group_metadata)
+        txn = self._txn_manager("send_offsets_to_transaction")
+        with txn.lock:
+            self._check_open_transaction(txn, "send_offsets_to_transaction()")
+            result = txn.enqueue("add_offsets", ApiKey.ADD_OFFSETS_TO_TXN,
+                                 (TRANSACTION, txn.transactional_id),
+                                 {"group": group, "offsets": by_topic})
+        result.wait(self._timeout(timeout), "send_offsets_to_transaction()")
+
+    def _flush_transaction(self, txn, what: str, timeout) -> None:
+        """Deliver every record of the transaction (COMMITTING blocks new sends); raise if one
+        failed (the transaction must be aborted) or if records are left after ``timeout``."""
+        left = self.flush(self._timeout(timeout))
+        if left:
+            raise KafkaTimeoutError(
+                f"{what}: {left} record(s) of the transaction not yet delivered after "
+                f"{self._timeout(timeout)} s; call {what} again to keep waiting, or abort_transaction()")
+        with txn.lock:
+            txn.check_not_fatal()
+            if txn.state is TxnState.ABORTABLE_ERROR:
+                raise TransactionAbortableError(
+                    f"{what}: the transaction cannot be committed, a record or step of it failed "
+                    f"({txn.error}); call abort_transaction()", cause=txn.error)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver every record of the transaction, then commit it: its records (and offsets)
+        become visible to read_committed consumers. Raises TransactionAbortableError (call
+        ``abort_transaction()``) when a record failed, the fatal error when the producer was
+        fenced, KafkaTimeoutError when ``timeout`` passed first (call it again to keep waiting)."""
+        txn = self._txn_manager("commit_transaction")
+        with txn.lock:
+            self._check_open_transaction(txn, "commit_transaction()", (
+                TxnState.IN_TRANSACTION, TxnState.COMMITTING, TxnState.PREPARED))
+            txn._set_state(TxnState.COMMITTING)
+            result = txn.pending_result.get("commit")
+        if result is None:
+            self._flush_transaction(txn, "commit_transaction()", timeout)
+            with txn.lock:
+                result = txn.pending_result.get("commit")
+                if result is None:
+                    result = txn.pending_result["commit"] = txn.enqueue(
+                        "end", ApiKey.END_TXN, (TRANSACTION, txn.transactional_id), {"committed": True})
+        self._wait_txn(txn, "commit", result, timeout, "commit_transaction()")
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not yet sent fail with TransactionAbortedError, records
+        already written are never visible to read_committed consumers. The producer is then
+        ready for ``begin_transaction()``."""
+        txn = self._txn_manager("abort_transaction")
+        with txn.lock:
+            txn.check_not_fatal()
+            result = txn.pending_result.get("abort")
+            if result is None:
+                if txn.state is TxnState.COMMITTING and "commit" in txn.pending_result:
+                    raise IllegalStateError("abort_transaction() after commit_transaction() sent the "
+                                            "commit: call commit_transaction() again to wait for it")
+                if txn.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR,
+                                     TxnState.COMMITTING, TxnState.PREPARED):
+                    raise IllegalStateError(f"abort_transaction() with no open transaction (state "
+                                            f"{txn.state.value})")
+                txn._set_state(TxnState.ABORTING)
+                result = txn.pending_result["abort"] = txn.enqueue(
+                    "end", ApiKey.END_TXN, (TRANSACTION, txn.transactional_id), {"committed": False})
+        self._wait_txn(txn, "abort", result, timeout, "abort_transaction()")
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
+        """First phase of a two-phase commit: deliver every record of the transaction and leave
+        it open. Returns its :class:`PreparedTransaction` (transactional id, producer id, epoch),
+        with which any process commits or aborts it (``Admin.commit_transaction`` /
+        ``Admin.abort_transaction``), or None when the transaction holds nothing (no record, no
+        offsets: there is nothing to commit). This producer then only commits, aborts or closes
+        (close() leaves a prepared transaction open). The broker aborts a prepared transaction
+        that is not finished within ``transaction_timeout_ms``."""
+        txn = self._txn_manager("prepare_transaction")
+        with txn.lock:
+            self._check_open_transaction(txn, "prepare_transaction()",
+                                         (TxnState.IN_TRANSACTION, TxnState.COMMITTING))
+            txn._set_state(TxnState.COMMITTING)
+        self._flush_transaction(txn, "prepare_transaction()", timeout)
+        idem = self._sender.idem
+        with txn.lock:
+            if not txn.started:
+                txn._set_state(TxnState.READY)
+                return None
+            txn._set_state(TxnState.PREPARED)
+            return PreparedTransaction(txn.transactional_id, idem.producer_id, idem.producer_epoch)
+
+    @property
+    def transaction_state(self) -> str | None:
+        """The transaction state (``"READY"``, ``"IN_TRANSACTION"``, ...), None when the producer
+        is not transactional."""
+        txn = self._sender.txn
+        return None if txn is None else txn.state.value
+
+    def _txn_send_error(self) -> Exception:
+        txn = self._sender.txn
+        state = txn.state
+        if state is TxnState.FATAL_ERROR:
+            return copy.copy(txn.error)
+        if state is TxnState.ABORTABLE_ERROR:
+            return TransactionAbortableError(
+                f"cannot send: the transaction must be aborted ({txn.error}); call "
+                f"abort_transaction()", cause=txn.error)
+        if state in (TxnState.UNINITIALIZED, TxnState.INITIALIZING):
+            return IllegalStateError("cannot send before init_transactions() and "
+                                     "begin_transaction(): the producer is transactional")
+        if state is TxnState.READY:
+            return IllegalStateError("cannot send outside a transaction: call begin_transaction() "
+                                     "first (the producer is transactional)")
+        return IllegalStateError(f"cannot send while the transaction is {state.value}")
+
     def _closed_error(self) -> Exception:
+        if not self._closed and self._txn_blocked:
+            return self._txn_send_error()
         if self._forked:
             return ProducerForkedError(
                 f"producer {self._name} was created in process {self._pid} and cannot be used in "
@@ -463,6 +661,9 @@ class Producer(ProducerCore):
             "producer_epoch": self._sender.idem.producer_epoch if self._sender.idem else -1,
             "epoch_bumps": self._sender.idem.epoch_bumps if self._sender.idem else 0,
         })
+        if self._sender.txn is not None:
+            m.update(self._sender.txn.stats)
+            m["txn_state"] = self._sender.txn.state.value
         return m
 
 

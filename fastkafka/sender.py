@@ -31,6 +31,8 @@ SEQUENCE_ERRORS = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PR
 MESSAGE_TOO_LARGE = 10
 RECORD_LIST_TOO_LARGE = 18
 SPLIT_ERRORS = (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)  # a batch of several records is split
+PRODUCER_FENCED = 90
+TXN_FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)   # a transactional producer was fenced
 
 
 class Sender:
@@ -41,7 +43,13 @@ class Sender:
         self.metadata = metadata
         self.client = client
         self.clock = clock
-        self.idem = IdempotenceState() if config.enable_idempotence else None
+        self.idem = IdempotenceState(config.transactional_id is not None) if config.enable_idempotence else None
+        self.transactional_id = config.transactional_id
+        self.txn = None
+        if self.transactional_id is not None:
+            from .transactions import TransactionManager
+            self.txn = TransactionManager(config, self)
+            accumulator.transactional = True
         self.acks = config.acks
         self.min_produce_version = 7 if config.compression_code == ZSTD else 3
         self.running = True
@@ -82,7 +90,10 @@ class Sender:
             while self.running:
                 self.run_once()
             # Closing: keep sending until everything queued and in flight is done.
-            while not self.force_close and (self.acc.has_undrained() or self.in_flight_batches > 0):
+            if self.txn is not None and not self.force_close:
+                self.txn.begin_close_abort()   # an open (not prepared) transaction is aborted
+            while not self.force_close and (self.acc.has_undrained() or self.in_flight_batches > 0
+                                            or (self.txn is not None and not self.txn.idle())):
                 self.run_once()
             if not self.force_close:
                 self._confirm_unacknowledged_writes()
@@ -130,7 +141,11 @@ class Sender:
     # -- one turn of the loop --------------------------------------------------------------
     def run_once(self) -> None:
         now = self.clock()
-        if self.idem is not None and not self.idem.has_producer_id():
+        if self.txn is not None:
+            # The transaction manager gets the producer id (init_transactions) and adds partitions
+            # to the transaction before their batches can be drained.
+            timeout = min(self.txn.poll(now), self._send_producer_data(now))
+        elif self.idem is not None and not self.idem.has_producer_id():
             # Works towards the id (or the bumped epoch); meanwhile nothing is drained, but queued
             # batches still expire after delivery_timeout_ms.
             self._maybe_init_producer_id(now)
@@ -256,7 +271,7 @@ class Sender:
             else:
                 b.builder.stamp(-1, -1, -1)  # header fields and CRC; no sequence without idempotence
             topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.builder.buffer()})
-        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
+        body = {"transactional_id": self.transactional_id, "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()]}
         expect_response = self.acks != 0
         self.in_flight_batches += len(batches)
@@ -335,8 +350,18 @@ class Sender:
 
     def _fail(self, batch, error: Exception) -> None:
         self.stats["errors"] += 1
+        if self.txn is not None:
+            # Before the completion: a flush() that the completion ends sees the transaction's
+            # state already changed.
+            self.txn.batch_failed(error)   # the transaction can no longer commit
         self.acc.deallocate(batch)
         batch.complete(-1, -1, error)
+
+    def unmute_and_fail(self, batch, error: Exception) -> None:
+        """Fail a batch taken out of the accumulator without being sent (an aborted transaction)."""
+        self._unmute(batch)
+        self._unresolved(batch)
+        self._fail(batch, error)
 
     def _split(self, batch, error: Exception, now: int) -> bool:
         """The broker refused ``batch`` as too large and wrote none of it: when it holds several
@@ -371,7 +396,18 @@ class Sender:
         if code in SPLIT_ERRORS and self._split(batch, error, now):
             return
         retriable = getattr(error, "retriable", False)
-        if self.idem is not None and code in SEQUENCE_ERRORS:
+        if self.txn is not None and code in TXN_FENCED:
+            retriable = False   # another producer took over the transactional id: fatal
+        elif self.txn is not None and code in SEQUENCE_ERRORS:
+            # In a transaction a broken sequence cannot be repaired by bumping the epoch under the
+            # open transaction: the batch fails, the transaction must be aborted, and the epoch is
+            # bumped before the next one.
+            if self.idem.on_sequence_error(batch, code):
+                self.idem.bump_required = True
+                retriable = False
+            else:
+                retriable = True
+        elif self.idem is not None and code in SEQUENCE_ERRORS:
             loss = self.idem.data_loss(batch, code)
             if self.idem.on_sequence_error(batch, code):
                 if loss is not None:

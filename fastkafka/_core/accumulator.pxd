@@ -107,6 +107,7 @@ cdef class _PartitionQueue:
     cdef int32_t partition
     cdef list batches
     cdef bint muted
+    cdef bint txn_added              # transactional: added to the current transaction
     cdef object tp
     # scratch for ready()
     cdef bint _sendable
@@ -129,6 +130,8 @@ cdef class RecordAccumulator:
     cdef readonly int64_t delivery_timeout_ms
     cdef readonly BufferPool buffer_pool
     cdef readonly bint ordered
+    # A transactional producer's partitions are drained only once added to the transaction.
+    cdef public bint transactional
     cdef bint _closed
     cdef bint _wakeup                # a batch filled up or was started since wakeup_needed()
     cdef int _flushes

@@ -1294,7 +1294,7 @@ cdef class RecordAccumulator:
         try:
             always = always or self._closed or self._flushes > 0
             for pq in self._queues:
-                if pq.muted or not pq.batches:
+                if pq.muted or not pq.batches or (self.transactional and not pq.txn_added):
                     continue
                 head = <ProducerBatch>PyList_GET_ITEM(pq.batches, 0)
                 since = head.last_attempt_ms if head.last_attempt_ms > head.created_ms \
@@ -1355,7 +1355,8 @@ cdef class RecordAccumulator:
                     tp = parts[idx]
                     idx = (idx + 1) % n
                     pq = self._find_locked(tp[0], tp[1])
-                    if pq is None or pq.muted or not pq.batches:
+                    if pq is None or pq.muted or not pq.batches or (
+                            self.transactional and not pq.txn_added):
                         continue
                     first = <ProducerBatch>PyList_GET_ITEM(pq.batches, 0)
                     if first.attempts > 0 and now_ms - first.last_attempt_ms < self.retry_backoff_ms:
@@ -1457,7 +1458,7 @@ cdef class RecordAccumulator:
                 c.producer_id = batch.producer_id
                 c.producer_epoch = batch.producer_epoch
                 c.base_sequence = (batch.base_sequence + first) & 0x7fffffff
-            nb.stamp(c.producer_id, c.producer_epoch, c.base_sequence)
+            nb.stamp(c.producer_id, c.producer_epoch, c.base_sequence, self.transactional)
             first += nb._count
             pieces.append(c)
         # hand callbacks and send_batch counts over to the pieces
@@ -1524,6 +1525,43 @@ cdef class RecordAccumulator:
         finally:
             self._release()
         return pieces
+
+    # -- transactions ------------------------------------------------------------------------------
+
+    def txn_pending_partitions(self):
+        """txn_pending_partitions() -> list of (topic, partition): the partitions holding queued
+        batches that are not yet part of the current transaction (AddPartitionsToTxn first)."""
+        cdef list out = []
+        cdef _PartitionQueue pq
+        self._acquire()
+        try:
+            for pq in self._queues:
+                if pq.batches and not pq.txn_added:
+                    out.append(pq.tp)
+        finally:
+            self._release()
+        return out
+
+    def txn_mark_added(self, partitions):
+        """txn_mark_added(partitions): these (topic, partition) pairs joined the transaction; their
+        batches may be drained from now on."""
+        cdef _PartitionQueue pq
+        self._acquire()
+        try:
+            for topic, partition in partitions:
+                self._pq_locked(self._topic_locked(topic), partition).txn_added = True
+        finally:
+            self._release()
+
+    def txn_reset(self):
+        """txn_reset(): the transaction ended; no partition is part of the next one yet."""
+        cdef _PartitionQueue pq
+        self._acquire()
+        try:
+            for pq in self._queues:
+                pq.txn_added = False
+        finally:
+            self._release()
 
     def mute(self, str topic, int32_t partition):
         self._acquire()

@@ -143,6 +143,9 @@ cdef class ProducerCore:
     cdef int _part_kind
     cdef readonly Py_ssize_t _max_record_size
     cdef public bint _closed
+    # A transactional producer outside a transaction: send() raises _closed_error() (the subclass
+    # names the transaction state), at the cost of one flag test per record.
+    cdef public bint _txn_blocked
     cdef public int64_t _max_block_ms
     cdef dict _topics                     # topic -> _TopicInfo
 
@@ -226,7 +229,7 @@ cdef class ProducerCore:
         cdef int32_t p, n
         cdef _TopicInfo info
         cdef object o
-        if self._closed:
+        if self._closed or self._txn_blocked:
             raise self._closed_error()
         if not isinstance(topic, str) or not topic:
             if isinstance(topic, str):

@@ -261,12 +261,112 @@ SASL_AUTHENTICATE_RESPONSE = Message("SaslAuthenticateResponse", 36, "0-2", "2+"
     F("session_lifetime_ms", "int64", "1+", default=0),
 ])
 
+# ------------------------------------------------------------------------ FindCoordinator (10)
+# key_type: 0 = consumer group, 1 = transaction. Versions 1-3 (one key per request).
+FIND_COORDINATOR_REQUEST = Message("FindCoordinatorRequest", 10, "1-3", "3+", [
+    F("key", "string", "0-3"),
+    F("key_type", "int8", "1+", default=0),
+])
+
+FIND_COORDINATOR_RESPONSE = Message("FindCoordinatorResponse", 10, "1-3", "3+", [
+    F("throttle_time_ms", "int32", "1+", default=0),
+    F("error_code", "int16", "0-3"),
+    F("error_message", "string", "1-3", nullable="1-3", default=None),
+    F("node_id", "int32", "0-3"),
+    F("host", "string", "0-3"),
+    F("port", "int32", "0-3"),
+])
+
+# --------------------------------------------------------------------- AddPartitionsToTxn (24)
+# Versions 0-3 are the client's (4+ batch several transactions and are broker-to-broker).
+ADD_PARTITIONS_TO_TXN_REQUEST = Message("AddPartitionsToTxnRequest", 24, "0-3", "3+", [
+    F("transactional_id", "string", "0-3"),
+    F("producer_id", "int64", "0-3"),
+    F("producer_epoch", "int16", "0-3"),
+    F("topics", "[]struct", "0-3", fields=[
+        F("name", "string"),
+        F("partitions", "[]int32"),
+    ]),
+])
+
+ADD_PARTITIONS_TO_TXN_RESPONSE = Message("AddPartitionsToTxnResponse", 24, "0-3", "3+", [
+    F("throttle_time_ms", "int32"),
+    F("results", "[]struct", "0-3", fields=[
+        F("name", "string"),
+        F("partitions", "[]struct", fields=[
+            F("partition_index", "int32"),
+            F("error_code", "int16"),
+        ]),
+    ]),
+])
+
+# ------------------------------------------------------------------------ AddOffsetsToTxn (25)
+ADD_OFFSETS_TO_TXN_REQUEST = Message("AddOffsetsToTxnRequest", 25, "0-3", "3+", [
+    F("transactional_id", "string"),
+    F("producer_id", "int64"),
+    F("producer_epoch", "int16"),
+    F("group_id", "string"),
+])
+
+ADD_OFFSETS_TO_TXN_RESPONSE = Message("AddOffsetsToTxnResponse", 25, "0-3", "3+", [
+    F("throttle_time_ms", "int32"),
+    F("error_code", "int16"),
+])
+
+# -------------------------------------------------------------------------------- EndTxn (26)
+END_TXN_REQUEST = Message("EndTxnRequest", 26, "0-3", "3+", [
+    F("transactional_id", "string"),
+    F("producer_id", "int64"),
+    F("producer_epoch", "int16"),
+    F("committed", "bool"),
+])
+
+END_TXN_RESPONSE = Message("EndTxnResponse", 26, "0-3", "3+", [
+    F("throttle_time_ms", "int32"),
+    F("error_code", "int16"),
+])
+
+# ----------------------------------------------------------------------- TxnOffsetCommit (28)
+TXN_OFFSET_COMMIT_REQUEST = Message("TxnOffsetCommitRequest", 28, "0-3", "3+", [
+    F("transactional_id", "string"),
+    F("group_id", "string"),
+    F("producer_id", "int64"),
+    F("producer_epoch", "int16"),
+    F("generation_id", "int32", "3+", default=-1),
+    F("member_id", "string", "3+", default=""),
+    F("group_instance_id", "string", "3+", nullable="3+", default=None),
+    F("topics", "[]struct", fields=[
+        F("name", "string"),
+        F("partitions", "[]struct", fields=[
+            F("partition_index", "int32"),
+            F("committed_offset", "int64"),
+            F("committed_leader_epoch", "int32", "2+", default=-1),
+            F("committed_metadata", "string", nullable="0+", default=None),
+        ]),
+    ]),
+])
+
+TXN_OFFSET_COMMIT_RESPONSE = Message("TxnOffsetCommitResponse", 28, "0-3", "3+", [
+    F("throttle_time_ms", "int32"),
+    F("topics", "[]struct", fields=[
+        F("name", "string"),
+        F("partitions", "[]struct", fields=[
+            F("partition_index", "int32"),
+            F("error_code", "int16"),
+        ]),
+    ]),
+])
+
 # --------------------------------------------------------------------------------------- (api key)
 REQUESTS = {m.api_key: m for m in (
     PRODUCE_REQUEST, LIST_OFFSETS_REQUEST, METADATA_REQUEST, API_VERSIONS_REQUEST,
     CREATE_TOPICS_REQUEST, DELETE_TOPICS_REQUEST, INIT_PRODUCER_ID_REQUEST,
-    SASL_HANDSHAKE_REQUEST, SASL_AUTHENTICATE_REQUEST)}
+    SASL_HANDSHAKE_REQUEST, SASL_AUTHENTICATE_REQUEST, FIND_COORDINATOR_REQUEST,
+    ADD_PARTITIONS_TO_TXN_REQUEST, ADD_OFFSETS_TO_TXN_REQUEST, END_TXN_REQUEST,
+    TXN_OFFSET_COMMIT_REQUEST)}
 RESPONSES = {m.api_key: m for m in (
     PRODUCE_RESPONSE, LIST_OFFSETS_RESPONSE, METADATA_RESPONSE, API_VERSIONS_RESPONSE,
     CREATE_TOPICS_RESPONSE, DELETE_TOPICS_RESPONSE, INIT_PRODUCER_ID_RESPONSE,
-    SASL_HANDSHAKE_RESPONSE, SASL_AUTHENTICATE_RESPONSE)}
+    SASL_HANDSHAKE_RESPONSE, SASL_AUTHENTICATE_RESPONSE, FIND_COORDINATOR_RESPONSE,
+    ADD_PARTITIONS_TO_TXN_RESPONSE, ADD_OFFSETS_TO_TXN_RESPONSE, END_TXN_RESPONSE,
+    TXN_OFFSET_COMMIT_RESPONSE)}
