@@ -373,5 +373,88 @@ class Admin:
             return self._send(ApiKey.LIST_OFFSETS, body, leader, deadline).compose(to_offset)
         return self._run(make, timeout_ms)
 
+    # -- transactions ----------------------------------------------------------------------
+    def _coordinator_future(self, key: str, key_type: int, deadline: int) -> RequestFuture:
+        def node_of(resp):
+            if resp["error_code"]:
+                raise error_for_code(resp["error_code"], resp.get("error_message"))
+            if resp["node_id"] not in self._metadata.cluster.brokers:
+                self._refresh([], deadline)
+            return resp["node_id"]
+        return self._send(ApiKey.FIND_COORDINATOR, {"key": key, "key_type": key_type}, None,
+                          deadline).compose(node_of)
+
+    def find_coordinator(self, key: str, key_type: int = 1, timeout_ms: int | None = None) -> int:
+        """The node id of the coordinator of a transactional id (``key_type=1``) or of a consumer
+        group (``key_type=0``)."""
+        return self._run(lambda deadline: self._coordinator_future(key, key_type, deadline), timeout_ms)
+
+    def _txn_call(self, transactional_id: str, api_key: int, body: dict, timeout_ms: int | None):
+        """Send ``body`` to the transactional id's coordinator, looking it up again when it moved
+        and retrying CONCURRENT_TRANSACTIONS and a loading coordinator until the deadline."""
+        coordinator: dict = {}
+
+        def forget(error):
+            if isinstance(error, NetworkError) or getattr(error, "code", None) in (15, 16):
+                coordinator.pop("node", None)   # the coordinator moved or is gone: look it up again
+
+        def result(resp):
+            if resp["error_code"]:
+                raise error_for_code(resp["error_code"], f"{ApiKey(api_key).name} for "
+                                     f"transactional id {transactional_id!r}")
+            return resp
+
+        def make(deadline):
+            if "node" not in coordinator:
+                lookup = self._coordinator_future(transactional_id, 1, deadline)
+                if not self._poll(lookup, deadline) or lookup.failed():
+                    return lookup if lookup.is_done() else _failed(KafkaTimeoutError(
+                        f"no coordinator found for transactional id {transactional_id!r}"))
+                coordinator["node"] = lookup.value
+            fut = self._send(api_key, body, coordinator["node"], deadline).compose(result)
+            fut.add_listener(lambda _value: None, forget)
+            return fut
+        return self._run(make, timeout_ms, fatal=_TXN_FATAL)
+
+    def _end_transaction(self, prepared, committed: bool, timeout_ms):
+        body = {"transactional_id": prepared.transactional_id, "producer_id": prepared.producer_id,
+                "producer_epoch": prepared.producer_epoch, "committed": committed}
+        self._txn_call(prepared.transactional_id, ApiKey.END_TXN, body, timeout_ms)
+
+    def commit_transaction(self, prepared, timeout_ms: int | None = None) -> None:
+        """Commit a transaction another producer prepared (``Producer.prepare_transaction()``):
+        ``prepared`` has ``transactional_id``, ``producer_id`` and ``producer_epoch``. Committing
+        again a transaction already committed with that epoch succeeds (so a commit can be
+        retried after a crash); ProducerFencedError / InvalidProducerEpochError when a newer
+        producer took the id over (the transaction was then aborted, or a newer one is open)."""
+        self._end_transaction(prepared, True, timeout_ms)
+
+    def abort_transaction(self, prepared, timeout_ms: int | None = None) -> None:
+        """Abort a prepared transaction (see :meth:`commit_transaction`)."""
+        self._end_transaction(prepared, False, timeout_ms)
+
+    def fence_transactional_id(self, transactional_id: str, transaction_timeout_ms: int = 60_000,
+                               timeout_ms: int | None = None):
+        """Take the transactional id over (InitProducerId): any producer still using it is fenced,
+        and a transaction it left open is aborted (the coordinator writes the abort markers before
+        answering; CONCURRENT_TRANSACTIONS until then is retried). Returns the new
+        :class:`~fastkafka.transactions.PreparedTransaction`-like identity (producer id, epoch)
+        with no transaction open."""
+        from .transactions import PreparedTransaction
+
+        body = {"transactional_id": transactional_id, "transaction_timeout_ms": transaction_timeout_ms,
+                "producer_id": -1, "producer_epoch": -1}
+        resp = self._txn_call(transactional_id, ApiKey.INIT_PRODUCER_ID, body, timeout_ms)
+        return PreparedTransaction(transactional_id, resp["producer_id"], resp["producer_epoch"])
+
+
+def _failed(error: BaseException) -> RequestFuture:
+    fut = RequestFuture()
+    fut.fail(error)
+    return fut
+
+
+#: Transaction errors no retry fixes (fenced, not authorised, bad state).
+_TXN_FATAL = tuple(error_class_for_code(c) for c in (47, 48, 53, 90))
 
 __all__ = ["Admin", "RequestFuture", "EARLIEST", "LATEST"]
