@@ -398,6 +398,12 @@ class Sender:
         retriable = getattr(error, "retriable", False)
         if self.txn is not None and code in TXN_FENCED:
             retriable = False   # another producer took over the transactional id: fatal
+            if code != PRODUCER_FENCED:
+                # The record fails with the error every later call raises (ProducerFencedError),
+                # the broker's answer kept as its cause.
+                error = error_for_code(PRODUCER_FENCED, (
+                    f"another producer with transactional id {self.transactional_id!r} took over "
+                    f"(the broker answered {getattr(error, 'name', code)} to a Produce request)"))
         elif self.txn is not None and code in SEQUENCE_ERRORS:
             # In a transaction a broken sequence cannot be repaired by bumping the epoch under the
             # open transaction: the batch fails, the transaction must be aborted, and the epoch is

@@ -7,7 +7,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["ReadMessage", "read_back", "unique_name", "read_back_flat"]
+__all__ = ["ReadMessage", "read_back", "unique_name", "read_back_flat", "read_all", "committed_offsets"]
 
 _counter = itertools.count()
 
@@ -93,3 +93,66 @@ def read_back_flat(bootstrap: str, topic: str, partitions, expected_count: int,
     """``read_back`` flattened: all messages, ordered by (partition, offset)."""
     res = read_back(bootstrap, topic, partitions, expected_count, timeout)
     return [m for p in sorted(res) for m in res[p]]
+
+
+def read_all(bootstrap: str, topic: str, partitions, isolation_level: str = "read_committed",
+             timeout: float = 30.0) -> list[bytes | None]:
+    """Every value of ``topic``'s ``partitions`` (an int: 0..n-1, or an iterable of ids) as
+    confluent-kafka's Consumer with ``isolation.level=isolation_level`` and ``check.crcs=true``
+    sees it, reading each partition from the beginning to its end (partition EOF: for
+    read_committed the last stable offset, so a transaction still open holds the read back).
+    Returns the values ordered by (partition, offset). Any consumer error, or a partition not at
+    its end within ``timeout``, fails the calling test."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    parts = list(range(partitions)) if isinstance(partitions, int) else sorted(partitions)
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"fastkafka-readall-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "check.crcs": True,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "isolation.level": isolation_level,
+        "fetch.wait.max.ms": 50,
+        "log_level": 3,
+    })
+    got: dict[int, list] = {p: [] for p in parts}
+    at_end: set[int] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        deadline = time.monotonic() + timeout
+        while len(at_end) < len(parts):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"read_all({topic!r} @ {bootstrap}, {isolation_level}): partitions "
+                    f"{sorted(set(parts) - at_end)} not read to their end in {timeout}s")
+            for m in consumer.consume(num_messages=10000, timeout=min(0.5, remaining)):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(m.partition())
+                        continue
+                    raise AssertionError(f"read_all({topic!r} @ {bootstrap}): consumer error {err}")
+                at_end.discard(m.partition())
+                got[m.partition()].append((m.offset(), m.value()))
+    finally:
+        consumer.close()
+    return [v for p in parts for _o, v in sorted(got[p], key=lambda x: x[0])]
+
+
+def committed_offsets(bootstrap: str, group_id: str, topic_partitions, timeout: float = 15.0) -> dict:
+    """``{(topic, partition): offset}`` the consumer group ``group_id`` has committed, as
+    confluent-kafka's ``Consumer.committed()`` reads them (OffsetFetch, waiting for stable
+    offsets); a partition with no committed offset maps to None."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id,
+                         "enable.auto.commit": False, "log_level": 3})
+    try:
+        tps = consumer.committed([TopicPartition(t, p) for t, p in topic_partitions], timeout=timeout)
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in tps}
