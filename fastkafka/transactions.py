@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .backoff import Backoff
-from .errors import (IllegalStateError, InvalidBrokerResponseError, KafkaError, KafkaTimeoutError,
+from .errors import (InvalidBrokerResponseError, KafkaError, KafkaTimeoutError,
                      TransactionAbortableError, TransactionAbortedError, error_for_code)
 from .protocol import ApiKey
 
@@ -128,7 +128,7 @@ class GroupMetadata:
             return value
         if isinstance(value, str):
             if not value:
-                raise IllegalStateError("group id must be a non-empty string")
+                raise TypeError("group metadata: the group id must be a non-empty string")
             return cls(value)
         get = value.get if isinstance(value, dict) else (lambda k, d=None: getattr(value, k, d))
         group_id = get("group_id")

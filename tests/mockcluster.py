@@ -31,6 +31,10 @@ class ApiKeys:
     FIND_COORDINATOR = 10
     API_VERSIONS = 18
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
 
 
 class MockClusterError(RuntimeError):
@@ -98,6 +102,7 @@ def load_librdkafka() -> ctypes.CDLL:
             "rd_kafka_mock_request_id": (i32, [vp]),
             "rd_kafka_mock_request_api_key": (i16, [vp]),
             "rd_kafka_mock_request_timestamp": (i64, [vp]),
+            "rd_kafka_mock_coordinator_set": (c_int, [vp, cp, cp, i32]),
         }
         for name, (restype, argtypes) in sig.items():
             fn = getattr(lib, name)
@@ -201,6 +206,25 @@ class MockCluster:
         """Delay every response of the broker (-1: all brokers) by ``ms`` milliseconds."""
         self._check(self._lib.rd_kafka_mock_broker_set_rtt(self._handle(), broker_id, ms),
                     f"broker_set_rtt({broker_id})")
+
+    def set_coordinator(self, key_type: str, key: str, broker_id: int) -> None:
+        """Make ``broker_id`` the coordinator of ``key`` (``key_type`` "transaction" or "group"):
+        FindCoordinator names it, and the other brokers answer NOT_COORDINATOR for that key."""
+        self._check(self._lib.rd_kafka_mock_coordinator_set(self._handle(), key_type.encode(), key.encode(),
+                                                            broker_id),
+                    f"coordinator_set({key_type}, {key}, {broker_id})")
+
+    def push_broker_errors_with_rtt(self, broker_id: int, api_key: int, errors_rtts: list[tuple[int, int]]) -> None:
+        """The next requests of ``api_key`` on ``broker_id`` are answered with these ``(error code,
+        round-trip ms)`` pairs in order: a large round trip is a coordinator that does not answer
+        in time."""
+        fn = self._lib.rd_kafka_mock_broker_push_request_error_rtts   # variadic: arguments typed here
+        args = []
+        for err, rtt in errors_rtts:
+            args += [ctypes.c_int(err), ctypes.c_int(rtt)]
+        self._check(fn(ctypes.c_void_p(self._handle()), ctypes.c_int32(broker_id), ctypes.c_int16(api_key),
+                       ctypes.c_size_t(len(errors_rtts)), *args),
+                    f"broker_push_request_error_rtts({broker_id}, {api_key})")
 
     # -- request tracking -----------------------------------------------------------------
     def requests(self) -> list[tuple[int, int, int]]:
