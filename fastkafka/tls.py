@@ -6,11 +6,15 @@ non-blocking socket driven by the selector, and an :class:`ssl.SSLObject` betwee
 
 * drives the handshake (:meth:`TlsSession.handshake`) as a step of the connection state machine,
   bounded by ``socket_connection_setup_timeout_ms`` in :mod:`fastkafka.network`;
-* encrypts the connection's ``SendQueue``: plaintext is taken from the queue in large pieces
-  (``SendQueue.pop_bytes``), encrypted into the outgoing BIO and the ciphertext written with one
-  ``send`` per piece; a request's token completes once its ciphertext is on the socket;
-* decrypts what the socket delivers and feeds the plaintext to the connection's ``FrameReader``
-  (``FrameReader.feed``), which checks every size prefix before allocating anything for it.
+* encrypts the connection's ``SendQueue`` and writes the ciphertext to the socket; a request's
+  token completes once its ciphertext is on the socket;
+* decrypts what the socket delivers and frames the plaintext with the connection's
+  ``FrameReader``, which checks every size prefix before allocating anything for it.
+
+After the handshake the data phase goes through ``transport.TlsPipe``: the same OpenSSL calls on
+the SSL object inside the SSLObject, made with the GIL held (see below). Where the pipe cannot be
+attached (``TlsPipe.attach`` returns None), the SSLObject's own ``read`` / ``write`` do the same
+work.
 
 Plaintext connections do not use this module at all: their path (``writev`` of the queued buffers,
 ``read`` into the frame reader) is unchanged.
@@ -25,7 +29,7 @@ import os
 import socket
 import ssl
 
-from ._core.transport import fd_recv_into, fd_send
+from ._core.transport import TlsPipe, fd_recv_into, fd_send
 from .errors import ConfigError, KafkaError, TlsAuthenticationError, TlsError
 
 __all__ = ["TlsError", "TlsAuthenticationError", "TlsSession", "build_context", "TLS_PROTOCOLS"]
@@ -33,12 +37,16 @@ __all__ = ["TlsError", "TlsAuthenticationError", "TlsSession", "build_context", 
 #: security_protocol values that speak TLS to the broker.
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
-# The ssl module releases the GIL inside every SSLObject.read/write/do_handshake call; getting it
-# back from a thread busy in send() can take up to the interpreter's switch interval (5 ms). So the
-# TLS layer makes as few of those calls as it can: plaintext is encrypted in pieces of up to
-# _WRITE_CHUNK (many 16 KiB TLS records per call), decrypted records are taken while the incoming BIO
-# holds bytes (no call that only ends in SSLWantReadError), and the socket is read and written with
-# the transport's GIL-holding fd_recv_into / fd_send instead of socket.recv / send.
+# The ssl module releases the GIL inside every SSLObject.read/write/pending/do_handshake call;
+# getting it back from a thread busy in send() can take up to the interpreter's switch interval
+# (5 ms), once per call. Measured on the send() loop over TLS, those hand-offs (write, read and
+# pending, on top of the selector's) made each turn of the I/O thread several times longer than on
+# a plaintext connection, so requests left later and flush() waited for a backlog. TlsPipe makes
+# the calls with the GIL held: the one hand-off per turn left is the selector's, as in plaintext.
+# Without the pipe, the TLS layer makes as few SSLObject calls as it can: plaintext is encrypted in
+# pieces of up to _WRITE_CHUNK (many 16 KiB TLS records per call), decrypted records are taken
+# while the incoming BIO holds bytes (no call that only ends in SSLWantReadError, no pending()),
+# and the socket is read and written with the transport's GIL-holding fd_recv_into / fd_send.
 _WRITE_CHUNK = 1024 * 1024
 # Ciphertext read from the socket per read().
 _READ_CHUNK = 256 * 1024
@@ -162,7 +170,7 @@ class TlsSession:
     on the socket and the tokens of requests whose last plaintext byte is in that ciphertext."""
 
     __slots__ = ("incoming", "outgoing", "sslobj", "established", "out", "out_off", "held_tokens",
-                 "where", "check_hostname", "bytes_in", "_rbuf", "_rview")
+                 "where", "check_hostname", "bytes_in", "_rbuf", "_rview", "pipe")
 
     def __init__(self, context: ssl.SSLContext, host: str, where: str):
         self.incoming = ssl.MemoryBIO()
@@ -179,8 +187,11 @@ class TlsSession:
         self.bytes_in = 0
         self._rbuf = bytearray(_READ_CHUNK)
         self._rview = memoryview(self._rbuf)
+        self.pipe = None        # TlsPipe, once the handshake is done (None: the SSLObject's calls)
 
     def wants_write(self) -> bool:
+        if self.pipe is not None:
+            return self.pipe.wants_write
         return self.out_off < len(self.out) or self.outgoing.pending > 0
 
     # -- socket side ---------------------------------------------------------------------------
@@ -230,7 +241,18 @@ class TlsSession:
             self._flush_quietly(sock)   # the alert telling the broker why
             raise
         self._flush(sock)
+        if self.established:
+            self._attach_pipe()
         return self.established
+
+    def _attach_pipe(self) -> None:
+        pipe = TlsPipe.attach(self.sslobj)
+        if pipe is None:
+            return
+        if self.out_off < len(self.out):   # ciphertext of the handshake's last flight goes first
+            pipe.put_ciphertext(memoryview(self.out)[self.out_off:])
+        self.out, self.out_off = b"", 0
+        self.pipe = pipe
 
     def _flush_quietly(self, sock):
         try:
@@ -243,6 +265,18 @@ class TlsSession:
         """Encrypt and send what ``send_queue`` holds, as far as the socket takes it. Returns the
         tokens of requests now fully on the socket. Raises OSError / ssl.SSLError."""
         done: list = []
+        pipe = self.pipe
+        if pipe is not None:
+            fd = sock.fileno()
+            while True:
+                if not pipe.flush(fd):
+                    return done
+                if self.held_tokens:
+                    done.extend(self.held_tokens)
+                    self.held_tokens = []
+                if not send_queue.has_pending():
+                    return done
+                self.held_tokens.extend(pipe.encrypt(send_queue, _WRITE_CHUNK))
         while True:
             if not self._flush(sock):
                 return done
@@ -258,10 +292,15 @@ class TlsSession:
 
     def read(self, sock: socket.socket, reader) -> tuple[list, bool]:
         """Read, decrypt and frame what the socket has. Returns (frames, eof)."""
+        if self.pipe is not None:
+            return self.pipe.read(sock.fileno(), reader)
         eof = self._fill(sock)
         frames: list = []
-        incoming, sslobj = self.incoming, self.sslobj
-        while incoming.pending or sslobj.pending() or eof:
+        incoming = self.incoming
+        # One TLS record holds at most 16 KiB of plaintext and SSL_read returns one record's worth
+        # per call, so with _PLAIN_CHUNK above that nothing decrypted is left behind in the SSL
+        # object (no pending() call, which would give the GIL up once more).
+        while incoming.pending or eof:
             try:
                 plain = self.sslobj.read(_PLAIN_CHUNK)
             except ssl.SSLWantReadError:
