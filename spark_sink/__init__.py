@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from fastkafka.errors import ConfigError
+
 from .options import SchemaError, SinkSettings, settings_from_kwargs
 from .task import DeliveryError, TaskReport, TaskWriter
 
@@ -82,12 +84,27 @@ def _row_columns(fields, settings: SinkSettings) -> list:
 
 def batch_writer(topic: str | None = None, *, task_headers: bool = False,
                  flush_timeout_ms: int | None = None, config: Mapping[str, Any] | None = None,
-                 **producer_settings: Any) -> Callable:
+                 delivery_guarantee: str = "at_least_once", transactional_id_prefix: str | None = None,
+                 transaction_log_path: str | None = None, **producer_settings: Any) -> Callable:
     """A function for ``writeStream.foreachBatch``: writes each micro-batch through the
     ``fastkafka`` data source (the Arrow path), with the batch id in the task headers when
-    ``task_headers`` is set. Same settings and errors as :func:`partition_writer`."""
-    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings)
+    ``task_headers`` is set. Same settings and errors as :func:`partition_writer`.
+
+    ``delivery_guarantee="exactly_once"`` writes each micro-batch in transactions the driver
+    commits (see the data source options ``delivery.guarantee``, ``transactional.id.prefix`` and
+    ``transaction.log.path``; the log directory is required here)."""
+    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings,
+                                    delivery_guarantee=delivery_guarantee,
+                                    transactional_id_prefix=transactional_id_prefix,
+                                    transaction_log_path=transaction_log_path)
+    if settings.exactly_once and not transaction_log_path:
+        raise ConfigError("batch_writer(delivery_guarantee='exactly_once') needs transaction_log_path: "
+                          "a directory where the driver records the committed micro-batches")
     options = {"kafka." + k: _option_text(v) for k, v in settings.producer_config}
+    options["delivery.guarantee"] = settings.delivery_guarantee
+    if settings.exactly_once:
+        options["transactional.id.prefix"] = settings.transactional_id_prefix
+        options["transaction.log.path"] = settings.transaction_log_path
     if topic is not None:
         options["topic"] = topic
     options["task.headers"] = "true" if task_headers else "false"

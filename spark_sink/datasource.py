@@ -14,6 +14,10 @@ from dataclasses import asdict
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from fastkafka.errors import ConfigError
+from fastkafka.transactions import PreparedTransaction
+
+from .exactly_once import TransactionCommitter
 from .options import check_schema, settings_from_options
 from .task import TaskReport, TaskWriter
 
@@ -27,12 +31,38 @@ class TaskCommit(WriterCommitMessage):
 
 def write_task(settings, batches) -> TaskCommit:
     writer = TaskWriter(settings)
-    for batch in batches:
-        writer.write_arrow(batch)
-    return TaskCommit(writer.finish())
+    try:
+        for batch in batches:
+            writer.write_arrow(batch)
+        return TaskCommit(writer.finish())
+    except BaseException:
+        writer.abort()   # exactly_once: leave no open transaction behind
+        raise
 
 
-def summarize(settings, messages, batch_id: int | None = None, aborted: bool = False) -> dict:
+def _prepared(messages) -> list:
+    return [PreparedTransaction(*m.report.transaction) for m in messages
+            if isinstance(m, TaskCommit) and m.report.transaction is not None]
+
+
+def finish_write(settings, messages, batch_id: int, aborted: bool) -> None:
+    """The driver's end of a write or micro-batch: exactly_once commits (or aborts) the tasks'
+    transactions; then the summary."""
+    outcome = None
+    if settings.exactly_once:
+        committer = TransactionCommitter(settings)
+        if aborted:
+            committer.abort(_prepared(messages), len(messages), batch_id)
+        else:
+            retried = [m.report.partition_id for m in messages
+                       if isinstance(m, TaskCommit) and m.report.attempt > 0]
+            outcome = committer.commit(_prepared(messages), batch_id, retried)
+    summarize(settings, messages, None if batch_id < 0 and settings.batch_id < 0 else batch_id,
+              aborted, replay=outcome == "replay")
+
+
+def summarize(settings, messages, batch_id: int | None = None, aborted: bool = False,
+              replay: bool = False) -> dict:
     """The driver-side summary of one write or micro-batch: logged to stderr (Spark's driver log)
     and, with the option ``summary.path``, appended to that file as one JSON line. (Spark runs
     commit() in a Python worker of the driver, not in the user's process.)"""
@@ -45,6 +75,8 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
         "errors": sum(r.errors for r in reports),
         "batch_id": batch_id,
         "aborted": aborted,
+        "delivery_guarantee": settings.delivery_guarantee,
+        "replay": replay,    # exactly_once: a micro-batch committed before; this run's rows aborted
         "reports": [asdict(r) for r in reports],
     }
     line = (f"fastkafka sink {'aborted' if aborted else 'committed'}: {summary['rows']} rows, "
@@ -65,10 +97,10 @@ class FastKafkaWriter(DataSourceArrowWriter):
         return write_task(self.settings, iterator)
 
     def commit(self, messages):
-        summarize(self.settings, messages)
+        finish_write(self.settings, messages, self.settings.batch_id, False)
 
     def abort(self, messages):
-        summarize(self.settings, messages, aborted=True)
+        finish_write(self.settings, messages, self.settings.batch_id, True)
 
 
 class FastKafkaStreamWriter(DataSourceStreamArrowWriter):
@@ -79,10 +111,10 @@ class FastKafkaStreamWriter(DataSourceStreamArrowWriter):
         return write_task(self.settings, iterator)
 
     def commit(self, messages, batchId):
-        summarize(self.settings, messages, batchId)
+        finish_write(self.settings, messages, batchId, False)
 
     def abort(self, messages, batchId):
-        summarize(self.settings, messages, batchId, aborted=True)
+        finish_write(self.settings, messages, batchId, True)
 
 
 class FastKafkaDataSource(DataSource):
@@ -96,7 +128,24 @@ class FastKafkaDataSource(DataSource):
         return check_schema(schema, settings_from_options(self.options))
 
     def writer(self, schema, overwrite):
-        return FastKafkaWriter(self._settings(schema))
+        settings = self._settings(schema)
+        if settings.exactly_once and settings.batch_id >= 0:
+            if not settings.transaction_log_path:
+                raise ConfigError(
+                    "exactly_once with a micro-batch id (batch_writer / foreachBatch) needs the "
+                    "option 'transaction.log.path': a directory where the driver records the "
+                    "committed micro-batches, so that a replayed one is not written twice")
+            TransactionCommitter(settings).recover()
+        return FastKafkaWriter(settings)
 
     def streamWriter(self, schema, overwrite):
-        return FastKafkaStreamWriter(self._settings(schema))
+        settings = self._settings(schema)
+        if settings.exactly_once:
+            if not settings.transaction_log_path:
+                raise ConfigError(
+                    "exactly_once streaming needs a checkpoint location (option "
+                    "'checkpointLocation') or the option 'transaction.log.path'")
+            # Before any task of this (re)started query: finish what a failed driver left half
+            # committed (a replayed task would otherwise abort it).
+            TransactionCommitter(settings).recover()
+        return FastKafkaStreamWriter(settings)

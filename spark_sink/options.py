@@ -20,6 +20,17 @@ Options
 ``flush.timeout.ms``
     How long a task waits at its end for its records (default: the producer's
     ``delivery_timeout_ms`` plus 5 s; records cannot stay undelivered longer than that anyway).
+``delivery.guarantee``
+    ``at_least_once`` (default) or ``exactly_once``: every task writes in a Kafka transaction that
+    the driver commits once every task succeeded (:mod:`spark_sink.exactly_once`). Needs
+    ``transactional.id.prefix``; consumers read with ``isolation.level=read_committed``.
+``transactional.id.prefix``
+    Task ``i`` uses the transactional id ``<prefix>-<i>``. Unique per concurrently running write or
+    query (two writes with the same prefix fence each other).
+``transaction.log.path``
+    The directory of the driver's log of committed micro-batches (exactly-once streaming; default:
+    ``<checkpointLocation>/fastkafka-transactions``). Needed by ``batch_writer`` with
+    ``exactly_once``, where the data source sees no checkpoint.
 
 Input columns follow Spark's own Kafka sink: ``value`` (required; binary or string), ``key``
 (binary or string), ``topic`` (string), ``partition`` (int), ``headers``
@@ -36,7 +47,12 @@ from fastkafka.config import SECRET_SETTINGS, ProducerConfig, canonical_name
 from fastkafka.errors import ConfigError
 
 #: options of the sink itself (``kafka.*`` ones go to the producer)
-SINK_OPTIONS = ("topic", "task.headers", "flush.timeout.ms", "summary.path", "batch.id")
+SINK_OPTIONS = ("topic", "task.headers", "flush.timeout.ms", "summary.path", "batch.id",
+                "delivery.guarantee", "transactional.id.prefix", "transaction.log.path", "test.crash")
+GUARANTEES = ("at_least_once", "exactly_once")
+#: A sink transaction must outlive the write's slowest task plus the driver's commit: the producer's
+#: 60 s default is raised to Kafka's default cap (transaction.max.timeout.ms, 15 minutes).
+SINK_TRANSACTION_TIMEOUT_MS = 900_000
 #: options Spark itself may pass to a data source; accepted and ignored
 SPARK_OPTIONS = ("path", "checkpointlocation", "__partition_columns")
 
@@ -56,6 +72,14 @@ class SinkSettings:
     batch_id: int = -1
     summary_path: str | None = None
     columns: tuple = field(default=())  # the input columns found in the schema (names)
+    delivery_guarantee: str = "at_least_once"
+    transactional_id_prefix: str | None = None
+    transaction_log_path: str | None = None
+    test_crash: str | None = None       # fault injection for tests (exactly_once.py)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == "exactly_once"
 
     def producer_kwargs(self) -> dict:
         return dict(self.producer_config)
@@ -67,7 +91,9 @@ class SinkSettings:
         return (f"SinkSettings(producer_config={shown!r}, topic={self.topic!r}, "
                 f"task_headers={self.task_headers!r}, flush_timeout_s={self.flush_timeout_s!r}, "
                 f"batch_id={self.batch_id!r}, summary_path={self.summary_path!r}, "
-                f"columns={self.columns!r})")
+                f"columns={self.columns!r}, delivery_guarantee={self.delivery_guarantee!r}, "
+                f"transactional_id_prefix={self.transactional_id_prefix!r}, "
+                f"transaction_log_path={self.transaction_log_path!r})")
 
     def with_columns(self, columns) -> "SinkSettings":
         return dataclasses.replace(self, columns=tuple(columns))
@@ -92,6 +118,8 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
     flush_timeout_s = None
     batch_id = -1
     summary_path = None
+    extra: dict[str, Any] = {}
+    checkpoint = None
     for raw_key, value in options.items():
         key = raw_key.lower()
         if key.startswith("kafka."):
@@ -106,27 +134,51 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
             batch_id = _int(raw_key, value)
         elif key == "summary.path":
             summary_path = str(value)
+        elif key == "delivery.guarantee":
+            extra["delivery_guarantee"] = str(value).strip().lower()
+        elif key == "transactional.id.prefix":
+            extra["transactional_id_prefix"] = str(value)
+        elif key == "transaction.log.path":
+            extra["transaction_log_path"] = str(value)
+        elif key == "test.crash":
+            extra["test_crash"] = str(value)
+        elif key == "checkpointlocation":
+            checkpoint = str(value)
         elif key in SPARK_OPTIONS:
             continue
         else:
             raise ConfigError(
                 f"unknown option {raw_key!r}: producer settings take the prefix 'kafka.' "
                 f"(e.g. 'kafka.{raw_key}'); the sink's own options are {', '.join(SINK_OPTIONS[:4])}")
-    return dataclasses.replace(_settings(producer, topic, task_headers, flush_timeout_s, batch_id),
+    if checkpoint is not None and "transaction_log_path" not in extra:
+        extra["transaction_log_path"] = checkpoint.rstrip("/") + "/fastkafka-transactions"
+    return dataclasses.replace(_settings(producer, topic, task_headers, flush_timeout_s, batch_id, **extra),
                                summary_path=summary_path)
 
 
 def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms: int | None,
-                         config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> SinkSettings:
+                         config: Mapping[str, Any] | None, kwargs: Mapping[str, Any],
+                         **sink: Any) -> SinkSettings:
     """``partition_writer`` / ``batch_writer`` arguments: producer settings as keyword arguments
-    (``bootstrap_servers=...``) and/or a mapping with dotted keys."""
+    (``bootstrap_servers=...``) and/or a mapping with dotted keys; ``sink`` holds the sink's own
+    (``delivery_guarantee``, ``transactional_id_prefix``, ``transaction_log_path``)."""
     producer = dict(config or {})
     producer.update(kwargs)
     flush_timeout_s = None if flush_timeout_ms is None else _positive_ms("flush_timeout_ms", flush_timeout_ms) / 1000
-    return _settings(producer, topic, bool(task_headers), flush_timeout_s, -1)
+    return _settings(producer, topic, bool(task_headers), flush_timeout_s, -1,
+                     **{k: v for k, v in sink.items() if v is not None})
 
 
-def _settings(producer: dict, topic, task_headers, flush_timeout_s, batch_id) -> SinkSettings:
+def _settings(producer: dict, topic, task_headers, flush_timeout_s, batch_id,
+              delivery_guarantee: str = "at_least_once", **txn: Any) -> SinkSettings:
+    if delivery_guarantee not in GUARANTEES:
+        raise ConfigError(f"option 'delivery.guarantee' must be at_least_once or exactly_once, got "
+                          f"{delivery_guarantee!r}")
+    if delivery_guarantee == "exactly_once":
+        producer = _transactional_producer(producer, txn)
+    elif txn.get("transactional_id_prefix"):
+        raise ConfigError("option 'transactional.id.prefix' is set but 'delivery.guarantee' is "
+                          "at_least_once: set delivery.guarantee=exactly_once to write in transactions")
     cfg = ProducerConfig(producer)          # raises ConfigError naming a bad setting, on the driver
     if not cfg.is_explicit("bootstrap_servers"):
         raise ConfigError("the producer setting bootstrap.servers is required "
@@ -135,7 +187,24 @@ def _settings(producer: dict, topic, task_headers, flush_timeout_s, batch_id) ->
         raise ConfigError("option 'topic' is empty")
     # the settings as given (canonical names), so each executor builds the same ProducerConfig
     given = tuple(sorted(((canonical_name(k), v) for k, v in producer.items()), key=lambda kv: kv[0]))
-    return SinkSettings(given, topic, task_headers, flush_timeout_s, batch_id)
+    return SinkSettings(given, topic, task_headers, flush_timeout_s, batch_id,
+                        delivery_guarantee=delivery_guarantee, **txn)
+
+
+def _transactional_producer(producer: dict, txn: dict) -> dict:
+    """The producer settings of an exactly-once write: checked, with the sink's transaction
+    timeout unless one is given. The transactional ids come from the prefix, per task."""
+    prefix = txn.get("transactional_id_prefix")
+    if not prefix:
+        raise ConfigError("delivery.guarantee=exactly_once needs the option 'transactional.id.prefix' "
+                          "(task i writes with the transactional id <prefix>-i)")
+    names = {canonical_name(k): k for k in producer}
+    if "transactional_id" in names:
+        raise ConfigError(f"{names['transactional_id']!r} cannot be set for the sink: each task gets "
+                          f"its own transactional id from 'transactional.id.prefix'")
+    if "transaction_timeout_ms" not in names:
+        producer = {**producer, "transaction_timeout_ms": SINK_TRANSACTION_TIMEOUT_MS}
+    return producer
 
 
 def _int(name: str, value: Any) -> int:

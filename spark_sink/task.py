@@ -5,11 +5,16 @@ pid): Spark reuses its Python workers across tasks and micro-batches, so later t
 connected, with metadata and a producer id. Idle workers are killed without warning, so every task
 flushes before it returns; a task whose records are not all acknowledged raises (the first delivery
 error, or a timeout) and Spark retries it. Delivery is therefore at-least-once.
+
+With ``delivery.guarantee=exactly_once`` a task has a transactional producer of its own instead
+(transactional id ``<prefix>-<partition>``), prepares its transaction at the end and reports it to the
+driver, which commits it (:mod:`spark_sink.exactly_once`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -48,6 +53,9 @@ class TaskReport:
     seconds: float = 0.0
     errors: int = 0             # records that failed (the task raised if > 0)
     first_error: str | None = None
+    # exactly_once: the prepared transaction (transactional id, producer id, epoch), or None when
+    # the task wrote nothing
+    transaction: tuple | None = None
 
 
 def _task_context():
@@ -67,7 +75,6 @@ class TaskWriter:
 
     def __init__(self, settings: SinkSettings):
         self.settings = settings
-        self.producer = get_producer(settings)
         self.report = TaskReport()
         self._start = time.monotonic()
         self._futures = []
@@ -83,6 +90,9 @@ class TaskWriter:
                 prop = ctx.getLocalProperty("streaming.sql.batchId")
                 if prop is not None:
                     batch_id = int(prop)
+        self._transactional = settings.exactly_once
+        self.producer = (self._transactional_producer() if self._transactional
+                         else get_producer(settings))
         self.headers = None
         if settings.task_headers:
             self.headers = [("spark.partition", b"%d" % self.report.partition_id),
@@ -95,6 +105,35 @@ class TaskWriter:
         self._partition = cols.get("partition")
         self._headers_col = cols.get("headers")
         self._row_index = None        # positions of those columns in a Row (row path)
+
+    def _transactional_producer(self) -> Producer:
+        """exactly_once: a producer of this task's own, in a transaction. init_transactions fences
+        every earlier attempt of this partition and aborts what such an attempt left open."""
+        from .exactly_once import transactional_id
+
+        tid = transactional_id(self.settings.transactional_id_prefix, self.report.partition_id)
+        p = Producer({**self.settings.producer_kwargs(), "transactional_id": tid})
+        try:
+            p.init_transactions()
+            p.begin_transaction()
+        except BaseException:
+            p.close(0)
+            raise
+        return p
+
+    def abort(self) -> None:
+        """The task failed: abort its transaction (exactly_once) so that it holds nothing back.
+        Best effort: a later attempt's init_transactions, or the driver's abort, does it anyway."""
+        if not self._transactional or self.producer is None:
+            return
+        p, self.producer = self.producer, None
+        try:
+            if p.transaction_state in ("IN_TRANSACTION", "ABORTABLE_ERROR", "COMMITTING", "PREPARED"):
+                p.abort_transaction(10)
+        except Exception as e:
+            print(f"fastkafka sink: aborting the task's transaction failed: {e}", file=sys.stderr)
+        finally:
+            p.close(5)
 
     # -- Arrow path ------------------------------------------------------------------------
     def write_arrow(self, batch) -> None:
@@ -204,11 +243,24 @@ class TaskWriter:
             first = KafkaTimeoutError(f"{left} records still undelivered after flush({timeout:.0f} s)")
         if first is not None:
             self.report.first_error = repr(first)
+            self.abort()
             raise DeliveryError(
                 f"Spark task (partition {self.report.partition_id}, attempt {self.report.attempt}): "
                 f"{failed} of {self.report.rows} records failed"
                 + (f", {left} undelivered" if left else "")
                 + f"; first error: {type(first).__name__}: {first}") from first
+        if self._transactional:
+            p = self.producer
+            try:
+                prepared = p.prepare_transaction(timeout)
+            except BaseException:
+                self.abort()
+                raise
+            self.producer = None
+            p.close(5)    # a prepared transaction stays open: the driver commits it
+            if prepared is not None:
+                self.report.transaction = (prepared.transactional_id, prepared.producer_id,
+                                           prepared.producer_epoch)
         return self.report
 
 
