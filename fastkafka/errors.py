@@ -46,11 +46,12 @@ CorruptFrameError                     -111   yes        yes
 IllegalStateError                     -112   no         no
 SaslAuthenticationError               -150   no         no
 TransactionAbortedError               -160   no         no
-TransactionAbortableError             -161   no         no
 ====================================  =====  =========  ================
 
 ``UnsupportedVersionError`` is the class for broker code 35 (UNSUPPORTED_VERSION); the client raises
-the same class when version negotiation fails, so one ``except`` catches both.
+the same class when version negotiation fails, so one ``except`` catches both. Likewise
+``TransactionAbortableError`` is the class for broker code 120 (TRANSACTION_ABORTABLE) and the
+error a transactional producer raises when its transaction can only be aborted.
 
 ``DeliveryTimeoutError`` and ``BufferExhaustedError`` inherit ``retriable=True`` from
 ``KafkaTimeoutError`` (as the Java client's ``TimeoutException`` does): retrying *the call* may succeed,
@@ -521,17 +522,22 @@ class TransactionAbortedError(KafkaError):
                                "The record's transaction was aborted before it was sent.")
 
 
-class TransactionAbortableError(KafkaError):
+class TransactionAbortableError(BrokerError):
     """The current transaction cannot be committed (a record of it failed, a partition could not
     be added to it, the broker refused a step): call ``abort_transaction()``; the producer stays
-    usable for the next transaction. ``cause`` is the error behind it."""
+    usable for the next transaction. ``cause`` is the error behind it (None when the broker itself
+    answered TRANSACTION_ABORTABLE). The class of broker code 120 TRANSACTION_ABORTABLE too, so one
+    ``except`` catches both."""
 
-    code, name, description = (-161, "TRANSACTION_ABORTABLE_ERROR",
-                               "The transaction must be aborted.")
+    code, name, retriable, invalid_metadata, description = (120, "TRANSACTION_ABORTABLE", False, False,
+                                                            ERROR_TABLE[120][3])
 
-    def __init__(self, message=None, *, cause=None):
-        super().__init__(message)
+    def __init__(self, message=None, *, code=None, cause=None):
+        super().__init__(message, code=code)
         self.cause = cause
+
+
+_BY_CODE[120] = TransactionAbortableError
 
 
 UnsupportedVersionError = _make(
@@ -546,7 +552,7 @@ _CLIENT_CLASSES = (
     ConfigError, KafkaTimeoutError, BufferExhaustedError, DeliveryTimeoutError, RecordTooLargeError,
     InvalidRecordError, UnknownPartitionError, ProducerClosedError, NetworkError, DisconnectedError,
     CorrelationIdMismatchError, CorruptFrameError, IllegalStateError, MalformedRecordError, InvalidBrokerResponseError,
-    ProducerForkedError, BrokerDataLossError, TransactionAbortedError, TransactionAbortableError,
+    ProducerForkedError, BrokerDataLossError, TransactionAbortedError,
 )
 for _cls in _CLIENT_CLASSES:
     _BY_CODE[_cls.code] = _cls

@@ -160,6 +160,19 @@ def test_coordinator_load_in_progress_on_init_producer_id_retried(mc, make):
     p.commit_transaction()
 
 
+def send_while_allowed(p, n, refused):
+    """Send up to ``n`` records; the transaction's error may arrive (from the I/O thread) while
+    they are being sent, after which send() raises ``refused``: the futures of the records sent."""
+    futs = []
+    for i in range(n):
+        try:
+            futs.append(p.send("t", value=b"v-%d" % i, partition=i % 3))
+        except refused:
+            break
+    assert futs, "not even the first record was accepted"
+    return futs
+
+
 def assert_fatal(p, error_type):
     assert p.transaction_state == "FATAL_ERROR"
     for call in (p.begin_transaction, p.commit_transaction, p.abort_transaction,
@@ -189,7 +202,7 @@ def test_fatal_error_on_add_partitions(mc, make, code, error_type):
     p.init_transactions()
     mc.push_request_errors(ApiKeys.ADD_PARTITIONS_TO_TXN, [code])
     p.begin_transaction()
-    futs = one_transaction(p)
+    futs = send_while_allowed(p, 30, error_type)
     for f in futs:       # never sent
         with pytest.raises((error_type, TransactionAbortedError)):
             f.get(timeout=10)
@@ -226,7 +239,7 @@ def test_abortable_error_on_add_partitions(mc, make):
     p.init_transactions()
     mc.push_request_errors(ApiKeys.ADD_PARTITIONS_TO_TXN, [TOPIC_AUTHORIZATION_FAILED])
     p.begin_transaction()
-    futs = one_transaction(p)
+    futs = send_while_allowed(p, 30, TransactionAbortableError)
     for f in futs:
         with pytest.raises(TransactionAbortedError):
             f.get(timeout=10)
@@ -352,3 +365,62 @@ def test_fatal_error_fails_a_waiting_commit_promptly(mc, make):
     started = time.monotonic()
     p.close(5)      # nothing left to abort: the producer is fenced
     assert time.monotonic() - started < 5
+
+
+def prepared_on(mc, make, tid):
+    p = make(tid)
+    p.init_transactions()
+    p.begin_transaction()
+    one_transaction(p, 6)
+    prepared = p.prepare_transaction()
+    assert prepared is not None and p.transaction_state == "PREPARED"
+    return p, prepared
+
+
+def test_admin_commit_retries_coordinator_errors(mc, make):
+    from fastkafka.admin import Admin
+
+    mc.set_coordinator("transaction", "txn-adm", 2)
+    p, prepared = prepared_on(mc, make, "txn-adm")
+    p.close(10)
+    mc.clear_requests()
+    mc.push_request_errors(ApiKeys.END_TXN, [CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
+                                             COORDINATOR_LOAD_IN_PROGRESS])
+    with Admin(bootstrap_servers=mc.bootstraps, retry_backoff_ms=20) as admin:
+        admin.commit_transaction(prepared, timeout_ms=10_000)
+    assert brokers_of(mc, ApiKeys.END_TXN) == [2, 2, 2, 2]
+    assert count(mc, ApiKeys.FIND_COORDINATOR) >= 2      # looked up again after NOT_COORDINATOR
+
+
+@pytest.mark.parametrize("code,error_type", [(PRODUCER_FENCED, ProducerFencedError),
+                                             (TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                              TransactionalIdAuthorizationFailedError)])
+def test_admin_commit_fatal_errors_not_retried(mc, make, code, error_type):
+    from fastkafka.admin import Admin
+
+    p, prepared = prepared_on(mc, make, "txn-adm2")
+    mc.clear_requests()
+    mc.push_request_errors(ApiKeys.END_TXN, [code])
+    with Admin(bootstrap_servers=mc.bootstraps, retry_backoff_ms=20) as admin:
+        started = time.monotonic()
+        with pytest.raises(error_type):
+            admin.abort_transaction(prepared, timeout_ms=10_000)
+        assert time.monotonic() - started < 5
+        assert count(mc, ApiKeys.END_TXN) == 1
+        admin.abort_transaction(prepared, timeout_ms=10_000)   # the next call goes through
+    assert count(mc, ApiKeys.END_TXN) == 2
+
+
+def test_admin_commit_with_no_coordinator_answering_is_bounded(mc, make):
+    from fastkafka.admin import Admin
+    from fastkafka.errors import RequestTimedOutError
+
+    mc.set_coordinator("transaction", "txn-adm3", 3)
+    p, prepared = prepared_on(mc, make, "txn-adm3")
+    mc.push_broker_errors_with_rtt(3, ApiKeys.END_TXN, [(0, 5000)] * 4)
+    with Admin(bootstrap_servers=mc.bootstraps, request_timeout_ms=500, retry_backoff_ms=20) as admin:
+        started = time.monotonic()
+        # At its deadline Admin raises the last error a request got (here the request timeout).
+        with pytest.raises((KafkaTimeoutError, RequestTimedOutError)):
+            admin.commit_transaction(prepared, timeout_ms=1500)
+        assert time.monotonic() - started < 4

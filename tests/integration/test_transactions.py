@@ -397,3 +397,17 @@ def test_records_queued_when_aborting_fail_with_transaction_aborted(txn_broker):
         p.send(t, value=b"kept", partition=0)
         p.commit_transaction()
     assert read_all(txn_broker.bootstrap, t, 1, "read_uncommitted") == [b"kept"]
+
+
+def test_transaction_timeout_above_the_broker_cap_is_fatal(txn_broker):
+    # Kafka's transaction.max.timeout.ms defaults to 15 minutes: a longer timeout is refused at
+    # init (INVALID_TRANSACTION_TIMEOUT), and the producer cannot go on.
+    with txn_producer(txn_broker, transaction_timeout_ms=3_600_000) as p:
+        started = time.monotonic()
+        with pytest.raises(KafkaError) as ei:
+            p.init_transactions(timeout=20)
+        assert ei.value.code == 50, ei.value
+        assert time.monotonic() - started < 15
+        with pytest.raises(KafkaError) as ei:
+            p.begin_transaction()
+        assert ei.value.code == 50

@@ -186,3 +186,14 @@ def test_calls_after_close(txn_producer):
                  p.prepare_transaction, lambda: p.send("t", value=b"x")):
         with pytest.raises(ProducerClosedError):
             call()
+
+
+def test_transaction_abortable_error_is_the_broker_class_and_pickles():
+    from fastkafka.errors import TransactionAbortableError, error_for_code
+
+    assert type(error_for_code(120)) is TransactionAbortableError
+    cause = error_for_code(29, "topic t")
+    e = TransactionAbortableError("abort it", cause=cause)
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is TransactionAbortableError and back.code == 120
+    assert back.message == "abort it" and type(back.cause) is type(cause) and back.cause.code == 29
