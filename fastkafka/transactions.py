@@ -400,9 +400,15 @@ class TransactionManager:
         if self.state in (State.IN_TRANSACTION, State.COMMITTING):
             pending = sender.acc.txn_pending_partitions()
             if pending:
-                req = _Request("add_partitions", ApiKey.ADD_PARTITIONS_TO_TXN,
-                               (TRANSACTION, self.transactional_id), None, sorted(pending))
-                self._queue.append(req)
+                with self.lock:
+                    # Application threads queue under the lock: an abort_transaction() queued
+                    # since the head was read must stay ahead of (and not be followed by) an
+                    # AddPartitionsToTxn, which would open a transaction after the abort.
+                    if self._queue or self.state not in (State.IN_TRANSACTION, State.COMMITTING):
+                        return None
+                    req = _Request("add_partitions", ApiKey.ADD_PARTITIONS_TO_TXN,
+                                   (TRANSACTION, self.transactional_id), None, sorted(pending))
+                    self._queue.append(req)
                 return req
         return None
 
@@ -418,7 +424,10 @@ class TransactionManager:
             topics: dict = {}
             for t, p in req.data:
                 topics.setdefault(t, []).append(p)
-            return {**base, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            return {"v3_and_below_transactional_id": tid,
+                    "v3_and_below_producer_id": idem.producer_id,
+                    "v3_and_below_producer_epoch": idem.producer_epoch,
+                    "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
         if req.kind == "end":
             return {**base, "committed": req.data["committed"]}
         if req.kind == "add_offsets":
@@ -530,10 +539,10 @@ class TransactionManager:
         kind = req.kind
         if kind == "add_partitions":
             failed = {}
-            for t in body["results"]:
-                for p in t["partitions"]:
-                    if p["error_code"]:
-                        failed[(t["name"], p["partition_index"])] = p["error_code"]
+            for t in body["results_by_topic_v3_and_below"]:
+                for p in t["results_by_partition"]:
+                    if p["partition_error_code"]:
+                        failed[(t["name"], p["partition_index"])] = p["partition_error_code"]
             if failed:
                 codes = set(failed.values())
                 worst = next((c for c in codes if c in FATAL_CODES), None) or next(

@@ -54,9 +54,9 @@ def finish_write(settings, messages, batch_id: int, aborted: bool) -> None:
         if aborted:
             committer.abort(_prepared(messages), len(messages), batch_id)
         else:
-            retried = [m.report.partition_id for m in messages
-                       if isinstance(m, TaskCommit) and m.report.attempt > 0]
-            outcome = committer.commit(_prepared(messages), batch_id, retried)
+            failed = [(m.report.partition_id, a) for m in messages if isinstance(m, TaskCommit)
+                      for a in range(m.report.attempt)]
+            outcome = committer.commit(_prepared(messages), batch_id, failed)
     summarize(settings, messages, None if batch_id < 0 and settings.batch_id < 0 else batch_id,
               aborted, replay=outcome == "replay")
 

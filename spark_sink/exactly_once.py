@@ -2,18 +2,21 @@
 
 With ``delivery.guarantee=exactly_once``:
 
-1. **Tasks write and prepare.** Each task opens a transaction with the transactional id
-   ``<transactional.id.prefix>-<Spark partition id>``, sends its rows, flushes, and leaves the
-   transaction open (``Producer.prepare_transaction``). Its commit message carries the transaction's
-   identity (transactional id, producer id, epoch). ``init_transactions`` of a task fences every
-   earlier attempt of the same partition and aborts the transaction such an attempt left open, so a
-   retried task never has a rival, and a zombie attempt can never commit: only the driver commits,
-   and only the identities the successful attempts reported.
+1. **Tasks write and prepare.** Each task attempt opens a transaction with the transactional id
+   ``<transactional.id.prefix>-<Spark partition id>-<attempt number>``, sends its rows, flushes, and
+   leaves the transaction open (``Producer.prepare_transaction``). Its commit message carries the
+   transaction's identity (transactional id, producer id, epoch). A zombie attempt can never make
+   its rows visible: only the driver commits, and only the identities the successful attempts
+   reported. Attempts have ids of their own because a failed attempt's Python worker can outlive
+   the attempt (measured here: its InitProducerId arriving after the next attempt's); with a shared
+   id it would fence the attempt that replaced it.
 2. **The driver commits.** ``commit(messages)`` commits every reported transaction
-   (``Admin.commit_transaction``: EndTxn). ``abort(messages)`` aborts them and takes over the
-   transactional id of every partition of the write (``Admin.fence_transactional_id``), which also
-   aborts what a crashed attempt left open: nothing of a failed write stays open to hold back
-   ``read_committed`` consumers until the transaction timeout.
+   (``Admin.commit_transaction``: EndTxn), then takes over the ids of the attempts that failed
+   (``Admin.fence_transactional_id``: InitProducerId, which aborts what such an attempt left open)
+   after a grace of :data:`ZOMBIE_GRACE_S`. ``abort(messages)`` aborts the reported transactions
+   and takes over the id of every attempt of every partition (``max.task.attempts`` of them), at
+   once and after the grace: nothing of a failed write stays open to hold back ``read_committed``
+   consumers until the transaction timeout.
 3. **Replays are recognised (streaming).** Spark may replay a micro-batch whose output was already
    committed: when the driver fails after the sink's commit and before Spark records the batch in its
    checkpoint. As Spark's own file sink does with its metadata log of committed batches, the driver
@@ -54,9 +57,12 @@ LOG_KEEP = 100
 ZOMBIE_GRACE_S = 3.0
 
 
-def transactional_id(prefix: str, partition_id: int) -> str:
-    """The transactional id of a Spark partition's task (every attempt and micro-batch)."""
-    return f"{prefix}-{partition_id}"
+def transactional_id(prefix: str, partition_id: int, attempt: int) -> str:
+    """The transactional id of one attempt of a Spark partition's task (the same in every
+    micro-batch). Attempts have ids of their own: a failed attempt whose worker is still running
+    can then never fence (and so abort) the transaction of the attempt that replaced it; the driver
+    takes the ids of failed attempts over instead."""
+    return f"{prefix}-{partition_id}-{attempt}"
 
 
 class CommitLog:
@@ -162,23 +168,25 @@ class TransactionCommitter:
                 self._finish(admin, txns, True)
                 self.log.put(batch_id, "committed", txns)
 
-    def _fence(self, admin: Admin, partitions) -> None:
+    def _fence(self, admin: Admin, attempts) -> None:
+        """Take over the transactional ids of these (partition, attempt) pairs: a transaction one
+        of them left open is aborted, and that attempt can write no more."""
         prefix = self.settings.transactional_id_prefix
         timeout = dict(settings_items(self.settings)).get("transaction_timeout_ms", 60_000)
-        for p in sorted(set(partitions)):
-            admin.fence_transactional_id(transactional_id(prefix, p), timeout)
+        for p, a in sorted(set(attempts)):
+            admin.fence_transactional_id(transactional_id(prefix, p, a), timeout)
 
-    def commit(self, prepared: list, batch_id: int, retried=()) -> str:
+    def commit(self, prepared: list, batch_id: int, failed_attempts=()) -> str:
         """Commit the tasks' transactions of ``batch_id`` (-1: a batch write, no log). Returns what
         was done: ``"committed"``, or ``"replay"`` when the log shows the batch committed before
-        (the new transactions are then aborted). ``retried``: the partitions whose task failed at
-        least once; their ids are taken over after the commit, which aborts what a failed attempt
-        still running may have opened meanwhile."""
+        (the new transactions are then aborted). ``failed_attempts``: the (partition, attempt)
+        pairs that failed before a later attempt succeeded; their ids are taken over after the
+        commit, which aborts what such an attempt still running may have opened meanwhile."""
         with self._admin() as admin:
             outcome = self._commit(admin, prepared, batch_id)
-            if retried:
+            if failed_attempts:
                 time.sleep(ZOMBIE_GRACE_S)
-                self._fence(admin, retried)
+                self._fence(admin, failed_attempts)
         return outcome
 
     def _commit(self, admin: Admin, prepared: list, batch_id: int) -> str:
@@ -231,9 +239,11 @@ class TransactionCommitter:
                     admin.abort_transaction(t)
                 except KafkaError as e:   # fenced meanwhile: the fencing below aborts it
                     _log(f"aborting {t.transactional_id}: {e}")
-            self._fence(admin, range(partitions))
+            # Every attempt Spark may have run of every partition (failed ones report nothing).
+            attempts = [(p, a) for p in range(partitions) for a in range(self.settings.max_attempts)]
+            self._fence(admin, attempts)
             time.sleep(ZOMBIE_GRACE_S)    # then once more, for attempts still running
-            self._fence(admin, range(partitions))
+            self._fence(admin, attempts)
 
     def _crash_point(self, where: str, batch_id: int) -> None:
         """Fault injection for the sink's tests (option ``test.crash``: ``<point>@<batch id>``):

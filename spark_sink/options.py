@@ -25,8 +25,11 @@ Options
     the driver commits once every task succeeded (:mod:`spark_sink.exactly_once`). Needs
     ``transactional.id.prefix``; consumers read with ``isolation.level=read_committed``.
 ``transactional.id.prefix``
-    Task ``i`` uses the transactional id ``<prefix>-<i>``. Unique per concurrently running write or
-    query (two writes with the same prefix fence each other).
+    Attempt ``a`` of task ``i`` uses the transactional id ``<prefix>-<i>-<a>``. Unique per
+    concurrently running write or query (two writes with the same prefix fence each other).
+``max.task.attempts``
+    exactly_once: how many attempts Spark makes of a task (``spark.task.maxFailures``, default 4):
+    an aborted write takes over the transactional ids of that many attempts per partition.
 ``transaction.log.path``
     The directory of the driver's log of committed micro-batches (exactly-once streaming; default:
     ``<checkpointLocation>/fastkafka-transactions``). Needed by ``batch_writer`` with
@@ -48,7 +51,8 @@ from fastkafka.errors import ConfigError
 
 #: options of the sink itself (``kafka.*`` ones go to the producer)
 SINK_OPTIONS = ("topic", "task.headers", "flush.timeout.ms", "summary.path", "batch.id",
-                "delivery.guarantee", "transactional.id.prefix", "transaction.log.path", "test.crash")
+                "delivery.guarantee", "transactional.id.prefix", "transaction.log.path", "test.crash",
+                "max.task.attempts")
 GUARANTEES = ("at_least_once", "exactly_once")
 #: A sink transaction must outlive the write's slowest task plus the driver's commit: the producer's
 #: 60 s default is raised to Kafka's default cap (transaction.max.timeout.ms, 15 minutes).
@@ -76,6 +80,7 @@ class SinkSettings:
     transactional_id_prefix: str | None = None
     transaction_log_path: str | None = None
     test_crash: str | None = None       # fault injection for tests (exactly_once.py)
+    max_attempts: int = 4               # spark.task.maxFailures (exactly_once: ids to take over)
 
     @property
     def exactly_once(self) -> bool:
@@ -129,7 +134,7 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
         elif key == "task.headers":
             task_headers = _bool(raw_key, value)
         elif key == "flush.timeout.ms":
-            flush_timeout_s = _positive_ms(raw_key, value) / 1000.0
+            flush_timeout_s = _positive(raw_key, value) / 1000.0
         elif key == "batch.id":
             batch_id = _int(raw_key, value)
         elif key == "summary.path":
@@ -142,6 +147,8 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
             extra["transaction_log_path"] = str(value)
         elif key == "test.crash":
             extra["test_crash"] = str(value)
+        elif key == "max.task.attempts":
+            extra["max_attempts"] = _positive(raw_key, value)
         elif key == "checkpointlocation":
             checkpoint = str(value)
         elif key in SPARK_OPTIONS:
@@ -164,7 +171,7 @@ def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms
     (``delivery_guarantee``, ``transactional_id_prefix``, ``transaction_log_path``)."""
     producer = dict(config or {})
     producer.update(kwargs)
-    flush_timeout_s = None if flush_timeout_ms is None else _positive_ms("flush_timeout_ms", flush_timeout_ms) / 1000
+    flush_timeout_s = None if flush_timeout_ms is None else _positive("flush_timeout_ms", flush_timeout_ms) / 1000
     return _settings(producer, topic, bool(task_headers), flush_timeout_s, -1,
                      **{k: v for k, v in sink.items() if v is not None})
 
@@ -214,7 +221,7 @@ def _int(name: str, value: Any) -> int:
         raise ConfigError(f"option {name!r} must be an integer, got {value!r}") from None
 
 
-def _positive_ms(name: str, value: Any) -> int:
+def _positive(name: str, value: Any) -> int:
     ms = _int(name, value)
     if ms <= 0:
         raise ConfigError(f"option {name!r} must be > 0, got {value!r}")

@@ -107,11 +107,11 @@ class TaskWriter:
         self._row_index = None        # positions of those columns in a Row (row path)
 
     def _transactional_producer(self) -> Producer:
-        """exactly_once: a producer of this task's own, in a transaction. init_transactions fences
-        every earlier attempt of this partition and aborts what such an attempt left open."""
+        """exactly_once: a producer of this task attempt's own, in a transaction."""
         from .exactly_once import transactional_id
 
-        tid = transactional_id(self.settings.transactional_id_prefix, self.report.partition_id)
+        tid = transactional_id(self.settings.transactional_id_prefix, self.report.partition_id,
+                               self.report.attempt)
         p = Producer({**self.settings.producer_kwargs(), "transactional_id": tid})
         try:
             p.init_transactions()

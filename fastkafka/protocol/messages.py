@@ -271,7 +271,7 @@ FIND_COORDINATOR_REQUEST = Message("FindCoordinatorRequest", 10, "1-3", "3+", [
 FIND_COORDINATOR_RESPONSE = Message("FindCoordinatorResponse", 10, "1-3", "3+", [
     F("throttle_time_ms", "int32", "1+", default=0),
     F("error_code", "int16", "0-3"),
-    F("error_message", "string", "1-3", nullable="1-3", default=None),
+    F("error_message", "string", "1-3", nullable="1-3"),
     F("node_id", "int32", "0-3"),
     F("host", "string", "0-3"),
     F("port", "int32", "0-3"),
@@ -280,10 +280,10 @@ FIND_COORDINATOR_RESPONSE = Message("FindCoordinatorResponse", 10, "1-3", "3+", 
 # --------------------------------------------------------------------- AddPartitionsToTxn (24)
 # Versions 0-3 are the client's (4+ batch several transactions and are broker-to-broker).
 ADD_PARTITIONS_TO_TXN_REQUEST = Message("AddPartitionsToTxnRequest", 24, "0-3", "3+", [
-    F("transactional_id", "string", "0-3"),
-    F("producer_id", "int64", "0-3"),
-    F("producer_epoch", "int16", "0-3"),
-    F("topics", "[]struct", "0-3", fields=[
+    F("v3_and_below_transactional_id", "string", "0-3"),
+    F("v3_and_below_producer_id", "int64", "0-3"),
+    F("v3_and_below_producer_epoch", "int16", "0-3"),
+    F("v3_and_below_topics", "[]struct", "0-3", fields=[
         F("name", "string"),
         F("partitions", "[]int32"),
     ]),
@@ -291,11 +291,11 @@ ADD_PARTITIONS_TO_TXN_REQUEST = Message("AddPartitionsToTxnRequest", 24, "0-3", 
 
 ADD_PARTITIONS_TO_TXN_RESPONSE = Message("AddPartitionsToTxnResponse", 24, "0-3", "3+", [
     F("throttle_time_ms", "int32"),
-    F("results", "[]struct", "0-3", fields=[
+    F("results_by_topic_v3_and_below", "[]struct", "0-3", fields=[
         F("name", "string"),
-        F("partitions", "[]struct", fields=[
+        F("results_by_partition", "[]struct", fields=[
             F("partition_index", "int32"),
-            F("error_code", "int16"),
+            F("partition_error_code", "int16"),
         ]),
     ]),
 ])
@@ -341,7 +341,7 @@ TXN_OFFSET_COMMIT_REQUEST = Message("TxnOffsetCommitRequest", 28, "0-3", "3+", [
             F("partition_index", "int32"),
             F("committed_offset", "int64"),
             F("committed_leader_epoch", "int32", "2+", default=-1),
-            F("committed_metadata", "string", nullable="0+", default=None),
+            F("committed_metadata", "string", nullable="0+"),
         ]),
     ]),
 ])

@@ -92,12 +92,14 @@ def with_defaults(fields, version, value):
 
 # ----------------------------------------------------------------------------- basic API checks
 def test_api_keys_and_supported_versions():
-    assert [int(k) for k in ApiKey] == [0, 2, 3, 17, 18, 19, 20, 22, 36]
+    assert [int(k) for k in ApiKey] == [0, 2, 3, 10, 17, 18, 19, 20, 22, 24, 25, 26, 28, 36]
     assert SUPPORTED_VERSIONS == {
         ApiKey.PRODUCE: (3, 11), ApiKey.LIST_OFFSETS: (1, 8), ApiKey.METADATA: (1, 12),
         ApiKey.API_VERSIONS: (0, 3), ApiKey.CREATE_TOPICS: (2, 7), ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.SASL_HANDSHAKE: (0, 1),
-        ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.SASL_AUTHENTICATE: (0, 2), ApiKey.FIND_COORDINATOR: (1, 3),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+        ApiKey.END_TXN: (0, 3), ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     }
 
 
@@ -161,6 +163,8 @@ def _parse_default(raw, ftype):
         return None
     if ftype == "bool":
         return raw == "true"
+    if ftype == "string":
+        return raw
     return int(raw)
 
 
@@ -367,7 +371,12 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse  # n
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse  # noqa: E402
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse  # noqa: E402
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse  # noqa: E402
-from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse  # noqa: E402
+from kafka.protocol.metadata.find_coordinator import (  # noqa: E402
+    FindCoordinatorRequest, FindCoordinatorResponse)
+from kafka.protocol.producer.transaction import (  # noqa: E402
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
+    InitProducerIdResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse)
 from kafka.protocol.sasl import (  # noqa: E402
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse)
 
@@ -381,6 +390,11 @@ KP = {
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
     ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
     ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
 }
 
 
