@@ -17,7 +17,7 @@ import pytest
 from brokers import committed_offsets, read_all, unique_name
 from fastkafka import Producer
 from fastkafka.admin import Admin
-from fastkafka.errors import (IllegalStateError, KafkaError, ProducerFencedError,
+from fastkafka.errors import (IllegalStateError, InvalidProducerEpochError, KafkaError, ProducerFencedError,
                               TransactionAbortableError, TransactionAbortedError)
 
 pytestmark = pytest.mark.broker
@@ -411,3 +411,26 @@ def test_transaction_timeout_above_the_broker_cap_is_fatal(txn_broker):
         with pytest.raises(KafkaError) as ei:
             p.begin_transaction()
         assert ei.value.code == 50
+
+
+def test_prepared_transaction_of_a_fenced_id_cannot_be_committed(txn_broker):
+    # A zombie's prepared transaction: once a newer producer took the id over, committing it
+    # fails and its records never become visible.
+    t = topic(txn_broker, 2)
+    tid = unique_name("tid")
+    with txn_producer(txn_broker, tid) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        vals = values_of(b"zombie-prep", 6)
+        send_all(p, (t, 2), vals)
+        prepared = p.prepare_transaction()
+    with txn_producer(txn_broker, tid) as newer:
+        newer.init_transactions()          # aborts the prepared transaction, bumps the epoch
+        with Admin(bootstrap_servers=txn_broker.bootstrap) as admin:
+            with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
+                admin.commit_transaction(prepared)
+        newer.begin_transaction()
+        newer.send(t, value=b"newer", partition=0)
+        newer.commit_transaction()
+    assert read_all(txn_broker.bootstrap, t, 2) == [b"newer"]
+    assert sorted(read_all(txn_broker.bootstrap, t, 2, "read_uncommitted")) == sorted(vals + [b"newer"])
