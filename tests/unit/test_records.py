@@ -1,5 +1,6 @@
 """BatchBuilder (RecordBatch v2) against the pure-Python reference and independent decoders."""
 import gc
+import time
 import os
 import struct
 
@@ -415,6 +416,18 @@ def test_reused_buffers_carry_no_stale_bytes():
     """Batch buffers of 64 KiB and more are kept for the next builder; a reused buffer full of an
     old batch's bytes must encode exactly like a fresh one."""
     from fastkafka._wire.records import _buffer_cache_size
+
+    # The cache is process-wide: a producer's I/O thread still running (from an earlier test in
+    # this process) could take or return buffers meanwhile. Wait for such threads to end; one that
+    # does not is a producer left open, named here.
+    import threading
+    deadline = time.monotonic() + 10
+    while True:
+        senders = [t.name for t in threading.enumerate() if t.name.startswith("fastkafka-sender")]
+        if not senders or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert senders == [], f"producers left open by earlier tests: {senders}"
 
     old = [(TS0, b"k" * 40, bytes([0xAB]) * 5000, [("h", b"x" * 30)])] * 20
     builders = []
