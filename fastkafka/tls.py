@@ -266,25 +266,18 @@ class TlsSession:
         tokens of requests now fully on the socket. Raises OSError / ssl.SSLError."""
         done: list = []
         pipe = self.pipe
-        if pipe is not None:
-            fd = sock.fileno()
-            while True:
-                if not pipe.flush(fd):
-                    return done
-                if self.held_tokens:
-                    done.extend(self.held_tokens)
-                    self.held_tokens = []
-                if not send_queue.has_pending():
-                    return done
-                self.held_tokens.extend(pipe.encrypt(send_queue, _WRITE_CHUNK))
+        fd = sock.fileno() if pipe is not None else -1
         while True:
-            if not self._flush(sock):
+            if not (pipe.flush(fd) if pipe is not None else self._flush(sock)):
                 return done
             if self.held_tokens:
                 done.extend(self.held_tokens)
                 self.held_tokens = []
             if not send_queue.has_pending():
                 return done
+            if pipe is not None:     # encrypted where the buffers lie (TlsPipe)
+                self.held_tokens.extend(pipe.encrypt(send_queue, _WRITE_CHUNK))
+                continue
             data, tokens = send_queue.pop_bytes(_WRITE_CHUNK)
             if data:
                 self.sslobj.write(data)

@@ -123,6 +123,40 @@ def test_kafka_tls_large_records_cross_many_tls_records(tls_kafka, pki):
     assert [m.value for m in got[0]] == values
 
 
+class _NoPipe:
+    """Stands in for transport.TlsPipe where it cannot attach: the SSLObject's own calls carry the
+    data (the fallback of fastkafka.tls)."""
+
+    @staticmethod
+    def attach(sslobj):
+        return None
+
+
+@pytest.mark.parametrize("data_path", ["tls_pipe", "sslobject"])
+def test_kafka_tls_both_data_paths_carry_small_and_large_records(tls_kafka, pki, monkeypatch, data_path):
+    """The TLS data phase has two paths, the compiled TlsPipe and the SSLObject fallback used
+    where the pipe cannot attach: both deliver records small and far larger than a TLS record."""
+    import fastkafka.tls
+
+    if data_path == "sslobject":
+        monkeypatch.setattr(fastkafka.tls, "TlsPipe", _NoPipe)
+    topic = unique_name("tls-path")
+    tls_kafka.create_topic(topic, 2)
+    bootstrap = tls_kafka.bootstrap_for("SSL")
+    small = [b"s%d" % i for i in range(3000)]
+    large = [bytes([i % 251]) * (100_000 + i) for i in range(6)]
+    with Producer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=pki.ca,
+                  max_request_size=2_000_000, batch_size=1_000_000) as p:
+        futures = [p.send(topic, v, partition=0) for v in small]
+        assert p.send_batch(topic, large, partition=1).get(timeout=60) == len(large)
+        assert [f.get(timeout=60).offset for f in futures] == list(range(len(small)))
+        pipes = [c.tls.pipe for c in p._client.connections.values() if c.tls is not None]
+        assert pipes and all((pipe is None) == (data_path == "sslobject") for pipe in pipes)
+    got = read_back(bootstrap, topic, 2, len(small) + len(large), timeout=60,
+                    extra_config=tls_reader_config(pki))
+    assert [m.value for m in got[0]] == small and [m.value for m in got[1]] == large
+
+
 # ---- failures: typed, bounded, the I/O thread alive ---------------------------------------------
 def expect_send_error(bootstrap, config, error_type, *, within: float, max_block_ms=60_000):
     """send() on a producer configured with ``config`` raises ``error_type`` within ``within``
