@@ -56,8 +56,11 @@ MEASUREMENTS = {
     "fk_produce_all":      ("fastkafka", "produce() loop (no future), default", False),
     "fk_batch_list":       ("fastkafka", "send_batch(list), 100k chunks, default", False),
     "fk_batch_arrow":      ("fastkafka", "send_batch(pyarrow binary), 100k chunks, default", False),
+    "fk_send_txn":         ("fastkafka", "send() loop, a committed transaction per 100k records", False),
+    "fk_batch_txn":        ("fastkafka", "send_batch(list), 100k chunks, a committed transaction per chunk", False),
     "ck_all":              ("confluent-kafka", "produce() loop, acks=all, idempotent", False),
     "ck_1":                ("confluent-kafka", "produce() loop, acks=1", False),
+    "ck_txn":              ("confluent-kafka", "produce() loop, a committed transaction per 100k records", False),
     "java":                ("Java producer", "ProducerPerformance, acks=all, idempotent", False),
     "java_warm":           ("Java producer", "ProducerPerformance, acks=all, idempotent, after warm-up", False),
     "kp_all":              ("kafka-python", "send() loop, acks=all", True),
@@ -78,6 +81,7 @@ JAVA_PROPS = ["acks=all", "enable.idempotence=true", "linger.ms=5", "batch.size=
 
 LINGER_MS = 5
 CHUNK = 100_000
+TXN_RECORDS = CHUNK  # records per transaction of the transactional variants
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -176,8 +180,17 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, acks) -> 
     cfg = {"bootstrap_servers": bootstrap, "linger_ms": LINGER_MS}
     if acks is not None:
         cfg["acks"] = acks
+    txn = mode.endswith("_txn")
+    if txn:  # one transactional id per measurement (its topic is fresh too)
+        cfg["transactional_id"] = f"e2e-{topic}"
     p = Producer(**cfg)
-    p.send(topic, b"warm-up").get(timeout=30)
+    if txn:  # InitProducerId, the coordinator's lookup and one committed transaction, untimed
+        p.init_transactions(timeout=60)
+        p.begin_transaction()
+        p.send(topic, b"warm-up")
+        p.commit_transaction(timeout=60)
+    else:
+        p.send(topic, b"warm-up").get(timeout=30)
     base = p.metrics()["records_sent"]
     n = len(values)
     delivered_batch = None
@@ -202,6 +215,26 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, acks) -> 
         t0 = time.perf_counter()
         futs = [p.send_batch(topic, c) for c in chunks]
         p.flush()
+        elapsed = time.perf_counter() - t0
+        delivered_batch = sum(f.get(timeout=30) for f in futs)
+    elif mode == "send_txn":
+        chunks = [values[i:i + TXN_RECORDS] for i in range(0, n, TXN_RECORDS)]
+        send = p.send
+        t0 = time.perf_counter()
+        for chunk in chunks:
+            p.begin_transaction()
+            for v in chunk:
+                send(topic, v)
+            p.commit_transaction(timeout=120)
+        elapsed = time.perf_counter() - t0
+    elif mode == "batch_txn":
+        chunks = [values[i:i + TXN_RECORDS] for i in range(0, n, TXN_RECORDS)]
+        futs = []
+        t0 = time.perf_counter()
+        for chunk in chunks:
+            p.begin_transaction()
+            futs.append(p.send_batch(topic, chunk))
+            p.commit_transaction(timeout=120)
         elapsed = time.perf_counter() - t0
         delivered_batch = sum(f.get(timeout=30) for f in futs)
     else:
@@ -260,6 +293,51 @@ def run_confluent(bootstrap: str, topic: str, values: list, acks: str,
         poll(0)
     remaining = p.flush(120)
     elapsed = time.perf_counter() - t0
+    return {"seconds": elapsed, "delivered": n - remaining - failed[0], "errors": failed[0],
+            "undelivered": remaining}
+
+
+def run_confluent_txn(bootstrap: str, topic: str, values: list) -> dict:
+    """confluent-kafka's produce() loop (as ``run_confluent`` with acks=all, idempotent) in
+    transactions of TXN_RECORDS records: ``begin_transaction()``, produce, ``commit_transaction()``
+    (which flushes). ``init_transactions()`` and one committed warm-up transaction come first."""
+    from confluent_kafka import Producer
+
+    failed = [0]
+
+    def on_error_report(err, msg):
+        if err is not None:
+            failed[0] += 1
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": LINGER_MS, "acks": "all",
+                  "enable.idempotence": True, "transactional.id": f"e2e-{topic}",
+                  "queue.buffering.max.messages": 1_000_000, "delivery.report.only.error": True,
+                  "on_delivery": on_error_report})
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.produce(topic, b"warm-up")
+    p.commit_transaction(60)
+    produce, poll = p.produce, p.poll
+    n = len(values)
+    t0 = time.perf_counter()
+    for start in range(0, n, TXN_RECORDS):
+        p.begin_transaction()
+        for i in range(start, min(start + TXN_RECORDS, n), 10_000):
+            for v in values[i:i + 10_000]:
+                try:
+                    produce(topic, v)
+                except BufferError:
+                    while True:
+                        poll(0.01)
+                        try:
+                            produce(topic, v)
+                            break
+                        except BufferError:
+                            pass
+            poll(0)
+        p.commit_transaction(120)
+    elapsed = time.perf_counter() - t0
+    remaining = p.flush(30)
     return {"seconds": elapsed, "delivered": n - remaining - failed[0], "errors": failed[0],
             "undelivered": remaining}
 
@@ -369,10 +447,16 @@ def child(name: str, bootstrap: str, topic: str, records: int, size: int, partit
         r = run_fastkafka(bootstrap, topic, values, "batch_list", None)
     elif name == "fk_batch_arrow":
         r = run_fastkafka(bootstrap, topic, values, "batch_arrow", None)
+    elif name == "fk_send_txn":
+        r = run_fastkafka(bootstrap, topic, values, "send_txn", None)
+    elif name == "fk_batch_txn":
+        r = run_fastkafka(bootstrap, topic, values, "batch_txn", None)
     elif name == "ck_all":
         r = run_confluent(bootstrap, topic, values, "all")
     elif name == "ck_1":
         r = run_confluent(bootstrap, topic, values, "1")
+    elif name == "ck_txn":
+        r = run_confluent_txn(bootstrap, topic, values)
     elif name == "kp_all":
         r = run_kafka_python(bootstrap, topic, values, "all")
     elif name == "kp_1":
@@ -498,10 +582,56 @@ def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
                    - admin.list_offsets(topic, p, "earliest", timeout_ms=30000) for p in range(partitions))
 
 
-def run_rounds(kind: str, broker, args, names: list[str], java_warmup: int) -> dict[str, list[dict]]:
+def committed_records(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0) -> int:
+    """Records a ``read_committed`` consumer reads from ``topic`` (every partition from the
+    beginning to its end, which for read_committed is the last stable offset): committed records
+    only, no aborted or still-open ones and no transaction markers. confluent-kafka's Consumer
+    with ``isolation.level=read_committed``; raises on a consumer error or a partition not read
+    to its end within ``timeout`` seconds."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"e2e-count-{topic}-{time.monotonic_ns()}",
+        "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed", "fetch.wait.max.ms": 50, "log_level": 3})
+    count, at_end = 0, set()
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while len(at_end) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"partitions {sorted(set(range(partitions)) - at_end)} of {topic} "
+                                   f"not read to their end in {timeout:.0f}s")
+            for m in consumer.consume(num_messages=10000, timeout=0.5):
+                err = m.error()
+                if err is None:
+                    count += 1
+                    at_end.discard(m.partition())
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+                else:
+                    raise RuntimeError(f"consumer error on {topic}: {err}")
+    finally:
+        consumer.close()
+    return count
+
+
+def round_order(names: list[str], rnd: int, alternate: bool) -> list[str]:
+    """The order of round ``rnd`` (from 1): ``names``, or with ``alternate`` reversed in every
+    even round, so that no measurement always runs first (or right after the same one)."""
+    return list(reversed(names)) if alternate and rnd % 2 == 0 else list(names)
+
+
+def run_rounds(kind: str, broker, args, names: list[str], java_warmup: int,
+               committed: bool = False, alternate: bool = False) -> dict[str, list[dict]]:
+    """Every measurement of ``names`` once per round, round-robin (``alternate``: in reverse order
+    in even rounds, ``round_order``), each in a child process. On
+    Apache Kafka the topic must then hold at least the delivered records (latest - earliest
+    offsets), or with ``committed`` exactly them as a read_committed consumer reads them
+    (``committed_records``: no transaction left open, none aborted, nothing twice)."""
     results: dict[str, list[dict]] = {n: [] for n in names}
     for rnd in range(1, args.rounds + 1):
-        for name in names:
+        for name in round_order(names, rnd, alternate):
             topic = f"e2e-{name}-r{rnd}".replace("_", "-")
             broker.create_topic(topic, args.partitions)
             cmd = [sys.executable, os.path.abspath(__file__), "--_child", name, broker.bootstrap, topic,
@@ -524,12 +654,16 @@ def run_rounds(kind: str, broker, args, names: list[str], java_warmup: int) -> d
                     r["failed"] = f"delivered {r['delivered']} of {r['records']}, errors {r.get('errors')}"
                 elif kind == "kafka":  # the broker keeps the records: count them
                     want = r["delivered"] + r.get("warmup_records", 0)
+                    count = committed_records if committed else stored_records
                     try:
-                        held = stored_records(broker.bootstrap, topic, args.partitions)
+                        held = count(broker.bootstrap, topic, args.partitions)
                     except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
                         held, want = f"unknown ({type(e).__name__}: {e})", None
-                    if want is None or held < want:
-                        r["failed"] = f"topic holds {held} records, {want} delivered"
+                    if committed:
+                        r["committed"] = held
+                    if want is None or held < want or (committed and held != want):
+                        what = "committed" if committed else "holds"
+                        r["failed"] = f"topic {what} {held} records, {want} delivered"
             if kind == "kafka":  # free the disk for the next measurements
                 try:
                     broker.delete_topic(topic)
@@ -551,6 +685,32 @@ def medians(names: list[str], results: dict[str, list[dict]]) -> dict[str, float
 
 def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a and b else "n/a"
+
+
+def paired_ratios(a: list[dict], b: list[dict]) -> list[float | None]:
+    """Round by round, ``a``'s rate over ``b``'s (the two ran in the same round, one after the
+    other); None for a round where either failed."""
+    return [ra["rate"] / rb["rate"] if "failed" not in ra and "failed" not in rb else None
+            for ra, rb in zip(a, b)]
+
+
+def ratio_table(pairs: list[tuple[str, str]], results: dict[str, list[dict]], label, unit: str) -> list[str]:
+    """A markdown table of ``(measured, against)`` pairs: each one's median rate (over its rounds,
+    None when a round failed), the ratio of the two medians, every round's ratio and their
+    median. ``label(name)`` is the text shown for a measurement; ``unit`` e.g. "records/s"."""
+    med = medians(sorted({n for pair in pairs for n in pair}), results)
+    lines = [f"| measured | against | median {unit} | against: median {unit} | ratio of medians "
+             "| median of per-round ratios | per-round ratios |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for a, b in pairs:
+        per = paired_ratios(results[a], results[b])
+        ok = [x for x in per if x is not None]
+        per_med = f"{statistics.median(ok):.2f}" if ok and len(ok) == len(per) else "n/a"
+        cells = [label(a), label(b), fmt_rate(med[a]) if med[a] else "FAILED",
+                 fmt_rate(med[b]) if med[b] else "FAILED", ratio(med[a], med[b]), per_med,
+                 ", ".join(f"{x:.2f}" if x is not None else "FAILED" for x in per)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def broker_section(title: str, names: list[str], results: dict[str, list[dict]], args, wall: float) -> list[str]:

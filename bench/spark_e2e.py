@@ -10,6 +10,11 @@ Measurements (``--only`` takes these names):
 ``datasource``
     ``df.write.format("fastkafka").mode("append")`` with ``kafka.bootstrap.servers``, ``topic`` and
     ``summary.path``: the sink's Arrow path.
+``datasource_eo``
+    the same with ``delivery.guarantee=exactly_once`` and a fresh ``transactional.id.prefix`` per
+    write: each task writes its rows in a transaction and prepares it, the driver's ``commit()``
+    commits them all; the rate includes the driver's commits. With ``datasource`` in the same run
+    the report adds its ratio to it (the cost of transactions), median and round by round.
 ``partition_writer``
     ``df.foreachPartition(spark_sink.partition_writer(topic=..., bootstrap_servers=...))``: the
     sink's row path.
@@ -63,7 +68,12 @@ failure raises); ``partition_writer`` and Spark's sink by the job succeeding (ea
 any record is not acknowledged). On Apache Kafka, which keeps the records, every Kafka writer's
 topic must also hold at least its rows (latest - earliest offsets). The topics are not read back
 (too slow at this size; tests/spark and ``python -m spark_sink.demo`` read back). A measurement
-whose count is short, or whose job failed, shows FAILED instead of a rate.
+whose count is short, or whose job failed, shows FAILED instead of a rate. With ``--committed``
+the topics on Apache Kafka are counted by a read_committed consumer instead
+(``e2e.committed_records``: records of committed transactions and non-transactional ones, read to
+the last stable offset), which must find exactly the rows; ``datasource_eo``'s summary must also
+say the write was not aborted. ``--alternate`` runs the measurements in reverse order in even
+rounds.
 """
 
 from __future__ import annotations
@@ -83,11 +93,14 @@ for _p in (ROOT, HERE):
         sys.path.insert(0, _p)
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
-from e2e import each_broker, emit, load_line, ratio, stored_records  # noqa: E402
+from e2e import (committed_records, each_broker, emit, load_line, ratio, ratio_table,  # noqa: E402
+                 round_order, stored_records)
 
 # name -> (what, how)
 MEASUREMENTS = {
     "datasource":       ("fastkafka data source", 'df.write.format("fastkafka") (Arrow batches)'),
+    "datasource_eo":    ("fastkafka data source, exactly_once",
+                         'df.write.format("fastkafka"), delivery.guarantee=exactly_once (a transaction per task, committed by the driver)'),
     "partition_writer": ("fastkafka partition_writer", "df.foreachPartition (Rows)"),
     "confluent_loop":   ("confluent-kafka loop", "df.foreachPartition, produce() per Row"),
     "noop":             ("no-op Arrow writer", "DataSourceArrowWriter counting rows (Spark's floor)"),
@@ -95,6 +108,7 @@ MEASUREMENTS = {
     "spark_kafka_defaults": ("Spark's Kafka sink", 'df.write.format("kafka"), kafka-clients defaults'),
 }
 NOOP = "noop"
+EXACTLY_ONCE = "datasource_eo"
 CONFLUENT = "confluent_loop"
 SPARK_KAFKA = "spark_kafka"
 SPARK_KAFKA_DEFAULTS = "spark_kafka_defaults"
@@ -227,9 +241,13 @@ def measure(name: str, spark, df, rows: int, bootstrap: str, topic: str, work_di
     path = os.path.join(work_dir, f"{topic}.jsonl")
     t0 = time.perf_counter()
     try:
-        if name == "datasource":
-            (df.write.format("fastkafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
-               .option("topic", topic).option("summary.path", path).save())
+        if name in ("datasource", EXACTLY_ONCE):
+            w = (df.write.format("fastkafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
+                 .option("topic", topic).option("summary.path", path))
+            if name == EXACTLY_ONCE:  # a fresh prefix per write: no transactional id is reused
+                w = (w.option("delivery.guarantee", "exactly_once")
+                      .option("transactional.id.prefix", f"bench-{topic}-{time.monotonic_ns()}"))
+            w.save()
         elif name == "partition_writer":
             df.foreachPartition(spark_sink.partition_writer(topic=topic, bootstrap_servers=bootstrap))
         elif name == CONFLUENT:
@@ -246,9 +264,12 @@ def measure(name: str, spark, df, rows: int, bootstrap: str, topic: str, work_di
         return {"failed": f"{type(e).__name__}: {_first_line(e)}"}
     seconds = time.perf_counter() - t0
 
-    if name == "datasource":
+    if name in ("datasource", EXACTLY_ONCE):
         s = spark_sink.read_summaries(path)[-1]
         count, errors = s["rows"], s["errors"]
+        if name == EXACTLY_ONCE and (s.get("aborted") or s.get("delivery_guarantee") != "exactly_once"):
+            return {"failed": f"summary: aborted={s.get('aborted')}, "
+                              f"delivery_guarantee={s.get('delivery_guarantee')}"}
     elif name == CONFLUENT:
         count, errors = delivered.value, 0
     elif name == NOOP:
@@ -368,6 +389,11 @@ def broker_section(title: str, args, names, results, wall: float) -> list[str]:
         avail = statistics.median(2 * r["seconds"] / r["rows"] * 1e6 for r in rs)
         lines.append(f"| {MEASUREMENTS[name][0]} ({name}) | {per['jvm']:.2f} | {per['workers']:.2f} "
                      f"| {per['broker']:.2f} | {total:.2f} | {avail:.2f} | {total / avail:.2f} |")
+    if EXACTLY_ONCE in names and "datasource" in names:
+        lines += ["", "The cost of transactions: the data source with `delivery.guarantee=exactly_once` "
+                      "against `at_least_once` (its default), same rounds:", "",
+                  *ratio_table([(EXACTLY_ONCE, "datasource")], results,
+                               lambda n: f"{MEASUREMENTS[n][0]} ({n})", "rows/s")]
     ds = med.get("datasource")
     lines += ["", "Targets (data source):"]
     for label, base, target in (("the no-op Arrow writer", floor, 0.8), ("the confluent-kafka loop", ref, 10.0),
@@ -386,7 +412,9 @@ def report(args, sections: list[str], broker_lines: list[str], wall, spark, load
         "# Spark -> Kafka throughput",
         "",
         f"`python bench/spark_e2e.py --broker {args.broker} --rows {args.rows} --partitions {args.partitions} "
-        f"--rounds {args.rounds} --spark-partitions {args.spark_partitions}` — "
+        f"--rounds {args.rounds} --spark-partitions {args.spark_partitions}"
+        f"{' --only ' + args.only if args.only else ''}{' --committed' if args.committed else ''}{' --alternate' if args.alternate else ''}"
+        f"{f' --warmup-rows {args.warmup_rows}' if args.warmup_rows != WARMUP_ROWS else ''}` — "
         f"{time.strftime('%Y-%m-%d %H:%M')}, whole run {wall:.0f} s.",
         "",
         f"{args.rows:,} rows generated by Spark (16-byte key, 100-byte value) in {args.spark_partitions} "
@@ -415,7 +443,7 @@ def report(args, sections: list[str], broker_lines: list[str], wall, spark, load
         "nothing else: its kafka-clients' defaults (kafka-clients 3.9 with Spark 4.2: acks=all, idempotence "
         "on, linger.ms 0, batch.size 16 KiB). Spark caches its producers per configuration between tasks "
         "and jobs and flushes at each task's end; a failed record fails the task.",
-        f"- Warm-up: on each broker, every measurement once with {WARMUP_ROWS:,} rows before round 1 (JIT, "
+        f"- Warm-up: on each broker, every measurement once with {args.warmup_rows:,} rows before round 1 (JIT, "
         "Python workers of both the Arrow and the Row path, producer connections).",
         "- Apache Kafka keeps the data: after each Kafka writer's measurement the topic's records are "
         "counted from its offsets (at least the rows must be there) and the topic is deleted. Broker CPU "
@@ -451,13 +479,16 @@ def run_broker(kind: str, broker, args, names, spark, df, warm_df, work_dir) -> 
         r["broker_cpu"] = r["cpu"]["broker"]
         if writes_kafka and name != NOOP:
             if "failed" not in r:
+                # --committed: what a read_committed consumer reads, exactly the rows; else offsets
+                count = committed_records if args.committed else stored_records
                 try:
-                    held = stored_records(broker.bootstrap, topic, args.partitions)
+                    held = count(broker.bootstrap, topic, args.partitions)
                 except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
                     held = None
                     r["failed"] = f"could not count the topic's records: {type(e).__name__}: {e}"
-                if held is not None and held < rows:
-                    r["failed"] = f"topic holds {held} of {rows} rows"
+                if held is not None and (held < rows or (args.committed and held != rows)):
+                    what = "committed" if args.committed else "holds"
+                    r["failed"] = f"topic {what} {held} of {rows} rows"
             try:
                 broker.delete_topic(topic)
             except Exception as e:  # noqa: BLE001 - a topic left over costs disk only
@@ -465,11 +496,11 @@ def run_broker(kind: str, broker, args, names, spark, df, warm_df, work_dir) -> 
         return r
 
     for name in names:
-        r = one(name, warm_df, WARMUP_ROWS, f"spark-warmup-{name}".replace("_", "-"))
+        r = one(name, warm_df, args.warmup_rows, f"spark-warmup-{name}".replace("_", "-"))
         msg = r["failed"] if "failed" in r else f"{r['seconds']:.2f}s"
         print(f"{kind} warm-up {name:<20} {msg}", flush=True)
     for rnd in range(1, args.rounds + 1):
-        for name in names:
+        for name in round_order(names, rnd, args.alternate):
             r = one(name, df, args.rows, f"spark-{name}-r{rnd}".replace("_", "-"))
             results[name].append(r)
             msg = r["failed"] if "failed" in r else f"{r['rate']:>12,.0f} rows/s  {r['seconds']:.2f}s"
@@ -486,6 +517,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--spark-partitions", type=int, default=2, help="partitions of the DataFrame (tasks)")
     ap.add_argument("--kafka-heap-mb", type=int, default=1536, help="Apache Kafka broker's JVM heap")
+    ap.add_argument("--committed", action="store_true",
+                    help="on Apache Kafka, count each topic with a read_committed consumer (exactly the "
+                         "rows) instead of from its offsets (at least the rows)")
+    ap.add_argument("--warmup-rows", type=int, default=WARMUP_ROWS,
+                    help="rows of each measurement's warm-up pass before round 1")
+    ap.add_argument("--alternate", action="store_true",
+                    help="run the measurements in reverse order in even rounds")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "spark.md"))
     ap.add_argument("--only", default="", help="comma-separated measurement names: " + ",".join(MEASUREMENTS))
     args = ap.parse_args(argv)
@@ -514,7 +552,7 @@ def main(argv=None) -> int:
             spark_sink.register(spark)
             spark.dataSource.register(NoopArrowSource)
             df = make_frame(spark, args.rows, args.spark_partitions, pad)
-            warm_df = make_frame(spark, WARMUP_ROWS, args.spark_partitions, pad)
+            warm_df = make_frame(spark, args.warmup_rows, args.spark_partitions, pad)
             runs, broker_lines = each_broker(
                 kinds, args,
                 lambda kind, broker: run_broker(kind, broker, args, names, spark, df, warm_df, work_dir))
