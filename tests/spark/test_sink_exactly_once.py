@@ -240,3 +240,23 @@ def test_streaming_driver_failure_around_the_commit_writes_no_row_twice(spark, k
     # the replayed batch 1 wrote its rows again, and they were aborted
     assert len(read_all(kafka_broker.bootstrap, topic, 2, "read_uncommitted")) > \
         len(read_all(kafka_broker.bootstrap, topic, 2, "read_committed"))
+
+
+def test_batch_writer_exactly_once_micro_batches(spark, kafka_broker, tmp_path):
+    """foreachBatch through batch_writer(delivery_guarantee="exactly_once"): each micro-batch is a
+    batch write with its batch id, committed by the driver and recorded in the log directory."""
+    topic = _topic(kafka_broker, 2)
+    ckpt = tmp_path / "ckpt"
+    log_dir = tmp_path / "txnlog"
+    sdf = (spark.readStream.format("rate").option("rowsPerSecond", 1000).option("numPartitions", 2)
+           .load().selectExpr("cast(cast(value AS string) AS binary) AS value"))
+    q = (sdf.writeStream.foreachBatch(spark_sink.batch_writer(
+            topic=topic, bootstrap_servers=kafka_broker.bootstrap, delivery_guarantee="exactly_once",
+            transactional_id_prefix=unique_name("eo"), transaction_log_path=str(log_dir)))
+         .option("checkpointLocation", str(ckpt)).trigger(processingTime="700 milliseconds").start())
+    _run_until(q, ckpt, 3)
+    rows = _expect_each_row_once(kafka_broker, topic)
+    assert rows > 0
+    entries = [json.loads((log_dir / f).read_text()) for f in os.listdir(log_dir) if f.endswith(".json")]
+    assert entries and all(e["state"] == "committed" for e in entries)
+    assert {e["batch_id"] for e in entries} <= _committed_batches(ckpt) | {max(_committed_batches(ckpt)) + 1}
