@@ -10,7 +10,6 @@ too long, then run the completion handlers — after the I/O, with no lock held.
 from __future__ import annotations
 
 import abc
-import copy
 import errno
 import logging
 import os
@@ -21,7 +20,7 @@ import ssl
 import time
 from collections import deque
 from enum import Enum
-from typing import Any, Callable
+from typing import Callable
 
 from . import __version__
 from ._core.transport import FrameReader, SendQueue, drain
@@ -241,10 +240,6 @@ class NetworkClient:
         if conn is None or conn.state is not State.DISCONNECTED:
             return 0 if conn is None else self.request_timeout_ms
         return max(conn.next_attempt_ms - now, 0)
-
-    def is_connecting(self, node_id: int) -> bool:
-        conn = self.connections.get(node_id)
-        return conn is not None and conn.state in (State.CONNECTING, State.HANDSHAKE)
 
     def _connect(self, conn: Connection, now: int) -> None:
         addr = self._address(conn.node_id)
@@ -887,42 +882,3 @@ class NetworkClient:
                     callback(body, error)
                 except Exception:  # a handler bug must not stop the I/O loop
                     log.exception("request completion handler raised")
-
-    # -- blocking helper (admin requests, tests) --------------------------------------------
-    def request(self, api_key: int, body_for_version, *, node_id: int | None = None,
-                timeout_ms: int | None = None, min_version: int = 0):
-        """Send one request and poll until its response arrives (seed 000's ``client.poll(future)``).
-        ``body_for_version`` is a dict or a callable(version) -> dict. Returns (node_id, version, body)."""
-        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = self.clock() + timeout_ms
-        result: dict[str, Any] = {}
-        stale = self.metadata.fatal_error
-        while True:
-            now = self.clock()
-            fatal = self.metadata.fatal_error
-            if fatal is not None and fatal is not stale:   # (see Admin._send)
-                raise copy.copy(fatal)   # a fresh instance with the error's attributes
-            if now >= deadline:
-                unreachable = self.metadata.describe_connection_errors()
-                raise RequestTimedOutError(
-                    f"{ApiKey(api_key).name} request got no answer within {timeout_ms} ms"
-                    + (f" (last error: {result['error']})" if result.get("error") else "")
-                    + (f": {unreachable}" if unreachable else ""))
-            node = node_id if node_id is not None else self.least_loaded_node(now)
-            if node is not None and self.ready(node, now):
-                version = self.api_version(node, api_key)
-                body = body_for_version(version) if callable(body_for_version) else body_for_version
-                done: dict[str, Any] = {}
-                req = self.send(node, api_key, body, now,
-                                lambda b, e: done.update(body=b, error=e), min_version=min_version)
-                while not done and self.clock() < deadline:
-                    self.poll(min(100, max(deadline - self.clock(), 0)))
-                if not done:
-                    continue
-                if done["error"] is not None:
-                    result["error"] = done["error"]
-                    if not getattr(done["error"], "retriable", False):
-                        raise done["error"]
-                    continue
-                return node, req.version, done["body"]
-            self.poll(min(50, max(deadline - now, 0)))
