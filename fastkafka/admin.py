@@ -28,6 +28,7 @@ from .config import ProducerConfig, canonical_name
 from .errors import (ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_class_for_code,
                      error_for_code)
 from .network import NetworkClient, now_ms
+from .network import State as ConnState
 from .protocol import ApiKey
 
 EARLIEST = -2
@@ -411,10 +412,31 @@ class Admin:
                     return lookup if lookup.is_done() else _failed(KafkaTimeoutError(
                         f"no coordinator found for transactional id {transactional_id!r}"))
                 coordinator["node"] = lookup.value
+            if not self._reachable(coordinator["node"], deadline):
+                # The coordinator's node does not take connections (it died, and FindCoordinator
+                # still names it until the controller fences it): look it up again rather than
+                # spend the whole deadline connecting to a dead node.
+                node = coordinator.pop("node")
+                return _failed(NetworkError(f"coordinator {node} of transactional id "
+                                            f"{transactional_id!r} unreachable"))
             fut = self._send(api_key, body, coordinator["node"], deadline).compose(result)
             fut.add_listener(lambda _value: None, forget)
             return fut
         return self._run(make, timeout_ms, fatal=_TXN_FATAL)
+
+    def _reachable(self, node: int, deadline: int) -> bool:
+        """Poll until ``node`` is ready (True) or a connection attempt to it has failed (False);
+        True at the deadline (``_send`` then reports the timeout)."""
+        while True:
+            now = now_ms()
+            if self._client.ready(node, now):
+                return True
+            conn = self._client.connections.get(node)
+            if conn is not None and conn.state is ConnState.DISCONNECTED and conn.failures > 0:
+                return False
+            if now >= deadline:
+                return True
+            self._client.poll(min(50, deadline - now), now)
 
     def _end_transaction(self, prepared, committed: bool, timeout_ms):
         body = {"transactional_id": prepared.transactional_id, "producer_id": prepared.producer_id,

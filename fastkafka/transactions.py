@@ -49,6 +49,7 @@ from enum import Enum
 from .backoff import Backoff
 from .errors import (InvalidBrokerResponseError, KafkaError, KafkaTimeoutError,
                      TransactionAbortableError, TransactionAbortedError, error_for_code)
+from .network import State as ConnState
 from .protocol import ApiKey
 
 log = logging.getLogger("fastkafka")
@@ -343,10 +344,23 @@ class TransactionManager:
             if auth_error is not None:
                 self._failed(req, auth_error, now)
                 return 0
-            if client.connections.get(node) is None:   # not in the metadata (any more)
+            conn = client.connections.get(node)
+            if conn is None:   # not in the metadata (any more)
                 self._coordinators.pop(req.coordinator, None)
                 self.sender.metadata.request_update()
                 return self.config.retry_backoff_ms
+            if conn.state is ConnState.DISCONNECTED and conn.failures > 0:
+                # The coordinator cannot be reached (its node died): look it up again, after a
+                # backoff, as the Java client does. Without this every attempt went to the dead
+                # node until its metadata entry vanished -- which never happens while the
+                # connection object exists, so the transaction could never end.
+                log.debug("coordinator %s of %s unreachable: looking it up again", node, req.coordinator)
+                self._coordinators.pop(req.coordinator, None)
+                self.sender.metadata.request_update()
+                self.stats["txn_retries"] += 1
+                delay = self._backoff.failed()
+                self._retry_at = now + delay
+                return delay
             return max(client.connection_delay(node, now), 1)
         try:
             client.send(node, req.api_key, self._body(req), now,

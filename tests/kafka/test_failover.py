@@ -17,6 +17,14 @@ are the values sent), in send order within each partition, at the partition and 
 RecordMetadata named, with no error on any future or callback, and that ``close`` returned in time.
 The producer's retries and epoch bumps, the longest gap between consecutive delivery completions and
 the close time are printed (``-s``) and not asserted on.
+
+The ``test_txn_*`` tests do the same to transactional producers (the cluster's transaction state
+topic has replication factor 3 and min.isr 2, so a transaction coordinator can move): the
+coordinator is SIGKILLed inside an open transaction, or between ``prepare_transaction()`` and
+``Admin.commit_transaction()``, or the leader of a partition being written in a transaction is; the
+commit must succeed within a bound and confluent-kafka, reading with ``isolation.level=
+read_committed``, must see every committed record exactly once and no aborted one
+(``read_uncommitted`` as the control). Each restarts the killed node and waits for a full ISR.
 """
 from __future__ import annotations
 
@@ -27,7 +35,7 @@ import time
 
 import pytest
 
-from brokers import read_back, unique_name
+from brokers import read_all, read_back, unique_name
 from fastkafka import Producer
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
@@ -397,3 +405,266 @@ def test_leader_move_reassign_and_preferred_election(cluster, stream_factory, tm
     time.sleep(2.0)
     s.stop_and_close()
     _verify(cluster, s, "leader-move")
+
+
+# -- transactions across node kills ------------------------------------------------------------------
+#
+# The cluster's transaction state topic has replication factor 3 and min.isr 2 (KafkaCluster's
+# settings for three nodes), so when the node leading a transactional id's partition of it (the
+# transaction coordinator) dies, another node takes the partition over, loads the transaction's state
+# and answers for it. Every test reads the topic back with confluent-kafka under read_committed (what
+# must be visible, each record once) and under read_uncommitted as the control that shows what the
+# brokers hold, aborted records included.
+
+TXN_PARTS = 3
+TXN_CONF = dict(linger_ms=5, retry_backoff_ms=50, request_timeout_ms=10_000, max_block_ms=60_000,
+                delivery_timeout_ms=90_000, transaction_timeout_ms=120_000)
+TXN_COMMIT_BOUND = 30.0     # seconds from the kill to a finished commit
+
+
+class _ProducerLog:
+    """The "fastkafka" logger at DEBUG into a list while the test runs (evidence on failure)."""
+
+    def __init__(self):
+        self.tail = _LogTail()
+        self.logger = logging.getLogger("fastkafka")
+
+    def __enter__(self):
+        self._old = self.logger.level
+        self.logger.addHandler(self.tail)
+        self.logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.tail)
+        self.logger.setLevel(self._old)
+
+    def last(self, n: int = 40) -> str:
+        return "\n".join(self.tail.lines[-n:])
+
+
+def _coordinator(kc, transactional_id: str) -> int:
+    with kc.admin() as admin:
+        return admin.find_coordinator(transactional_id, 1, timeout_ms=30_000)
+
+
+def _txn_topic(kc, partitions: int = TXN_PARTS) -> str:
+    name = unique_name("txnfail")
+    kc.create_topic(name, partitions, replication_factor=3)
+    return name
+
+
+def _restart(kc, node_id: int, topics) -> None:
+    kc.start_node(node_id)
+    _wait_full_isr(kc, topics=set(topics))
+
+
+def _txn_values(tag: str, n: int) -> list[bytes]:
+    return [b"%s-%06d" % (tag.encode(), i) for i in range(n)]
+
+
+def _send_all(producer, topic: str, values, partitions: int = TXN_PARTS) -> list:
+    return [producer.send(topic, v, partition=i % partitions) for i, v in enumerate(values)]
+
+
+def _assert_exactly(got, want, what: str) -> None:
+    """``got`` (values read) holds every value of ``want`` exactly once and nothing else."""
+    seen: dict = {}
+    for v in got:
+        seen[v] = seen.get(v, 0) + 1
+    dups = sorted(v for v, c in seen.items() if c > 1)
+    missing = sorted(set(want) - set(seen))
+    extra = sorted(set(seen) - set(want))
+    assert not (dups or missing or extra), (
+        f"{what}: {len(got)} read, {len(want)} expected; {len(dups)} duplicated {dups[:5]}, "
+        f"{len(missing)} missing {missing[:5]}, {len(extra)} unexpected {extra[:5]}")
+
+
+def test_txn_kill_coordinator_in_open_transaction_then_commit(cluster):
+    """SIGKILL the transaction coordinator while a transaction is open (its records sent and
+    acknowledged): commit_transaction() finds the new coordinator and commits within the bound;
+    every record of the transaction is visible exactly once, those of a transaction aborted before
+    the kill never are; the producer goes on with another transaction afterwards."""
+    topic = _txn_topic(cluster)
+    tid = unique_name("txn-coord")
+    aborted, committed, after = _txn_values("aborted", 90), _txn_values("committed", 300), \
+        _txn_values("after", 30)
+    victim = None
+    with _ProducerLog() as plog:
+        p = Producer(bootstrap_servers=cluster.bootstrap, transactional_id=tid, **TXN_CONF)
+        try:
+            p.init_transactions(60)
+            p.begin_transaction()
+            _send_all(p, topic, aborted)
+            assert p.flush(30) == 0
+            p.abort_transaction(30)
+
+            p.begin_transaction()
+            futs = _send_all(p, topic, committed)
+            assert p.flush(30) == 0
+            assert all(f.exception(0) is None for f in futs), [f.exception(0) for f in futs][:3]
+            victim = _coordinator(cluster, tid)
+            lookups = p.metrics()["txn_coordinator_lookups"]
+            print(f"\n  SIGKILL node {victim} (transaction coordinator of {tid})", flush=True)
+            cluster.kill(victim)
+            t0 = time.monotonic()
+            try:
+                p.commit_transaction(TXN_COMMIT_BOUND + 30)
+            except Exception as e:
+                raise AssertionError(f"commit after the coordinator's kill failed after "
+                                     f"{time.monotonic() - t0:.1f}s: {e!r}\n{p.metrics()}\n"
+                                     f"producer log (tail):\n{plog.last()}") from e
+            took = time.monotonic() - t0
+            m = p.metrics()
+            new = _coordinator(cluster, tid)
+            print(f"  committed {took:.2f}s after the kill; coordinator now node {new}; "
+                  f"lookups {lookups} -> {m['txn_coordinator_lookups']}, txn retries "
+                  f"{m['txn_retries']}", flush=True)
+            assert took <= TXN_COMMIT_BOUND, f"commit took {took:.1f}s (bound {TXN_COMMIT_BOUND}s)"
+            assert new != victim
+            assert m["txn_coordinator_lookups"] > lookups, "the coordinator was never looked up again"
+            assert p.transaction_state == "READY"
+
+            # The producer lives on: one more transaction, committed with the victim back.
+            _restart(cluster, victim, [topic])
+            p.begin_transaction()
+            _send_all(p, topic, after)
+            p.commit_transaction(60)
+        finally:
+            p.close(10)
+    got = read_all(cluster.bootstrap, topic, TXN_PARTS, "read_committed", timeout=60)
+    _assert_exactly(got, committed + after, "read_committed")
+    raw = read_all(cluster.bootstrap, topic, TXN_PARTS, "read_uncommitted", timeout=60)
+    _assert_exactly(raw, aborted + committed + after, "read_uncommitted (control)")
+
+
+def test_txn_kill_coordinator_between_prepare_and_admin_commit(cluster):
+    """Two-phase commit across a coordinator kill: a producer prepares its transaction and goes
+    away; the coordinator is SIGKILLed; a new Admin commits the prepared transaction through the
+    new coordinator within the bound; committing it again (a retry after a crash) succeeds and
+    changes nothing."""
+    from fastkafka.admin import Admin
+
+    topic = _txn_topic(cluster)
+    tid = unique_name("txn-2pc")
+    values = _txn_values("prepared", 240)
+    with _ProducerLog() as plog:
+        p = Producer(bootstrap_servers=cluster.bootstrap, transactional_id=tid, **TXN_CONF)
+        try:
+            p.init_transactions(60)
+            p.begin_transaction()
+            futs = _send_all(p, topic, values)
+            prepared = p.prepare_transaction(60)
+            assert prepared is not None and prepared.transactional_id == tid
+            assert all(f.exception(0) is None for f in futs)
+        finally:
+            p.close(10)   # a prepared transaction stays open
+        raw = read_all(cluster.bootstrap, topic, TXN_PARTS, "read_uncommitted", timeout=60)
+        _assert_exactly(raw, values, "read_uncommitted before the commit (control)")
+
+        victim = _coordinator(cluster, tid)
+        print(f"\n  SIGKILL node {victim} (transaction coordinator of {tid})", flush=True)
+        cluster.kill(victim)
+        t0 = time.monotonic()
+        with Admin(bootstrap_servers=cluster.bootstrap, retry_backoff_ms=50,
+                   request_timeout_ms=10_000) as admin:
+            try:
+                admin.commit_transaction(prepared, timeout_ms=int((TXN_COMMIT_BOUND + 30) * 1000))
+            except Exception as e:
+                raise AssertionError(f"Admin.commit_transaction after the coordinator's kill failed "
+                                     f"after {time.monotonic() - t0:.1f}s: {e!r}\n"
+                                     f"log (tail):\n{plog.last()}") from e
+            took = time.monotonic() - t0
+            new = admin.find_coordinator(tid, 1, timeout_ms=30_000)
+            print(f"  committed from a new Admin {took:.2f}s after the kill; coordinator now node "
+                  f"{new}", flush=True)
+            assert took <= TXN_COMMIT_BOUND, f"commit took {took:.1f}s (bound {TXN_COMMIT_BOUND}s)"
+            assert new != victim
+            admin.commit_transaction(prepared, timeout_ms=30_000)   # retried: idempotent
+
+    got = read_all(cluster.bootstrap, topic, TXN_PARTS, "read_committed", timeout=60)
+    _assert_exactly(got, values, "read_committed")
+    _restart(cluster, victim, [topic])
+    # Once more with every node up, from yet another Admin: still a no-op success.
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        admin.commit_transaction(prepared, timeout_ms=30_000)
+    got = read_all(cluster.bootstrap, topic, TXN_PARTS, "read_committed", timeout=60)
+    _assert_exactly(got, values, "read_committed after the victim's restart and a third commit")
+    raw = read_all(cluster.bootstrap, topic, TXN_PARTS, "read_uncommitted", timeout=60)
+    _assert_exactly(raw, values, "read_uncommitted (no record written twice)")
+
+
+def test_txn_kill_partition_leader_mid_transaction(cluster):
+    """SIGKILL the leader of a partition (not the transaction coordinator) while a transaction
+    streams records to it: the records are retried to the new leader, the commit succeeds, and
+    read_committed shows every record exactly once, in send order within each partition."""
+    nparts = 6
+    topic = _txn_topic(cluster, nparts)
+    tid = unique_name("txn-leader")
+    coordinator = _coordinator(cluster, tid)
+    leaders = {pi.partition: pi.leader for pi in cluster.partitions(topic)}
+    candidates = sorted(p for p, leader in leaders.items() if leader != coordinator)
+    assert candidates, f"every partition is led by the coordinator {coordinator}: {leaders}"
+    victim = leaders[candidates[0]]
+    sent: list[tuple[int, bytes]] = []
+    futs = []
+    with _ProducerLog() as plog:
+        p = Producer(bootstrap_servers=cluster.bootstrap, transactional_id=tid, **TXN_CONF)
+        try:
+            p.init_transactions(60)
+            p.begin_transaction()
+            t0 = time.monotonic()
+            killed_at = moved_at = None
+            seq = 0
+            while True:
+                now = time.monotonic() - t0
+                for _ in range(10):        # about 1,000 records a second over every partition
+                    part = seq % nparts
+                    v = b"leader-%07d" % seq
+                    futs.append(p.send(topic, v, partition=part))
+                    sent.append((part, v))
+                    seq += 1
+                if killed_at is None and now >= 1.5:
+                    print(f"\n  [{now:6.2f}s] SIGKILL node {victim} (leader of partitions "
+                          f"{[q for q, l in leaders.items() if l == victim]}; coordinator is "
+                          f"{coordinator})", flush=True)
+                    cluster.kill(victim)
+                    killed_at = now
+                if killed_at is not None and moved_at is None and now - killed_at > 1.0 and \
+                        not any(pi.leader in (victim, -1) for pi in cluster.partitions(topic)):
+                    moved_at = now
+                    print(f"  [{now:6.2f}s] no partition led by node {victim} any more", flush=True)
+                if moved_at is not None and now - moved_at >= 2.0:
+                    break
+                assert killed_at is None or now - killed_at < 60, "leadership never left the victim"
+                time.sleep(0.01)
+            tc = time.monotonic()
+            try:
+                p.commit_transaction(60)
+            except Exception as e:
+                raise AssertionError(f"commit failed: {e!r}\n{p.metrics()}\n"
+                                     f"producer log (tail):\n{plog.last()}") from e
+            m = p.metrics()
+            print(f"  {len(sent)} records committed in {time.monotonic() - tc:.2f}s; retries "
+                  f"{m['retries']}, errors {m['errors']}, epoch bumps {m['epoch_bumps']}", flush=True)
+            assert m["retries"] > 0, "no batch was retried: nothing was in flight to the killed leader"
+        finally:
+            p.close(10)
+    errors = [(i, f.exception(0)) for i, f in enumerate(futs) if f.exception(0) is not None]
+    assert not errors, f"{len(errors)} records failed, first {errors[:3]}"
+    wrong = [(i, f.get(0).partition, sent[i][0]) for i, f in enumerate(futs)
+             if f.get(0).partition != sent[i][0]]
+    assert not wrong, f"records delivered to other partitions than asked: {wrong[:5]}"
+    _restart(cluster, victim, [topic])
+
+    want = [v for _, v in sent]
+    got = read_all(cluster.bootstrap, topic, nparts, "read_committed", timeout=60)
+    _assert_exactly(got, want, "read_committed")
+    # read_all orders by (partition, offset): each partition's values must be in send order.
+    by_part: dict[int, list[bytes]] = {}
+    for part, v in sent:
+        by_part.setdefault(part, []).append(v)
+    assert got == [v for q in range(nparts) for v in by_part.get(q, [])], \
+        "read_committed: records out of send order within a partition"
+    raw = read_all(cluster.bootstrap, topic, nparts, "read_uncommitted", timeout=60)
+    _assert_exactly(raw, want, "read_uncommitted (no record written twice, even aborted)")
