@@ -616,6 +616,19 @@ def committed_records(bootstrap: str, topic: str, partitions: int, timeout: floa
     return count
 
 
+def run_child(cmd: list[str], timeout: float) -> dict:
+    """Run one measurement's child process (from the repository root) and return the JSON of its
+    ``RESULT `` line, or ``{"failed": why}`` when it printed none or ran past ``timeout`` seconds."""
+    try:
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"timed out after {timeout:.0f}s"}
+    line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        return {"failed": f"exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}"}
+    return json.loads(line[7:])
+
+
 def round_order(names: list[str], rnd: int, alternate: bool) -> list[str]:
     """The order of round ``rnd`` (from 1): ``names``, or with ``alternate`` reversed in every
     even round, so that no measurement always runs first (or right after the same one)."""
@@ -638,15 +651,7 @@ def run_rounds(kind: str, broker, args, names: list[str], java_warmup: int,
                    "--records", str(args.records), "--slow-records", str(args.slow_records),
                    "--size", str(args.size), "--partitions", str(args.partitions),
                    "--java-warmup", str(java_warmup)]
-            try:
-                cp = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
-                line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
-                if line is None:
-                    r = {"failed": f"exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}"}
-                else:
-                    r = json.loads(line[7:])
-            except subprocess.TimeoutExpired:
-                r = {"failed": f"timed out after {args.timeout:.0f}s"}
+            r = run_child(cmd, args.timeout)
             if "failed" not in r:
                 bad = r["delivered"] != r["records"] or r.get("errors", 0)
                 r["rate"] = r["records"] / r["seconds"]

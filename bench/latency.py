@@ -1,0 +1,451 @@
+"""Per-record delivery latency and CPU per record: fastkafka against confluent-kafka at paced rates,
+with the application thread busy or idle, on Apache Kafka and on tansu.
+
+    python bench/latency.py [--broker kafka|tansu|both] [--rates 20000,200000] [--apps busy,idle]
+                            [--seconds 5] [--warmup 1] [--size 100] [--partitions 6] [--rounds 3]
+                            [--tick-us 1000] [--broker-warmup 3] [--out bench/results/latency.md]
+
+Latency of a record = the time its completion callback runs − the time just before its send call,
+both from ``time.perf_counter_ns()`` (CLOCK_MONOTONIC) in the same process: the send time on the
+application thread, the completion time inside the callback. Producers: linger 5 ms, acks=all,
+idempotent, ``--size``-byte values (no key), a ``--partitions``-partition topic, fresh per
+measurement.
+
+- fastkafka: ``Producer(linger_ms=5)`` (acks=all and idempotence are its defaults),
+  ``produce(topic, value, on_delivery=cb)``; the callback runs on the producer's I/O thread.
+- confluent-kafka: ``produce(topic, value, on_delivery=cb)`` with ``acks=all``,
+  ``enable.idempotence=true``, ``linger.ms=5``; its callbacks run only inside ``poll()``, served as
+  confluent applications do: ``poll(0)`` after every burst, and, when idle, ``poll(remaining)`` as
+  the way to wait for the next burst (it returns early to run callbacks; it takes whole
+  milliseconds, so the last fraction of a millisecond is slept).
+
+Each record's callback is its own ``functools.partial`` carrying the send time (the same for both
+clients).
+
+Pacing: records go out in bursts, one every ``--tick-us`` µs (1 ms: 20 records per burst at 20k/s,
+200 at 200k/s). A burst sends every record due by its start (``rate × elapsed − sent``), so a late
+burst catches up and the achieved rate stays the asked one as long as the client keeps up; the
+achieved rate (records / (last send − first send)) is reported. Between bursts the application
+thread is either
+
+- busy: a pure-Python loop (arithmetic, holding the GIL as a serialising application does) until
+  the next tick; the interpreter's switch interval is left at its default;
+- idle: asleep until the next tick (``time.sleep``; confluent-kafka: ``poll(remaining)``).
+
+Each broker first takes ``--broker-warmup`` seconds of unmeasured records (fastkafka, idle, the
+highest rate), so that its JIT and caches are not charged to the first round. A measurement runs
+``--warmup`` seconds of paced records whose latencies are dropped, then
+``--seconds`` measured, then ``flush()``. Every record's callback must have run without error (or
+the measurement is FAILED); on Apache Kafka the topic must then hold every record sent.
+
+CPU per record: the producer process's CPU time (``resource.getrusage(RUSAGE_SELF)``, user +
+system, every thread of the process: the application thread, fastkafka's I/O thread or
+librdkafka's threads) from the start of the measured records to ``flush()`` returning, divided by
+the measured records. It is taken from the idle runs (application asleep between bursts, a
+completion callback per record), so it is the client's cost plus the pacing loop and the
+latency-recording callback, which both clients pay alike.
+
+Every measurement runs in its own child process (fresh interpreter) against a fresh topic; the
+measurements are interleaved round-robin for ``--rounds`` rounds (in reverse order in even rounds).
+Tables report medians over rounds; the p99 and CPU ratios against confluent-kafka are medians of
+the per-round ratios (both clients measured in the same round on the same broker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import resource
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import e2e  # noqa: E402
+
+CLIENTS = {"fk": "fastkafka", "ck": "confluent-kafka"}
+APPS = {"busy": "busy (Python loop between bursts)", "idle": "idle (asleep between bursts)"}
+LINGER_MS = e2e.LINGER_MS
+P50_SLACK_MS = 1.5  # the issue's target: p50 <= linger_ms + 1.5 ms with the application busy
+KEPT_UP = 0.98      # a client whose median achieved rate is below this share of the paced rate fell behind
+
+
+# ------------------------------------------------------------------------------------ pure helpers
+def percentile(sorted_values, q: float):
+    """Nearest-rank percentile ``q`` (0 < q <= 100) of an ascending sequence: the smallest value
+    with at least q % of the values at or below it."""
+    n = len(sorted_values)
+    if n == 0:
+        raise ValueError("no values")
+    if not 0 < q <= 100:
+        raise ValueError(f"percentile {q} outside (0, 100]")
+    k = max(1, math.ceil(q / 100.0 * n - 1e-9))
+    return sorted_values[k - 1]
+
+
+def summarize(latencies_ns) -> dict:
+    """p50 / p99 / p99.9 / max of latencies in ns, in ms."""
+    s = sorted(latencies_ns)
+    return {"p50": percentile(s, 50) / 1e6, "p99": percentile(s, 99) / 1e6,
+            "p999": percentile(s, 99.9) / 1e6, "max": s[-1] / 1e6, "count": len(s)}
+
+
+def due(rate: float, elapsed_ns: int, sent: int) -> int:
+    """Records to send now to be on schedule: ``rate`` records/s over ``elapsed_ns`` since the
+    start, ``sent`` sent so far (never negative)."""
+    return max(0, int(rate * elapsed_ns / 1e9) - sent)
+
+
+def burn_until(deadline_ns: int, clock=time.perf_counter_ns) -> int:
+    """The busy application: a pure-Python loop (arithmetic, holding the GIL) until ``clock()``
+    reaches ``deadline_ns``. Returns the loop's iterations."""
+    i = x = 0
+    while clock() < deadline_ns:
+        for j in range(50):  # work between clock reads, as serialising code does
+            x = (x * 31 + j) & 0xFFFF
+        i += 1
+    return i
+
+
+def paced_run(send, rate: float, seconds: float, tick_ns: int, wait, clock=time.perf_counter_ns):
+    """Call ``send(i, now_ns)`` at ``rate`` per second for ``seconds``, in bursts every ``tick_ns``:
+    each burst sends what is due (``due``), then ``wait(next_tick_ns)`` until the next one (which
+    burns, sleeps or polls). Returns (records sent, first send ns, last send ns)."""
+    start = clock()
+    end = start + int(seconds * 1e9)
+    total = int(rate * seconds)
+    sent = 0
+    first = last = start
+    tick = start
+    while sent < total:
+        now = clock()
+        n = min(due(rate, now - start, sent), total - sent)
+        for _ in range(n):
+            t = clock()
+            if sent == 0:
+                first = t
+            send(sent, t)
+            last = t
+            sent += 1
+        tick += tick_ns
+        if tick < now:  # behind: the next burst at once, catching up through due()
+            tick = now
+        if sent < total:
+            wait(min(tick, end))
+    return sent, first, last
+
+
+def sleep_until(deadline_ns: int, clock=time.perf_counter_ns) -> None:
+    left = deadline_ns - clock()
+    if left > 0:
+        time.sleep(left / 1e9)
+
+
+# ------------------------------------------------------------------------------------ child
+def run_child(client: str, app: str, rate: float, bootstrap: str, topic: str, args) -> dict:
+    values = e2e.make_values(1024, args.size)
+    nvals = len(values)
+    clock = time.perf_counter_ns
+    lat: list[int] = []
+    errors = [0]
+    done = [0]
+
+    def measured(t_send, err, _msg):
+        lat.append(clock() - t_send)
+        done[0] += 1
+        if err is not None:
+            errors[0] += 1
+
+    def warm(_t, err, _msg):
+        done[0] += 1
+        if err is not None:
+            errors[0] += 1
+
+    tick_ns = int(args.tick_us * 1000)
+    if client == "fk":
+        from fastkafka import Producer
+
+        p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS)
+        p.send(topic, b"warm-up").get(timeout=30)
+        produce = p.produce
+        poll = None
+    else:
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": LINGER_MS, "acks": "all",
+                      "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000})
+        p.list_topics(topic, timeout=30)
+        p.produce(topic, b"warm-up")
+        if p.flush(30) != 0:
+            raise RuntimeError("warm-up record not delivered")
+        produce = p.produce
+        poll = p.poll
+
+    if app == "busy":
+        if poll is None:
+            wait = burn_until
+        else:
+            def wait(deadline):
+                poll(0)
+                burn_until(deadline)
+    else:
+        if poll is None:
+            wait = sleep_until
+        else:
+            def wait(deadline):
+                poll(0)
+                while True:  # poll() takes whole milliseconds (less is 0: no wait)
+                    ms = (deadline - clock()) // 1_000_000
+                    if ms <= 0:
+                        break
+                    poll(ms / 1000)
+                sleep_until(deadline)
+
+    def sender(cb):
+        def send(i, t):
+            produce(topic, values[i % nvals], on_delivery=functools.partial(cb, t))
+        return send
+
+    if args.warmup > 0:
+        paced_run(sender(warm), rate, args.warmup, tick_ns, wait)
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    sent, first, last = paced_run(sender(measured), rate, args.seconds, tick_ns, wait)
+    remaining = p.flush(120)
+    if poll is not None:
+        remaining = len(p)
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    if client == "fk":
+        p.close()
+    r = {"sent": sent, "completed": len(lat), "errors": errors[0], "undelivered": remaining,
+         "achieved": (sent - 1) / ((last - first) / 1e9) if last > first else 0.0,
+         "cpu_s": cpu, "cpu_us_per_record": cpu / sent * 1e6 if sent else None,
+         "total_sent": sent + int(rate * args.warmup) + 1}
+    if lat:
+        r.update(summarize(lat))
+    return r
+
+
+# ------------------------------------------------------------------------------------ parent
+def names_for(rates: list[int], apps: list[str]) -> list[tuple[str, str, int]]:
+    """(client, app, rate) of every measurement, rate by rate, app by app, confluent-kafka next to
+    fastkafka."""
+    return [(c, a, r) for r in rates for a in apps for c in CLIENTS]
+
+
+def key(client: str, app: str, rate: int) -> str:
+    return f"{client}-{app}-{rate}"
+
+
+def run_rounds(kind: str, broker, args, names) -> dict[str, list[dict]]:
+    results: dict[str, list[dict]] = {key(*n): [] for n in names}
+    if args.broker_warmup > 0:  # the broker's JIT and page cache, before any measured round
+        topic = "lat-broker-warmup"
+        broker.create_topic(topic, args.partitions)
+        r = e2e.run_child([sys.executable, os.path.abspath(__file__), "--_child", "fk", "idle",
+                           str(max(n[2] for n in names)), broker.bootstrap, topic, "--seconds",
+                           str(args.broker_warmup), "--warmup", "0", "--size", str(args.size)], args.timeout)
+        print(f"{kind} broker warm-up: {r.get('failed') or 'done'}", flush=True)
+        if kind == "kafka":
+            try:
+                broker.delete_topic(topic)
+            except Exception:  # noqa: BLE001 - a topic left over costs disk only
+                pass
+    for rnd in range(1, args.rounds + 1):
+        for client, app, rate in e2e.round_order(names, rnd, True):
+            k = key(client, app, rate)
+            topic = f"lat-{k}-r{rnd}"
+            broker.create_topic(topic, args.partitions)
+            cmd = [sys.executable, os.path.abspath(__file__), "--_child", client, app, str(rate),
+                   broker.bootstrap, topic, "--seconds", str(args.seconds), "--warmup", str(args.warmup),
+                   "--size", str(args.size), "--tick-us", str(args.tick_us)]
+            r = e2e.run_child(cmd, args.timeout)
+            if "failed" not in r:
+                if r["errors"] or r["undelivered"] or r["completed"] != r["sent"]:
+                    r["failed"] = (f"{r['completed']} of {r['sent']} callbacks, errors {r['errors']}, "
+                                   f"undelivered {r['undelivered']}")
+                elif kind == "kafka":
+                    try:
+                        held = e2e.stored_records(broker.bootstrap, topic, args.partitions)
+                    except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
+                        held = f"unknown ({type(e).__name__}: {e})"
+                    if not isinstance(held, int) or held < r["total_sent"]:
+                        r["failed"] = f"topic holds {held} records, {r['total_sent']} sent"
+            if kind == "kafka":
+                try:
+                    broker.delete_topic(topic)
+                except Exception as e:  # noqa: BLE001 - a topic left over costs disk only
+                    print(f"  (could not delete {topic}: {e})", flush=True)
+            results[k].append(r)
+            msg = r["failed"] if "failed" in r else (
+                f"achieved {r['achieved']:>9,.0f}/s  p50 {r['p50']:6.2f}  p99 {r['p99']:6.2f}  "
+                f"p99.9 {r['p999']:6.2f}  max {r['max']:7.2f} ms  cpu {r['cpu_us_per_record']:.2f} us/rec")
+            print(f"{kind} round {rnd} {k:<16} {msg}", flush=True)
+    return results
+
+
+def med(rs: list[dict], field: str) -> float | None:
+    """Median of ``field`` over the rounds, None when any round failed."""
+    if not rs or any("failed" in r for r in rs):
+        return None
+    return statistics.median(r[field] for r in rs)
+
+
+def per_round_ratio(a: list[dict], b: list[dict], field: str) -> float | None:
+    """Median over rounds of a's ``field`` / b's (the two ran in the same round); None when a
+    round of either failed."""
+    per = [ra[field] / rb[field] for ra, rb in zip(a, b)
+           if "failed" not in ra and "failed" not in rb and rb[field]]
+    return statistics.median(per) if per and len(per) == len(a) == len(b) else None
+
+
+def fmt(x: float | None, spec: str = ".2f") -> str:
+    return "FAILED" if x is None else format(x, spec)
+
+
+def latency_table(results: dict[str, list[dict]], rates: list[int], apps: list[str]) -> list[str]:
+    lines = ["| paced rate | application thread | client | achieved rec/s | p50 ms | p99 ms | p99.9 ms "
+             "| max ms | p99 / confluent p99 | rounds p50 / p99 ms |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for rate in rates:
+        for app in apps:
+            ref = results[key("ck", app, rate)]
+            for c, cname in CLIENTS.items():
+                rs = results[key(c, app, rate)]
+                rounds = ", ".join("FAILED" if "failed" in r else f"{r['p50']:.1f} / {r['p99']:.1f}"
+                                   for r in rs)
+                ratio = per_round_ratio(rs, ref, "p99") if c != "ck" else 1.0
+                name = f"**{cname}**" if c == "fk" else cname
+                lines.append(f"| {rate:,} | {APPS[app]} | {name} | {fmt(med(rs, 'achieved'), ',.0f')} "
+                             f"| {fmt(med(rs, 'p50'))} | {fmt(med(rs, 'p99'))} | {fmt(med(rs, 'p999'))} "
+                             f"| {fmt(med(rs, 'max'))} | {fmt(ratio)} | {rounds} |")
+    return lines
+
+
+def cpu_table(results: dict[str, list[dict]], rates: list[int]) -> list[str]:
+    lines = ["| paced rate | fastkafka µs/record | confluent-kafka µs/record | ratio (median of per-round) "
+             "| per round fastkafka / confluent-kafka µs |", "|---:|---:|---:|---:|---|"]
+    for rate in rates:
+        fk, ck = results[key("fk", "idle", rate)], results[key("ck", "idle", rate)]
+        rounds = ", ".join("FAILED" if "failed" in a or "failed" in b else
+                           f"{a['cpu_us_per_record']:.2f} / {b['cpu_us_per_record']:.2f}"
+                           for a, b in zip(fk, ck))
+        lines.append(f"| {rate:,} | {fmt(med(fk, 'cpu_us_per_record'))} | {fmt(med(ck, 'cpu_us_per_record'))} "
+                     f"| {fmt(per_round_ratio(fk, ck, 'cpu_us_per_record'))} | {rounds} |")
+    return lines
+
+
+def verdicts(results: dict[str, list[dict]], rates: list[int], apps: list[str]) -> list[str]:
+    """The issue's targets, met or not, from this broker's medians."""
+    out = []
+    limit = LINGER_MS + P50_SLACK_MS
+    for rate in rates:
+        if "busy" in apps:
+            fk, ck = results[key("fk", "busy", rate)], results[key("ck", "busy", rate)]
+            p50 = med(fk, "p50")
+            r99 = per_round_ratio(fk, ck, "p99")
+            behind = [f"{CLIENTS[c]} achieved {fmt(med(rs, 'achieved'), ',.0f')} rec/s"
+                      for c, rs in (("fk", fk), ("ck", ck))
+                      if med(rs, "achieved") is not None and med(rs, "achieved") < KEPT_UP * rate]
+            note = (f" (not at the paced rate: {', '.join(behind)}, so its latency includes records "
+                    "queued behind the application)") if behind else ""
+            out.append(f"- {rate:,} rec/s, application busy: fastkafka p50 {fmt(p50)} ms against ≤ "
+                       f"{limit:.1f} ms: {'n/a' if p50 is None else ('met' if p50 <= limit else 'not met')}; "
+                       f"p99 {fmt(r99)}× confluent-kafka's against ≤ 1: "
+                       f"{'n/a' if r99 is None else ('met' if r99 <= 1 else 'not met')}{note}.")
+        if "idle" in apps:
+            c = per_round_ratio(results[key("fk", "idle", rate)], results[key("ck", "idle", rate)],
+                                "cpu_us_per_record")
+            out.append(f"- {rate:,} rec/s, CPU per record: {fmt(c)}× confluent-kafka's against ≤ 0.5: "
+                       f"{'n/a' if c is None else ('met' if c <= 0.5 else 'not met')}.")
+    return out
+
+
+def section(title: str, results, rates, apps, args, wall: float) -> list[str]:
+    lines = [f"## {title}", "", f"{args.rounds} interleaved rounds, {wall:.0f} s.", "",
+             "Delivery latency (callback time − send time), medians over rounds:", "",
+             *latency_table(results, rates, apps), ""]
+    if "idle" in apps:
+        lines += ["CPU per record (the producer process, application idle, a callback per record):", "",
+                  *cpu_table(results, rates), ""]
+    lines += ["Targets:", "", *verdicts(results, rates, apps), ""]
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--broker", choices=("kafka", "tansu", "both"), default="both")
+    ap.add_argument("--rates", default="20000,200000", help="comma-separated paced rates, records/s")
+    ap.add_argument("--apps", default="busy,idle", help="comma-separated: busy, idle")
+    ap.add_argument("--seconds", type=float, default=5.0, help="measured seconds per measurement")
+    ap.add_argument("--warmup", type=float, default=1.0, help="paced seconds before, not measured")
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--broker-warmup", type=float, default=3.0,
+                    help="seconds of unmeasured records (fastkafka, idle, highest rate) per broker first")
+    ap.add_argument("--tick-us", type=float, default=1000.0, help="µs between bursts")
+    ap.add_argument("--kafka-heap-mb", type=int, default=1536, help="Apache Kafka broker's JVM heap")
+    ap.add_argument("--timeout", type=float, default=180.0, help="per-measurement limit, seconds")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "latency.md"))
+    ap.add_argument("--_child", nargs=5, metavar=("CLIENT", "APP", "RATE", "BOOTSTRAP", "TOPIC"),
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args._child:
+        client, app, rate, bootstrap, topic = args._child
+        r = run_child(client, app, float(rate), bootstrap, topic, args)
+        print("RESULT " + json.dumps(r), flush=True)
+        return 0
+
+    rates = [int(x) for x in args.rates.split(",") if x.strip()]
+    apps = [a.strip() for a in args.apps.split(",") if a.strip()]
+    for a in apps:
+        if a not in APPS:
+            raise SystemExit(f"unknown application state {a!r}; choose from {', '.join(APPS)}")
+    names = names_for(rates, apps)
+    kinds = list(e2e.BROKERS) if args.broker == "both" else [args.broker]
+    wall0 = time.monotonic()
+    load0 = os.getloadavg()[0]
+    runs, broker_lines = e2e.each_broker(kinds, args, lambda kind, broker: run_rounds(kind, broker, args, names))
+    sections: list[str] = []
+    for title, results, seconds in runs:
+        sections += section(title, results, rates, apps, args, seconds)
+    wall = time.monotonic() - wall0
+    lines = [
+        "# Delivery latency and CPU per record",
+        "",
+        f"`python bench/latency.py --broker {args.broker} --rates {args.rates} --apps {args.apps} "
+        f"--seconds {args.seconds:g} --warmup {args.warmup:g} --size {args.size} --partitions "
+        f"{args.partitions} --rounds {args.rounds} --tick-us {args.tick_us:g} --broker-warmup "
+        f"{args.broker_warmup:g}` — "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, whole run {wall:.0f} s.",
+        "",
+        f"{args.size}-byte values, linger {LINGER_MS} ms, acks=all, idempotent, {args.partitions} "
+        f"partitions; bursts every {args.tick_us:g} µs; {args.warmup:g} s warm-up then {args.seconds:g} s "
+        "measured per measurement, each in its own process. Latency = completion callback time − "
+        "send time (perf_counter_ns). confluent-kafka's callbacks run in `poll()`: `poll(0)` after "
+        "each burst, and `poll(remaining)` as its wait when idle. See the docstring of "
+        "bench/latency.py for the method.",
+        "",
+        "Noise: a 2-core machine shared with the broker and other work; compare the clients by the "
+        "ratios within one broker's section (same rounds).",
+        "",
+        *sections,
+        "Machine:",
+        *e2e.machine_info(broker_lines),
+        e2e.load_line(load0),
+        "",
+    ]
+    e2e.emit("\n".join(lines), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
