@@ -279,22 +279,28 @@ def run_confluent(bootstrap: str, topic: str, values: list, acks: str,
     chunks = [values[i:i + 10_000] for i in range(0, n, 10_000)]
     t0 = time.perf_counter()
     for chunk in chunks:
-        for v in chunk:
-            try:
-                produce(topic, v)
-            except BufferError:
-                while True:
-                    poll(0.01)
-                    try:
-                        produce(topic, v)
-                        break
-                    except BufferError:
-                        pass
-        poll(0)
+        _ck_produce_chunk(produce, poll, topic, chunk)
     remaining = p.flush(120)
     elapsed = time.perf_counter() - t0
     return {"seconds": elapsed, "delivered": n - remaining - failed[0], "errors": failed[0],
             "undelivered": remaining}
+
+
+def _ck_produce_chunk(produce, poll, topic: str, chunk: list) -> None:
+    """confluent-kafka's produce() over ``chunk``, serving delivery reports (poll) while its queue
+    is full (BufferError), then once at the end: how a confluent-kafka application loops."""
+    for v in chunk:
+        try:
+            produce(topic, v)
+        except BufferError:
+            while True:
+                poll(0.01)
+                try:
+                    produce(topic, v)
+                    break
+                except BufferError:
+                    pass
+    poll(0)
 
 
 def run_confluent_txn(bootstrap: str, topic: str, values: list) -> dict:
@@ -323,18 +329,7 @@ def run_confluent_txn(bootstrap: str, topic: str, values: list) -> dict:
     for start in range(0, n, TXN_RECORDS):
         p.begin_transaction()
         for i in range(start, min(start + TXN_RECORDS, n), 10_000):
-            for v in values[i:i + 10_000]:
-                try:
-                    produce(topic, v)
-                except BufferError:
-                    while True:
-                        poll(0.01)
-                        try:
-                            produce(topic, v)
-                            break
-                        except BufferError:
-                            pass
-            poll(0)
+            _ck_produce_chunk(produce, poll, topic, values[i:i + 10_000])
         p.commit_transaction(120)
     elapsed = time.perf_counter() - t0
     remaining = p.flush(30)
