@@ -8,8 +8,10 @@
     sdf.writeStream.foreachBatch(spark_sink.batch_writer(topic="events",
                                                          bootstrap_servers="host:9092")).start()
 
-Delivery is at-least-once: every task flushes before it returns and raises (so Spark retries it) if
-any of its records failed or is still undelivered. See README.md, "Spark sink".
+Delivery is at-least-once by default: every task flushes before it returns and raises (so Spark
+retries it) if any of its records failed or is still undelivered. The data source (and
+``batch_writer``) can also write exactly once, in Kafka transactions the driver commits
+(``delivery.guarantee=exactly_once``, :mod:`spark_sink.exactly_once`). See README.md, "Spark sink".
 """
 
 from __future__ import annotations
