@@ -592,10 +592,10 @@ class TransactionManager:
                     f"InitProducerId answered producer id {body['producer_id']} epoch "
                     f"{body['producer_epoch']} without an error")
             self.sender.idem.set_producer_id(body["producer_id"], body["producer_epoch"])
-            self._done_request(req)
-            with self.lock:
+            with self.lock:   # the state first: init_transactions() returns once the result is set
                 if self.state is State.INITIALIZING:
                     self._set_state(State.READY)
+            self._done_request(req)
             return None
         if kind == "add_offsets":
             self.started = True

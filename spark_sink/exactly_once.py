@@ -45,6 +45,7 @@ import time
 from typing import Iterable
 
 from fastkafka.admin import _ADMIN_KEYS, Admin
+from fastkafka.config import ProducerConfig
 from fastkafka.errors import ConfigError, KafkaError
 from fastkafka.transactions import PreparedTransaction
 
@@ -172,7 +173,8 @@ class TransactionCommitter:
         """Take over the transactional ids of these (partition, attempt) pairs: a transaction one
         of them left open is aborted, and that attempt can write no more."""
         prefix = self.settings.transactional_id_prefix
-        timeout = dict(settings_items(self.settings)).get("transaction_timeout_ms", 60_000)
+        # parsed as the tasks' producers parse it (Spark options arrive as strings)
+        timeout = ProducerConfig(dict(settings_items(self.settings))).transaction_timeout_ms
         for p, a in sorted(set(attempts)):
             admin.fence_transactional_id(transactional_id(prefix, p, a), timeout)
 
