@@ -199,47 +199,53 @@ def _expect_each_row_once(broker, topic):
     return len(committed)
 
 
-def test_streaming_task_failure_every_row_exactly_once(spark, kafka_broker, tmp_path):
-    topic = _topic(kafka_broker, 2)
+@pytest.mark.parametrize("broker_fixture", TXN_BROKERS, ids=["kafka", "noida"])
+def test_streaming_task_failure_every_row_exactly_once(spark, request, broker_fixture, tmp_path):
+    broker = request.getfixturevalue(broker_fixture)
+    topic = _topic(broker, 2)
     ckpt = tmp_path / "ckpt"
     summary = tmp_path / "summary.jsonl"
-    _run_until(_stream(spark, kafka_broker, topic, unique_name("eo"), ckpt, fail_value=1500,
+    _run_until(_stream(spark, broker, topic, unique_name("eo"), ckpt, fail_value=1500,
                        summary=summary), ckpt, 4)
-    assert _expect_each_row_once(kafka_broker, topic) > 1500
+    assert _expect_each_row_once(broker, topic) > 1500
     # the micro-batch holding row 1500 was committed from a retried task
     reports = [r for line in spark_sink.read_summaries(str(summary)) for r in line["reports"]]
     assert any(r["attempt"] == 1 for r in reports)
 
 
-@pytest.mark.parametrize("crash", ["after_commit", "after_log", "after_first_commit"])
-def test_streaming_driver_failure_around_the_commit_writes_no_row_twice(spark, kafka_broker, tmp_path,
-                                                                         crash):
+@pytest.mark.parametrize("broker_fixture,crash", [
+    ("kafka_broker", "after_commit"), ("kafka_broker", "after_log"),
+    ("kafka_broker", "after_first_commit"), ("noida_broker", "after_log")],
+    ids=["kafka-after_commit", "kafka-after_log", "kafka-after_first_commit", "noida-after_log"])
+def test_streaming_driver_failure_around_the_commit_writes_no_row_twice(spark, request, broker_fixture,
+                                                                         tmp_path, crash):
     """The driver fails at batch 1 after committing to Kafka (or after recording the commit, or
     half-way through it) and before Spark records the batch; the query restarts from its
     checkpoint and replays batch 1. No row twice, none missing."""
-    topic = _topic(kafka_broker, 2)
+    broker = request.getfixturevalue(broker_fixture)
+    topic = _topic(broker, 2)
     ckpt = tmp_path / "ckpt"
     prefix = unique_name("eo")
-    q = _stream(spark, kafka_broker, topic, prefix, ckpt, crash=f"{crash}@1")
+    q = _stream(spark, broker, topic, prefix, ckpt, crash=f"{crash}@1")
     deadline = time.monotonic() + 90
     while q.isActive and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not q.isActive and "test crash" in str(q.exception())
     assert _committed_batches(ckpt) == {0}          # Spark did not record batch 1
-    before = len(read_all(kafka_broker.bootstrap, topic, 2, "read_committed"))
+    before = len(read_all(broker.bootstrap, topic, 2, "read_committed"))
     log_dir = ckpt / "fastkafka-transactions"
     state = json.loads((log_dir / "1.json").read_text())["state"]
     assert state == ("committed" if crash == "after_commit" else "committing")
     if crash != "after_commit":   # nothing (after_log) or part (after_first_commit) is visible yet
-        assert len(read_all(kafka_broker.bootstrap, topic, 2, "read_committed")) < \
-            len(read_all(kafka_broker.bootstrap, topic, 2, "read_uncommitted"))
+        assert len(read_all(broker.bootstrap, topic, 2, "read_committed")) < \
+            len(read_all(broker.bootstrap, topic, 2, "read_uncommitted"))
 
-    _run_until(_stream(spark, kafka_broker, topic, prefix, ckpt), ckpt, 4)
+    _run_until(_stream(spark, broker, topic, prefix, ckpt), ckpt, 4)
     assert json.loads((log_dir / "1.json").read_text())["state"] == "committed"
-    assert _expect_each_row_once(kafka_broker, topic) > before
+    assert _expect_each_row_once(broker, topic) > before
     # the replayed batch 1 wrote its rows again, and they were aborted
-    assert len(read_all(kafka_broker.bootstrap, topic, 2, "read_uncommitted")) > \
-        len(read_all(kafka_broker.bootstrap, topic, 2, "read_committed"))
+    assert len(read_all(broker.bootstrap, topic, 2, "read_uncommitted")) > \
+        len(read_all(broker.bootstrap, topic, 2, "read_committed"))
 
 
 def test_batch_writer_exactly_once_micro_batches(spark, kafka_broker, tmp_path):
