@@ -868,14 +868,15 @@ def main(argv=None) -> int:
         "machine the broker needs about one core at these rates, so every client shares the other core "
         "(and its own threads) with it.",
         "",
-        "Machine:",
-        *machine_info(broker_lines),
+        *machine_section(broker_lines, load0, [java_line()] if uses_java else []),
     ]
-    if uses_java:
-        lines.append(java_line())
-    lines += [load_line(load0), ""]
     emit("\n".join(lines), args.out)
     return 0
+
+
+def machine_section(broker_lines: list[str], load_at_start: float, extra: list[str] = ()) -> list[str]:
+    """The "Machine:" footer of every results file: versions, brokers, ``extra`` lines, load."""
+    return ["Machine:", *machine_info(broker_lines), *extra, load_line(load_at_start), ""]
 
 
 def emit(text: str, out: str | None) -> None:

@@ -438,10 +438,7 @@ def main(argv=None) -> int:
         "ratios within one broker's section (same rounds).",
         "",
         *sections,
-        "Machine:",
-        *e2e.machine_info(broker_lines),
-        e2e.load_line(load0),
-        "",
+        *e2e.machine_section(broker_lines, load0),
     ]
     e2e.emit("\n".join(lines), args.out)
     return 0

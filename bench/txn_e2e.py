@@ -100,10 +100,7 @@ def main(argv=None) -> int:
         "rounds (in reverse order in even rounds); every topic read back with read_committed and counted exactly.",
         "",
         *section(results, args, seconds, title),
-        "Machine:",
-        *e2e.machine_info(broker_lines),
-        e2e.load_line(load0),
-        "",
+        *e2e.machine_section(broker_lines, load0),
     ]
     e2e.emit("\n".join(lines), args.out)
     return 0

@@ -57,8 +57,8 @@ def finish_write(settings, messages, batch_id: int, aborted: bool) -> None:
             failed = [(m.report.partition_id, a) for m in messages if isinstance(m, TaskCommit)
                       for a in range(m.report.attempt)]
             outcome = committer.commit(_prepared(messages), batch_id, failed)
-    summarize(settings, messages, None if batch_id < 0 and settings.batch_id < 0 else batch_id,
-              aborted, replay=outcome == "replay")
+    summarize(settings, messages, None if batch_id < 0 else batch_id, aborted,
+              replay=outcome == "replay")
 
 
 def summarize(settings, messages, batch_id: int | None = None, aborted: bool = False,

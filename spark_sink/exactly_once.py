@@ -147,7 +147,7 @@ class TransactionCommitter:
         self.log = CommitLog(settings.transaction_log_path) if settings.transaction_log_path else None
 
     def _admin(self) -> Admin:
-        given = {k: v for k, v in settings_items(self.settings) if k in _ADMIN_KEYS}
+        given = {k: v for k, v in self.settings.producer_kwargs().items() if k in _ADMIN_KEYS}
         return Admin(given)
 
     def _finish(self, admin: Admin, prepared: list, commit: bool) -> None:
@@ -174,7 +174,7 @@ class TransactionCommitter:
         of them left open is aborted, and that attempt can write no more."""
         prefix = self.settings.transactional_id_prefix
         # parsed as the tasks' producers parse it (Spark options arrive as strings)
-        timeout = ProducerConfig(dict(settings_items(self.settings))).transaction_timeout_ms
+        timeout = ProducerConfig(self.settings.producer_kwargs()).transaction_timeout_ms
         for p, a in sorted(set(attempts)):
             admin.fence_transactional_id(transactional_id(prefix, p, a), timeout)
 
@@ -267,7 +267,3 @@ class TransactionCommitter:
                 os.remove(marker)
             return False
         return os.path.exists(marker)
-
-
-def settings_items(settings) -> list:
-    return list(settings.producer_config)

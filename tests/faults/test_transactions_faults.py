@@ -65,6 +65,15 @@ def one_transaction(p, n=30, topic="t", partitions=3, prefix=b"v"):
     return futs
 
 
+def in_transaction(make):
+    """A new producer with its transaction begun and ``one_transaction``'s records sent."""
+    p = make()
+    p.init_transactions()
+    p.begin_transaction()
+    one_transaction(p)
+    return p
+
+
 def test_commit_happy_path_on_the_mock(mc, make):
     p = make()
     p.init_transactions()
@@ -103,10 +112,7 @@ def test_concurrent_transactions_on_add_partitions_and_end_txn_retried(mc, make)
 
 @pytest.mark.parametrize("code", [NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE])
 def test_coordinator_errors_look_the_coordinator_up_again(mc, make, code):
-    p = make()
-    p.init_transactions()
-    p.begin_transaction()
-    one_transaction(p)
+    p = in_transaction(make)
     p.flush(10)
     lookups = count(mc, ApiKeys.FIND_COORDINATOR)
     mc.push_request_errors(ApiKeys.END_TXN, [code, code])
@@ -184,10 +190,7 @@ def assert_fatal(p, error_type):
 
 @pytest.mark.parametrize("code", [PRODUCER_FENCED, INVALID_PRODUCER_EPOCH])
 def test_fenced_on_end_txn_is_fatal(mc, make, code):
-    p = make()
-    p.init_transactions()
-    p.begin_transaction()
-    one_transaction(p)
+    p = in_transaction(make)
     mc.push_request_errors(ApiKeys.END_TXN, [code])
     with pytest.raises(ProducerFencedError):
         p.commit_transaction()

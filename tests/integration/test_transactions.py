@@ -86,6 +86,13 @@ def send_all(p, tpc, values):
     return [p.send(t, value=v, partition=i % parts) for i, v in enumerate(values)]
 
 
+def each_raises(error_type, *calls) -> None:
+    """Every one of ``calls`` raises ``error_type``."""
+    for call in calls:
+        with pytest.raises(error_type):
+            call()
+
+
 def test_commit_and_abort_several_partitions_two_topics(txn_broker):
     a, b = topic(txn_broker, 3), topic(txn_broker, 2)
     with txn_producer(txn_broker) as p:
@@ -149,12 +156,8 @@ def test_fencing_by_a_second_producer(txn_broker):
             p1.commit_transaction()
         assert p1.transaction_state == "FATAL_ERROR"
         # Fatal: every later call raises it too.
-        with pytest.raises(ProducerFencedError):
-            p1.send(t, value=b"x", partition=0)
-        with pytest.raises(ProducerFencedError):
-            p1.abort_transaction()
-        with pytest.raises(ProducerFencedError):
-            p1.begin_transaction()
+        each_raises(ProducerFencedError, lambda: p1.send(t, value=b"x", partition=0),
+                    p1.abort_transaction, p1.begin_transaction)
 
         p2.commit_transaction()
     finally:
@@ -179,12 +182,8 @@ def test_abort_after_a_record_fails_at_the_broker(txn_broker):
             big.get(timeout=30)
         assert ei.value.code == 10, ei.value          # MESSAGE_TOO_LARGE, from the broker
         assert p.transaction_state == "ABORTABLE_ERROR"
-        with pytest.raises(TransactionAbortableError):
-            p.send(small, value=b"after-failure", partition=0)
-        with pytest.raises(TransactionAbortableError):
-            p.commit_transaction()
-        with pytest.raises(TransactionAbortableError):
-            p.prepare_transaction()
+        each_raises(TransactionAbortableError, lambda: p.send(small, value=b"after-failure", partition=0),
+                    p.commit_transaction, p.prepare_transaction)
         p.abort_transaction()
         assert p.transaction_state == "READY"
 
