@@ -70,10 +70,10 @@ class State(Enum):
 
 class InFlightRequest:
     __slots__ = ("correlation_id", "api_key", "version", "expect_response", "created_ms",
-                 "callback", "node_id", "internal")
+                 "callback", "node_id", "internal", "codec")
 
     def __init__(self, correlation_id, api_key, version, expect_response, created_ms, callback,
-                 node_id, internal=False):
+                 node_id, internal=False, codec=None):
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
@@ -82,6 +82,10 @@ class InFlightRequest:
         self.callback = callback          # callback(body or None, error or None)
         self.node_id = node_id
         self.internal = internal          # handshake requests are allowed before READY
+        # None: the generic schema codec (fastkafka.protocol); otherwise an object with
+        # encode(version, correlation_id, client_id, body) -> frame buffers and
+        # decode(version, frame) -> body (a compiled codec of one API, e.g. Produce).
+        self.codec = codec
 
     def __repr__(self):
         return (f"InFlightRequest(node={self.node_id}, api={ApiKey(self.api_key).name}, "
@@ -464,7 +468,10 @@ class NetworkClient:
         return self._correlation
 
     def _enqueue(self, conn: Connection, req: InFlightRequest, body: dict, now: int) -> None:
-        frame = encode_request(req.api_key, req.version, req.correlation_id, self.client_id, body)
+        if req.codec is None:
+            frame = encode_request(req.api_key, req.version, req.correlation_id, self.client_id, body)
+        else:
+            frame = req.codec.encode(req.version, req.correlation_id, self.client_id, body)
         if req.expect_response:
             conn.in_flight.append(req)
             conn.send_queue.push(frame, None)
@@ -481,9 +488,11 @@ class NetworkClient:
         self._enqueue(conn, req, body, now)
 
     def send(self, node_id: int, api_key: int, body: dict, now: int, callback, *,
-             expect_response: bool = True, min_version: int = 0, max_version: int | None = None) -> InFlightRequest:
+             expect_response: bool = True, min_version: int = 0, max_version: int | None = None,
+             codec=None) -> InFlightRequest:
         """Queue a request to a READY node. ``callback(body, error)`` runs from ``poll``.
-        The version is the highest both sides support within [min_version, max_version]."""
+        The version is the highest both sides support within [min_version, max_version].
+        ``codec`` replaces the generic schema codec for this request (see InFlightRequest)."""
         conn = self.connections.get(node_id)
         if conn is None or conn.state is not State.READY:
             raise NetworkError(f"node {node_id} is not ready")
@@ -500,7 +509,7 @@ class NetworkClient:
                 f"this client needs {max(min_version, SUPPORTED_VERSIONS[ApiKey(api_key)][0])}"
                 f"..{SUPPORTED_VERSIONS[ApiKey(api_key)][1]}")
         req = InFlightRequest(self._next_correlation_id(), int(api_key), version, expect_response,
-                              now, callback, node_id)
+                              now, callback, node_id, codec=codec)
         self._enqueue(conn, req, body, now)
         return req
 
@@ -796,6 +805,8 @@ class NetworkClient:
                     _, body = decode_response(req.api_key, 0, frame)
                 except CorruptFrameError:
                     body = {"error_code": UNSUPPORTED_VERSION, "api_keys": []}
+            elif req.codec is not None:
+                body = req.codec.decode(req.version, frame)
             else:
                 _, body = decode_response(req.api_key, req.version, frame)
         except KafkaError as e:
@@ -803,7 +814,8 @@ class NetworkClient:
             self._close(conn, now, e)
             return False
         self.stats["responses"] += 1
-        throttle = body.get("throttle_time_ms", 0) if isinstance(body, dict) else 0
+        throttle = (body.get("throttle_time_ms", 0) if isinstance(body, dict)
+                    else getattr(body, "throttle_time_ms", 0))
         if isinstance(throttle, int) and throttle > 0:
             # KIP-219: the broker answered at once but asks for no new request on this
             # connection for throttle_time_ms; answers to requests in flight are still read.
