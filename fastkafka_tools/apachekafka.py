@@ -10,11 +10,11 @@ The reference broker of fastkafka's tests, demo (``--broker kafka``) and benchma
         kc.kill(kc.leader_of("events", 0))     # SIGKILL a node; kc.start_node(n) brings it back
 
 The jars come from Maven Central through Maven (``mvn``): ``ensure_jars()`` runs
-``dependency:copy-dependencies`` on the small poms in ``fastkafka/_rig`` once per version into a cache
+``dependency:copy-dependencies`` on the small poms in ``fastkafka_tools/rig`` once per version into a cache
 outside the work tree (``$FASTKAFKA_CACHE``, else ``$XDG_CACHE_HOME/fastkafka``, else
 ``~/.cache/fastkafka``). The version is ``FASTKAFKA_KAFKA_VERSION`` (default :data:`DEFAULT_VERSION`;
 3.9.x works too). Each node's storage is formatted with ``kafka.tools.StorageTool`` under one random
-cluster id, and its log goes to ``<node dir>/server.log`` at WARN (``fastkafka/_rig/log4j2.xml``).
+cluster id, and its log goes to ``<node dir>/server.log`` at WARN (``fastkafka_tools/rig/log4j2.xml``).
 Nodes are started in their own session and stopped by pid: SIGTERM, then SIGKILL after a grace period;
 ``kill()`` is an immediate SIGKILL. Every node still running is stopped at interpreter exit.
 
@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 
-from ._localbroker import LocalBrokerError, api_versions_probe, free_port
+from .localbroker import LocalBrokerError, api_versions_probe, free_port
 
 __all__ = ["KafkaCluster", "KafkaNode", "KafkaRigError", "ensure_jars", "kafka_version",
            "DEFAULT_VERSION", "VERIFIED_VERSIONS", "java_command"]
@@ -46,7 +46,7 @@ VERIFIED_VERSIONS = ("4.4.0", "3.9.1")
 # a newer broker the tools (and the Java producer they run) are this release.
 TOOLS_VERSION = "4.3.1"
 
-RIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_rig")
+RIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rig")
 LOG4J2_CONFIG = os.path.join(RIG_DIR, "log4j2.xml")
 
 _live: "weakref.WeakSet[KafkaNode]" = weakref.WeakSet()
@@ -125,7 +125,7 @@ def _tools_version(version: str) -> str:
     return version if major < (4, 4) else TOOLS_VERSION
 
 
-# part -> (cache folder, Maven properties for fastkafka/_rig/<part>-pom.xml), given the version asked for.
+# part -> (cache folder, Maven properties for fastkafka_tools/rig/<part>-pom.xml), given the version asked for.
 _PARTS = {
     "broker": lambda v: (os.path.join(f"kafka-{v}", "broker"), [f"-Dkafka.version={v}"]),
     # The tools run on the Java client of their own release: kafka-tools 4.3.1 on a 4.4 client fails
@@ -312,7 +312,7 @@ class KafkaCluster:
     broker settings (for example security listeners). ``jit="full"`` lets the JVM compile fully
     (benchmarks); the default C1-only mode starts quicker and uses less CPU (tests).
 
-    It offers the interface of :class:`fastkafka._localbroker.LocalBroker` (``bootstrap``,
+    It offers the interface of :class:`fastkafka_tools.localbroker.LocalBroker` (``bootstrap``,
     ``running``, ``create_topic``, ``delete_topic``, ``stop``, ``last_output``), so the same fixtures
     and tools drive either.
     """
@@ -465,7 +465,7 @@ class KafkaCluster:
             self.nodes[i].wait_answering(deadline)
         # Answering ApiVersions is not enough: a broker is usable once the controller registered
         # and unfenced it, which metadata shows.
-        from .errors import KafkaError
+        from fastkafka.errors import KafkaError
 
         want = set(node_ids)
         last: Exception | None = None
@@ -485,7 +485,7 @@ class KafkaCluster:
 
     # -- admin helpers -----------------------------------------------------------------------------
     def admin(self, via: int | None = None):
-        from .admin import Admin
+        from fastkafka.admin import Admin
 
         if via is not None:
             servers = self.nodes[via].address
@@ -497,7 +497,7 @@ class KafkaCluster:
                      config: dict | None = None, timeout: float = 30.0) -> None:
         """CreateTopics through fastkafka's Admin, then wait until every partition has a leader and
         (with replication) a full ISR."""
-        from .errors import KafkaError
+        from fastkafka.errors import KafkaError
 
         rf = replication_factor or min(len(self.nodes), 3)
         with self.admin() as admin:
@@ -571,10 +571,10 @@ def _stop_all() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fastkafka._apachekafka fetch [VERSION...]``: fetch the jars (setup does this)."""
+    """``python -m fastkafka_tools.apachekafka fetch [VERSION...]``: fetch the jars (setup does this)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m fastkafka._apachekafka")
+    ap = argparse.ArgumentParser(prog="python -m fastkafka_tools.apachekafka")
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch", help="fetch Apache Kafka's broker (and tools) jars with Maven")
     f.add_argument("versions", nargs="*", help=f"default: $FASTKAFKA_KAFKA_VERSION or {DEFAULT_VERSION}")

@@ -323,7 +323,7 @@ class LocalBroker:
             raise LocalBrokerError("broker not running")
         if partitions < 1:
             raise ValueError("partitions must be >= 1")
-        from .errors import KafkaError
+        from fastkafka.errors import KafkaError
 
         timeout_ms = int(timeout * 1000)
         with self._admin() as admin:
@@ -335,12 +335,12 @@ class LocalBroker:
             self._wait_for_partitions(admin, name, partitions, timeout)
 
     def _admin(self):
-        from .admin import Admin
+        from fastkafka.admin import Admin
 
         return Admin(bootstrap_servers=self.bootstrap, client_id="fastkafka-localbroker")
 
     def _wait_for_partitions(self, admin, name: str, partitions: int, timeout: float) -> None:
-        from .errors import KafkaError
+        from fastkafka.errors import KafkaError
 
         deadline = time.monotonic() + timeout
         seen = None

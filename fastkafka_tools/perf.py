@@ -18,7 +18,7 @@ import threading
 import time
 from array import array
 
-from .errors import KafkaError
+from fastkafka.errors import KafkaError
 
 
 class Stats:
@@ -148,10 +148,9 @@ def parse_props(items: list[str]) -> dict:
 
 
 def run(args, out=sys.stdout) -> dict:
-    from .admin import Admin
-    from .producer import Producer
-
-    from .config import ProducerConfig
+    from fastkafka.admin import Admin
+    from fastkafka.config import ProducerConfig
+    from fastkafka.producer import Producer
 
     props = parse_props(args.producer_props)
     # Validate the producer settings before starting a broker for nothing.
@@ -160,7 +159,7 @@ def run(args, out=sys.stdout) -> dict:
     broker = None
     bootstrap = args.bootstrap_servers
     if not bootstrap:
-        from ._localbroker import LocalBroker
+        from .localbroker import LocalBroker
         broker = LocalBroker(kind=args.broker, storage="null" if args.broker == "tansu" and args.discard else "memory")
         broker.start()
         bootstrap = broker.bootstrap

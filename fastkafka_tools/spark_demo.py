@@ -1,10 +1,10 @@
 """The Spark sink end to end: a DataFrame written to Kafka through the ``fastkafka`` data source,
 then read back and counted by an independent client.
 
-    python -m spark_sink.demo                       # local tansu broker + local[2] Spark, 3M rows
-    python -m spark_sink.demo --broker kafka        # the same on a local Apache Kafka node
-    python -m spark_sink.demo --rows 200000 --partitions 3
-    python -m spark_sink.demo --bootstrap-servers host:9092 --topic events \\
+    python -m fastkafka_tools.spark_demo                 # local tansu broker + local[2] Spark, 3M rows
+    python -m fastkafka_tools.spark_demo --broker kafka  # the same on a local Apache Kafka node
+    python -m fastkafka_tools.spark_demo --rows 200000 --partitions 3
+    python -m fastkafka_tools.spark_demo --bootstrap-servers host:9092 --topic events \\
         --producer-props linger.ms=20 compression.type=lz4
 
 Without ``--bootstrap-servers`` a local broker is started for the run and stopped afterwards: by
@@ -50,7 +50,7 @@ DEFAULT_TOPIC = "fastkafka-demo"
 
 
 def _fail(msg: str) -> "SystemExit":
-    return SystemExit(f"spark_sink.demo: {msg}")
+    return SystemExit(f"fastkafka_tools.spark_demo: {msg}")
 
 
 def check_requirements() -> None:
@@ -248,10 +248,10 @@ def format_throughput(r: dict) -> str:
 def start_broker(kind: str):
     """A local broker for the run: tansu, or one Apache Kafka node (full JIT: it carries the load)."""
     if kind == "kafka":
-        from fastkafka._apachekafka import KafkaCluster
+        from .apachekafka import KafkaCluster
 
         return KafkaCluster(nodes=1, jit="full", heap_mb=1024).start()
-    from fastkafka._localbroker import LocalBroker
+    from .localbroker import LocalBroker
 
     return LocalBroker(kind="tansu").start()
 
@@ -263,7 +263,7 @@ def describe_broker(broker) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m spark_sink.demo", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m fastkafka_tools.spark_demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bootstrap-servers", default=None,
                    help="use this broker; without it a local broker is started for the run")
@@ -283,10 +283,10 @@ def main(argv=None) -> int:
     if args.rows <= 0 or args.partitions <= 0:
         raise _fail("--rows and --partitions must be > 0")
     from fastkafka.errors import KafkaError
-    from fastkafka.perf import parse_props
+    from .perf import parse_props
 
-    from . import read_summaries, register
-    from .options import settings_from_options
+    from spark_sink import read_summaries, register
+    from spark_sink.options import settings_from_options
 
     props = parse_props(args.producer_props)
     if any(k.replace("_", ".") == "bootstrap.servers" for k in props):

@@ -4,7 +4,7 @@
 a CA, a server certificate for 127.0.0.1 / localhost (SAN IP and DNS), a client certificate for
 mutual TLS, an expired server certificate, one for another host, and a second CA that signed none of
 them. ``kafka_ssl_listener(name, pki, ...)`` gives the ``listener.name.<name>.ssl.*`` broker
-properties of a :class:`fastkafka._apachekafka.KafkaCluster` listener using them (PEM key store and
+properties of a :class:`fastkafka_tools.apachekafka.KafkaCluster` listener using them (PEM key store and
 trust store files).
 
 This module is a test and benchmark rig; the producer itself does not use it.

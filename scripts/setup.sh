@@ -42,4 +42,4 @@ fi
 .venv/bin/python -c "import fastkafka._wire.records, fastkafka._core.accumulator; print('fastkafka built:', fastkafka.__version__)" \
   || { echo "build check failed" >&2; exit 1; }
 # Apache Kafka's broker and tools jars ($FASTKAFKA_KAFKA_VERSION, default 4.4.0); a no-op once cached.
-.venv/bin/python -m fastkafka._apachekafka fetch --tools
+.venv/bin/python -m fastkafka_tools.apachekafka fetch --tools

@@ -1,8 +1,8 @@
 """Shared fixtures: one real broker process of each kind per session, topics, the mock cluster.
 
-* ``kafka_broker``: a session-scoped one-node Apache Kafka (:class:`fastkafka._apachekafka.KafkaCluster`,
+* ``kafka_broker``: a session-scoped one-node Apache Kafka (:class:`fastkafka_tools.apachekafka.KafkaCluster`,
   version ``$FASTKAFKA_KAFKA_VERSION``, default 4.4.0): the reference broker.
-* ``tansu_broker`` / ``noida_broker``: session-scoped :class:`fastkafka._localbroker.LocalBroker`
+* ``tansu_broker`` / ``noida_broker``: session-scoped :class:`fastkafka_tools.localbroker.LocalBroker`
   (quick stand-ins).
 * ``broker``: parametrized over all three (ids ``kafka`` / ``noida`` / ``tansu``); started lazily, so
   a run that selects only one kind starts only that process (``-k kafka``).
@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _start(kind: str):
-    from fastkafka._localbroker import LocalBroker
+    from fastkafka_tools.localbroker import LocalBroker
 
     return LocalBroker(kind=kind).start(timeout=20)
 
@@ -63,7 +63,7 @@ def _start(kind: str):
 @pytest.fixture(scope="session")
 def kafka_broker():
     """One Apache Kafka node for the whole session (small heap, C1-only JIT)."""
-    from fastkafka._apachekafka import KafkaCluster
+    from fastkafka_tools.apachekafka import KafkaCluster
 
     kc = KafkaCluster(nodes=1).start()
     yield kc
@@ -72,8 +72,8 @@ def kafka_broker():
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    """Certificates made for the module (``fastkafka._tlsrig.make_pki``)."""
-    from fastkafka._tlsrig import make_pki
+    """Certificates made for the module (``fastkafka_tools.tlsrig.make_pki``)."""
+    from fastkafka_tools.tlsrig import make_pki
 
     return make_pki(str(tmp_path_factory.mktemp("pki")))
 
@@ -91,7 +91,7 @@ def tls_kafka(pki):
 @pytest.fixture(scope="module")
 def kafka_cluster3():
     """Three Apache Kafka nodes, for the failover tests (started per module that asks for it)."""
-    from fastkafka._apachekafka import KafkaCluster
+    from fastkafka_tools.apachekafka import KafkaCluster
 
     kc = KafkaCluster(nodes=3).start()
     yield kc

@@ -143,7 +143,7 @@ def broker_behind_stunnel(kind: str, certs, directory):
     certificate in ``certs`` (PEM certificate + key files), each on its own port; the broker
     advertises the last service's address. ``directory`` (a pathlib.Path) holds stunnel's
     configuration and log. Yields the services' addresses."""
-    from fastkafka._localbroker import LocalBroker, free_port
+    from fastkafka_tools.localbroker import LocalBroker, free_port
 
     if kind not in STUNNEL_KINDS:
         raise ValueError(f"kind must be one of {STUNNEL_KINDS}, not {kind!r}")

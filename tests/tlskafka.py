@@ -2,7 +2,7 @@
 ``pki`` and ``tls_kafka`` in tests/conftest.py).
 
 One Kafka node (one JVM) with a PLAINTEXT listener and five TLS listeners, all with PEM key and trust
-stores made by ``fastkafka._tlsrig``: ``SSL`` (server certificate for 127.0.0.1 / localhost), ``MTLS``
+stores made by ``fastkafka_tools.tlsrig``: ``SSL`` (server certificate for 127.0.0.1 / localhost), ``MTLS``
 (the same, client certificate required), ``EXPIRED`` (an expired server certificate), ``WRONGHOST``
 (a certificate for another host) and ``SASLSSL`` (SASL_SSL with PLAIN and SCRAM-SHA-256).
 """
@@ -14,8 +14,8 @@ SASL_USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-
 
 def tls_kafka_cluster(pki):
     """The (not yet started) KafkaCluster of the TLS tests."""
-    from fastkafka._apachekafka import KafkaCluster
-    from fastkafka._tlsrig import kafka_ssl_listener
+    from fastkafka_tools.apachekafka import KafkaCluster
+    from fastkafka_tools.tlsrig import kafka_ssl_listener
 
     props = {}
     props.update(kafka_ssl_listener("SSL", pki.server, pki.ca))

@@ -10,7 +10,7 @@ import pytest
 
 from fastkafka import Producer
 from fastkafka import protocol as P
-from fastkafka._apachekafka import KafkaCluster, KafkaRigError, ensure_jars, kafka_version
+from fastkafka_tools.apachekafka import KafkaCluster, KafkaRigError, ensure_jars, kafka_version
 from fastkafka.protocol import ApiKey
 
 from brokers import read_back, unique_name

@@ -14,8 +14,8 @@ import threading
 import time
 
 from fastkafka import Producer
-from fastkafka._apachekafka import KafkaCluster
-from fastkafka._localbroker import free_port
+from fastkafka_tools.apachekafka import KafkaCluster
+from fastkafka_tools.localbroker import free_port
 
 from brokers import read_back, unique_name
 

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from brokers import read_back
-from fastkafka._localbroker import LocalBroker, LocalBrokerError, api_versions_probe
+from fastkafka_tools.localbroker import LocalBroker, LocalBrokerError, api_versions_probe
 
 pytestmark = pytest.mark.broker
 
@@ -107,7 +107,7 @@ def test_topics_without_confluent_kafka():
     code = r"""
 import sys
 sys.modules["confluent_kafka"] = None            # any import of it raises ImportError
-from fastkafka._localbroker import LocalBroker
+from fastkafka_tools.localbroker import LocalBroker
 from fastkafka.admin import Admin
 for kind in ("tansu", "noida"):
     with LocalBroker(kind) as b:

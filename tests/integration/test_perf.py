@@ -25,7 +25,7 @@ STARTED = re.compile(r"^started a local (tansu|noida) broker on 127\.0\.0\.1:(\d
 
 def run_perf(*args, timeout=120):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "fastkafka.perf", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "fastkafka_tools.perf", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -53,7 +53,7 @@ def _listener_props(name: str, mechanisms, reauth_ms: int | None = None) -> dict
 
 @pytest.fixture(scope="module")
 def sasl_kafka():
-    from fastkafka._apachekafka import KafkaCluster
+    from fastkafka_tools.apachekafka import KafkaCluster
 
     props = {"sasl.enabled.mechanisms": ",".join(MECHANISMS)}
     props.update(_listener_props("SASL_PLAINTEXT", MECHANISMS))

@@ -3,7 +3,7 @@ noida-db behind stunnel.
 
 The module-scoped ``tls_kafka`` fixture (tests/conftest.py, listeners in tests/tlskafka.py) is one
 Kafka node (one JVM) with a PLAINTEXT listener and SSL listeners, all with PEM key and trust stores
-made by the ``pki`` fixture (``fastkafka._tlsrig``): ``SSL`` (server certificate for 127.0.0.1 /
+made by the ``pki`` fixture (``fastkafka_tools.tlsrig``): ``SSL`` (server certificate for 127.0.0.1 /
 localhost), ``MTLS`` (the same, client certificate required), ``EXPIRED`` (an expired server
 certificate), ``WRONGHOST`` (a certificate for another host) and ``SASLSSL``. Every record written
 over TLS is read back through the same TLS endpoint by confluent-kafka configured for TLS, CRCs

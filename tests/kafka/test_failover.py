@@ -316,7 +316,7 @@ def _run_election(kc) -> str:
     pairs kafka-tools 4.3.1 with kafka-clients 4.4.0, where org.apache.kafka.common.utils.Exit no
     longer exists: the tool does its work, then dies with NoClassDefFoundError on that class and exits
     1. That one failure is tolerated here (the test checks the leaders itself); any other is not."""
-    from fastkafka._apachekafka import KafkaRigError
+    from fastkafka_tools.apachekafka import KafkaRigError
 
     try:
         return kc.run_tool(ELECTION, "--bootstrap-server", kc.bootstrap,

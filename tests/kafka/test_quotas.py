@@ -69,7 +69,7 @@ public class SetClientQuota {
 def set_quota(kafka_broker, tmp_path):
     """``set_quota(client_id, producer_byte_rate)``: a dynamic client quota on the session's node,
     removed again at the end of the test."""
-    from fastkafka._apachekafka import java_command
+    from fastkafka_tools.apachekafka import java_command
 
     src = tmp_path / "SetClientQuota.java"
     src.write_text(SET_QUOTA_JAVA)

@@ -2,7 +2,7 @@
 
 Such a path works on the machine that wrote it and nowhere else (a fresh clone's test run failed on a
 hard-coded broker binary this way). Code finds files relative to the repository, through
-``fastkafka._localbroker``, ``shutil.which`` or ``tempfile``; documentation uses relative paths or
+``fastkafka_tools.localbroker``, ``shutil.which`` or ``tempfile``; documentation uses relative paths or
 placeholders.
 
 Files: ``git ls-files`` from the repository root; without git (an unpacked archive), a walk of the tree
@@ -134,7 +134,7 @@ def test_no_tracked_file_names_a_machine_path():
     problems = scan(ROOT, files)
     assert problems == [], (
         "absolute paths of one machine's home/work/temp directory in tracked files (use paths "
-        "relative to the repository, shutil.which, tempfile or fastkafka._localbroker):\n  "
+        "relative to the repository, shutil.which, tempfile or fastkafka_tools.localbroker):\n  "
         + "\n  ".join(problems))
 
 

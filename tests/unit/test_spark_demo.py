@@ -1,11 +1,11 @@
-"""spark_sink.demo's arithmetic and options (the demo itself runs in scripts/demo.sh)."""
+"""fastkafka_tools.spark_demo's arithmetic and options (the demo itself runs in scripts/demo.sh)."""
 from __future__ import annotations
 
 import doctest
 
 import pytest
 
-from spark_sink import demo
+from fastkafka_tools import spark_demo as demo
 
 
 def test_rate_doctests():

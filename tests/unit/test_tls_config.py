@@ -14,7 +14,7 @@ from fastkafka.errors import ConfigError
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    from fastkafka._tlsrig import make_pki
+    from fastkafka_tools.tlsrig import make_pki
 
     return make_pki(str(tmp_path_factory.mktemp("pki")))
 
