@@ -30,12 +30,16 @@ from __future__ import annotations
 
 import logging
 
+from .errors import (DuplicateSequenceNumberError, InvalidProducerEpochError, OutOfOrderSequenceNumberError,
+                     UnknownProducerIdError)
+
 log = logging.getLogger("fastkafka")
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
-UNKNOWN_PRODUCER_ID = 59
-INVALID_PRODUCER_EPOCH = 47
+# The broker codes this module acts on, from fastkafka.errors' table (one source of truth).
+OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.code
+DUPLICATE_SEQUENCE_NUMBER = DuplicateSequenceNumberError.code
+UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
+INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
 
 SEQUENCE_MAX = 2**31 - 1
 

@@ -16,9 +16,11 @@ import threading
 from typing import Callable
 
 from ._core.accumulator import register_io_thread, unregister_io_thread
+from ._core.produce_codec import ProduceCodec
 from .backoff import Backoff
 from .errors import (BrokerDataLossError, DeliveryTimeoutError, InvalidBrokerResponseError, KafkaError,
-                     ProducerClosedError, UnsupportedVersionError, error_for_code)
+                     MessageTooLargeError, ProducerClosedError, ProducerFencedError, RecordListTooLargeError,
+                     UnsupportedVersionError, error_for_code)
 from .idempotence import (DUPLICATE_SEQUENCE_NUMBER, OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID,
                           INVALID_PRODUCER_EPOCH, IdempotenceState)
 from .network import NetworkClient, now_ms
@@ -28,11 +30,14 @@ log = logging.getLogger("fastkafka")
 
 ZSTD = 4
 SEQUENCE_ERRORS = (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH)
-MESSAGE_TOO_LARGE = 10
-RECORD_LIST_TOO_LARGE = 18
+# Broker codes from fastkafka.errors' table (one source of truth).
+MESSAGE_TOO_LARGE = MessageTooLargeError.code
+RECORD_LIST_TOO_LARGE = RecordListTooLargeError.code
 SPLIT_ERRORS = (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)  # a batch of several records is split
-PRODUCER_FENCED = 90
+PRODUCER_FENCED = ProducerFencedError.code
 TXN_FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)   # a transactional producer was fenced
+#: Produce requests are encoded and their answers decoded in C (stateless: shared by every sender).
+PRODUCE_CODEC = ProduceCodec()
 
 
 class Sender:
@@ -260,27 +265,33 @@ class Sender:
                 self._fail(b, error)
 
     def _send_produce(self, node: int, batches: list, now: int) -> None:
-        topic_data: dict[str, list] = {}
+        # The compact body of the compiled codec: (transactional_id, acks, timeout_ms, parts), one
+        # (topic, partition, records) per batch; the codec groups them by topic and puts each
+        # batch's buffer into the frame by reference.
+        parts = []
+        append = parts.append
+        idem = self.idem
         for b in batches:
-            if self.idem is not None:
-                if self.idem.stamp(b) or self.idem.awaiting_first_ack(b):
+            if idem is not None:
+                if idem.stamp(b) or idem.awaiting_first_ack(b):
                     # A resend under an older epoch, or the partition's first batch of this epoch:
                     # nothing else of this partition may go out until it is resolved (see
                     # IdempotenceState.awaiting_first_ack). Completion unmutes it.
                     self.acc.mute(b.topic, b.partition)
             else:
                 b.builder.stamp(-1, -1, -1)  # header fields and CRC; no sequence without idempotence
-            topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.builder.buffer()})
-        body = {"transactional_id": self.transactional_id, "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()]}
+            append((b.topic, b.partition, b.builder.buffer()))
+        body = (self.transactional_id, self.acks, self.config.request_timeout_ms, parts)
         expect_response = self.acks != 0
         self.in_flight_batches += len(batches)
+        in_flight = self.in_flight
         for b in batches:
-            self.in_flight[id(b)] = b
+            in_flight[id(b)] = b
         try:
             self.client.send(node, ApiKey.PRODUCE, body, now,
                              lambda resp, err: self._on_produce_response(node, batches, resp, err),
-                             expect_response=expect_response, min_version=self.min_produce_version)
+                             expect_response=expect_response, min_version=self.min_produce_version,
+                             codec=PRODUCE_CODEC)
         except KafkaError as e:
             self.in_flight_batches -= len(batches)
             for b in batches:
@@ -318,26 +329,26 @@ class Sender:
             for b in batches:
                 self._succeed(b, -1, -1)
             return
-        results = {}
-        for t in body["responses"]:
-            for p in t["partition_responses"]:
-                results[(t["name"], p["index"])] = p
+        # ``body`` is the codec's ProduceResult: get() looks a partition up by its (topic,
+        # partition) key (the batch keeps that tuple); a partition answered twice counts once, by
+        # its last entry.
+        get = body.get
         for b in batches:
-            p = results.get((b.topic, b.partition))
+            p = get(b.topic_partition)
             if p is None:
                 self._retry_or_fail(b, KafkaError(
                     f"produce response from node {node} has no result for {b.topic}-{b.partition}"), now)
                 continue
-            code = p["error_code"]
+            code = p.error_code
             if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
                 # DUPLICATE_SEQUENCE_NUMBER: an earlier attempt of this batch was written.
-                self._succeed(b, p["base_offset"], p.get("log_append_time_ms", -1))
+                self._succeed(b, p.base_offset, p.log_append_time_ms)
             else:
-                msg = p.get("error_message")
-                rec_errs = p.get("record_errors") or []
+                msg = p.error_message
+                rec_errs = p.record_errors
                 if rec_errs:
                     msg = (msg or "") + " " + "; ".join(
-                        f"record {r['batch_index']}: {r.get('batch_index_error_message')}" for r in rec_errs)
+                        f"record {index}: {message}" for index, message in rec_errs)
                 self._retry_or_fail(b, error_for_code(code, msg), now, node)
 
     def _succeed(self, batch, base_offset: int, log_append_time: int) -> None:

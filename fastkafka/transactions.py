@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .backoff import Backoff
+from . import errors as _errors
 from .errors import (InvalidBrokerResponseError, KafkaError, KafkaTimeoutError,
                      TransactionAbortableError, TransactionAbortedError, error_for_code)
 from .network import State as ConnState
@@ -54,21 +55,23 @@ from .protocol import ApiKey
 
 log = logging.getLogger("fastkafka")
 
-# Error codes (fastkafka.errors' table) the transaction steps treat specially.
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-CONCURRENT_TRANSACTIONS = 51
-OPERATION_NOT_ATTEMPTED = 55
-UNKNOWN_TOPIC_OR_PARTITION = 3
-REQUEST_TIMED_OUT = 7
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_TRANSACTION_TIMEOUT = 50
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-PRODUCER_FENCED = 90
-UNSUPPORTED_VERSION = 35
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+# Error codes the transaction steps treat specially, from fastkafka.errors' table (one source of
+# truth: the generated class of each broker code carries it).
+COORDINATOR_LOAD_IN_PROGRESS = _errors.CoordinatorLoadInProgressError.code
+COORDINATOR_NOT_AVAILABLE = _errors.CoordinatorNotAvailableError.code
+NOT_COORDINATOR = _errors.NotCoordinatorError.code
+CONCURRENT_TRANSACTIONS = _errors.ConcurrentTransactionsError.code
+OPERATION_NOT_ATTEMPTED = _errors.OperationNotAttemptedError.code
+UNKNOWN_TOPIC_OR_PARTITION = _errors.UnknownTopicOrPartitionError.code
+REQUEST_TIMED_OUT = _errors.RequestTimedOutError.code
+INVALID_PRODUCER_EPOCH = _errors.InvalidProducerEpochError.code
+INVALID_TXN_STATE = _errors.InvalidTxnStateError.code
+INVALID_TRANSACTION_TIMEOUT = _errors.InvalidTransactionTimeoutError.code
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = _errors.TransactionalIdAuthorizationFailedError.code
+GROUP_AUTHORIZATION_FAILED = _errors.GroupAuthorizationFailedError.code
+PRODUCER_FENCED = _errors.ProducerFencedError.code
+UNSUPPORTED_VERSION = _errors.UnsupportedVersionError.code
+UNSUPPORTED_FOR_MESSAGE_FORMAT = _errors.UnsupportedForMessageFormatError.code
 #: The producer cannot go on: every later call raises the error.
 FATAL_CODES = frozenset({INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                          INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT, UNSUPPORTED_VERSION,
@@ -485,7 +488,7 @@ class TransactionManager:
             error = InvalidBrokerResponseError(f"FindCoordinator answered node {body['node_id']}")
         if error is not None:
             code = getattr(error, "code", None)
-            if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED or code == 30:   # 30: group auth
+            if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED or code == GROUP_AUTHORIZATION_FAILED:
                 self.fatal(error)
                 return
             self.stats["txn_retries"] += 1
