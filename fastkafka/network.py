@@ -14,7 +14,6 @@ import errno
 import logging
 import os
 import random
-import selectors
 import socket
 import ssl
 import time
@@ -23,7 +22,8 @@ from enum import Enum
 from typing import Callable
 
 from . import __version__
-from ._core.transport import FrameReader, SendQueue, drain
+from ._core.ioloop import READ, WRITE, Poller
+from ._core.transport import FrameReader, SendQueue
 from .cluster import cluster_from_response
 from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError,
                      InvalidBrokerResponseError, KafkaError, NetworkError, RequestTimedOutError,
@@ -174,11 +174,8 @@ class NetworkClient:
         self.request_timeout_ms = config.request_timeout_ms
         self.client_id = config.client_id
         self.connections: dict[int, Connection] = {}
-        self.selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        # epoll + eventfd, waiting without the GIL (see fastkafka/_core/ioloop.pyx)
+        self.poller = Poller()
         self._correlation = 0
         self._completions: list = []
         self._metadata_in_flight = False
@@ -197,10 +194,7 @@ class NetworkClient:
 
     # -- any thread ------------------------------------------------------------------------
     def wakeup(self) -> None:
-        try:
-            self._wake_w.send(b"\0")
-        except (BlockingIOError, OSError):
-            pass  # a wakeup is already pending, or the client is closed
+        self.poller.wakeup()   # no system call when a wake-up is already pending
 
     # -- connection management -------------------------------------------------------------
     def _address(self, node_id: int):
@@ -383,16 +377,16 @@ class NetworkClient:
     def _update_interest(self, conn: Connection) -> None:
         if conn.sock is None:
             return
-        events = selectors.EVENT_READ
+        events = READ
         if (conn.state is State.CONNECTING or conn.send_queue.has_pending()
                 or (conn.tls is not None and conn.tls.wants_write())):
-            events |= selectors.EVENT_WRITE
+            events |= WRITE
         if events == conn.registered_events:
             return
         if conn.registered_events:
-            self.selector.modify(conn.sock, events, conn)
+            self.poller.modify(conn.sock.fileno(), events, conn)
         else:
-            self.selector.register(conn.sock, events, conn)
+            self.poller.register(conn.sock.fileno(), events, conn)
         conn.registered_events = events
 
     def _close(self, conn: Connection, now: int, error: Exception, failure: str | None = None,
@@ -410,10 +404,7 @@ class NetworkClient:
             self.metadata.connection_failed(conn.host, conn.port, failure)
         if conn.sock is not None:
             if conn.registered_events:
-                try:
-                    self.selector.unregister(conn.sock)
-                except (KeyError, ValueError):
-                    pass
+                self.poller.unregister(conn.sock.fileno())
             conn.registered_events = 0
             conn.sock.close()
             conn.sock = None
@@ -458,9 +449,7 @@ class NetworkClient:
             self._close(conn, now, DisconnectedError("client closed"), record=False)
         self._run_completions()
         self._closed = True
-        self.selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self.poller.close()
 
     # -- requests --------------------------------------------------------------------------
     def _next_correlation_id(self) -> int:
@@ -647,15 +636,11 @@ class NetworkClient:
         if self._completions:
             # e.g. acks=0 requests completed by the write above: run them without waiting
             timeout_ms = 0
-        events = self.selector.select(timeout_ms / 1000.0)
+        events = self.poller.poll(timeout_ms)
         now = self.clock()
-        for key, mask in events:
-            conn = key.data
-            if conn is None:
-                drain(self._wake_r.fileno())
-                continue
-            if conn.sock is None or key.fileobj is not conn.sock:
-                continue
+        for conn, fd, mask in events:
+            if conn.sock is None or conn.sock.fileno() != fd:
+                continue   # closed (or reconnected) while handling an earlier event
             try:
                 self._io(conn, mask, now)
             except Exception as e:
@@ -681,9 +666,9 @@ class NetworkClient:
         if conn.tls is not None and not conn.tls.established:
             self._tls_handshake(conn, now)
             return
-        if mask & selectors.EVENT_READ and conn.sock is not None:
+        if mask & READ and conn.sock is not None:
             self._read(conn, now)
-        if mask & selectors.EVENT_WRITE and conn.sock is not None:
+        if mask & WRITE and conn.sock is not None:
             self._write(conn, now)
 
     def _contain(self, conn: Connection, now: int, error: Exception) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
 from ._core.bufferpool import BufferPool
 from ._core.partitioner import partitions_for_keys
+from ._core.ioloop import yield_to_io
 from ._core.sendpath import (REQUEST_OVERHEAD, ProducerCore, check_column, monotonic_ms,
                              validate_headers, validate_timestamp)
 from .cluster import Metadata, topic_error
@@ -284,6 +285,7 @@ class Producer(ProducerCore):
         self._acc.append_batch(topic, parts, values, keys, headers, timestamp_ms, fut, now, remaining,
                                available, self._max_record_size - REQUEST_OVERHEAD)
         self._sender.wakeup()
+        yield_to_io()   # as send(): an I/O thread waiting for the GIL gets it now
         return fut
 
     def _record_partitions(self, topic: str, partition, keys, n_records: int, n: int,

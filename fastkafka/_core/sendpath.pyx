@@ -16,6 +16,7 @@ from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME
 
 from fastkafka._core.accumulator cimport RecordAccumulator, clock_ms
+from fastkafka._core.ioloop cimport give_way
 from fastkafka._core.partitioner cimport java_partition_c
 from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
 
@@ -291,4 +292,6 @@ cdef class ProducerCore:
         if self._acc._wakeup:
             self._acc._wakeup = False
             self._wakeup_sender()
+        # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.
+        give_way()
         return o

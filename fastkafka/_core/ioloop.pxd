@@ -1,0 +1,22 @@
+# The contract of fastkafka/_core/ioloop.pyx (see its docstring).
+
+cdef void give_way() noexcept
+
+
+cdef class Poller:
+    cdef int _epfd
+    cdef int _evfd
+    cdef int _wake_pending          # 1 while a wakeup is written and not yet consumed
+    cdef dict _data                 # fd -> the object registered with it
+    cdef dict _events               # fd -> the events registered (READ / WRITE bits)
+    cdef void *_buf                 # epoll_event[_max_events]
+    cdef int _max_events
+    cdef readonly long long waits           # polls that blocked (released the GIL)
+    cdef readonly long long gil_wait_ns     # total time taking the GIL back after those
+    cdef readonly long long gil_wait_max_ns
+    cdef readonly long long wakeups_written
+
+    cdef int _check_open(self) except -1
+    cdef void _close_fds(self) noexcept
+    cpdef list poll(self, long timeout_ms)
+    cpdef wakeup(self)

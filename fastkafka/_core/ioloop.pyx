@@ -1,0 +1,318 @@
+# cython: language_level=3
+"""The I/O thread's wait, compiled: readiness from epoll without the GIL, wake-ups through an
+eventfd, and the GIL handed over by the application's ``send()``.
+
+Why. The producer's I/O thread shares the GIL with the application. Whenever it blocks (waiting
+for a socket or a linger deadline) it gives the GIL up, and to go on it must take it back. When
+the application thread is busy in Python code it does not give the GIL up by itself: CPython makes
+it drop the GIL only after the switch interval (5 ms) has passed with the I/O thread waiting. A
+record's way to the broker and back takes the I/O thread two such waits (the linger deadline, then
+the response), so a busy application doubled or tripled delivery latency.
+
+What this module does about it:
+
+- :meth:`Poller.poll` first looks for ready sockets with the GIL held (an ``epoll_wait`` with no
+  timeout): when something is ready the GIL is never given up. Only when nothing is ready does it
+  block in ``epoll_wait`` without the GIL.
+- Just before it takes the GIL back, the waiting I/O thread says so (a process-wide counter of
+  I/O threads taking the GIL back). The application thread checks that counter in every
+  ``send()``/``produce()`` (one atomic load, :func:`give_way`): when an I/O thread waits, it
+  releases the GIL and waits, without the GIL, until that I/O thread has it (at most
+  ``HANDOVER_MAX_US``; then it goes on as before). A busy application that sends records hands
+  the GIL over within one send instead of after the switch interval; one that does not call the
+  producer is no worse off than before (CPython's own switch still applies).
+- :meth:`Poller.wakeup` (any thread, GIL held) writes to an eventfd only when no wake-up is
+  already pending, without giving the GIL up (a socket pair's ``send`` released it per call).
+
+Only Linux (epoll, eventfd) is supported, as for the rest of the compiled core.
+"""
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.errno cimport EEXIST, EINTR, ENOENT, errno
+from libc.stdint cimport uint64_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from posix.unistd cimport close, read, write
+
+cdef extern from "<sys/epoll.h>" nogil:
+    ctypedef union epoll_data_t:
+        void *ptr
+        int fd
+        unsigned int u32
+        unsigned long long u64
+    cdef struct epoll_event:
+        unsigned int events
+        epoll_data_t data
+    int epoll_create1(int flags)
+    int epoll_ctl(int epfd, int op, int fd, epoll_event *event)
+    int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
+    enum:
+        EPOLL_CTL_ADD
+        EPOLL_CTL_MOD
+        EPOLL_CTL_DEL
+        EPOLLIN
+        EPOLLOUT
+        EPOLL_CLOEXEC
+
+cdef extern from "<sys/eventfd.h>" nogil:
+    int eventfd(unsigned int initval, int flags)
+    enum:
+        EFD_NONBLOCK
+        EFD_CLOEXEC
+
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
+
+cdef extern from *:
+    """
+    /* Process-wide: I/O threads between their blocking wait and having the GIL again, and how
+       many times an I/O thread took the GIL back after such a wait. */
+    static int fk_io_waiting = 0;
+    static unsigned long fk_io_took = 0;
+    static inline int fk_waiting(void) { return __atomic_load_n(&fk_io_waiting, __ATOMIC_ACQUIRE); }
+    static inline void fk_waiting_add(int d) { __atomic_add_fetch(&fk_io_waiting, d, __ATOMIC_ACQ_REL); }
+    static inline unsigned long fk_took(void) { return __atomic_load_n(&fk_io_took, __ATOMIC_ACQUIRE); }
+    static inline void fk_took_bump(void) { __atomic_add_fetch(&fk_io_took, 1, __ATOMIC_ACQ_REL); }
+    static inline int fk_swap(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
+    static inline void fk_store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline void fk_pause(void) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+    #endif
+    }
+    """
+    int fk_waiting() nogil
+    void fk_waiting_add(int d) nogil
+    unsigned long fk_took() nogil
+    void fk_took_bump() nogil
+    int fk_swap(int *p, int v) nogil
+    void fk_store(int *p, int v) nogil
+    void fk_pause() nogil
+
+#: selectors-compatible event bits.
+READ = 1
+WRITE = 2
+
+#: The longest an application thread waits, without the GIL, for an I/O thread to take it.
+HANDOVER_MAX_US = 500
+
+cdef long long _HANDOVER_MAX_NS = HANDOVER_MAX_US * 1000
+cdef long long handovers = 0           # give_way() calls that released the GIL
+
+
+cdef inline long long _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec
+
+
+cdef void _hand_over() noexcept:
+    global handovers
+    cdef unsigned long took = fk_took()
+    cdef long long deadline
+    cdef int spins = 0
+    handovers += 1
+    with nogil:
+        deadline = _now_ns() + _HANDOVER_MAX_NS
+        while fk_took() == took and fk_waiting() > 0:
+            spins += 1
+            if spins & 31:
+                fk_pause()
+            else:
+                if _now_ns() > deadline:
+                    break
+                sched_yield()
+
+
+cdef void give_way() noexcept:
+    """Called by the application thread (GIL held) on every send: when an I/O thread is taking
+    the GIL back after a wait, let it have it now (see the module docstring)."""
+    if fk_waiting() > 0:
+        _hand_over()
+
+
+def yield_to_io():
+    """yield_to_io() -> None: :func:`give_way` for Python callers (``send_batch``)."""
+    give_way()
+
+
+def handover_count():
+    """handover_count() -> int: how many times an application thread released the GIL for an
+    I/O thread (process-wide, for metrics and tests)."""
+    return handovers
+
+
+cdef inline unsigned int _to_epoll(int events) noexcept:
+    cdef unsigned int e = 0
+    if events & 1:
+        e |= EPOLLIN
+    if events & 2:
+        e |= EPOLLOUT
+    return e
+
+
+cdef class Poller:
+    """Readiness of the I/O thread's sockets (epoll) and its wake-up (eventfd).
+
+    ``register(fd, events, data)`` / ``modify`` / ``unregister`` as :mod:`selectors` (events:
+    ``READ``, ``WRITE``); :meth:`poll` returns ``[(data, fd, events), ...]``; the wake-up is
+    consumed inside :meth:`poll` and never returned. Only the I/O thread may call anything but
+    :meth:`wakeup`."""
+
+    def __cinit__(self, int max_events=64):
+        self._epfd = -1
+        self._evfd = -1
+        self._buf = NULL
+        self._data = {}
+        self._events = {}
+        self._max_events = max_events if max_events > 0 else 64
+        self._buf = PyMem_Malloc(self._max_events * sizeof(epoll_event))
+        if self._buf == NULL:
+            raise MemoryError()
+        self._epfd = epoll_create1(EPOLL_CLOEXEC)
+        if self._epfd < 0:
+            raise OSError(errno, "epoll_create1 failed")
+        self._evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+        if self._evfd < 0:
+            raise OSError(errno, "eventfd failed")
+        cdef epoll_event ev
+        ev.events = EPOLLIN
+        ev.data.fd = self._evfd
+        if epoll_ctl(self._epfd, EPOLL_CTL_ADD, self._evfd, &ev) < 0:
+            raise OSError(errno, "epoll_ctl failed")
+
+    def __dealloc__(self):
+        self._close_fds()
+        if self._buf != NULL:
+            PyMem_Free(self._buf)
+            self._buf = NULL
+
+    cdef void _close_fds(self) noexcept:
+        if self._epfd >= 0:
+            close(self._epfd)
+            self._epfd = -1
+        if self._evfd >= 0:
+            close(self._evfd)
+            self._evfd = -1
+
+    @property
+    def closed(self):
+        return self._epfd < 0
+
+    def close(self):
+        """Stop watching (registered sockets are left to their owners). The eventfd stays open
+        until the poller is freed: another thread may still call :meth:`wakeup`, and a write to a
+        closed descriptor number could land in a socket that reused it."""
+        if self._epfd >= 0:
+            close(self._epfd)
+            self._epfd = -1
+        self._data.clear()
+        self._events.clear()
+
+    def __len__(self):
+        return len(self._data)
+
+    def register(self, int fd, int events, data):
+        cdef epoll_event ev
+        self._check_open()
+        ev.events = _to_epoll(events)
+        ev.data.fd = fd
+        if epoll_ctl(self._epfd, EPOLL_CTL_ADD, fd, &ev) < 0:
+            if errno != EEXIST:
+                raise OSError(errno, f"cannot watch descriptor {fd}")
+            # A descriptor number reused after a close the poller was not told of.
+            if epoll_ctl(self._epfd, EPOLL_CTL_MOD, fd, &ev) < 0:
+                raise OSError(errno, f"cannot watch descriptor {fd}")
+        self._data[fd] = data
+        self._events[fd] = events
+
+    def modify(self, int fd, int events, data):
+        cdef epoll_event ev
+        self._check_open()
+        ev.events = _to_epoll(events)
+        ev.data.fd = fd
+        if epoll_ctl(self._epfd, EPOLL_CTL_MOD, fd, &ev) < 0:
+            if errno != ENOENT:
+                raise OSError(errno, f"cannot watch descriptor {fd}")
+            if epoll_ctl(self._epfd, EPOLL_CTL_ADD, fd, &ev) < 0:
+                raise OSError(errno, f"cannot watch descriptor {fd}")
+        self._data[fd] = data
+        self._events[fd] = events
+
+    def unregister(self, int fd):
+        """Stop watching ``fd`` (before it is closed); unknown descriptors are ignored."""
+        cdef epoll_event ev
+        if fd not in self._events:
+            return
+        del self._events[fd]
+        self._data.pop(fd, None)
+        if self._epfd >= 0:
+            epoll_ctl(self._epfd, EPOLL_CTL_DEL, fd, &ev)   # ENOENT/EBADF: already gone
+
+    def registered_events(self, int fd):
+        """The events ``fd`` is watched for (0 if it is not)."""
+        return self._events.get(fd, 0)
+
+    cdef int _check_open(self) except -1:
+        if self._epfd < 0:
+            raise ValueError("the poller is closed")
+        return 0
+
+    cpdef wakeup(self):
+        """Wake the thread in :meth:`poll` (any thread). Cheap when a wake-up is already pending:
+        no system call, and the GIL is never released."""
+        cdef uint64_t one = 1
+        if self._evfd < 0:
+            return
+        if fk_swap(&self._wake_pending, 1) == 0:
+            write(self._evfd, &one, 8)   # EAGAIN: the counter is full, a wake-up is pending anyway
+            self.wakeups_written += 1
+
+    cpdef list poll(self, long timeout_ms):
+        """Ready descriptors as ``[(data, fd, events), ...]``, waiting up to ``timeout_ms`` (0: do
+        not wait; negative: no limit) without the GIL when nothing is ready yet."""
+        cdef epoll_event *evs = <epoll_event *>self._buf
+        cdef int n, i, fd, epfd = self._epfd
+        cdef int maxev = self._max_events
+        cdef unsigned int e
+        cdef int mask
+        cdef long long t0, waited
+        cdef uint64_t counter
+        cdef list out = []
+        self._check_open()
+        # With the GIL: anything ready now is handled without giving the GIL up.
+        n = epoll_wait(epfd, evs, maxev, 0)
+        if n == 0 and timeout_ms != 0:
+            self.waits += 1
+            with nogil:
+                n = epoll_wait(epfd, evs, maxev, <int>timeout_ms if timeout_ms < 0x7FFFFFFF else 0x7FFFFFFF)
+                fk_waiting_add(1)
+                t0 = _now_ns()
+            # The GIL is ours again: let the application threads stop waiting for us.
+            fk_took_bump()
+            fk_waiting_add(-1)
+            waited = _now_ns() - t0
+            self.gil_wait_ns += waited
+            if waited > self.gil_wait_max_ns:
+                self.gil_wait_max_ns = waited
+        if n < 0:
+            if errno == EINTR:
+                return out
+            raise OSError(errno, "epoll_wait failed")
+        for i in range(n):
+            fd = evs[i].data.fd
+            e = evs[i].events
+            if fd == self._evfd:
+                fk_store(&self._wake_pending, 0)
+                read(self._evfd, &counter, 8)
+                continue
+            mask = 0
+            if e & ~(<unsigned int>EPOLLIN):
+                mask |= 2
+            if e & ~(<unsigned int>EPOLLOUT):
+                mask |= 1
+            data = self._data.get(fd)
+            if data is None:
+                continue   # unregistered after epoll reported it
+            out.append((data, fd, mask))
+        return out

@@ -1,0 +1,131 @@
+"""The I/O thread's compiled wait (fastkafka/_core/ioloop.pyx): epoll readiness, the eventfd
+wake-up, and the GIL handed over by the application's send()."""
+
+import socket
+import threading
+import time
+
+import pytest
+
+from fastkafka._core.ioloop import READ, WRITE, Poller, handover_count, yield_to_io
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_nothing_ready_returns_empty_after_the_timeout():
+    p = Poller()
+    assert p.poll(0) == []
+    assert p.poll(5) == []
+    assert p.waits == 1        # only the call with a timeout blocked
+    p.close()
+
+
+def test_readiness_reported_with_the_registered_data(pair):
+    a, b = pair
+    p = Poller()
+    token = object()
+    p.register(a.fileno(), READ, token)
+    assert p.poll(0) == []
+    b.send(b"x")
+    assert p.poll(100) == [(token, a.fileno(), READ)]
+    p.modify(a.fileno(), READ | WRITE, token)
+    assert p.registered_events(a.fileno()) == READ | WRITE
+    assert p.poll(100) == [(token, a.fileno(), READ | WRITE)]
+    a.recv(10)
+    assert p.poll(0) == [(token, a.fileno(), WRITE)]
+    p.unregister(a.fileno())
+    p.unregister(a.fileno())   # a second time: ignored
+    assert p.poll(0) == [] and len(p) == 0
+    p.close()
+
+
+def test_peer_close_reports_read(pair):
+    a, b = pair
+    p = Poller()
+    p.register(a.fileno(), READ, "conn")
+    b.close()
+    [(data, fd, mask)] = p.poll(100)
+    assert data == "conn" and fd == a.fileno() and mask & READ
+    p.close()
+
+
+def test_register_twice_and_modify_unknown_do_not_fail(pair):
+    a, _b = pair
+    p = Poller()
+    p.register(a.fileno(), READ, 1)
+    p.register(a.fileno(), WRITE, 2)        # the descriptor number reused: re-armed
+    assert p.poll(50) == [(2, a.fileno(), WRITE)]
+    p.unregister(a.fileno())
+    p.modify(a.fileno(), WRITE, 3)          # not watched: added
+    assert p.poll(50) == [(3, a.fileno(), WRITE)]
+    p.close()
+
+
+def test_wakeup_ends_a_wait_and_is_consumed():
+    p = Poller()
+    p.wakeup()
+    p.wakeup()                 # pending already: no second write
+    assert p.wakeups_written == 1
+    assert p.poll(1000) == []  # returns at once, nothing reported
+    assert p.waits == 0        # the wake-up was ready: the GIL was never given up
+    t = threading.Timer(0.05, p.wakeup)
+    t.start()
+    start = time.monotonic()
+    p.poll(10_000)
+    assert time.monotonic() - start < 5   # woken, not timed out
+    assert p.wakeups_written == 2
+    t.join()
+    p.close()
+
+
+def test_closed_poller_refuses_work_and_wakeup_is_harmless():
+    p = Poller()
+    p.close()
+    assert p.closed
+    p.wakeup()                 # another thread may still call it
+    with pytest.raises(ValueError, match="closed"):
+        p.poll(0)
+    with pytest.raises(ValueError, match="closed"):
+        p.register(0, READ, None)
+
+
+def test_busy_application_hands_the_gil_to_a_waiting_io_thread():
+    """A thread blocked in poll() wants the GIL back when its wait ends; the application, busy in
+    Python, calls yield_to_io() (as send() does): the hand-over happens through it."""
+    p = Poller()
+    done = threading.Event()
+
+    def io():
+        for _ in range(20):
+            p.poll(2)           # each wait ends with a GIL hand-over request
+        done.set()
+
+    before = handover_count()
+    t = threading.Thread(target=io)
+    t.start()
+    x = 0
+    deadline = time.monotonic() + 60
+    while not done.is_set() and time.monotonic() < deadline:
+        for j in range(200):    # busy Python code holding the GIL
+            x = (x * 31 + j) & 0xFFFF
+        yield_to_io()
+    t.join(60)
+    assert done.is_set()
+    assert handover_count() > before
+    assert p.waits == 20
+    p.close()
+
+
+def test_give_way_does_nothing_when_no_io_thread_waits():
+    before = handover_count()
+    for _ in range(1000):
+        yield_to_io()
+    assert handover_count() == before
