@@ -105,14 +105,6 @@ cdef object _corrupt(str msg):
 cdef class SendQueue:
     """Buffers waiting to be written on one socket, in order."""
 
-    cdef Py_buffer *_bufs
-    cdef Py_ssize_t _cap
-    cdef Py_ssize_t _head       # index of the first unwritten buffer
-    cdef Py_ssize_t _tail       # one past the last buffer
-    cdef Py_ssize_t _head_off   # bytes of _bufs[_head] already written
-    cdef readonly long long queued_bytes   # total bytes ever pushed
-    cdef readonly long long written_bytes  # total bytes ever written
-    cdef object _tokens         # deque of (end position, token)
 
     def __cinit__(self):
         self._cap = 64
@@ -264,12 +256,6 @@ cdef class SendQueue:
 cdef class FrameReader:
     """Reassembles 4-byte big-endian size-prefixed frames from a byte stream."""
 
-    cdef char *_buf
-    cdef Py_ssize_t _cap
-    cdef Py_ssize_t _start   # first unconsumed byte
-    cdef Py_ssize_t _end     # one past the last received byte
-    cdef readonly Py_ssize_t max_frame_size
-    cdef readonly long long bytes_read
 
     def __cinit__(self, Py_ssize_t max_frame_size=100 * 1024 * 1024):
         self._cap = READ_CHUNK * 2
@@ -546,15 +532,6 @@ cdef class TlsPipe:
     ciphertext written to the socket, and decrypts what the socket delivers into a
     ``FrameReader``, with the GIL held throughout (see the notes above)."""
 
-    cdef void *_ssl
-    cdef void *_wbio
-    cdef void *_rbio
-    cdef object _keep           # the SSLObject: owns the SSL object and both memory BIOs
-    cdef char *_out             # ciphertext not yet on the socket: _out[_out_off:_out_len]
-    cdef Py_ssize_t _out_cap, _out_len, _out_off
-    cdef char *_stage           # small plaintext buffers gathered for one SSL_write
-    cdef char *_rbuf            # ciphertext read from the socket
-    cdef readonly long long bytes_in
 
     def __cinit__(self):
         self._ssl = self._wbio = self._rbio = NULL
