@@ -28,7 +28,7 @@ from .config import ProducerConfig, canonical_name
 from .errors import (ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_class_for_code,
                      error_for_code)
 from .network import NetworkClient, now_ms
-from .network import State as ConnState
+from .connection import State as ConnState
 from .protocol import ApiKey
 
 EARLIEST = -2

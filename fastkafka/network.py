@@ -1,4 +1,10 @@
-"""NetworkClient: connections to brokers, in-flight requests, metadata refresh.
+"""NetworkClient: the sockets and the poller, connections to brokers, metadata refresh.
+
+Each connection's state machine (state, negotiated versions, requests in flight, deadlines, what a
+response frame means) is :class:`fastkafka.connection.Connection`, which does no I/O; this client
+owns the sockets and the poller (fastkafka/_core/ioloop.pyx), connects, drives the TLS handshake,
+moves bytes between sockets and each connection's send queue and frame reader, and acts on what
+the connections report.
 
 Single-threaded by design: only the thread that owns the client (the producer's sender thread, or the
 caller of an admin request) calls its methods; :meth:`NetworkClient.wakeup` is the one call that is safe
@@ -9,7 +15,6 @@ too long, then run the completion handlers — after the I/O, with no lock held.
 
 from __future__ import annotations
 
-import abc
 import errno
 import logging
 import os
@@ -18,22 +23,20 @@ import socket
 import ssl
 import time
 from collections import deque
-from enum import Enum
 from typing import Callable
 
-from . import __version__
 from ._core.ioloop import READ, WRITE, Poller
-from ._core.transport import FrameReader, SendQueue
+from .connection import (API_VERSIONS_BODY, UNSUPPORTED_VERSION, ApiVersionsStep, Connection, Due,
+                         InFlightRequest, State, TlsHandshakeStep)
 from .cluster import cluster_from_response
-from .errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError,
+from .errors import (CorruptFrameError, DisconnectedError,
                      InvalidBrokerResponseError, KafkaError, NetworkError, RequestTimedOutError,
                      TlsError, UnsupportedVersionError)
-from .protocol import SUPPORTED_VERSIONS, ApiKey, decode_response, encode_request
-from .tls import TlsSession, describe_handshake_error
+from .protocol import SUPPORTED_VERSIONS, ApiKey, encode_request
+from .tls import describe_handshake_error
 
 log = logging.getLogger("fastkafka")
 
-UNSUPPORTED_VERSION = 35
 
 
 def now_ms() -> int:
@@ -59,106 +62,6 @@ def connect_error_text(error: BaseException) -> str:
     if isinstance(error, OSError) and error.errno is not None:
         return errno_text(error.errno)
     return str(error)
-
-
-class State(Enum):
-    DISCONNECTED = 0
-    CONNECTING = 1
-    HANDSHAKE = 2      # ApiVersions (and, later, TLS / SASL steps) in progress
-    READY = 3
-
-
-class InFlightRequest:
-    __slots__ = ("correlation_id", "api_key", "version", "expect_response", "created_ms",
-                 "callback", "node_id", "internal", "codec")
-
-    def __init__(self, correlation_id, api_key, version, expect_response, created_ms, callback,
-                 node_id, internal=False, codec=None):
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.version = version
-        self.expect_response = expect_response
-        self.created_ms = created_ms
-        self.callback = callback          # callback(body or None, error or None)
-        self.node_id = node_id
-        self.internal = internal          # handshake requests are allowed before READY
-        # None: the generic schema codec (fastkafka.protocol); otherwise an object with
-        # encode(version, correlation_id, client_id, body) -> frame buffers and
-        # decode(version, frame) -> body (a compiled codec of one API, e.g. Produce).
-        self.codec = codec
-
-    def __repr__(self):
-        return (f"InFlightRequest(node={self.node_id}, api={ApiKey(self.api_key).name}, "
-                f"v{self.version}, corr={self.correlation_id})")
-
-
-class HandshakeStep(abc.ABC):
-    """One step of bringing a new connection to READY. ApiVersions is the first (and today the only)
-    step; TLS and SASL steps slot in as further subclasses without touching the client."""
-
-    @abc.abstractmethod
-    def start(self, client: "NetworkClient", conn: "Connection", now: int) -> None:
-        """Queue this step's request(s) on ``conn``; call ``client._next_handshake_step`` when done."""
-
-
-#: The ApiVersions request this client sends (handshake, and the acks=0 close barrier).
-API_VERSIONS_BODY = {"client_software_name": "fastkafka", "client_software_version": __version__}
-
-
-class ApiVersionsStep(HandshakeStep):
-    def __init__(self, version: int | None = None):
-        self.version = version if version is not None else SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
-
-    def start(self, client, conn, now):
-        client._send_internal(conn, ApiKey.API_VERSIONS, self.version, API_VERSIONS_BODY, now,
-                              lambda resp, err: client._on_api_versions(conn, self, resp, err))
-
-
-class TlsHandshakeStep(HandshakeStep):
-    """The TLS handshake (security_protocol SSL / SASL_SSL): first of the steps, driven by the
-    selector's events on the I/O thread (``NetworkClient._tls_handshake``); the next step starts
-    when it completes."""
-
-    def __init__(self, context):
-        self.context = context
-
-    def start(self, client, conn, now):
-        conn.tls = TlsSession(self.context, conn.host, f"node {conn.node_id} ({conn.host}:{conn.port})")
-        client._tls_handshake(conn, now)
-
-
-class Connection:
-    """One socket to one broker: state, send queue, frame reader and in-flight requests."""
-
-    def __init__(self, node_id: int, host: str, port: int, max_frame_size: int):
-        self.node_id = node_id
-        self.host = host
-        self.port = port
-        self.state = State.DISCONNECTED
-        self.sock: socket.socket | None = None
-        self.send_queue = SendQueue()
-        self.reader = FrameReader(max_frame_size)
-        self.in_flight: deque[InFlightRequest] = deque()  # requests awaiting a response, oldest first
-        self.unacked_writes = 0       # requests expecting no response, not yet fully written
-        self.unconfirmed = False      # such a request was written and no response came after it
-        self.api_versions: dict[int, tuple[int, int]] = {}
-        self.versions: dict[int, int] = {}  # negotiated version per api key
-        self.handshake: deque[HandshakeStep] = deque()
-        self.connect_started_ms = 0
-        self.last_activity_ms = 0
-        self.failures = 0
-        self.address_index = 0        # which of the host's resolved addresses the next attempt uses
-        self.next_attempt_ms = 0
-        self.registered_events = 0
-        self.reauth_at_ms = 0         # SASL session: no new requests from then on (fastkafka.sasl)
-        self.throttle_until_ms = 0    # broker quota (KIP-219): no new requests before this time
-        self.tls: TlsSession | None = None   # security_protocol SSL / SASL_SSL, once connected
-
-    def in_flight_count(self) -> int:
-        return len(self.in_flight) + self.unacked_writes
-
-    def __repr__(self):
-        return f"Connection(node={self.node_id}, {self.host}:{self.port}, {self.state.name})"
 
 
 class NetworkClient:
@@ -217,10 +120,7 @@ class NetworkClient:
 
     def is_ready(self, node_id: int) -> bool:
         conn = self.connections.get(node_id)
-        return (conn is not None and conn.state is State.READY
-                and conn.in_flight_count() < self.max_in_flight
-                and not (conn.reauth_at_ms and self.clock() >= conn.reauth_at_ms)
-                and not (conn.throttle_until_ms and self.clock() < conn.throttle_until_ms))
+        return conn is not None and conn.can_send(self.clock(), self.max_in_flight)
 
     def ready(self, node_id: int, now: int) -> bool:
         """True when a request can go to ``node_id`` now; otherwise starts connecting if allowed."""
@@ -332,13 +232,7 @@ class NetworkClient:
             self._close(conn, now, UnsupportedVersionError(
                 f"ApiVersions failed on node {conn.node_id}: error {body['error_code']}"))
             return
-        conn.api_versions = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
-        conn.versions = {}
-        for key, (lo, hi) in SUPPORTED_VERSIONS.items():
-            theirs = conn.api_versions.get(int(key))
-            if theirs is not None and theirs[0] <= hi and lo <= theirs[1]:
-                conn.versions[int(key)] = min(hi, theirs[1])
-        missing = [ApiKey(k).name for k in self.required_apis if int(k) not in conn.versions]
+        missing = conn.negotiate(body["api_keys"], self.required_apis)
         if missing:
             # Unusable for this client; other nodes keep working. Retried after the longest backoff.
             conn.failures = max(conn.failures, 20)
@@ -408,26 +302,14 @@ class NetworkClient:
             conn.registered_events = 0
             conn.sock.close()
             conn.sock = None
-        # TLS: requests already encrypted whose ciphertext was not all written were not written.
-        unwritten = conn.tls.held_tokens if conn.tls is not None else []
-        conn.tls = None
         was_ready = conn.state is State.READY
-        conn.state = State.DISCONNECTED
-        conn.handshake.clear()
+        pending = conn.reset()
         self.stats["disconnects"] += 1
         if was_ready:
             # A connection that worked is retried after the base backoff.
             conn.next_attempt_ms = now + self.config.reconnect_backoff_ms
         else:
             self._schedule_reconnect(conn, now)
-        pending = list(conn.in_flight)
-        conn.in_flight.clear()
-        # Requests not expecting a response that were not fully written also failed.
-        for token in unwritten + conn.send_queue.clear():
-            if token is not None and not token.expect_response:
-                pending.append(token)
-        conn.unacked_writes = 0
-        conn.reader = FrameReader(self.config.max_response_size)
         for req in pending:
             if req.api_key == ApiKey.METADATA:
                 self._metadata_in_flight = False
@@ -461,14 +343,8 @@ class NetworkClient:
             frame = encode_request(req.api_key, req.version, req.correlation_id, self.client_id, body)
         else:
             frame = req.codec.encode(req.version, req.correlation_id, self.client_id, body)
-        if req.expect_response:
-            conn.in_flight.append(req)
-            conn.send_queue.push(frame, None)
-        else:
-            conn.unacked_writes += 1
-            conn.send_queue.push(frame, req)
+        conn.enqueue(req, frame, now)
         self.stats["requests"] += 1
-        conn.last_activity_ms = now
         self._update_interest(conn)
 
     def _send_internal(self, conn, api_key, version, body, now, callback):
@@ -485,18 +361,7 @@ class NetworkClient:
         conn = self.connections.get(node_id)
         if conn is None or conn.state is not State.READY:
             raise NetworkError(f"node {node_id} is not ready")
-        version = conn.versions.get(int(api_key))
-        if max_version is not None and version is not None:
-            theirs = conn.api_versions.get(int(api_key))
-            version = min(version, max_version)
-            if theirs is not None and version < theirs[0]:
-                version = None
-        if version is None or version < min_version:
-            theirs = conn.api_versions.get(int(api_key))
-            raise UnsupportedVersionError(
-                f"node {node_id} supports {ApiKey(api_key).name} versions {theirs}, "
-                f"this client needs {max(min_version, SUPPORTED_VERSIONS[ApiKey(api_key)][0])}"
-                f"..{SUPPORTED_VERSIONS[ApiKey(api_key)][1]}")
+        version = conn.version_for(api_key, min_version, max_version)
         req = InFlightRequest(self._next_correlation_id(), int(api_key), version, expect_response,
                               now, callback, node_id, codec=codec)
         self._enqueue(conn, req, body, now)
@@ -702,12 +567,8 @@ class NetworkClient:
         except OSError as e:
             self._close(conn, now, DisconnectedError(f"write to node {conn.node_id} failed: {e}"))
             return
-        for req in done:
-            if req is not None:  # a request that expects no response is complete once written
-                conn.unacked_writes -= 1
-                conn.unconfirmed = True
-                self._completions.append((req.callback, None, None))
-        conn.last_activity_ms = now
+        for req in conn.written(done, now):   # requests that expect no response: complete
+            self._completions.append((req.callback, None, None))
         self._update_interest(conn)
 
     def _read(self, conn: Connection, now: int) -> None:
@@ -765,46 +626,13 @@ class NetworkClient:
             self._authentication_failed(conn, now, exc)
 
     def _handle_frame(self, conn: Connection, frame: bytes, now: int) -> bool:
-        if not conn.in_flight:
-            self._close(conn, now, CorruptFrameError(
-                f"node {conn.node_id} sent a response with no request in flight"))
-            return False
-        req = conn.in_flight[0]
-        if len(frame) < 4:
-            self._close(conn, now, CorruptFrameError(f"response of {len(frame)} bytes from node {conn.node_id}"))
-            return False
-        corr = int.from_bytes(frame[:4], "big", signed=True)
-        if corr != req.correlation_id:
-            self._close(conn, now, CorrelationIdMismatchError(
-                f"node {conn.node_id} answered correlation id {corr}, expected {req.correlation_id}"))
-            return False
-        conn.in_flight.popleft()
-        conn.unconfirmed = False  # a broker answers a connection's requests in order
         try:
-            if req.api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and \
-                    int.from_bytes(frame[4:6], "big", signed=True) == UNSUPPORTED_VERSION:
-                # Brokers answer an ApiVersions version they do not support with error 35 and,
-                # usually, a v0 body listing their range; some send a body in another layout.
-                # The range is a hint only: without it, fall back to v0, which every broker has.
-                try:
-                    _, body = decode_response(req.api_key, 0, frame)
-                except CorruptFrameError:
-                    body = {"error_code": UNSUPPORTED_VERSION, "api_keys": []}
-            elif req.codec is not None:
-                body = req.codec.decode(req.version, frame)
-            else:
-                _, body = decode_response(req.api_key, req.version, frame)
+            req, body, throttle = conn.receive(frame, now)
         except KafkaError as e:
-            conn.in_flight.appendleft(req)
             self._close(conn, now, e)
             return False
         self.stats["responses"] += 1
-        throttle = (body.get("throttle_time_ms", 0) if isinstance(body, dict)
-                    else getattr(body, "throttle_time_ms", 0))
-        if isinstance(throttle, int) and throttle > 0:
-            # KIP-219: the broker answered at once but asks for no new request on this
-            # connection for throttle_time_ms; answers to requests in flight are still read.
-            conn.throttle_until_ms = max(conn.throttle_until_ms, now + throttle)
+        if throttle:
             self.stats["throttled_responses"] += 1
             self.stats["throttle_time_ms_total"] += throttle
         if req.internal:
@@ -816,49 +644,39 @@ class NetworkClient:
         return True
 
     def _time_to_next_timeout(self, now: int) -> int:
-        """Milliseconds until the earliest connect, request or idle deadline has passed, so the
-        poll wakes up in time to act on it (deadlines are exclusive: +1)."""
+        """Milliseconds until the earliest connect, request, idle or throttle deadline has passed,
+        so the poll wakes up in time to act on it."""
         cfg = self.config
         nearest = 1 << 30
         for conn in self.connections.values():
-            if conn.state is State.CONNECTING or (conn.tls is not None and not conn.tls.established):
-                due = conn.connect_started_ms + cfg.socket_connection_setup_timeout_ms
-            elif conn.in_flight:
-                due = conn.in_flight[0].created_ms + self.request_timeout_ms
-            elif conn.state is State.READY and conn.reauth_at_ms:
-                due = min(conn.reauth_at_ms, conn.last_activity_ms + cfg.connections_max_idle_ms)
-            elif conn.state is State.READY and not conn.unacked_writes:
-                due = conn.last_activity_ms + cfg.connections_max_idle_ms
-            else:
-                continue
-            nearest = min(nearest, due - now + 1)
-        for conn in self.connections.values():
-            if conn.throttle_until_ms > now:   # wake when a throttled connection may send again
-                nearest = min(nearest, conn.throttle_until_ms - now + 1)
+            d = conn.deadline(now, cfg.socket_connection_setup_timeout_ms, self.request_timeout_ms,
+                              cfg.connections_max_idle_ms)
+            if d is not None and d < nearest:
+                nearest = d
         return max(nearest, 0)
 
     def _handle_timeouts(self, now: int) -> None:
+        cfg = self.config
+        setup = cfg.socket_connection_setup_timeout_ms
         for conn in list(self.connections.values()):
-            if conn.state is State.CONNECTING and now - conn.connect_started_ms > self.config.socket_connection_setup_timeout_ms:
-                timeout = self.config.socket_connection_setup_timeout_ms
+            due = conn.due(now, setup, self.request_timeout_ms, cfg.connections_max_idle_ms)
+            if due is None:
+                continue
+            if due is Due.CONNECT:
                 self._close(conn, now, DisconnectedError(
                     f"connect to node {conn.node_id} ({conn.host}:{conn.port}) timed out"),
                     failure=f"connection timed out: no connection within "
-                            f"socket_connection_setup_timeout_ms={timeout}")
-            elif (conn.tls is not None and not conn.tls.established
-                  and now - conn.connect_started_ms > self.config.socket_connection_setup_timeout_ms):
-                timeout = self.config.socket_connection_setup_timeout_ms
+                            f"socket_connection_setup_timeout_ms={setup}")
+            elif due is Due.TLS_HANDSHAKE:
                 self._close(conn, now, TlsError(
                     f"TLS handshake with node {conn.node_id} ({conn.host}:{conn.port}) did not "
-                    f"complete within socket_connection_setup_timeout_ms={timeout} (is this a TLS "
+                    f"complete within socket_connection_setup_timeout_ms={setup} (is this a TLS "
                     f"listener?)"))
-            elif conn.in_flight and now - conn.in_flight[0].created_ms > self.request_timeout_ms:
+            elif due is Due.REQUEST:
                 self.stats["timeouts"] += 1
                 self._close(conn, now, RequestTimedOutError(
                     f"request {conn.in_flight[0]!r} got no response within {self.request_timeout_ms} ms"))
-            elif (conn.state is State.READY and conn.reauth_at_ms and now >= conn.reauth_at_ms
-                  and not conn.in_flight and not conn.unacked_writes
-                  and not conn.send_queue.has_pending()):
+            elif due is Due.REAUTHENTICATE:
                 # The SASL session nears its end and nothing is in flight: reconnect (and so
                 # re-authenticate) at once; no request is cut off (see fastkafka.sasl).
                 self.stats["reauthentications"] += 1
@@ -867,8 +685,7 @@ class NetworkClient:
                     f"connection to node {conn.node_id} closed to re-authenticate"), record=False)
                 conn.next_attempt_ms = now
                 conn.failures = 0
-            elif (conn.state is State.READY and not conn.in_flight and not conn.unacked_writes
-                  and now - conn.last_activity_ms > self.config.connections_max_idle_ms):
+            else:
                 self._close(conn, now, DisconnectedError(f"connection to node {conn.node_id} idle"))
 
     def _run_completions(self) -> None:

@@ -1,6 +1,6 @@
 """SASL authentication (``security_protocol`` SASL_PLAINTEXT and SASL_SSL) as connection handshake steps.
 
-After ApiVersions, a connection to a broker runs two more :class:`~fastkafka.network.HandshakeStep`\\ s:
+After ApiVersions, a connection to a broker runs two more :class:`~fastkafka.connection.HandshakeStep`\\ s:
 
 * :class:`SaslHandshakeStep`: SaslHandshake v1 with the configured mechanism. A broker that does not
   offer it answers UNSUPPORTED_SASL_MECHANISM with the mechanisms it has; the error names them.
@@ -43,7 +43,7 @@ import time
 from typing import Any, Callable
 
 from .errors import ConfigError, SaslAuthenticationError
-from .network import HandshakeStep
+from .connection import HandshakeStep
 from .protocol import ApiKey
 
 log = logging.getLogger("fastkafka")

@@ -50,7 +50,7 @@ from .backoff import Backoff
 from . import errors as _errors
 from .errors import (InvalidBrokerResponseError, KafkaError, KafkaTimeoutError,
                      TransactionAbortableError, TransactionAbortedError, error_for_code)
-from .network import State as ConnState
+from .connection import State as ConnState
 from .protocol import ApiKey
 
 log = logging.getLogger("fastkafka")
