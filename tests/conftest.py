@@ -32,6 +32,9 @@ if TESTS not in sys.path:
 
 from brokers import read_back, unique_name  # noqa: E402
 
+# live_resources: every test must leave the compiled core's live-resource counters as it found them.
+pytest_plugins = ["live_resources", "pytester"]
+
 BROKER_FIXTURES = {"broker", "tansu_broker", "noida_broker", "kafka_broker", "kafka_cluster3",
                    "fresh_topic", "tls_kafka"}
 BROKER_KINDS = ("kafka", "noida", "tansu")

@@ -133,6 +133,7 @@ cdef class RecordAccumulator:
     # A transactional producer's partitions are drained only once added to the transaction.
     cdef public bint transactional
     cdef bint _closed
+    cdef bint _counted               # counted in accumulators_open (live_resources())
     cdef bint _wakeup                # a batch filled up or was started since wakeup_needed()
     cdef int _flushes
     cdef dict _flush_threads         # thread ident -> open begin_flush() calls

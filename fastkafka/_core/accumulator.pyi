@@ -5,6 +5,9 @@ from fastkafka._wire.records import BatchBuilder
 
 NO_DEADLINE: int
 PARTITION_STICKY: int
+LIVE_COUNTERS: tuple[str, ...]
+
+def live_resources() -> dict[str, int]: ...
 
 class RecordMetadata:
     topic: str

@@ -47,6 +47,8 @@ import threading
 import time
 
 from fastkafka._wire.records import BatchBuilder as _PyBatchBuilder
+from fastkafka._wire.records import buffer_counters
+from fastkafka._core.bufferpool import pool_counters
 from fastkafka.errors import (
     InvalidRecordError, KafkaTimeoutError, MalformedRecordError, ProducerClosedError,
     RecordTooLargeError, UnknownPartitionError, IllegalStateError)
@@ -59,6 +61,49 @@ NO_DEADLINE = 9223372036854775807
 PARTITION_STICKY = -1
 
 cdef int64_t _NO_DEADLINE = 9223372036854775807
+
+# Live-resource counters (touched with the GIL held): ProducerBatch objects alive, and
+# RecordAccumulators alive and not closed. See live_resources().
+cdef int64_t _live_batches = 0
+cdef int64_t _open_accumulators = 0
+
+#: The counters :func:`live_resources` reports that must come back to where they were once
+#: everything a piece of code opened is closed and collected (what the tests' teardown check reads).
+LIVE_COUNTERS = ("accumulators_open", "io_threads", "producer_batches", "buffer_pools",
+                 "buffer_pool_bytes", "batch_buffers", "batch_buffer_bytes",
+                 "buffer_cache_overflow")
+
+
+def live_resources():
+    """live_resources() -> dict[str, int]: the compiled core's live resources in this process.
+
+    * ``accumulators_open``: RecordAccumulators alive and not closed (one per open producer);
+    * ``io_threads``: producer I/O threads running (registered with ``register_io_thread``);
+    * ``producer_batches``: ProducerBatch objects alive (queued, in flight, or still referenced);
+    * ``buffer_pools`` / ``buffer_pool_bytes``: BufferPools alive and the bytes they have handed
+      to batches and not had back;
+    * ``batch_buffers`` / ``batch_buffer_bytes``: batch buffers owned by live BatchBuilders;
+    * ``buffer_cache_overflow``: buffers kept in the process-wide batch buffer cache beyond its
+      bound (``fastkafka._wire.records.buffer_counters()`` has the cache's size and bound).
+
+    Each comes back to its earlier value once everything opened in between is closed and garbage
+    collected (the tests check this after every test: ``tests/live_resources.py``).
+
+    >>> sorted(live_resources()) == sorted(LIVE_COUNTERS)
+    True
+    """
+    cdef dict pools = pool_counters()
+    cdef dict bufs = buffer_counters()
+    return {
+        "accumulators_open": _open_accumulators,
+        "io_threads": len(_io_threads),
+        "producer_batches": _live_batches,
+        "buffer_pools": pools["buffer_pools"],
+        "buffer_pool_bytes": pools["buffer_pool_bytes"],
+        "batch_buffers": bufs["batch_buffers"],
+        "batch_buffer_bytes": bufs["batch_buffer_bytes"],
+        "buffer_cache_overflow": bufs["buffer_cache_overflow"],
+    }
 
 
 # Guards completion state (ProducerBatch._done/_event/_thunks, BatchFuture counters). A leaf lock:
@@ -170,6 +215,14 @@ cdef class ProducerBatch:
     batch. ``attempts`` counts retries (0 for the first send); ``in_retry`` is set by
     :meth:`RecordAccumulator.reenqueue`.
     """
+
+    def __cinit__(self, *args, **kwargs):
+        global _live_batches
+        _live_batches += 1
+
+    def __dealloc__(self):
+        global _live_batches
+        _live_batches -= 1
 
     def __init__(self, str topic=None, int32_t partition=-1, BatchBuilder builder=None,
                  int64_t created_ms=0):
@@ -817,8 +870,15 @@ cdef class RecordAccumulator:
         self._lock = PyThread_allocate_lock()
         if self._lock == NULL:
             raise MemoryError()
+        global _open_accumulators
+        _open_accumulators += 1
+        self._counted = True
 
     def __dealloc__(self):
+        global _open_accumulators
+        if self._counted:
+            self._counted = False
+            _open_accumulators -= 1
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
             self._lock = NULL
@@ -1756,9 +1816,13 @@ cdef class RecordAccumulator:
 
     def close(self):
         """No more appends (``ProducerClosedError``); every queued batch becomes ready."""
+        global _open_accumulators
         self._acquire()
         self._closed = True
         self._release()
+        if self._counted:
+            self._counted = False
+            _open_accumulators -= 1
 
     @property
     def closed(self):

@@ -21,6 +21,7 @@ cdef class BufferPool:
     cdef readonly int64_t blocked_count   # how many allocate() calls had to wait (metrics)
     cdef public unsigned long io_thread_ident   # the I/O thread, whose allocate() never waits; 0: none
     cdef readonly int64_t io_thread_refusals    # allocate() calls refused at once on that thread
+    cdef bint _counted              # counted in the module's live-resource counters
 
     cpdef allocate(self, int64_t size, int64_t max_block_ms)
     cpdef bint try_allocate(self, int64_t size) except -1

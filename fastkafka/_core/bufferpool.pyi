@@ -1,5 +1,7 @@
 from typing import Callable
 
+def pool_counters() -> dict[str, int]: ...
+
 class BufferPool:
     total: int
     batch_size: int

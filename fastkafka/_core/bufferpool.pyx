@@ -36,6 +36,22 @@ cdef extern from "pythread.h":
 
 _log = logging.getLogger("fastkafka")
 
+# Live-resource counters (read by ``pool_counters()``; touched only with the GIL held): pools alive
+# and the bytes they have handed out and not had back. A pool freed while holding bytes takes its
+# count with it, so the counters describe live pools only.
+cdef int64_t _live_pools = 0
+cdef int64_t _held_bytes = 0
+
+
+def pool_counters():
+    """pool_counters() -> dict: ``buffer_pools`` (BufferPool objects alive) and
+    ``buffer_pool_bytes`` (bytes those pools have handed out and not had back), over the process.
+
+    >>> pool_counters()["buffer_pools"] >= 0
+    True
+    """
+    return {"buffer_pools": _live_pools, "buffer_pool_bytes": _held_bytes}
+
 
 @cython.final
 cdef class _Waiter:
@@ -71,6 +87,7 @@ cdef class BufferPool:
     """
 
     def __cinit__(self, int64_t total_bytes, int64_t batch_size):
+        global _live_pools
         if total_bytes <= 0:
             raise ValueError(f"buffer_memory must be positive, got {total_bytes}")
         if batch_size <= 0:
@@ -83,8 +100,15 @@ cdef class BufferPool:
         if self._lock == NULL:
             raise MemoryError()
         self.wakeup = None
+        self._counted = True
+        _live_pools += 1
 
     def __dealloc__(self):
+        global _live_pools, _held_bytes
+        if self._counted:
+            self._counted = False
+            _live_pools -= 1
+            _held_bytes -= self.total - self._available
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
             self._lock = NULL
@@ -96,6 +120,7 @@ cdef class BufferPool:
 
     cdef int _grant_locked(self) except -1:
         """Serve waiters from the head while the head's request fits. Lock held."""
+        global _held_bytes
         cdef _Waiter w
         while self._waiters:
             w = <_Waiter>self._waiters[0]
@@ -103,21 +128,25 @@ cdef class BufferPool:
                 break
             self._waiters.popleft()
             self._available -= w.size
+            _held_bytes += w.size
             w.granted = True
             PyThread_release_lock(w.sem)
         return 0
 
     cpdef bint try_allocate(self, int64_t size) except -1:
         """Take ``size`` bytes if free and nobody is waiting; never blocks."""
+        global _held_bytes
         cdef bint ok = False
         self._lock_acquire()
         if not self._closed and not self._waiters and self._available >= size:
             self._available -= size
+            _held_bytes += size
             ok = True
         PyThread_release_lock(self._lock)
         return ok
 
     cpdef allocate(self, int64_t size, int64_t max_block_ms):
+        global _held_bytes
         cdef _Waiter w
         cdef double deadline, remaining
         cdef long long timeout_us
@@ -135,6 +164,7 @@ cdef class BufferPool:
             raise ProducerClosedError("the producer is closed: no memory can be allocated")
         if not self._waiters and self._available >= size:
             self._available -= size
+            _held_bytes += size
             PyThread_release_lock(self._lock)
             return None
         if self.io_thread_ident != 0 and PyThread_get_thread_ident() == self.io_thread_ident:
@@ -201,6 +231,7 @@ cdef class BufferPool:
 
     cpdef deallocate(self, int64_t size):
         """Give ``size`` bytes back and serve the oldest waiters that now fit."""
+        global _held_bytes
         if size < 0:
             raise ValueError(f"cannot deallocate a negative size ({size})")
         self._lock_acquire()
@@ -209,6 +240,7 @@ cdef class BufferPool:
             raise ValueError(f"deallocate({size}) would exceed buffer_memory={self.total} "
                              f"(available {self._available}): memory given back twice?")
         self._available += size
+        _held_bytes -= size
         try:
             self._grant_locked()
         finally:

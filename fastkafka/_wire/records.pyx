@@ -71,10 +71,17 @@ cdef Py_ssize_t _cache_cap[_CACHE_SLOTS]
 cdef int _cache_n = 0
 
 
+# Live-resource counters (GIL held, like the cache): buffers owned by builders and their bytes,
+# and the bytes kept in the cache. Read by ``buffer_counters()``.
+cdef int64_t _live_bufs = 0
+cdef int64_t _live_buf_bytes = 0
+cdef int64_t _cache_bytes = 0
+
+
 cdef char *_buf_take(Py_ssize_t want, Py_ssize_t *cap) noexcept:
     """A cached buffer of at least ``want`` (and at most 4x) bytes, else a new one (NULL: out of
     memory). ``cap`` receives its size."""
-    global _cache_n
+    global _cache_n, _live_bufs, _live_buf_bytes, _cache_bytes
     cdef int i
     cdef char *b
     if want >= _CACHE_MIN_CAP:
@@ -86,18 +93,28 @@ cdef char *_buf_take(Py_ssize_t want, Py_ssize_t *cap) noexcept:
                 _cache_n -= 1
                 _cache_buf[i] = _cache_buf[_cache_n]
                 _cache_cap[i] = _cache_cap[_cache_n]
+                _cache_bytes -= cap[0]
+                _live_bufs += 1
+                _live_buf_bytes += cap[0]
                 return b
             i -= 1
     cap[0] = want
-    return <char *>malloc(<size_t>want)
+    b = <char *>malloc(<size_t>want)
+    if b != NULL:
+        _live_bufs += 1
+        _live_buf_bytes += want
+    return b
 
 
 cdef void _buf_give(char *b, Py_ssize_t cap) noexcept:
-    global _cache_n
+    global _cache_n, _live_bufs, _live_buf_bytes, _cache_bytes
+    _live_bufs -= 1
+    _live_buf_bytes -= cap
     if _CACHE_MIN_CAP <= cap <= _CACHE_MAX_CAP and _cache_n < _CACHE_SLOTS:
         _cache_buf[_cache_n] = b
         _cache_cap[_cache_n] = cap
         _cache_n += 1
+        _cache_bytes += cap
     else:
         free(b)
 
@@ -105,6 +122,31 @@ cdef void _buf_give(char *b, Py_ssize_t cap) noexcept:
 def _buffer_cache_size():
     """Number of batch buffers kept for reuse (for tests)."""
     return _cache_n
+
+
+def buffer_counters():
+    """buffer_counters() -> dict of the process's batch buffers:
+
+    * ``batch_buffers`` / ``batch_buffer_bytes``: buffers owned by a live ``BatchBuilder`` (given
+      back when the builder is freed) and their capacity;
+    * ``buffer_cache_buffers`` / ``buffer_cache_bytes``: buffers kept for reuse, bounded by
+      ``buffer_cache_max_buffers`` of at most ``buffer_cache_max_bytes`` each;
+    * ``buffer_cache_overflow``: cached buffers beyond that bound (0 unless the bound is broken).
+
+    >>> buffer_counters()["buffer_cache_overflow"]
+    0
+    """
+    cdef int64_t over = 0
+    cdef int i
+    for i in range(_cache_n):
+        if _cache_cap[i] > _CACHE_MAX_CAP:
+            over += 1
+    if _cache_n > _CACHE_SLOTS:
+        over += _cache_n - _CACHE_SLOTS
+    return {"batch_buffers": _live_bufs, "batch_buffer_bytes": _live_buf_bytes,
+            "buffer_cache_buffers": _cache_n, "buffer_cache_bytes": _cache_bytes,
+            "buffer_cache_max_buffers": _CACHE_SLOTS, "buffer_cache_max_bytes": _CACHE_MAX_CAP,
+            "buffer_cache_overflow": over}
 
 
 cdef inline void _be16(char *p, uint16_t v) noexcept nogil:
@@ -316,6 +358,7 @@ cdef class BatchBuilder:
 
     cdef int _reserve(self, Py_ssize_t needed) except -1:
         # make room for `needed` bytes in total; geometric growth
+        global _live_buf_bytes
         cdef Py_ssize_t cap = self._cap
         cdef char *nb
         if needed <= cap:
@@ -325,6 +368,7 @@ cdef class BatchBuilder:
         nb = <char *>realloc(self._buf, <size_t>cap)
         if nb == NULL:
             raise MemoryError(f"cannot grow record batch buffer to {cap} bytes")
+        _live_buf_bytes += cap - self._cap
         self._buf = nb
         self._cap = cap
         return 0
