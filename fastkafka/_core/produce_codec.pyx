@@ -575,7 +575,7 @@ cdef int _partition_tags(Reader *r, PartitionResult pr) except -1:
     return 0
 
 
-cdef object _node_endpoints(Reader *r, object current):
+cdef list _node_endpoints(Reader *r):
     cdef Py_ssize_t n, i
     cdef list out
     n = _count(r, True, "node_endpoints")
@@ -601,7 +601,7 @@ cdef int _response_tags(Reader *r, ProduceResult res) except -1:
         if tag == 0 and r.version >= _FIRST_TAGGED_LEADER:
             start = r.pos
             r.end = end
-            res.node_endpoints = _node_endpoints(r, res.node_endpoints)
+            res.node_endpoints = _node_endpoints(r)
             r.end = outer_end
             _sized(r, start, end, "node_endpoints (tag 0)")
         r.pos = end
