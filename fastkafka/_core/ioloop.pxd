@@ -14,6 +14,7 @@ cdef class Poller:
     cdef readonly long long waits           # polls that blocked (released the GIL)
     cdef readonly long long gil_wait_ns     # total time taking the GIL back after those
     cdef readonly long long gil_wait_max_ns
+    cdef readonly long long slow_gil_waits  # of those, the ones over 1 ms
     cdef readonly long long wakeups_written
 
     cdef int _check_open(self) except -1

@@ -65,29 +65,41 @@ cdef extern from *:
     """
     /* Process-wide: I/O threads between their blocking wait and having the GIL again, and how
        many times an I/O thread took the GIL back after such a wait. */
+    #include <linux/futex.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    #include <time.h>
     static int fk_io_waiting = 0;
-    static unsigned long fk_io_took = 0;
+    static int fk_io_took = 0;          /* a futex word: application threads wait on it */
+    static int fk_handing_over = 0;     /* application threads waiting on it */
     static inline int fk_waiting(void) { return __atomic_load_n(&fk_io_waiting, __ATOMIC_ACQUIRE); }
     static inline void fk_waiting_add(int d) { __atomic_add_fetch(&fk_io_waiting, d, __ATOMIC_ACQ_REL); }
-    static inline unsigned long fk_took(void) { return __atomic_load_n(&fk_io_took, __ATOMIC_ACQUIRE); }
-    static inline void fk_took_bump(void) { __atomic_add_fetch(&fk_io_took, 1, __ATOMIC_ACQ_REL); }
+    static inline int fk_took(void) { return __atomic_load_n(&fk_io_took, __ATOMIC_ACQUIRE); }
+    static inline void fk_took_bump(void) {
+        __atomic_add_fetch(&fk_io_took, 1, __ATOMIC_ACQ_REL);
+        if (__atomic_load_n(&fk_handing_over, __ATOMIC_ACQUIRE) > 0)
+            syscall(SYS_futex, &fk_io_took, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    }
+    /* Sleep (no spinning: on a small machine the I/O thread needs the core) until fk_io_took
+       differs from seen, at most ns nanoseconds. */
+    static inline void fk_took_wait(int seen, long long ns) {
+        struct timespec ts;
+        ts.tv_sec = ns / 1000000000LL;
+        ts.tv_nsec = ns % 1000000000LL;
+        __atomic_add_fetch(&fk_handing_over, 1, __ATOMIC_ACQ_REL);
+        syscall(SYS_futex, &fk_io_took, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        __atomic_sub_fetch(&fk_handing_over, 1, __ATOMIC_ACQ_REL);
+    }
     static inline int fk_swap(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
     static inline void fk_store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline void fk_pause(void) {
-    #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-    #elif defined(__aarch64__)
-        __asm__ __volatile__("yield");
-    #endif
-    }
     """
     int fk_waiting() nogil
     void fk_waiting_add(int d) nogil
-    unsigned long fk_took() nogil
+    int fk_took() nogil
     void fk_took_bump() nogil
+    void fk_took_wait(int seen, long long ns) nogil
     int fk_swap(int *p, int v) nogil
     void fk_store(int *p, int v) nogil
-    void fk_pause() nogil
 
 #: selectors-compatible event bits.
 READ = 1
@@ -108,20 +120,16 @@ cdef inline long long _now_ns() noexcept nogil:
 
 cdef void _hand_over() noexcept:
     global handovers
-    cdef unsigned long took = fk_took()
-    cdef long long deadline
-    cdef int spins = 0
+    cdef int took = fk_took()
+    cdef long long deadline, left
     handovers += 1
     with nogil:
         deadline = _now_ns() + _HANDOVER_MAX_NS
         while fk_took() == took and fk_waiting() > 0:
-            spins += 1
-            if spins & 31:
-                fk_pause()
-            else:
-                if _now_ns() > deadline:
-                    break
-                sched_yield()
+            left = deadline - _now_ns()
+            if left <= 0:
+                break
+            fk_took_wait(took, left)
 
 
 cdef void give_way() noexcept:
@@ -295,6 +303,8 @@ cdef class Poller:
             self.gil_wait_ns += waited
             if waited > self.gil_wait_max_ns:
                 self.gil_wait_max_ns = waited
+            if waited > 1000000:
+                self.slow_gil_waits += 1
         if n < 0:
             if errno == EINTR:
                 return out
