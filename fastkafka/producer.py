@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
 from ._core.bufferpool import BufferPool
 from ._core.partitioner import partitions_for_keys
-from ._core.ioloop import yield_to_io
+from ._core.ioloop import handover_count, yield_to_io
 from ._core.sendpath import (REQUEST_OVERHEAD, ProducerCore, check_column, monotonic_ms,
                              validate_headers, validate_timestamp)
 from .cluster import Metadata, topic_error
@@ -662,6 +662,17 @@ class Producer(ProducerCore):
             "producer_id": self._sender.idem.producer_id if self._sender.idem else -1,
             "producer_epoch": self._sender.idem.producer_epoch if self._sender.idem else -1,
             "epoch_bumps": self._sender.idem.epoch_bumps if self._sender.idem else 0,
+        })
+        poller = self._client.poller
+        m.update({
+            # The I/O thread's blocking waits, and how long it took to get the GIL back after
+            # them (fastkafka/_core/ioloop.pyx); gil_handovers is process-wide.
+            "io_waits": poller.waits,
+            "io_gil_wait_ms_total": poller.gil_wait_ns / 1e6,
+            "io_gil_wait_max_ms": poller.gil_wait_max_ns / 1e6,
+            "io_slow_gil_waits": poller.slow_gil_waits,
+            "io_wakeups_written": poller.wakeups_written,
+            "gil_handovers": handover_count(),
         })
         if self._sender.txn is not None:
             m.update(self._sender.txn.stats)
