@@ -1,11 +1,13 @@
 # cython: language_level=3
-# Contract of fastkafka._core.accumulator: batches, futures and the RecordAccumulator.
+# Contract of fastkafka._core.accumulator: the RecordAccumulator (the batches and futures it makes
+# are declared in fastkafka._core.batch).
 cimport cython
 from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport int32_t, int64_t
 from posix.time cimport clock_gettime, timespec
 
 from fastkafka._wire.records cimport BatchBuilder
+from fastkafka._core.batch cimport ProducerBatch, FutureRecordMetadata
 from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.partitioner cimport StickyPartitioner
 
@@ -16,89 +18,6 @@ cdef inline int64_t clock_ms(int clock) noexcept nogil:
     cdef timespec t
     clock_gettime(clock, &t)
     return <int64_t>t.tv_sec * 1000 + t.tv_nsec // 1000000
-
-
-@cython.final
-cdef class RecordMetadata:
-    cdef readonly str topic
-    cdef readonly int32_t partition
-    cdef readonly int64_t offset
-    cdef readonly int64_t timestamp
-    cdef readonly int32_t serialized_key_size
-    cdef readonly int32_t serialized_value_size
-
-
-@cython.final
-cdef class _Listener:
-    cdef BatchFuture future
-    cdef int64_t count
-
-
-@cython.final
-cdef class ProducerBatch:
-    cdef readonly str topic
-    cdef readonly int32_t partition
-    cdef readonly object topic_partition      # cached (topic, partition)
-    cdef readonly BatchBuilder builder        # None after deallocate()
-    cdef public int64_t created_ms
-    cdef public int32_t attempts
-    cdef public int64_t last_attempt_ms
-    cdef public int64_t drained_ms
-    cdef readonly int32_t record_count
-    cdef public int64_t reserved              # bytes held in the buffer pool
-    cdef public int64_t producer_id
-    cdef public int32_t producer_epoch
-    cdef public int32_t base_sequence
-    cdef public bint in_retry
-    cdef bint _full                           # an append was refused: closed for appends
-    cdef bint _done
-    cdef readonly int64_t base_offset
-    cdef readonly int64_t log_append_time
-    cdef readonly object error
-    cdef list _thunks                         # FutureRecordMetadata with callbacks, or None
-    cdef list _listeners                      # _Listener per BatchFuture, or None
-    cdef _Listener _last_listener
-    cdef object _event                        # threading.Event
-    # split (RecordAccumulator.split_and_reenqueue): the pieces that took over the records, in
-    # order; a piece's split batch and the index there of its first record
-    cdef list _children
-    cdef ProducerBatch _parent
-    cdef int32_t _first_index
-    cdef int32_t _children_left
-
-    cpdef bint complete(self, int64_t base_offset, int64_t log_append_time, object error) except -1
-    cdef inline bint _is_full(self) noexcept
-
-
-@cython.final
-cdef class FutureRecordMetadata:
-    cdef readonly ProducerBatch batch
-    cdef readonly int32_t index
-    cdef int64_t _timestamp
-    cdef int32_t _key_size
-    cdef int32_t _value_size
-    cdef object _callback
-    cdef list _extra
-
-    cdef RecordMetadata _metadata(self)
-    cdef void _fire(self, object error) noexcept
-
-
-@cython.final
-cdef class BatchFuture:
-    cdef int64_t _appended
-    cdef int64_t _delivered
-    cdef int64_t _failed
-    cdef bint _sealed
-    cdef bint _finished
-    cdef readonly object expected     # record count the caller announced (informational)
-    cdef object _first_error
-    cdef object _event
-    cdef list _callbacks
-
-    cdef void _batch_done(self, int64_t count, object error) noexcept
-    cdef void _seal(self, int64_t appended) noexcept
-    cdef bint _check_done_locked(self) noexcept
 
 
 @cython.final
@@ -134,7 +53,9 @@ cdef class RecordAccumulator:
     cdef public bint transactional
     cdef bint _closed
     cdef bint _counted               # counted in accumulators_open (live_resources())
-    cdef bint _wakeup                # a batch filled up or was started since wakeup_needed()
+    # A batch filled up or was started since the last wakeup_needed(): the sender should look.
+    # send()/produce() (sendpath) read and clear it after each record.
+    cdef bint wakeup_pending
     cdef int _flushes
     cdef dict _flush_threads         # thread ident -> open begin_flush() calls
     cdef dict _topics                # topic -> _TopicState
@@ -151,7 +72,9 @@ cdef class RecordAccumulator:
     cdef _PartitionQueue _pq_locked(self, _TopicState ts, int32_t partition)
     cdef _PartitionQueue _find_locked(self, str topic, int32_t partition)
     cdef ProducerBatch _new_batch(self, _PartitionQueue pq, int64_t now_ms, int64_t reserved)
-    cdef FutureRecordMetadata _append(self, str topic, int32_t partition, int64_t timestamp,
-                                      const char *kp, Py_ssize_t kl, const char *vp,
-                                      Py_ssize_t vl, object headers, object on_delivery,
-                                      int64_t now_ms, int64_t max_block_ms, bint want_future)
+    # append() from C (send/produce in sendpath): the record's future, or None when not wanted
+    # and there is no on_delivery.
+    cdef FutureRecordMetadata append_c(self, str topic, int32_t partition, int64_t timestamp,
+                                       const char *kp, Py_ssize_t kl, const char *vp,
+                                       Py_ssize_t vl, object headers, object on_delivery,
+                                       int64_t now_ms, int64_t max_block_ms, bint want_future)

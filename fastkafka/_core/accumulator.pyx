@@ -1,6 +1,8 @@
 # cython: language_level=3
 """The RecordAccumulator: one deque of open batches per partition, fed by user threads and drained
-by the single sender thread (the Java ``RecordAccumulator`` / ``ProducerBatch`` responsibilities).
+by the single sender thread (the Java ``RecordAccumulator`` responsibilities). The batches and their
+completion objects are in :mod:`fastkafka._core.batch` (re-exported here); ``send_batch`` columns
+are read by :mod:`fastkafka._core.columns`.
 
 Threading
 ---------
@@ -9,13 +11,12 @@ sender thread. Shared state is guarded by one lock that is never held while bloc
 pool, while closing (compressing) a batch, while calling into ``cluster``, or while running a user
 callback. Every time-dependent method takes ``now_ms`` (integer milliseconds, any monotonic origin).
 
-Completion
-----------
-One completion per batch: :meth:`ProducerBatch.complete` sets the result, wakes waiters, then runs
-the per-record ``on_delivery(err, RecordMetadata)`` callbacks in record order and the aggregate
-:class:`BatchFuture` listeners. A record's :class:`FutureRecordMetadata` is (batch, index). Callbacks
-run on the thread that completes the batch (the sender's I/O thread); one that raises is logged to
-the ``fastkafka`` logger and does not stop the others.
+Appending
+---------
+Every record, from ``send``/``produce`` (one at a time) or ``send_batch`` (lists or Arrow columns),
+goes through one path, ``append_record_locked``: into the partition's open batch if it has room,
+else (sticky partitioning: after moving to another partition once) into a new batch whose memory
+comes from the buffer pool, waiting for it without the lock when it is not free.
 
 >>> from fastkafka._core.bufferpool import BufferPool
 >>> acc = RecordAccumulator(16384, 0, None, 5, 100, 120000, BufferPool(1 << 20, 16384), False)
@@ -24,24 +25,25 @@ the ``fastkafka`` logger and does not stop the others.
 1
 """
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyObject_CheckBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
+from cpython.buffer cimport PyBuffer_Release
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.ref cimport PyObject
 from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
     PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK,
 )
-from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC
 
 from fastkafka._wire.records cimport (BatchBuilder, record_size_c, headers_encoded_size, get_view,
-                                      unusable_buffer, BATCH_HEADER_SIZE)
+                                      BATCH_HEADER_SIZE)
+from fastkafka._core.batch cimport (ProducerBatch, FutureRecordMetadata, BatchFuture, BatchListener,
+                                    done_acquire, done_release, init_batch, resolve_batch,
+                                    record_owners, new_future, count_batch_record)
 from fastkafka._core.bufferpool cimport BufferPool
+from fastkafka._core.columns cimport (Column, COL_NULL, prepare_column, prepare_int32_column,
+                                      column_get)
 from fastkafka._core.partitioner cimport StickyPartitioner
 
-import array
 import logging
 import threading
 import time
@@ -49,9 +51,11 @@ import time
 from fastkafka._wire.records import BatchBuilder as _PyBatchBuilder
 from fastkafka._wire.records import buffer_counters
 from fastkafka._core.bufferpool import pool_counters
+from fastkafka._core.batch import batch_counters
+import fastkafka._core.batch as _batch_module
 from fastkafka.errors import (
-    InvalidRecordError, KafkaTimeoutError, MalformedRecordError, ProducerClosedError,
-    RecordTooLargeError, UnknownPartitionError, IllegalStateError)
+    InvalidRecordError, MalformedRecordError, ProducerClosedError, RecordTooLargeError,
+    UnknownPartitionError)
 
 _log = logging.getLogger("fastkafka")
 
@@ -62,9 +66,15 @@ PARTITION_STICKY = -1
 
 cdef int64_t _NO_DEADLINE = 9223372036854775807
 
-# Live-resource counters (touched with the GIL held): ProducerBatch objects alive, and
-# RecordAccumulators alive and not closed. See live_resources().
-cdef int64_t _live_batches = 0
+# The completion objects and the I/O-thread registry live in fastkafka._core.batch; they are
+# re-exported here, where the producer, the sender and the tests import them from.
+for _name in ("RecordMetadata", "ProducerBatch", "FutureRecordMetadata", "BatchFuture",
+              "register_io_thread", "unregister_io_thread"):
+    globals()[_name] = getattr(_batch_module, _name)
+del _name
+
+# Live-resource counter (touched with the GIL held): RecordAccumulators alive and not closed. The
+# other counters are kept where their resources are made. See live_resources().
 cdef int64_t _open_accumulators = 0
 
 #: The counters :func:`live_resources` reports that must come back to where they were once
@@ -94,711 +104,17 @@ def live_resources():
     """
     cdef dict pools = pool_counters()
     cdef dict bufs = buffer_counters()
+    cdef dict batches = batch_counters()
     return {
         "accumulators_open": _open_accumulators,
-        "io_threads": len(_io_threads),
-        "producer_batches": _live_batches,
+        "io_threads": batches["io_threads"],
+        "producer_batches": batches["producer_batches"],
         "buffer_pools": pools["buffer_pools"],
         "buffer_pool_bytes": pools["buffer_pool_bytes"],
         "batch_buffers": bufs["batch_buffers"],
         "batch_buffer_bytes": bufs["batch_buffer_bytes"],
         "buffer_cache_overflow": bufs["buffer_cache_overflow"],
     }
-
-
-# Guards completion state (ProducerBatch._done/_event/_thunks, BatchFuture counters). A leaf lock:
-# nothing else is acquired and no Python callback runs while it is held.
-cdef PyThread_type_lock _done_lock = PyThread_allocate_lock()
-
-
-cdef inline void _done_acquire() noexcept:
-    if not PyThread_acquire_lock(_done_lock, NOWAIT_LOCK):
-        with nogil:
-            PyThread_acquire_lock(_done_lock, WAIT_LOCK)
-
-
-cdef inline void _done_release() noexcept:
-    PyThread_release_lock(_done_lock)
-
-
-# ---------------------------------------------------------------------------------------------
-# RecordMetadata
-# ---------------------------------------------------------------------------------------------
-
-# Idents of the producers' I/O threads: waiting there for a delivery would deadlock, since that
-# thread is the one that completes deliveries (a delivery callback calling future.get()).
-_io_threads = set()
-
-
-def register_io_thread(ident):
-    _io_threads.add(ident)
-
-
-def unregister_io_thread(ident):
-    _io_threads.discard(ident)
-
-
-cdef inline int _refuse_wait_on_io_thread(str what) except -1:
-    if _io_threads and threading.get_ident() in _io_threads:
-        raise IllegalStateError(
-            f"cannot {what} on the producer's I/O thread (in a delivery callback): that thread "
-            f"completes deliveries, so it would wait for itself. Use on_delivery/add_callback, or "
-            f"wait from an application thread")
-    return 0
-
-
-@cython.final
-cdef class RecordMetadata:
-    """Where a record landed: ``topic, partition, offset, timestamp, serialized_key_size,
-    serialized_value_size``. ``offset`` is -1 when unknown (acks=0 or failed); ``timestamp`` is the
-    broker's log-append time when the topic uses it, else the record's own timestamp; sizes are -1
-    for a null key/value."""
-
-    def __init__(self, str topic, int32_t partition, int64_t offset, int64_t timestamp,
-                 int32_t serialized_key_size=-1, int32_t serialized_value_size=-1):
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.serialized_key_size = serialized_key_size
-        self.serialized_value_size = serialized_value_size
-
-    def __reduce__(self):
-        return (RecordMetadata, (self.topic, self.partition, self.offset, self.timestamp,
-                                 self.serialized_key_size, self.serialized_value_size))
-
-    def _astuple(self):
-        return (self.topic, self.partition, self.offset, self.timestamp,
-                self.serialized_key_size, self.serialized_value_size)
-
-    def __eq__(self, other):
-        if not isinstance(other, RecordMetadata):
-            return NotImplemented
-        return self._astuple() == (<RecordMetadata>other)._astuple()
-
-    def __hash__(self):
-        return hash(self._astuple())
-
-    def __repr__(self):
-        return (f"RecordMetadata(topic={self.topic!r}, partition={self.partition}, "
-                f"offset={self.offset}, timestamp={self.timestamp}, "
-                f"serialized_key_size={self.serialized_key_size}, "
-                f"serialized_value_size={self.serialized_value_size})")
-
-
-cdef inline RecordMetadata _make_metadata(str topic, int32_t partition, int64_t offset,
-                                          int64_t timestamp, int32_t ks, int32_t vs):
-    cdef RecordMetadata md = RecordMetadata.__new__(RecordMetadata)
-    md.topic = topic
-    md.partition = partition
-    md.offset = offset
-    md.timestamp = timestamp
-    md.serialized_key_size = ks
-    md.serialized_value_size = vs
-    return md
-
-
-# ---------------------------------------------------------------------------------------------
-# ProducerBatch
-# ---------------------------------------------------------------------------------------------
-
-@cython.final
-cdef class _Listener:
-    pass
-
-
-@cython.final
-cdef class ProducerBatch:
-    """One partition's records (a ``BatchBuilder``) plus their completion.
-
-    ``producer_id`` / ``producer_epoch`` / ``base_sequence`` stay -1 until the sender stamps the
-    batch. ``attempts`` counts retries (0 for the first send); ``in_retry`` is set by
-    :meth:`RecordAccumulator.reenqueue`.
-    """
-
-    def __cinit__(self, *args, **kwargs):
-        global _live_batches
-        _live_batches += 1
-
-    def __dealloc__(self):
-        global _live_batches
-        _live_batches -= 1
-
-    def __init__(self, str topic=None, int32_t partition=-1, BatchBuilder builder=None,
-                 int64_t created_ms=0):
-        _init_batch(self, topic, partition, builder, created_ms)
-
-    cdef inline bint _is_full(self) noexcept:
-        cdef BatchBuilder b = self.builder
-        return self._full or b is None or b._closed or b._len >= b._batch_size
-
-    cpdef bint complete(self, int64_t base_offset, int64_t log_append_time, object error) except -1:
-        """complete(base_offset, log_append_time, error) -> bool
-
-        Set the result once (False if already completed), wake waiters, then run the per-record
-        callbacks and the BatchFuture listeners. Call it with no lock held."""
-        cdef list thunks, listeners
-        cdef object ev
-        cdef FutureRecordMetadata f
-        cdef _Listener l
-        _done_acquire()
-        if self._done:
-            _done_release()
-            return False
-        self._done = True
-        self.base_offset = base_offset
-        self.log_append_time = log_append_time
-        self.error = error
-        ev = self._event
-        thunks = self._thunks
-        listeners = self._listeners
-        self._thunks = None
-        self._listeners = None
-        self._last_listener = None
-        _done_release()
-        if ev is not None:
-            ev.set()
-        if thunks is not None:
-            for f in thunks:
-                f._fire(error)
-        if listeners is not None:
-            for l in listeners:
-                l.future._batch_done(l.count, error)
-        if self._parent is not None:
-            _piece_done(self._parent, error)
-        return True
-
-    @property
-    def is_done(self):
-        return self._done
-
-    @property
-    def split_into(self):
-        """The batches this one was split into (a tuple, in record order), or None."""
-        return None if self._children is None else tuple(self._children)
-
-    def wait(self, timeout=None):
-        """wait(timeout=None) -> bool: block (GIL released) until completed or ``timeout`` s.
-        Raises IllegalStateError on a producer's I/O thread (a delivery callback), which is the
-        thread that would complete it."""
-        cdef object ev
-        if self._done:
-            return True
-        _refuse_wait_on_io_thread("wait for a record's delivery (future.get())")
-        _done_acquire()
-        if self._done:
-            _done_release()
-            return True
-        ev = self._event
-        if ev is None:
-            ev = self._event = threading.Event()
-        _done_release()
-        return ev.wait(timeout)
-
-    @property
-    def is_full(self):
-        return self._is_full()
-
-    @property
-    def size_in_bytes(self):
-        """Uncompressed estimate while open, exact after the builder is closed."""
-        return self.builder.estimated_size_c() if self.builder is not None else 0
-
-    def __repr__(self):
-        return (f"ProducerBatch({self.topic!r}, {self.partition}, records={self.record_count}, "
-                f"attempts={self.attempts}, done={self._done})")
-
-
-cdef inline ProducerBatch _init_batch(ProducerBatch b, str topic, int32_t partition,
-                                      BatchBuilder builder, int64_t created_ms):
-    b.topic = topic
-    b.partition = partition
-    b.topic_partition = (topic, partition)
-    b.builder = builder
-    b.created_ms = created_ms
-    b.last_attempt_ms = created_ms
-    b.drained_ms = -1
-    b.attempts = 0
-    b.record_count = 0
-    b.reserved = 0
-    b.producer_id = -1
-    b.producer_epoch = -1
-    b.base_sequence = -1
-    b.in_retry = False
-    b.base_offset = -1
-    b.log_append_time = -1
-    b.error = None
-    return b
-
-
-# ---------------------------------------------------------------------------------------------
-# Split batches (RecordAccumulator.split_and_reenqueue)
-# ---------------------------------------------------------------------------------------------
-
-cdef ProducerBatch _resolve(ProducerBatch b, int32_t *index):
-    """The batch that holds record ``index[0]`` of ``b`` now: ``b`` itself unless it was split,
-    else the piece (of the piece...) that took the record over; ``index[0]`` becomes the record's
-    index there."""
-    cdef list pieces
-    cdef Py_ssize_t k
-    cdef ProducerBatch c
-    while b._children is not None:
-        pieces = b._children
-        k = PyList_GET_SIZE(pieces) - 1
-        while k > 0 and (<ProducerBatch>PyList_GET_ITEM(pieces, k))._first_index > index[0]:
-            k -= 1
-        c = <ProducerBatch>PyList_GET_ITEM(pieces, k)
-        index[0] -= c._first_index
-        b = c
-    return b
-
-
-cdef void _piece_done(ProducerBatch parent, object error) noexcept:
-    """A piece of ``parent`` completed. ``parent`` (which has no callbacks or listeners of its own
-    any more) is done when all its pieces are: its waiters wake, and so on up a split of a split.
-    Its ``error`` is the first error of a piece (each record's own outcome is its piece's)."""
-    cdef object ev
-    while parent is not None:
-        _done_acquire()
-        parent._children_left -= 1
-        if error is not None and parent.error is None:
-            parent.error = error
-        if parent._children_left > 0 or parent._done:
-            _done_release()
-            return
-        parent._done = True
-        ev = parent._event
-        error = parent.error
-        _done_release()
-        if ev is not None:
-            ev.set()
-        parent = parent._parent
-
-
-cdef list _record_owners(ProducerBatch b):
-    """Per record of ``b`` (call with ``_done_lock`` held): the index in ``b._listeners`` of the
-    ``send_batch`` listener that counts it, or -1 for a record of ``send``/``produce``. None when
-    that cannot be told: listeners only count their records, appended in runs; the records between
-    runs are known only when each has a callback (it is then in ``_thunks`` with its index)."""
-    cdef list listeners = b._listeners
-    cdef list owners
-    cdef Py_ssize_t n = b.record_count, j = 0, li, c, total = 0, others = 0
-    cdef int32_t i
-    cdef FutureRecordMetadata f
-    cdef _Listener l
-    owners = [-2] * n
-    if b._thunks is not None:
-        for f in b._thunks:
-            i = f.index
-            if _resolve(f.batch, &i) is not b or i < 0 or i >= n:
-                return None
-            if owners[i] != -1:
-                owners[i] = -1
-                others += 1
-    if not listeners:
-        return [-1] * n
-    for l in listeners:
-        total += l.count
-    if total + others != n:
-        return None
-    for li in range(len(listeners)):
-        c = (<_Listener>listeners[li]).count
-        while c > 0:
-            while owners[j] == -1:
-                j += 1
-            owners[j] = li
-            j += 1
-            c -= 1
-    return owners
-
-
-# ---------------------------------------------------------------------------------------------
-# Futures
-# ---------------------------------------------------------------------------------------------
-
-@cython.final
-@cython.freelist(1024)
-cdef class FutureRecordMetadata:
-    """The result of one ``send``: ``get(timeout=None) -> RecordMetadata``.
-
-    Backed by the record's batch and its index in it; no lock or event per record."""
-
-    cdef RecordMetadata _metadata(self):
-        cdef int32_t i = self.index
-        cdef ProducerBatch b = _resolve(self.batch, &i)
-        cdef int64_t offset = -1
-        cdef int64_t ts = self._timestamp
-        if b._done and b.error is None and b.base_offset >= 0:
-            offset = b.base_offset + i
-        if b.log_append_time != -1:
-            ts = b.log_append_time
-        return _make_metadata(b.topic, b.partition, offset, ts, self._key_size, self._value_size)
-
-    cdef void _fire(self, object error) noexcept:
-        cdef RecordMetadata md
-        try:
-            md = self._metadata()
-        except BaseException:
-            _log.exception("building RecordMetadata failed")
-            return
-        if self._callback is not None:
-            try:
-                self._callback(error, md)
-            except Exception:
-                _log.exception("delivery callback %r raised", self._callback)
-        if self._extra is not None:
-            for fn in self._extra:
-                try:
-                    fn(error, md)
-                except Exception:
-                    _log.exception("delivery callback %r raised", fn)
-
-    def done(self):
-        cdef int32_t i = self.index
-        return _resolve(self.batch, &i)._done
-
-    def get(self, timeout=None):
-        """get(timeout=None) -> RecordMetadata; raises the delivery error, or
-        ``KafkaTimeoutError`` if not completed within ``timeout`` seconds."""
-        cdef int32_t i = self.index
-        cdef ProducerBatch b = _resolve(self.batch, &i)
-        if not b._done and not b.wait(timeout):
-            raise KafkaTimeoutError(f"record not delivered within {timeout} s "
-                                    f"(topic {b.topic!r}, partition {b.partition})")
-        if b._children is not None:  # split while we waited; done means every piece is
-            i = self.index
-            b = _resolve(self.batch, &i)
-        if b.error is not None:
-            raise b.error
-        return self._metadata()
-
-    def exception(self, timeout=None):
-        """exception(timeout=None) -> the delivery error or None (waits like ``get``)."""
-        cdef int32_t i = self.index
-        cdef ProducerBatch b = _resolve(self.batch, &i)
-        if not b._done and not b.wait(timeout):
-            raise KafkaTimeoutError(f"record not delivered within {timeout} s")
-        if b._children is not None:
-            i = self.index
-            b = _resolve(self.batch, &i)
-        return b.error
-
-    def add_callback(self, fn):
-        """add_callback(fn): call ``fn(err, RecordMetadata)`` on completion (at once if done)."""
-        cdef ProducerBatch b
-        cdef int32_t i = self.index
-        cdef bint now = False
-        _done_acquire()
-        b = _resolve(self.batch, &i)   # under the lock: a split moves callbacks to the pieces
-        if b._done:
-            now = True
-        else:
-            if self._extra is None:
-                self._extra = []
-                if self._callback is None:
-                    if b._thunks is None:
-                        b._thunks = []
-                    b._thunks.append(self)
-            self._extra.append(fn)
-        _done_release()
-        if now:
-            try:
-                fn(b.error, self._metadata())
-            except Exception:
-                _log.exception("delivery callback %r raised", fn)
-
-    @property
-    def metadata(self):
-        """The RecordMetadata as far as known now (offset -1 until delivered)."""
-        return self._metadata()
-
-    def __repr__(self):
-        return (f"<FutureRecordMetadata {self.batch.topic!r}[{self.batch.partition}] "
-                f"#{self.index} done={self.batch._done}>")
-
-
-cdef inline FutureRecordMetadata _new_future(ProducerBatch batch, int64_t ts, Py_ssize_t kl,
-                                             Py_ssize_t vl, object cb, bint want=True):
-    """Count one more record in ``batch``; its future (None if not wanted and no callback)."""
-    cdef FutureRecordMetadata f
-    if not want and cb is None:
-        batch.record_count += 1
-        return None
-    f = FutureRecordMetadata.__new__(FutureRecordMetadata)
-    f.batch = batch
-    f.index = batch.record_count
-    batch.record_count += 1
-    f._timestamp = ts
-    f._key_size = <int32_t>kl
-    f._value_size = <int32_t>vl
-    if cb is not None:
-        f._callback = cb
-        if batch._thunks is None:
-            batch._thunks = [f]
-        else:
-            batch._thunks.append(f)
-    return f
-
-
-@cython.final
-cdef class BatchFuture:
-    """Aggregate result of one ``send_batch`` across every batch its records went into.
-
-    ``get(timeout=None) -> int`` (records delivered) once all are done, raising the first delivery
-    error if any failed; ``delivered``, ``failed``, ``appended``, ``first_error``, ``done()``.
-    """
-
-    def __cinit__(self, expected=None):
-        self._event = threading.Event()
-        self.expected = expected
-
-    cdef bint _check_done_locked(self) noexcept:
-        if not self._finished and self._sealed and self._delivered + self._failed >= self._appended:
-            self._finished = True
-            return True
-        return False
-
-    cdef void _batch_done(self, int64_t count, object error) noexcept:
-        cdef bint fire
-        _done_acquire()
-        if error is None:
-            self._delivered += count
-        else:
-            self._failed += count
-            if self._first_error is None:
-                self._first_error = error
-        fire = self._check_done_locked()
-        _done_release()
-        if fire:
-            self._finish()
-
-    cdef void _seal(self, int64_t appended) noexcept:
-        cdef bint fire
-        _done_acquire()
-        self._appended += appended
-        self._sealed = True
-        fire = self._check_done_locked()
-        _done_release()
-        if fire:
-            self._finish()
-
-    def _finish(self):
-        self._event.set()
-        cbs = self._callbacks
-        self._callbacks = None
-        if cbs:
-            for fn in cbs:
-                try:
-                    fn(self)
-                except Exception:
-                    _log.exception("BatchFuture callback %r raised", fn)
-
-    def done(self):
-        return self._finished
-
-    def get(self, timeout=None):
-        """get(timeout=None) -> int delivered; raises the first error after all batches are done."""
-        if not self._finished:
-            _refuse_wait_on_io_thread("wait for a send_batch's delivery (BatchFuture.get())")
-        if not self._event.wait(timeout):
-            raise KafkaTimeoutError(f"batch not delivered within {timeout} s "
-                                    f"({self._delivered + self._failed} of {self._appended} done)")
-        if self._first_error is not None:
-            raise self._first_error
-        return self._delivered
-
-    def add_callback(self, fn):
-        """add_callback(fn): call ``fn(batch_future)`` once everything is done (at once if done)."""
-        cdef bint now
-        _done_acquire()
-        now = self._finished
-        if not now:
-            if self._callbacks is None:
-                self._callbacks = []
-            self._callbacks.append(fn)
-        _done_release()
-        if now:
-            fn(self)
-
-    @property
-    def delivered(self):
-        return self._delivered
-
-    @property
-    def failed(self):
-        return self._failed
-
-    @property
-    def appended(self):
-        """Records accepted by ``append_batch`` (all of them unless it raised part-way)."""
-        return self._appended
-
-    @property
-    def first_error(self):
-        return self._first_error
-
-    def __repr__(self):
-        return (f"<BatchFuture appended={self._appended} delivered={self._delivered} "
-                f"failed={self._failed} done={self._finished}>")
-
-
-# ---------------------------------------------------------------------------------------------
-# Columns for append_batch
-# ---------------------------------------------------------------------------------------------
-
-cdef enum:
-    COL_NULL = 0      # every element null
-    COL_LIST = 1      # Python list of bytes-like / None
-    COL_ARROW32 = 2   # Arrow binary/string: int32 offsets
-    COL_ARROW64 = 3   # Arrow large_binary/large_string: int64 offsets
-
-
-cdef struct _Col:
-    int kind
-    Py_ssize_t offset              # Arrow array offset (slices)
-    const uint8_t *validity        # NULL: no nulls
-    const int32_t *off32
-    const int64_t *off64
-    const char *data
-    PyObject *lst                  # borrowed; the caller keeps the list alive
-
-
-cdef object _pa = None
-
-
-cdef object _pyarrow():
-    global _pa
-    if _pa is None:
-        import pyarrow
-        _pa = pyarrow
-    return _pa
-
-
-cdef inline bint _is_arrow(object obj):
-    cdef str mod = type(obj).__module__
-    return mod is not None and mod.startswith("pyarrow")
-
-
-cdef inline uintptr_t _addr(object buf):
-    return 0 if buf is None else <uintptr_t>buf.address
-
-
-cdef Py_ssize_t _prepare_col(object col, _Col *c, str name, list keep) except -1:
-    """Fill ``c`` for ``col``; validate it; return its length. Keeps needed objects in ``keep``."""
-    cdef Py_ssize_t n, i
-    cdef object x, t, bufs
-    cdef Py_buffer view
-    c.kind = COL_NULL
-    c.offset = 0
-    c.validity = NULL
-    c.off32 = NULL
-    c.off64 = NULL
-    c.data = NULL
-    c.lst = NULL
-    if _is_arrow(col):
-        pa = _pyarrow()
-        if isinstance(col, pa.ChunkedArray):
-            col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-        if not isinstance(col, pa.Array):
-            raise InvalidRecordError(f"{name}: expected a pyarrow Array, got {type(col).__name__}")
-        keep.append(col)
-        t = col.type
-        n = len(col)
-        if pa.types.is_null(t):
-            return n
-        if pa.types.is_binary(t) or pa.types.is_string(t):
-            c.kind = COL_ARROW32
-        elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
-            c.kind = COL_ARROW64
-        else:
-            raise InvalidRecordError(
-                f"{name}: Arrow type {t} is not supported (use binary, large_binary, string "
-                f"or large_string)")
-        bufs = col.buffers()
-        keep.append(bufs)
-        c.offset = col.offset
-        if bufs[0] is not None and col.null_count > 0:
-            c.validity = <const uint8_t *>_addr(bufs[0])
-        if c.kind == COL_ARROW32:
-            c.off32 = <const int32_t *>_addr(bufs[1])
-        else:
-            c.off64 = <const int64_t *>_addr(bufs[1])
-        c.data = <const char *>_addr(bufs[2])
-        if n > 0 and c.off32 == NULL and c.off64 == NULL:
-            raise InvalidRecordError(f"{name}: Arrow array without an offsets buffer")
-        return n
-    if type(col) is not list:
-        if col is None or isinstance(col, (str, bytes, bytearray, memoryview)):
-            raise InvalidRecordError(f"{name} must be a list of bytes-like/None or an Arrow array, "
-                                     f"not {type(col).__name__}")
-        try:
-            col = iter(col)
-        except TypeError:
-            raise InvalidRecordError(f"{name} must be a list of bytes-like/None or an Arrow array, "
-                                     f"not {type(col).__name__}") from None
-        col = list(col)
-    keep.append(col)
-    n = PyList_GET_SIZE(col)
-    for i in range(n):
-        x = <object>PyList_GET_ITEM(col, i)
-        if x is None or PyBytes_CheckExact(x) or PyByteArray_CheckExact(x):
-            continue
-        if isinstance(x, (str, int, float)) or not PyObject_CheckBuffer(x):
-            raise InvalidRecordError(f"{name}[{i}] must be bytes-like (bytes, bytearray, memoryview "
-                                     f"or another C-contiguous buffer) or None, not "
-                                     f"{type(x).__name__}")
-        try:
-            PyObject_GetBuffer(x, &view, PyBUF_SIMPLE)
-        except (BufferError, ValueError, TypeError) as e:
-            raise unusable_buffer(x, f"{name}[{i}]", e) from None
-        PyBuffer_Release(&view)
-    c.kind = COL_LIST
-    c.lst = <PyObject *>col
-    return n
-
-
-cdef inline int _col_get(_Col *c, Py_ssize_t i, const char **p, Py_ssize_t *n,
-                         Py_buffer *view, bint *release) except -1:
-    cdef Py_ssize_t j
-    cdef int64_t a, b
-    cdef object x
-    if c.kind == COL_ARROW32 or c.kind == COL_ARROW64:
-        j = c.offset + i
-        if c.validity != NULL and not ((c.validity[j >> 3] >> (j & 7)) & 1):
-            p[0] = NULL
-            n[0] = -1
-            return 0
-        if c.kind == COL_ARROW32:
-            a = c.off32[j]
-            b = c.off32[j + 1]
-        else:
-            a = c.off64[j]
-            b = c.off64[j + 1]
-        p[0] = c.data + a
-        n[0] = <Py_ssize_t>(b - a)
-        return 0
-    if c.kind == COL_NULL:
-        p[0] = NULL
-        n[0] = -1
-        return 0
-    if i >= PyList_GET_SIZE(<object>c.lst):
-        raise RuntimeError("the list passed to send_batch changed size while being appended")
-    x = <object>PyList_GET_ITEM(<object>c.lst, i)
-    if x is None:
-        p[0] = NULL
-        n[0] = -1
-    elif PyBytes_CheckExact(x):
-        p[0] = PyBytes_AS_STRING(x)
-        n[0] = PyBytes_GET_SIZE(x)
-    elif PyByteArray_CheckExact(x):
-        p[0] = PyByteArray_AS_STRING(x)
-        n[0] = PyByteArray_GET_SIZE(x)
-    else:
-        PyObject_GetBuffer(x, view, PyBUF_SIMPLE)
-        release[0] = True
-        p[0] = <const char *>view.buf
-        n[0] = view.len
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -833,6 +149,103 @@ cdef Py_ssize_t _retry_position(list batches, int32_t base_sequence):
             break
     return i
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The append path: one for send(), produce() and send_batch() (lists and Arrow)
+# ---------------------------------------------------------------------------------------------
+
+cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue pq,
+                                          int64_t timestamp, const char *kp, Py_ssize_t kl,
+                                          const char *vp, Py_ssize_t vl, object headers):
+    """Append the record to the partition's open (last) batch: that batch, or None when there is
+    none or it has no room (it is then closed for appends and the sender is to be woken)."""
+    cdef ProducerBatch batch
+    cdef Py_ssize_t nb = PyList_GET_SIZE(pq.batches)
+    if nb:
+        batch = <ProducerBatch>PyList_GET_ITEM(pq.batches, nb - 1)
+        if not batch.full:
+            if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
+                return batch
+            batch.full = True
+            acc.wakeup_pending = True
+    return None
+
+
+cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, int32_t partition,
+                                        bint sticky, bint move_sticky, int64_t timestamp,
+                                        const char *kp, Py_ssize_t kl, const char *vp,
+                                        Py_ssize_t vl, object headers, Py_ssize_t hsize,
+                                        int64_t now_ms, int64_t max_block_ms):
+    """Append one record of ``ts.topic`` to ``partition``; return the batch it went into. Called
+    with the accumulator's lock held, which is held again when this returns or raises (it is
+    released while waiting for buffer memory).
+
+    1. The partition's open batch, if it has room.
+    2. ``sticky`` (``partition`` is the topic's sticky partition): the first time a new batch would
+       be needed, the sticky partition moves to another of ``ts.available`` (the Java "abort on new
+       batch") and its open batch is tried. Otherwise, with ``move_sticky``, a full batch in the
+       current sticky partition moves it anyway (keyed records filled it).
+    3. A new batch: its memory (the batch size, or the record's size when larger: ``hsize`` is the
+       headers' encoded size, -1 to compute it here) from the buffer pool, waiting up to
+       ``max_block_ms`` without the lock when it is not free; then the open batch is tried once
+       more, since another thread may have started one meanwhile (the memory goes back then).
+    ``now_ms`` < 0: the monotonic clock, read only when a batch is started."""
+    cdef _PartitionQueue pq
+    cdef ProducerBatch batch
+    cdef bint switched = False
+    cdef int32_t np
+    cdef int64_t size
+    cdef object cur
+    while True:
+        pq = acc._pq_locked(ts, partition)
+        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
+        if batch is not None:
+            return batch
+        if sticky:
+            if not switched:
+                switched = True
+                np = acc._sticky.next_partition(ts.topic, ts.available, partition)
+                if np != partition:
+                    partition = np
+                    continue
+        elif move_sticky and ts.available and PyList_GET_SIZE(pq.batches):
+            cur = acc._sticky.current_c(ts.topic)
+            if cur is not None and <int32_t>cur == partition:
+                acc._sticky.next_partition(ts.topic, ts.available, partition)
+        break
+    # headers are validated here (TypeError naming the index) before memory is taken
+    if hsize < 0:
+        hsize = headers_encoded_size(headers) if headers is not None else 1
+    size = BATCH_HEADER_SIZE + record_size_c(0, 0, kl, vl, hsize)
+    if size < acc.batch_size:
+        size = acc.batch_size
+    if not acc.buffer_pool.try_allocate(size):
+        acc._release()
+        try:
+            acc.buffer_pool.allocate(size, max_block_ms)
+        finally:
+            acc._acquire()
+        if acc._closed:
+            acc.buffer_pool.deallocate(size)
+            raise ProducerClosedError("the producer was closed while waiting for memory")
+        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
+        if batch is not None:
+            acc.buffer_pool.deallocate(size)
+            return batch
+    if now_ms < 0:
+        now_ms = clock_ms(CLOCK_MONOTONIC)
+    try:
+        batch = acc._new_batch(pq, now_ms, size)
+        if not batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
+            raise RuntimeError("BatchBuilder refused the first record of a new batch")
+    except BaseException:
+        acc.buffer_pool.deallocate(size)
+        raise
+    pq.batches.append(batch)
+    acc._incomplete.add(batch)
+    acc.wakeup_pending = True
+    return batch
 
 
 cdef class RecordAccumulator:
@@ -940,7 +353,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch b = ProducerBatch.__new__(ProducerBatch)
         cdef BatchBuilder builder = BatchBuilder(self.batch_size, self.compression_type,
                                                  self.compression_level)
-        _init_batch(b, pq.topic, pq.partition, builder, now_ms)
+        init_batch(b, pq.topic, pq.partition, builder, now_ms)
         b.topic_partition = pq.tp
         b.reserved = reserved
         return b
@@ -980,8 +393,8 @@ cdef class RecordAccumulator:
         try:
             vrel = get_view(value, "value", &vview, &vp, &vl)
             try:
-                return self._append(topic, partition, timestamp_ms, kp, kl, vp, vl, headers,
-                                    on_delivery, now_ms, max_block_ms, True)
+                return self.append_c(topic, partition, timestamp_ms, kp, kl, vp, vl, headers,
+                                     on_delivery, now_ms, max_block_ms, True)
             finally:
                 if vrel:
                     PyBuffer_Release(&vview)
@@ -989,24 +402,17 @@ cdef class RecordAccumulator:
             if krel:
                 PyBuffer_Release(&kview)
 
-    cdef FutureRecordMetadata _append(self, str topic, int32_t partition, int64_t timestamp,
-                                      const char *kp, Py_ssize_t kl, const char *vp,
-                                      Py_ssize_t vl, object headers, object on_delivery,
-                                      int64_t now_ms, int64_t max_block_ms, bint want_future):
-        """The record's future, or None when ``want_future`` is false and there is no
-        ``on_delivery`` (the record is still counted in its batch)."""
+    cdef FutureRecordMetadata append_c(self, str topic, int32_t partition, int64_t timestamp,
+                                       const char *kp, Py_ssize_t kl, const char *vp,
+                                       Py_ssize_t vl, object headers, object on_delivery,
+                                       int64_t now_ms, int64_t max_block_ms, bint want_future):
+        """``append`` from C (``send``/``produce``): the record's future, or None when
+        ``want_future`` is false and there is no ``on_delivery`` (the record is still counted in
+        its batch). ``partition`` < 0: the topic's sticky partition. ``now_ms`` < 0: the clock is
+        read if a batch is started."""
         cdef _TopicState ts
-        cdef _PartitionQueue pq
         cdef ProducerBatch batch
-        cdef FutureRecordMetadata fut
-        cdef object cur
         cdef bint sticky = partition < 0
-        cdef bint switched = False, tail_full, have_mem = False
-        cdef int32_t np
-        cdef int64_t size
-        cdef Py_ssize_t nb
-
-        # 1. fast path: the partition's open batch has room
         self._acquire()
         try:
             if self._closed:
@@ -1018,72 +424,9 @@ cdef class RecordAccumulator:
                         f"no available partitions known for topic {topic!r} "
                         f"(call sticky_partition() first)")
                 partition = self._sticky.partition(topic, ts.available)
-            while True:
-                pq = self._pq_locked(ts, partition)
-                tail_full = False
-                nb = PyList_GET_SIZE(pq.batches)
-                if nb:
-                    batch = <ProducerBatch>PyList_GET_ITEM(pq.batches, nb - 1)
-                    if not batch._full:
-                        if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
-                            return _new_future(batch, timestamp, kl, vl, on_delivery, want_future)
-                        batch._full = True
-                        self._wakeup = True
-                    tail_full = True
-                if sticky:
-                    if not switched:
-                        switched = True
-                        np = self._sticky.next_partition(topic, ts.available, partition)
-                        if np != partition:
-                            partition = np
-                            continue
-                elif tail_full and ts.available:
-                    cur = self._sticky._sticky.get(topic)
-                    if cur is not None and <int32_t>cur == partition:
-                        self._sticky.next_partition(topic, ts.available, partition)
-                break
-            # headers are validated here (TypeError naming the index) before memory is taken
-            size = BATCH_HEADER_SIZE + record_size_c(0, 0, kl, vl,
-                                                     headers_encoded_size(headers)
-                                                     if headers is not None else 1)
-            if size < self.batch_size:
-                size = self.batch_size
-            have_mem = self.buffer_pool.try_allocate(size)
-        finally:
-            self._release()
-
-        # 2. wait for memory without holding the lock
-        if not have_mem:
-            self.buffer_pool.allocate(size, max_block_ms)
-
-        # 3. another thread may have started a batch meanwhile
-        if now_ms < 0:
-            now_ms = clock_ms(CLOCK_MONOTONIC)
-        self._acquire()
-        try:
-            if self._closed:
-                self.buffer_pool.deallocate(size)
-                raise ProducerClosedError("the producer was closed while waiting for memory")
-            nb = PyList_GET_SIZE(pq.batches)
-            if nb:
-                batch = <ProducerBatch>PyList_GET_ITEM(pq.batches, nb - 1)
-                if not batch._full:
-                    if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
-                        self.buffer_pool.deallocate(size)
-                        return _new_future(batch, timestamp, kl, vl, on_delivery, want_future)
-                    batch._full = True
-            try:
-                batch = self._new_batch(pq, now_ms, size)
-                if not batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
-                    raise RuntimeError("BatchBuilder refused the first record of a new batch")
-            except BaseException:
-                self.buffer_pool.deallocate(size)
-                raise
-            fut = _new_future(batch, timestamp, kl, vl, on_delivery, want_future)
-            pq.batches.append(batch)
-            self._incomplete.add(batch)
-            self._wakeup = True
-            return fut
+            batch = append_record_locked(self, ts, partition, sticky, True, timestamp, kp, kl, vp,
+                                         vl, headers, -1, now_ms, max_block_ms)
+            return new_future(batch, timestamp, kl, vl, on_delivery, want_future)
         finally:
             self._release()
 
@@ -1104,39 +447,33 @@ cdef class RecordAccumulator:
         and type). ``future`` is sealed when this returns or raises; if the buffer pool times out
         part-way, the records appended so far stay queued and the error carries
         ``records_appended``."""
-        cdef _Col vc, kc
+        cdef Column vc, kc
         cdef list keep = []
-        cdef Py_ssize_t n, nk, i, nb
+        cdef Py_ssize_t n, nk, i
         cdef int32_t single = 0
         cdef const int32_t *pp = NULL
-        cdef const int32_t[::1] pview
         cdef Py_ssize_t hsize = 1
-        cdef int32_t p, cur_p
+        cdef int32_t p
         cdef const char *kp
         cdef const char *vp
         cdef Py_ssize_t kl, vl
         cdef Py_buffer kview, vview
         cdef bint krel = False, vrel = False, locked = False
-        cdef int r
         cdef int64_t size, appended = 0
         cdef _TopicState ts
-        cdef _PartitionQueue pq = None
-        cdef ProducerBatch batch = None
-        cdef _Listener lst
+        cdef ProducerBatch batch
         cdef object err = None
-        cdef bint sticky = False, switched
-        cdef int32_t np
-        cdef object pbufs
+        cdef bint sticky = False
 
         if future is None:
             raise ValueError("append_batch needs a BatchFuture")
         try:
             # ---- validation: nothing is appended if any of this fails ----
-            n = _prepare_col(values, &vc, "values", keep)
+            n = prepare_column(values, &vc, "values", keep)
             if keys is None:
                 kc.kind = COL_NULL
             else:
-                nk = _prepare_col(keys, &kc, "keys", keep)
+                nk = prepare_column(keys, &kc, "keys", keep)
                 if nk != n:
                     raise MalformedRecordError(f"keys has {nk} elements but values has {n}")
             if headers is not None:
@@ -1157,42 +494,7 @@ cdef class RecordAccumulator:
                 elif single < 0:
                     raise UnknownPartitionError(f"invalid partition {single}")
             else:
-                if _is_arrow(partitions):
-                    pa = _pyarrow()
-                    if isinstance(partitions, pa.ChunkedArray):
-                        partitions = partitions.combine_chunks()
-                    if partitions.null_count:
-                        raise UnknownPartitionError("partitions contains nulls")
-                    if partitions.type != pa.int32():
-                        try:
-                            partitions = partitions.cast(pa.int32())
-                        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                            raise InvalidRecordError(
-                                f"partitions must be int32 values: {e}") from None
-                    keep.append(partitions)
-                    if len(partitions) != n:
-                        raise InvalidRecordError(f"partitions has {len(partitions)} elements "
-                                                 f"but values has {n}")
-                    if n:
-                        pbufs = partitions.buffers()
-                        keep.append(pbufs)
-                        pp = <const int32_t *>_addr(pbufs[1])
-                        pp += <Py_ssize_t>partitions.offset
-                else:
-                    try:
-                        pview = partitions
-                    except (TypeError, ValueError, BufferError):
-                        try:
-                            pview = array.array("i", partitions)
-                        except (TypeError, OverflowError) as e:
-                            raise InvalidRecordError(
-                                f"partitions must be int32 values: {e}") from None
-                    keep.append(pview)
-                    if pview.shape[0] != n:
-                        raise InvalidRecordError(f"partitions has {pview.shape[0]} elements but "
-                                                 f"values has {n}")
-                    if n:
-                        pp = &pview[0]
+                pp = prepare_int32_column(partitions, n, keep)
                 for i in range(n):
                     if pp[i] < 0:
                         raise UnknownPartitionError(f"partitions[{i}] = {pp[i]} is not a valid "
@@ -1200,8 +502,8 @@ cdef class RecordAccumulator:
 
             if max_record_size > 0:
                 for i in range(n):
-                    _col_get(&kc, i, &kp, &kl, &kview, &krel)
-                    _col_get(&vc, i, &vp, &vl, &vview, &vrel)
+                    column_get(&kc, i, &kp, &kl, &kview, &krel)
+                    column_get(&vc, i, &vp, &vl, &vview, &vrel)
                     if krel:
                         PyBuffer_Release(&kview)
                         krel = False
@@ -1223,83 +525,15 @@ cdef class RecordAccumulator:
             if sticky:
                 ts.available = available_partitions
                 single = self._sticky.partition(topic, available_partitions)
-            cur_p = -1
             for i in range(n):
-                _col_get(&kc, i, &kp, &kl, &kview, &krel)
-                _col_get(&vc, i, &vp, &vl, &vview, &vrel)
+                column_get(&kc, i, &kp, &kl, &kview, &krel)
+                column_get(&vc, i, &vp, &vl, &vview, &vrel)
                 p = pp[i] if pp != NULL else single
-                if p != cur_p:
-                    pq = self._pq_locked(ts, p)
-                    cur_p = p
-                r = 0
-                switched = False
-                while True:
-                    nb = PyList_GET_SIZE(pq.batches)
-                    if nb:
-                        batch = <ProducerBatch>PyList_GET_ITEM(pq.batches, nb - 1)
-                        if not batch._full:
-                            r = batch.builder.append_raw(timestamp_ms, kp, kl, vp, vl, headers)
-                            if not r:
-                                batch._full = True
-                    if r or not sticky or switched:
-                        break
-                    # the sticky partition needs a new batch: move to another partition first
-                    switched = True
-                    np = self._sticky.next_partition(topic, available_partitions, p)
-                    single = np
-                    if np == p:
-                        break
-                    p = np
-                    pq = self._pq_locked(ts, p)
-                    cur_p = p
-                if not r:
-                    size = BATCH_HEADER_SIZE + record_size_c(0, 0, kl, vl, hsize)
-                    if size < self.batch_size:
-                        size = self.batch_size
-                    if not self.buffer_pool.try_allocate(size):
-                        self._release()
-                        locked = False
-                        self.buffer_pool.allocate(size, max_block_ms)
-                        self._acquire()
-                        locked = True
-                        if self._closed:
-                            self.buffer_pool.deallocate(size)
-                            raise ProducerClosedError("the producer was closed while waiting "
-                                                      "for memory")
-                        nb = PyList_GET_SIZE(pq.batches)
-                        if nb:
-                            batch = <ProducerBatch>PyList_GET_ITEM(pq.batches, nb - 1)
-                            if not batch._full:
-                                r = batch.builder.append_raw(timestamp_ms, kp, kl, vp, vl, headers)
-                                if r:
-                                    self.buffer_pool.deallocate(size)
-                                else:
-                                    batch._full = True
-                    if not r:
-                        try:
-                            batch = self._new_batch(pq, now_ms, size)
-                            if not batch.builder.append_raw(timestamp_ms, kp, kl, vp, vl, headers):
-                                raise RuntimeError("BatchBuilder refused the first record of a "
-                                                   "new batch")
-                        except BaseException:
-                            self.buffer_pool.deallocate(size)
-                            raise
-                        pq.batches.append(batch)
-                        self._incomplete.add(batch)
-                        self._wakeup = True
-                # the record is in `batch`
-                batch.record_count += 1
-                lst = batch._last_listener
-                if lst is None or lst.future is not future:
-                    lst = _Listener.__new__(_Listener)
-                    lst.future = future
-                    lst.count = 0
-                    if batch._listeners is None:
-                        batch._listeners = [lst]
-                    else:
-                        batch._listeners.append(lst)
-                    batch._last_listener = lst
-                lst.count += 1
+                batch = append_record_locked(self, ts, p, sticky, False, timestamp_ms, kp, kl, vp,
+                                             vl, headers, hsize, now_ms, max_block_ms)
+                if sticky:
+                    single = batch.partition      # where the sticky partition moved, if it did
+                count_batch_record(batch, future)
                 appended += 1
                 if krel:
                     PyBuffer_Release(&kview)
@@ -1324,7 +558,7 @@ cdef class RecordAccumulator:
                 PyBuffer_Release(&vview)
             if locked:
                 self._release()
-        future._seal(appended)
+        future.seal(appended)
         if err is not None:
             try:
                 err.records_appended = appended
@@ -1349,7 +583,7 @@ cdef class RecordAccumulator:
         cdef set ready_nodes = set()
         cdef set unknown = set()
         cdef object leader
-        always = len(self.buffer_pool._waiters) > 0
+        always = self.buffer_pool.has_waiters_c()
         self._acquire()
         try:
             always = always or self._closed or self._flushes > 0
@@ -1366,7 +600,7 @@ cdef class RecordAccumulator:
                 else:
                     backing_off = False
                     time_to_wait = self.linger_ms
-                full = PyList_GET_SIZE(pq.batches) > 1 or head._is_full()
+                full = PyList_GET_SIZE(pq.batches) > 1 or head.is_full_c()
                 sendable = (full or waited >= time_to_wait or always) and not backing_off
                 pq._sendable = sendable
                 pq._time_left = time_to_wait - waited if time_to_wait > waited else 0
@@ -1426,7 +660,7 @@ cdef class RecordAccumulator:
                         idx = (idx + n - 1) % n     # start with this one next time
                         break
                     del pq.batches[0]
-                    first._full = True
+                    first.full = True
                     first.drained_ms = now_ms
                     size += bsize
                     out.append(first)
@@ -1488,17 +722,17 @@ cdef class RecordAccumulator:
         cdef ProducerBatch c
         cdef BatchBuilder nb
         cdef FutureRecordMetadata f
-        cdef _Listener l, src
+        cdef BatchListener l, src
         cdef _PartitionQueue pq
         cdef int32_t first, i, k
         cdef Py_ssize_t j, last, li
         cdef int64_t share, reserved
-        if (batch._done or batch._children is not None or batch.builder is None
-                or batch.record_count < 2 or batch.builder._count != batch.record_count):
+        if (batch.done or batch.children is not None or batch.builder is None
+                or batch.record_count < 2 or batch.builder.count_c() != batch.record_count):
             return None
-        _done_acquire()
-        owners = _record_owners(batch)
-        _done_release()
+        done_acquire()
+        owners = record_owners(batch)
+        done_release()
         if owners is None:
             return None
         # re-encode and compress outside every lock (the codecs release the GIL)
@@ -1508,65 +742,65 @@ cdef class RecordAccumulator:
         for nb in builders:
             nb.close()
             c = ProducerBatch.__new__(ProducerBatch)
-            _init_batch(c, batch.topic, batch.partition, nb, batch.created_ms)
+            init_batch(c, batch.topic, batch.partition, nb, batch.created_ms)
             c.topic_partition = batch.topic_partition
-            c.record_count = nb._count
-            c._full = True
-            c._parent = batch
-            c._first_index = first
+            c.record_count = nb.count_c()
+            c.full = True
+            c.parent = batch
+            c.first_index = first
             if batch.base_sequence >= 0:
                 c.producer_id = batch.producer_id
                 c.producer_epoch = batch.producer_epoch
                 c.base_sequence = (batch.base_sequence + first) & 0x7fffffff
             nb.stamp(c.producer_id, c.producer_epoch, c.base_sequence, self.transactional)
-            first += nb._count
+            first += nb.count_c()
             pieces.append(c)
         # hand callbacks and send_batch counts over to the pieces
-        _done_acquire()
+        done_acquire()
         try:
-            owners = _record_owners(batch)   # again: add_callback may have run meanwhile
-            if owners is None or batch._done:
+            owners = record_owners(batch)   # again: add_callback may have run meanwhile
+            if owners is None or batch.done:
                 return None
-            listeners = batch._listeners
-            thunks = batch._thunks
+            listeners = batch.listeners
+            thunks = batch.thunks
             k = 0
             for c in pieces:
                 last = -1
                 l = None
-                for j in range(c._first_index, c._first_index + c.record_count):
+                for j in range(c.first_index, c.first_index + c.record_count):
                     li = <Py_ssize_t>owners[j]
                     if li < 0:
                         continue
                     if li != last:
-                        src = <_Listener>listeners[li]
-                        l = _Listener.__new__(_Listener)
+                        src = <BatchListener>listeners[li]
+                        l = BatchListener.__new__(BatchListener)
                         l.future = src.future
                         l.count = 0
-                        if c._listeners is None:
-                            c._listeners = [l]
+                        if c.listeners is None:
+                            c.listeners = [l]
                         else:
-                            c._listeners.append(l)
+                            c.listeners.append(l)
                         last = li
                     l.count += 1
             if thunks is not None:
                 for f in thunks:
                     i = f.index
-                    _resolve(f.batch, &i)
+                    resolve_batch(f.batch, &i)
                     k = len(pieces) - 1
-                    while k > 0 and (<ProducerBatch>pieces[k])._first_index > i:
+                    while k > 0 and (<ProducerBatch>pieces[k]).first_index > i:
                         k -= 1
                     c = <ProducerBatch>pieces[k]
-                    if c._thunks is None:
-                        c._thunks = [f]
+                    if c.thunks is None:
+                        c.thunks = [f]
                     else:
-                        c._thunks.append(f)
-            batch._thunks = None
-            batch._listeners = None
-            batch._last_listener = None
-            batch._children_left = len(pieces)
-            batch._children = pieces
+                        c.thunks.append(f)
+            batch.thunks = None
+            batch.listeners = None
+            batch.last_listener = None
+            batch.children_left = len(pieces)
+            batch.children = pieces
         finally:
-            _done_release()
+            done_release()
         # queue them where the batch would be retried, and move the memory over
         self._acquire()
         try:
@@ -1667,7 +901,7 @@ cdef class RecordAccumulator:
                 while i < nb:
                     b = <ProducerBatch>PyList_GET_ITEM(pq.batches, i)
                     if b.created_ms + self.delivery_timeout_ms <= now_ms:
-                        b._full = True
+                        b.full = True
                         out.append(b)
                         del pq.batches[i]
                         nb -= 1
@@ -1724,9 +958,9 @@ cdef class RecordAccumulator:
     def wakeup_needed(self):
         """True (once) when an append filled a batch or started one since the last call: the
         sender should be woken to look at it."""
-        cdef bint w = self._wakeup
+        cdef bint w = self.wakeup_pending
         if w:
-            self._wakeup = False
+            self.wakeup_pending = False
         return w
 
     def flush_in_progress(self):
@@ -1747,7 +981,7 @@ cdef class RecordAccumulator:
             if timeout_s is not None:
                 deadline = time.monotonic() + timeout_s
             for b in snapshot:
-                if b._done:
+                if b.done:
                     continue
                 if timeout_s is None:
                     b.wait(None)
@@ -1762,7 +996,7 @@ cdef class RecordAccumulator:
             finally:
                 self._release()
         for b in snapshot:
-            if not b._done:
+            if not b.done:
                 left += b.record_count
         return left
 
@@ -1786,7 +1020,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             for b in self._incomplete:
-                if not b._done:
+                if not b.done:
                     n += b.record_count
         finally:
             self._release()
@@ -1803,7 +1037,7 @@ cdef class RecordAccumulator:
             for pq in self._queues:
                 if pq.batches:
                     for b in pq.batches:
-                        b._full = True
+                        b.full = True
                     out.extend(pq.batches)
                     pq.batches = []
         finally:

@@ -29,3 +29,7 @@ cdef class BufferPool:
     cdef int _grant_locked(self) except -1
     cdef _remove_locked(self, _Waiter w)
     cdef void _lock_acquire(self) noexcept
+
+    # Some thread is waiting for memory.
+    cdef inline bint has_waiters_c(self) except -1:
+        return len(self._waiters) > 0

@@ -19,3 +19,7 @@ cdef class StickyPartitioner:
     cpdef int32_t partition(self, str topic, list available) except -2
     cpdef int32_t next_partition(self, str topic, list available, int32_t prev) except -2
     cdef int32_t _choose(self, list available, int32_t avoid) except -2
+
+    # The topic's sticky partition (an int) or None.
+    cdef inline object current_c(self, str topic):
+        return self._sticky.get(topic)

@@ -12,9 +12,11 @@ Java client, librdkafka's ``murmur2_random`` and every other compatible client.
 6
 """
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyObject_CheckBuffer
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, uint32_t
+
+from fastkafka._core.columns cimport Column, COL_LIST, prepare_column, arrow_get, column_get
 import array
 import os
 
@@ -153,102 +155,45 @@ cdef class StickyPartitioner:
         return self._sticky.get(topic)
 
 
-cdef object _pa = None
-
-
 def partitions_for_keys(keys, int32_t num_partitions, int32_t null_partition=-1):
     """partitions_for_keys(keys, num_partitions, null_partition=-1) -> array.array('i')
 
     One partition per key for ``send_batch``: ``java_partition(key, num_partitions)`` for a
     non-null key, ``null_partition`` for a null one. ``keys`` is a list of bytes-like/None or a
-    pyarrow binary/large_binary/string/large_string array (read from its buffers, slices
+    pyarrow binary/large_binary/string/large_string array, read by the column reader
+    ``send_batch`` uses (:mod:`fastkafka._core.columns`: Arrow buffers read in place, slices
     honoured). The hashing loop runs without the GIL for Arrow input.
 
     >>> list(partitions_for_keys([b"foobar", None], 10, 3))
     [6, 3]
     """
-    global _pa
-    cdef Py_ssize_t n, i, j
-    cdef object out, col, bufs, x
+    cdef Column c, ac
+    cdef list keep = []
+    cdef Py_ssize_t n, i
     cdef int32_t[::1] res
-    cdef const uint8_t *validity = NULL
-    cdef const int32_t *off32 = NULL
-    cdef const int64_t *off64 = NULL
-    cdef const char *data = NULL
-    cdef Py_ssize_t base
-    cdef int64_t a, b
-    cdef bint large
+    cdef const char *p
+    cdef Py_ssize_t kl
     cdef Py_buffer view
+    cdef bint release = False
+    cdef object out
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    if type(keys).__module__.startswith("pyarrow"):
-        if _pa is None:
-            import pyarrow
-            _pa = pyarrow
-        pa = _pa
-        col = keys
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        t = col.type
-        n = len(col)
-        out = array.array("i", bytes(4 * n))
-        if n == 0:
-            return out
-        res = out
-        if pa.types.is_null(t):
-            for i in range(n):
-                res[i] = null_partition
-            return out
-        if pa.types.is_binary(t) or pa.types.is_string(t):
-            large = False
-        elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
-            large = True
-        else:
-            from fastkafka.errors import InvalidRecordError
-            raise InvalidRecordError(f"keys: Arrow type {t} is not supported (use binary, "
-                                     f"large_binary, string or large_string)")
-        bufs = col.buffers()
-        base = col.offset
-        if bufs[0] is not None and col.null_count > 0:
-            validity = <const uint8_t *><uintptr_t>bufs[0].address
-        if large:
-            off64 = <const int64_t *><uintptr_t>bufs[1].address
-        else:
-            off32 = <const int32_t *><uintptr_t>bufs[1].address
-        if bufs[2] is not None:
-            data = <const char *><uintptr_t>bufs[2].address
-        with nogil:
-            for i in range(n):
-                j = base + i
-                if validity != NULL and not ((validity[j >> 3] >> (j & 7)) & 1):
-                    res[i] = null_partition
-                    continue
-                if large:
-                    a = off64[j]
-                    b = off64[j + 1]
-                else:
-                    a = off32[j]
-                    b = off32[j + 1]
-                res[i] = java_partition_c(data + a, <Py_ssize_t>(b - a), num_partitions)
-        return out
-    if type(keys) is not list:
-        keys = list(keys)
-    n = len(keys)
+    n = prepare_column(keys, &c, "keys", keep)
     out = array.array("i", bytes(4 * n))
     if n == 0:
         return out
     res = out
+    if c.kind != COL_LIST:
+        ac = c      # a copy whose address never escaped: its fields stay in registers
+        with nogil:
+            for i in range(n):
+                arrow_get(&ac, i, &p, &kl)
+                res[i] = null_partition if kl < 0 else java_partition_c(p, kl, num_partitions)
+        return out
     for i in range(n):
-        x = keys[i]
-        if x is None:
-            res[i] = null_partition
-        elif PyBytes_CheckExact(x):
-            res[i] = java_partition_c(PyBytes_AS_STRING(x), PyBytes_GET_SIZE(x), num_partitions)
-        else:
-            if isinstance(x, str) or not PyObject_CheckBuffer(x):
-                from fastkafka.errors import InvalidRecordError
-                raise InvalidRecordError(f"keys[{i}] must be bytes-like or None, not {type(x).__name__}")
-            PyObject_GetBuffer(x, &view, PyBUF_SIMPLE)
-            res[i] = java_partition_c(<const char *>view.buf, view.len, num_partitions)
+        column_get(&c, i, &p, &kl, &view, &release)
+        res[i] = null_partition if kl < 0 else java_partition_c(p, kl, num_partitions)
+        if release:
             PyBuffer_Release(&view)
+            release = False
     return out

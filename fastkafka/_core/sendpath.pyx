@@ -281,16 +281,16 @@ cdef class ProducerCore:
                 if size > self._max_record_size:
                     raise self._too_large(size)
                 # now_ms -1: the accumulator reads the clock only if it starts a batch
-                o = self._acc._append(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, -1,
-                                      max_block, want_future)
+                o = self._acc.append_c(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, -1,
+                                       max_block, want_future)
             finally:
                 if vrel:
                     PyBuffer_Release(&vview)
         finally:
             if krel:
                 PyBuffer_Release(&kview)
-        if self._acc._wakeup:
-            self._acc._wakeup = False
+        if self._acc.wakeup_pending:
+            self._acc.wakeup_pending = False
             self._wakeup_sender()
         # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.
         give_way()

@@ -81,3 +81,11 @@ cdef class BatchBuilder:
     # the first record always fits.
     cdef inline bint has_room_for_c(self, Py_ssize_t size) noexcept:
         return self._count == 0 or self._len + size <= self._batch_size
+
+    # Records appended so far.
+    cdef inline int32_t count_c(self) noexcept:
+        return self._count
+
+    # Closed, or filled up to batch_size: no append will be taken.
+    cdef inline bint at_limit_c(self) noexcept:
+        return self._closed or self._len >= self._batch_size

@@ -1,0 +1,3 @@
+from typing import Any
+
+def column_lengths(values: Any, keys: Any) -> tuple[int, int]: ...
