@@ -18,6 +18,7 @@ cdef class Poller:
     cdef readonly long long wakeups_written
 
     cdef int _check_open(self) except -1
+    cdef int _watch(self, int fd, int events, data, int op, int retry_errno, int retry_op) except -1
     cdef void _close_fds(self) noexcept
     cpdef list poll(self, long timeout_ms)
     cpdef wakeup(self)

@@ -221,31 +221,24 @@ cdef class Poller:
         return len(self._data)
 
     def register(self, int fd, int events, data):
-        cdef epoll_event ev
-        self._check_open()
-        ev.events = _to_epoll(events)
-        ev.data.fd = fd
-        if epoll_ctl(self._epfd, EPOLL_CTL_ADD, fd, &ev) < 0:
-            if errno != EEXIST:
-                raise OSError(errno, f"cannot watch descriptor {fd}")
-            # A descriptor number reused after a close the poller was not told of.
-            if epoll_ctl(self._epfd, EPOLL_CTL_MOD, fd, &ev) < 0:
-                raise OSError(errno, f"cannot watch descriptor {fd}")
-        self._data[fd] = data
-        self._events[fd] = events
+        # EEXIST: a descriptor number reused after a close the poller was not told of.
+        self._watch(fd, events, data, EPOLL_CTL_ADD, EEXIST, EPOLL_CTL_MOD)
 
     def modify(self, int fd, int events, data):
+        # ENOENT: not watched yet.
+        self._watch(fd, events, data, EPOLL_CTL_MOD, ENOENT, EPOLL_CTL_ADD)
+
+    cdef int _watch(self, int fd, int events, data, int op, int retry_errno, int retry_op) except -1:
         cdef epoll_event ev
         self._check_open()
         ev.events = _to_epoll(events)
         ev.data.fd = fd
-        if epoll_ctl(self._epfd, EPOLL_CTL_MOD, fd, &ev) < 0:
-            if errno != ENOENT:
-                raise OSError(errno, f"cannot watch descriptor {fd}")
-            if epoll_ctl(self._epfd, EPOLL_CTL_ADD, fd, &ev) < 0:
+        if epoll_ctl(self._epfd, op, fd, &ev) < 0:
+            if errno != retry_errno or epoll_ctl(self._epfd, retry_op, fd, &ev) < 0:
                 raise OSError(errno, f"cannot watch descriptor {fd}")
         self._data[fd] = data
         self._events[fd] = events
+        return 0
 
     def unregister(self, int fd):
         """Stop watching ``fd`` (before it is closed); unknown descriptors are ignored."""
