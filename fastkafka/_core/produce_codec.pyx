@@ -554,8 +554,12 @@ cdef int _sized(Reader *r, Py_ssize_t start, Py_ssize_t end, str what) except -1
     return 0
 
 
-cdef int _partition_tags(Reader *r, PartitionResult pr) except -1:
-    """Partition tagged fields: tag 0 is current_leader (v10+), checked to fill its size."""
+ctypedef int (*tag0_reader)(Reader *r, object target) except -1
+
+
+cdef int _walk_tags(Reader *r, tag0_reader read_tag0, object target, str what) except -1:
+    """A tagged-fields section: tag 0 (v10+) is read by ``read_tag0`` within its declared size
+    (checked to fill it exactly); other tags are skipped."""
     cdef uint64_t n, k, tag
     cdef Py_ssize_t start, end, outer_end = r.end
     n = _uvarint(r)
@@ -565,14 +569,25 @@ cdef int _partition_tags(Reader *r, PartitionResult pr) except -1:
         if tag == 0 and r.version >= _FIRST_TAGGED_LEADER:
             start = r.pos
             r.end = end
-            pr.leader_id = _i32(r)
-            pr.leader_epoch = _i32(r)
-            _skip_tags(r)
+            read_tag0(r, target)
             r.end = outer_end
-            _sized(r, start, end, "current_leader (tag 0)")
+            _sized(r, start, end, what)
         r.pos = end
         k += 1
     return 0
+
+
+cdef int _current_leader(Reader *r, object target) except -1:
+    cdef PartitionResult pr = <PartitionResult>target
+    pr.leader_id = _i32(r)
+    pr.leader_epoch = _i32(r)
+    _skip_tags(r)
+    return 0
+
+
+cdef int _partition_tags(Reader *r, PartitionResult pr) except -1:
+    """Partition tagged fields: tag 0 is current_leader (v10+)."""
+    return _walk_tags(r, _current_leader, pr, "current_leader (tag 0)")
 
 
 cdef list _node_endpoints(Reader *r):
@@ -590,23 +605,14 @@ cdef list _node_endpoints(Reader *r):
     return out
 
 
+cdef int _read_node_endpoints(Reader *r, object target) except -1:
+    (<ProduceResult>target).node_endpoints = _node_endpoints(r)
+    return 0
+
+
 cdef int _response_tags(Reader *r, ProduceResult res) except -1:
     """Body tagged fields: tag 0 is node_endpoints (v10+)."""
-    cdef uint64_t n, k, tag
-    cdef Py_ssize_t start, end, outer_end = r.end
-    n = _uvarint(r)
-    k = 0
-    while k < n:
-        end = _tagged_field(r, &tag)
-        if tag == 0 and r.version >= _FIRST_TAGGED_LEADER:
-            start = r.pos
-            r.end = end
-            res.node_endpoints = _node_endpoints(r)
-            r.end = outer_end
-            _sized(r, start, end, "node_endpoints (tag 0)")
-        r.pos = end
-        k += 1
-    return 0
+    return _walk_tags(r, _read_node_endpoints, res, "node_endpoints (tag 0)")
 
 
 cdef PartitionResult _partition(Reader *r, str topic, bint flexible):
