@@ -453,7 +453,7 @@ cdef class RecordAccumulator:
         cdef int32_t single = 0
         cdef const int32_t *pp = NULL
         cdef Py_ssize_t hsize = 1
-        cdef int32_t p
+        cdef int32_t p, cur_p
         cdef const char *kp
         cdef const char *vp
         cdef Py_ssize_t kl, vl
@@ -461,6 +461,7 @@ cdef class RecordAccumulator:
         cdef bint krel = False, vrel = False, locked = False
         cdef int64_t size, appended = 0
         cdef _TopicState ts
+        cdef _PartitionQueue pq = None
         cdef ProducerBatch batch
         cdef object err = None
         cdef bint sticky = False
@@ -525,14 +526,23 @@ cdef class RecordAccumulator:
             if sticky:
                 ts.available = available_partitions
                 single = self._sticky.partition(topic, available_partitions)
+            cur_p = -1
             for i in range(n):
                 column_get(&kc, i, &kp, &kl, &kview, &krel)
                 column_get(&vc, i, &vp, &vl, &vview, &vrel)
                 p = pp[i] if pp != NULL else single
-                batch = append_record_locked(self, ts, p, sticky, False, timestamp_ms, kp, kl, vp,
-                                             vl, headers, hsize, now_ms, max_block_ms)
-                if sticky:
-                    single = batch.partition      # where the sticky partition moved, if it did
+                if p != cur_p:
+                    pq = self._pq_locked(ts, p)
+                    cur_p = p
+                # the open batch inline (most records), else the whole append path
+                batch = _append_to_tail(self, pq, timestamp_ms, kp, kl, vp, vl, headers)
+                if batch is None:
+                    batch = append_record_locked(self, ts, p, sticky, False, timestamp_ms, kp, kl,
+                                                 vp, vl, headers, hsize, now_ms, max_block_ms)
+                    if batch.partition != cur_p:  # the sticky partition moved
+                        cur_p = batch.partition
+                        pq = self._pq_locked(ts, cur_p)
+                        single = cur_p
                 count_batch_record(batch, future)
                 appended += 1
                 if krel:
