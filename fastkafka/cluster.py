@@ -10,10 +10,10 @@ from __future__ import annotations
 import copy
 import socket
 import threading
-import time
 from dataclasses import dataclass
 
 from ._core.sendpath import VersionCell
+from ._core.sendpath import monotonic_ms as now_ms
 from .backoff import Backoff
 from .errors import InvalidBrokerResponseError, KafkaTimeoutError, error_for_code
 
@@ -257,14 +257,14 @@ class Metadata:
         """Block until the version moves past ``last_version``; KafkaTimeoutError after timeout.
         A fatal connection error raises at once, unless it is ``stale`` (the one already there
         when the caller began waiting: the caller then waits for the next attempt's outcome)."""
-        deadline = time.monotonic() + timeout_s
+        deadline = now_ms() + timeout_s * 1000.0
         with self._cond:
             while self.version <= last_version and not self._closed:
                 if self.fatal_error is not None and self.fatal_error is not stale:
                     # a fresh instance per waiting thread (tracebacks are per raise)
                     # (copy.copy keeps the error's attributes: node, mechanism, ...)
                     raise copy.copy(self.fatal_error)
-                remaining = deadline - time.monotonic()
+                remaining = (deadline - now_ms()) / 1000.0
                 if remaining <= 0:
                     raise KafkaTimeoutError(f"metadata was not updated within {timeout_s * 1000:.0f} ms"
                                             + (f" (last error: {self.last_error})" if self.last_error else ""))

@@ -21,11 +21,11 @@ import os
 import random
 import socket
 import ssl
-import time
 from collections import deque
 from typing import Callable
 
 from ._core.ioloop import READ, WRITE, Poller
+from ._core.sendpath import monotonic_ms as now_ms  # the producer's one clock (CLOCK_MONOTONIC, ms)
 from .connection import (API_VERSIONS_BODY, UNSUPPORTED_VERSION, ApiVersionsStep, Connection, Due,
                          InFlightRequest, State, TlsHandshakeStep)
 from .cluster import cluster_from_response
@@ -39,8 +39,6 @@ log = logging.getLogger("fastkafka")
 
 
 
-def now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def errno_text(err: int) -> str:

@@ -16,7 +16,6 @@ import logging
 import operator
 import os
 import threading
-import time
 import weakref
 from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Sequence
@@ -131,7 +130,7 @@ class Producer(ProducerCore):
         self._metadata.add_topic(topic)
         if self._on_io_thread():
             raise self._io_thread_metadata_error(topic, partition, n)
-        deadline = time.monotonic() + max_wait_ms / 1000.0
+        deadline = monotonic_ms() + max_wait_ms
         # A broker's authentication error from before this call fails it only if the next attempt
         # fails too (the credentials may be accepted by now); a new one fails it at once.
         stale = self._metadata.fatal_error
@@ -140,7 +139,7 @@ class Producer(ProducerCore):
                 raise ProducerClosedError("producer is closed")
             version = self._metadata.request_update()
             self._sender.wakeup()
-            remaining = deadline - time.monotonic()
+            remaining = (deadline - monotonic_ms()) / 1000.0
             try:
                 self._metadata.await_update(version, max(remaining, 0), stale)
             except KafkaTimeoutError:
