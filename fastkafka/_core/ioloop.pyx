@@ -32,6 +32,8 @@ from libc.stdint cimport uint64_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close, read, write
 
+import os
+
 cdef extern from "<sys/epoll.h>" nogil:
     ctypedef union epoll_data_t:
         void *ptr
@@ -72,6 +74,11 @@ cdef extern from *:
     static int fk_io_waiting = 0;
     static int fk_io_took = 0;          /* a futex word: application threads wait on it */
     static int fk_handing_over = 0;     /* application threads waiting on it */
+    /* A forked child has none of the parent's threads: nobody waits there. */
+    static inline void fk_after_fork(void) {
+        __atomic_store_n(&fk_io_waiting, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&fk_handing_over, 0, __ATOMIC_RELEASE);
+    }
     static inline int fk_waiting(void) { return __atomic_load_n(&fk_io_waiting, __ATOMIC_ACQUIRE); }
     static inline void fk_waiting_add(int d) { __atomic_add_fetch(&fk_io_waiting, d, __ATOMIC_ACQ_REL); }
     static inline int fk_took(void) { return __atomic_load_n(&fk_io_took, __ATOMIC_ACQUIRE); }
@@ -94,6 +101,7 @@ cdef extern from *:
     static inline void fk_store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
     """
     int fk_waiting() nogil
+    void fk_after_fork() nogil
     void fk_waiting_add(int d) nogil
     int fk_took() nogil
     void fk_took_bump() nogil
@@ -139,9 +147,22 @@ cdef void give_way() noexcept:
         _hand_over()
 
 
+def _after_fork_in_child():
+    fk_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def yield_to_io():
     """yield_to_io() -> None: :func:`give_way` for Python callers (``send_batch``)."""
     give_way()
+
+
+def waiting_io_threads():
+    """waiting_io_threads() -> int: I/O threads (process-wide) between the end of a blocking wait
+    and having the GIL again."""
+    return fk_waiting()
 
 
 def handover_count():

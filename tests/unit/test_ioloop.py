@@ -129,3 +129,37 @@ def test_give_way_does_nothing_when_no_io_thread_waits():
     for _ in range(1000):
         yield_to_io()
     assert handover_count() == before
+
+
+def test_a_forked_child_inherits_no_waiting_io_thread():
+    """An I/O thread waiting for the GIL at fork time does not exist in the child: the child's
+    send() calls must not keep handing the GIL to nobody."""
+    import os
+    import sys
+
+    from fastkafka._core.ioloop import waiting_io_threads
+
+    p = Poller()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)      # no forced switch: the I/O thread stays waiting for the GIL
+    t = threading.Thread(target=p.poll, args=(10_000,))
+    try:
+        t.start()
+        time.sleep(0.2)             # the thread is now blocked in epoll without the GIL
+        p.wakeup()
+        deadline = time.perf_counter() + 5
+        while waiting_io_threads() == 0 and time.perf_counter() < deadline:
+            pass                    # busy, GIL held: the woken thread waits for it
+        assert waiting_io_threads() == 1
+        pid = os.fork()
+        if pid == 0:
+            before = handover_count()
+            for _ in range(100):
+                yield_to_io()
+            os._exit(0 if waiting_io_threads() == 0 and handover_count() == before else 1)
+    finally:
+        sys.setswitchinterval(old)
+    t.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    p.close()
