@@ -127,7 +127,7 @@ class Sender:
         """The last resort: every queued and in-flight batch completes with ``error`` (a batch that
         already has its outcome is left alone). Safe from another thread while the I/O thread is
         stuck: completion is once-only."""
-        for b in self.acc.abort_undrained(None):
+        for b in self.acc.abort_undrained():
             self._fail(b, error)
         for b in list(self.in_flight.values()):
             if b.complete(-1, -1, error):
@@ -238,6 +238,7 @@ class Sender:
             sendable = []  # drain nothing until the producer id is known / the epoch is bumped
         if sendable:
             by_node = self.acc.drain(cluster, sendable, self.config.max_request_size, now)
+            self._fail_unclosable()
             for node, batches in by_node.items():
                 if batches:
                     self._send_produce(node, batches, now)
@@ -252,12 +253,20 @@ class Sender:
             timeout = 0
         return max(timeout, 0)
 
+    def _fail_unclosable(self) -> None:
+        """Batches drained but not closable (encoding or compressing raised): each fails with
+        its error; nothing of them was sent or sequenced."""
+        for b, error in self.acc.take_failed():
+            self._unmute(b)
+            self._fail(b, error)
+
     def _fail_unauthenticated(self, cluster, node: int, error: KafkaError, now: int) -> None:
         """The node's last authentication failed (not retriable; it is tried again after
         reconnect_backoff_max_ms): the records queued for the partitions it leads fail with that
         error now instead of waiting for delivery_timeout_ms."""
         while True:
             batches = self.acc.drain(cluster, [node], self.config.max_request_size, now).get(node)
+            self._fail_unclosable()
             if not batches:
                 return
             for b in batches:

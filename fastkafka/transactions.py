@@ -381,7 +381,7 @@ class TransactionManager:
             err = TransactionAbortedError(
                 f"the transaction of {self.transactional_id!r} was aborted before this record was "
                 f"sent" + (f" (cause: {cause})" if cause is not None else ""))
-            for b in acc.abort_undrained(None):
+            for b in acc.abort_undrained():
                 self.sender.unmute_and_fail(b, err)
 
     def _next_request(self, now: int) -> _Request | None:

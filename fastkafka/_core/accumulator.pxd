@@ -63,6 +63,7 @@ cdef class RecordAccumulator:
     cdef list _queues                # every _PartitionQueue
     cdef set _incomplete
     cdef dict _drain_index           # node -> int
+    cdef list _failed                # (batch, error): drained, not closable; see take_failed
     cdef PyThread_type_lock _lock
     cdef StickyPartitioner _sticky
 

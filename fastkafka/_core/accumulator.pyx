@@ -278,6 +278,7 @@ cdef class RecordAccumulator:
         self._queues = []
         self._incomplete = set()
         self._drain_index = {}
+        self._failed = []
         self._flush_threads = {}
         self._sticky = StickyPartitioner()
         self._lock = PyThread_allocate_lock()
@@ -687,11 +688,9 @@ cdef class RecordAccumulator:
                 try:
                     first.builder.close()
                 except Exception as e:
+                    # Completed by the sender (the one owner of batch outcomes): take_failed().
                     _log.exception("closing batch %r failed", first)
-                    first.complete(-1, -1, e)
-                    self.deallocate(first)
-                    if self.ordered:
-                        self.unmute(first.topic, first.partition)
+                    self._failed.append((first, e))
                     continue
                 closed_ok.append(first)
             result[node] = closed_ok
@@ -1036,9 +1035,16 @@ cdef class RecordAccumulator:
             self._release()
         return n
 
-    def abort_undrained(self, error=None):
-        """abort_undrained(error) -> list[ProducerBatch]: remove every queued batch; with an
-        ``error``, also complete them with it and give their memory back (outside the lock)."""
+    def take_failed(self):
+        """take_failed() -> list[(ProducerBatch, Exception)]: the batches ``drain`` took out but
+        could not close (encode or compress), still muted when ``ordered``; the sender completes
+        them (it is the one owner of batch outcomes). Empties the list."""
+        out, self._failed = self._failed, []
+        return out
+
+    def abort_undrained(self):
+        """abort_undrained() -> list[ProducerBatch]: remove every queued batch and return them
+        (the caller completes them and gives their memory back)."""
         cdef list out = []
         cdef _PartitionQueue pq
         cdef ProducerBatch b
@@ -1052,10 +1058,6 @@ cdef class RecordAccumulator:
                     pq.batches = []
         finally:
             self._release()
-        if error is not None:
-            for b in out:
-                b.complete(-1, -1, error)
-                self.deallocate(b)
         return out
 
     def close(self):

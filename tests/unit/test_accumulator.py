@@ -478,20 +478,46 @@ def test_flush_waits_for_incomplete_batches():
     assert not acc.flush_in_progress()
 
 
-def test_abort_undrained():
+def test_abort_undrained_returns_the_queued_batches_and_completes_none():
     acc = make(linger=0)
     futs = [add(acc, partition=p) for p in (0, 1, 1)]
     [inflight] = acc.drain(Cluster({("t", 0): 1}), [1], 1 << 20, 0)[1]
     assert acc.has_undrained()
-    err = ProducerClosedError("closing")
-    aborted = acc.abort_undrained(err)
+    aborted = acc.abort_undrained()
     assert [b.partition for b in aborted] == [1]
     assert not acc.has_undrained()
+    assert not any(f.done() for f in futs)     # the caller (the sender) completes them
+    err = ProducerClosedError("closing")
+    for b in aborted:
+        b.complete(-1, -1, err)
+        acc.deallocate(b)
     for f in futs[1:]:
         assert f.exception() is err
     assert not futs[0].done()                  # in flight: untouched
     assert acc.incomplete_record_count() == 1
     assert acc.buffer_pool.available_memory == acc.buffer_pool.total - inflight.reserved
+
+
+def test_a_batch_that_cannot_be_closed_goes_to_take_failed(monkeypatch):
+    from fastkafka._wire import records
+
+    def broken(*_a):
+        raise RuntimeError("codec broke")
+
+    monkeypatch.setattr(records, "_compress_buffer", broken)
+    acc = make(linger=0, ordered=True, compression=1)
+    bad = add(acc, partition=0)
+    good = add(acc, partition=1, value=b"")        # empty section: still compressed, so also fails
+    drained = acc.drain(Cluster({("t", 0): 1, ("t", 1): 1}), [1], 1 << 20, 0)[1]
+    assert drained == []
+    failed = acc.take_failed()
+    assert sorted(b.partition for b, _ in failed) == [0, 1]
+    assert all(isinstance(e, RuntimeError) for _, e in failed)
+    assert acc.take_failed() == []
+    assert not bad.done() and not good.done()   # completed by the sender, not here
+    add(acc, partition=0)                       # still muted (the sender unmutes it):
+    assert acc.drain(Cluster({("t", 0): 1, ("t", 1): 1}), [1], 1 << 20, 0)[1] == []
+    assert acc.take_failed() == []              # ... so nothing was drained to fail
 
 
 # ---- sticky ---------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def test_counters_follow_a_batch_from_append_to_deallocate():
     assert now["batch_buffers"] == before["batch_buffers"] + 2
     assert now["buffer_pool_bytes"] == before["buffer_pool_bytes"] + 2 * 16384
     assert pool_counters()["buffer_pool_bytes"] == now["buffer_pool_bytes"]
-    for b in acc.abort_undrained(None):
+    for b in acc.abort_undrained():
         acc.deallocate(b)
     assert live_resources()["buffer_pool_bytes"] == before["buffer_pool_bytes"]
     acc.close()
@@ -71,7 +71,7 @@ def test_check_names_a_batch_not_deallocated():
     before = live_resources()
     acc, pool = new_acc()
     acc.append("t", 0, 1000, None, b"v", None, None, 0, 1000)
-    kept = acc.abort_undrained(None)           # taken out, memory not given back
+    kept = acc.abort_undrained()           # taken out, memory not given back
     acc.close()
     del acc
     with pytest.raises(LiveResourceLeak) as e:
@@ -137,7 +137,7 @@ PLUGIN_CASES = '''
 
     def test_uses_shared_1(shared):
         shared.append("t", 0, 1, None, b"v", None, None, 0, 1000)
-        for b in shared.abort_undrained(None):
+        for b in shared.abort_undrained():
             shared.deallocate(b)
 
 
@@ -152,7 +152,7 @@ PLUGIN_CASES = '''
     def test_leaks_a_batch():
         acc = new_acc()
         acc.append("t", 0, 1, None, b"v", None, None, 0, 1000)
-        KEPT.append((acc.abort_undrained(None), acc.buffer_pool))   # memory never given back
+        KEPT.append((acc.abort_undrained(), acc.buffer_pool))   # memory never given back
         acc.close()
 
 

@@ -466,7 +466,7 @@ def sender_rig():
 
     yield make
     for acc, batches in made:
-        for b in acc.abort_undrained(None):
+        for b in acc.abort_undrained():
             b.complete(-1, -1, errors.ProducerClosedError("test over"))
             acc.deallocate(b)
         acc.close()
