@@ -7,8 +7,9 @@
 
 __version__ = "0.1.0"
 
+from ._wire.records import EncodedHeaders  # noqa: E402
 from .errors import ConfigError, KafkaError, KafkaTimeoutError  # noqa: E402
 from .producer import BatchFuture, FutureRecordMetadata, Producer, RecordMetadata  # noqa: E402
 
-__all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "BatchFuture", "KafkaError",
+__all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "BatchFuture", "EncodedHeaders", "KafkaError",
            "KafkaTimeoutError", "ConfigError", "__version__"]

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from fastkafka import Producer
+from fastkafka import EncodedHeaders, Producer
 from fastkafka.errors import InvalidRecordError, KafkaError, KafkaTimeoutError
 
 from .options import SinkSettings
@@ -98,6 +98,8 @@ class TaskWriter:
             self.headers = [("spark.partition", b"%d" % self.report.partition_id),
                             ("spark.attempt", b"%d" % self.report.attempt),
                             ("spark.batch", b"%d" % batch_id)]
+        # encoded once: rows without headers of their own copy these bytes
+        self._encoded_headers = EncodedHeaders(self.headers) if self.headers else None
         cols = {c.lower(): c for c in settings.columns}
         self._value = cols["value"]
         self._key = cols.get("key")
@@ -171,7 +173,7 @@ class TaskWriter:
 
     def _send_batch(self, topic, value, key, part) -> None:
         self._futures.append(self.producer.send_batch(topic, value, keys=key, partition=part,
-                                                      headers=self.headers))
+                                                      headers=self._encoded_headers))
 
     def _write_rows_arrow(self, batch, names) -> None:
         cols = {c: batch.column(names.index(c)).to_pylist() for c in self.settings.columns}
@@ -201,7 +203,7 @@ class TaskWriter:
         t = self.settings.topic or topic
         if t is None:
             raise InvalidRecordError("a row has a null topic and no 'topic' option is set")
-        hs = self.headers
+        hs = self._encoded_headers
         if headers:
             hs = [(h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1]) for h in headers]
             if self.headers:

@@ -34,7 +34,7 @@ from cpython.pythread cimport (
 from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC
 
-from fastkafka._wire.records cimport (BatchBuilder, record_size_c, headers_encoded_size, get_view,
+from fastkafka._wire.records cimport (BatchBuilder, EncodedHeaders, record_size_c, headers_encoded_size, get_view,
                                       BATCH_HEADER_SIZE)
 from fastkafka._core.batch cimport (ProducerBatch, FutureRecordMetadata, BatchFuture, BatchListener,
                                     done_acquire, done_release, init_batch, resolve_batch,
@@ -480,6 +480,8 @@ cdef class RecordAccumulator:
                     raise MalformedRecordError(f"keys has {nk} elements but values has {n}")
             if headers is not None:
                 try:
+                    # encoded once for every record of the call (each record copies the bytes)
+                    headers = EncodedHeaders(headers)
                     hsize = headers_encoded_size(headers)
                 except TypeError as e:
                     raise InvalidRecordError(f"headers: {e}") from None

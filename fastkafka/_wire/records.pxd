@@ -49,6 +49,10 @@ cdef object unusable_buffer(object obj, str name, object exc)
 cdef Py_ssize_t headers_encoded_size(object headers) except -1
 
 
+cdef class EncodedHeaders:
+    cdef readonly bytes data      # the headers section, count varint included
+
+
 @cython.final
 cdef class BatchBuilder:
     # Buffer holding the 61-byte batch header followed by the records section.

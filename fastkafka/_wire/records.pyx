@@ -14,7 +14,8 @@ b'\\x02'
 """
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyObject_CheckBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check, PyBytes_CheckExact
+from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check, PyBytes_CheckExact,
+                            PyBytes_FromStringAndSize)
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLong
 from cpython.object cimport PyObject
@@ -230,8 +231,37 @@ cdef list _prepare_headers(object headers, Py_ssize_t *size_out):
 
 cdef Py_ssize_t headers_encoded_size(object headers) except -1:
     cdef Py_ssize_t size = 0
+    if type(headers) is EncodedHeaders:
+        return PyBytes_GET_SIZE((<EncodedHeaders>headers).data)
     _prepare_headers(headers, &size)
     return size
+
+
+cdef class EncodedHeaders:
+    """EncodedHeaders(headers): a record headers section (a list or tuple of (str|bytes,
+    bytes-like|None) pairs) encoded once, validated as ``send()`` validates headers.
+
+    Accepted wherever headers are (``send``, ``produce``, ``send_batch``): each record then gets
+    a copy of the encoded bytes instead of its headers being converted and encoded again (what
+    ``send_batch`` does with its one headers list, and what the Spark sink does with its task
+    headers)."""
+
+    def __cinit__(self, headers):
+        cdef Py_ssize_t size = 0
+        cdef list prepared
+        if type(headers) is EncodedHeaders:
+            self.data = (<EncodedHeaders>headers).data
+            return
+        prepared = _prepare_headers(headers, &size)
+        out = PyBytes_FromStringAndSize(NULL, size)
+        _write_headers(PyBytes_AS_STRING(out), prepared)
+        self.data = out
+
+    def __len__(self):
+        return PyBytes_GET_SIZE(self.data)
+
+    def __repr__(self):
+        return f"EncodedHeaders({PyBytes_GET_SIZE(self.data)} bytes)"
 
 
 cdef Py_ssize_t _write_headers(char *p, list prepared) noexcept:
@@ -377,13 +407,17 @@ cdef class BatchBuilder:
                         const char *value, Py_ssize_t vlen, object headers) except -1:
         cdef Py_ssize_t hsize = 1, body, total
         cdef list prepared = None
+        cdef bytes encoded = None
         cdef int64_t delta
         cdef char *p
         if self._closed:
             raise RuntimeError("BatchBuilder is closed; no more appends")
         if klen < -1 or vlen < -1:
             raise ValueError("key/value length must be >= -1 (-1 means null)")
-        if headers is not None:
+        if type(headers) is EncodedHeaders:
+            encoded = (<EncodedHeaders>headers).data
+            hsize = PyBytes_GET_SIZE(encoded)
+        elif headers is not None:
             prepared = _prepare_headers(headers, &hsize)
         if not self._has_base_ts:
             # first record fixes the base; not committed until it is written
@@ -405,7 +439,10 @@ cdef class BatchBuilder:
         p += write_uvarint(p, zigzag64(self._count))
         p += _write_bytes_field(p, key, klen)
         p += _write_bytes_field(p, value, vlen)
-        p += _write_headers(p, prepared)
+        if encoded is not None:
+            memcpy(p, PyBytes_AS_STRING(encoded), hsize)
+        else:
+            _write_headers(p, prepared)
         _record_appended(self, timestamp, total)
         return 1
 
