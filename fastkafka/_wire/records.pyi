@@ -4,6 +4,11 @@ from typing import Optional, Union, final
 _Bytes = Union[bytes, bytearray, memoryview]
 _Headers = Optional[Sequence[tuple[Union[str, bytes], Optional[_Bytes]]]]
 
+class EncodedHeaders:
+    data: bytes
+    def __init__(self, headers: Union[_Headers, "EncodedHeaders"]) -> None: ...
+    def __len__(self) -> int: ...
+
 @final
 class BatchBuilder:
     def __init__(self, batch_size: int, compression_type: Union[int, str] = 0,
