@@ -94,7 +94,7 @@ class Producer(ProducerCore):
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
         # send()/produce() are compiled (fastkafka/_core/sendpath.pyx); they use this state.
-        self._init_core(self._acc, self._metadata.version_cell, self._sender.wakeup, cfg.partitioner,
+        self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
         self._close_lock = threading.Lock()
         self._close_started = False
@@ -671,6 +671,7 @@ class Producer(ProducerCore):
             "io_gil_wait_max_ms": poller.gil_wait_max_ns / 1e6,
             "io_slow_gil_waits": poller.slow_gil_waits,
             "io_wakeups_written": poller.wakeups_written,
+            "io_timers_armed": poller.timers_armed,
             "gil_handovers": handover_count(),
         })
         if self._sender.txn is not None:

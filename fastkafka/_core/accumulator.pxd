@@ -40,6 +40,13 @@ cdef class _TopicState:
     cdef list available              # last list passed to sticky_partition()
 
 
+cdef enum:
+    # RecordAccumulator.wakeup_pending
+    WAKE_NONE = 0
+    WAKE_BY = 1     # a batch started: the sender must run by wake_deadline_ms (its linger deadline)
+    WAKE_NOW = 2    # a batch filled
+
+
 cdef class RecordAccumulator:
     cdef readonly int64_t batch_size
     cdef readonly object compression_type
@@ -55,7 +62,10 @@ cdef class RecordAccumulator:
     cdef bint _counted               # counted in accumulators_open (live_resources())
     # A batch filled up or was started since the last wakeup_needed(): the sender should look.
     # send()/produce() (sendpath) read and clear it after each record.
-    cdef bint wakeup_pending
+    # 0: nothing to tell the sender; 1: a batch started (the sender must run by
+    # wake_deadline_ms, its linger deadline); 2: a batch filled (wake the sender now)
+    cdef int wakeup_pending
+    cdef int64_t wake_deadline_ms
     cdef int _flushes
     cdef dict _flush_threads         # thread ident -> open begin_flush() calls
     cdef dict _topics                # topic -> _TopicState

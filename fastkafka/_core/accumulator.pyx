@@ -168,7 +168,7 @@ cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue
             if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
                 return batch
             batch.full = True
-            acc.wakeup_pending = True
+            acc.wakeup_pending = WAKE_NOW
     return None
 
 
@@ -244,7 +244,10 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
         raise
     pq.batches.append(batch)
     acc._incomplete.add(batch)
-    acc.wakeup_pending = True
+    if acc.wakeup_pending == WAKE_NONE or (acc.wakeup_pending == WAKE_BY
+                                           and batch.created_ms + acc.linger_ms < acc.wake_deadline_ms):
+        acc.wakeup_pending = WAKE_BY
+        acc.wake_deadline_ms = batch.created_ms + acc.linger_ms
     return batch
 
 
@@ -969,9 +972,9 @@ cdef class RecordAccumulator:
     def wakeup_needed(self):
         """True (once) when an append filled a batch or started one since the last call: the
         sender should be woken to look at it."""
-        cdef bint w = self.wakeup_pending
+        cdef bint w = self.wakeup_pending != WAKE_NONE
         if w:
-            self.wakeup_pending = False
+            self.wakeup_pending = WAKE_NONE
         return w
 
     def flush_in_progress(self):

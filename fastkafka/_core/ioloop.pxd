@@ -6,6 +6,8 @@ cdef void give_way() noexcept
 cdef class Poller:
     cdef int _epfd
     cdef int _evfd
+    cdef int _tfd                   # timerfd: wake_at() deadlines
+    cdef long long _timer_at_ms     # the deadline it is armed for (LLONG_MAX: none)
     cdef int _wake_pending          # 1 while a wakeup is written and not yet consumed
     cdef dict _data                 # fd -> the object registered with it
     cdef dict _events               # fd -> the events registered (READ / WRITE bits)
@@ -16,9 +18,11 @@ cdef class Poller:
     cdef readonly long long gil_wait_max_ns
     cdef readonly long long slow_gil_waits  # of those, the ones over 1 ms
     cdef readonly long long wakeups_written
+    cdef readonly long long timers_armed
 
     cdef int _check_open(self) except -1
     cdef int _watch(self, int fd, int events, data, int op, int retry_errno, int retry_op) except -1
     cdef void _close_fds(self) noexcept
     cpdef list poll(self, long timeout_ms)
     cpdef wakeup(self)
+    cpdef wake_at(self, long long deadline_ms)

@@ -60,6 +60,17 @@ cdef extern from "<sys/eventfd.h>" nogil:
         EFD_NONBLOCK
         EFD_CLOEXEC
 
+cdef extern from "<sys/timerfd.h>" nogil:
+    cdef struct itimerspec:
+        timespec it_interval
+        timespec it_value
+    int timerfd_create(int clockid, int flags)
+    int timerfd_settime(int fd, int flags, const itimerspec *new_value, itimerspec *old_value)
+    enum:
+        TFD_NONBLOCK
+        TFD_CLOEXEC
+        TFD_TIMER_ABSTIME
+
 cdef extern from "<sched.h>" nogil:
     int sched_yield()
 
@@ -112,6 +123,8 @@ cdef extern from *:
 #: selectors-compatible event bits.
 READ = 1
 WRITE = 2
+
+cdef long long NO_TIMER = 0x7FFFFFFFFFFFFFFF
 
 #: The longest an application thread waits, without the GIL, for an I/O thread to take it.
 HANDOVER_MAX_US = 500
@@ -191,6 +204,8 @@ cdef class Poller:
     def __cinit__(self, int max_events=64):
         self._epfd = -1
         self._evfd = -1
+        self._tfd = -1
+        self._timer_at_ms = NO_TIMER
         self._buf = NULL
         self._data = {}
         self._events = {}
@@ -204,10 +219,16 @@ cdef class Poller:
         self._evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         if self._evfd < 0:
             raise OSError(errno, "eventfd failed")
+        self._tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
+        if self._tfd < 0:
+            raise OSError(errno, "timerfd_create failed")
         cdef epoll_event ev
         ev.events = EPOLLIN
         ev.data.fd = self._evfd
         if epoll_ctl(self._epfd, EPOLL_CTL_ADD, self._evfd, &ev) < 0:
+            raise OSError(errno, "epoll_ctl failed")
+        ev.data.fd = self._tfd
+        if epoll_ctl(self._epfd, EPOLL_CTL_ADD, self._tfd, &ev) < 0:
             raise OSError(errno, "epoll_ctl failed")
 
     def __dealloc__(self):
@@ -223,6 +244,9 @@ cdef class Poller:
         if self._evfd >= 0:
             close(self._evfd)
             self._evfd = -1
+        if self._tfd >= 0:
+            close(self._tfd)
+            self._tfd = -1
 
     @property
     def closed(self):
@@ -290,6 +314,28 @@ cdef class Poller:
             write(self._evfd, &one, 8)   # EAGAIN: the counter is full, a wake-up is pending anyway
             self.wakeups_written += 1
 
+    cpdef wake_at(self, long long deadline_ms):
+        """Make the thread in :meth:`poll` return by ``deadline_ms`` (the monotonic clock of
+        ``fastkafka._core.sendpath.monotonic_ms``) without waking it now: a timer, armed only when
+        it is earlier than the one already armed (application threads, GIL held; the timer's
+        expiry is consumed inside poll). A batch that starts needs the sender at its linger
+        deadline, not at once: this spares the I/O thread a turn, and the GIL a hand-over, per
+        batch."""
+        cdef itimerspec its
+        if self._tfd < 0 or deadline_ms >= self._timer_at_ms:
+            return
+        if deadline_ms <= 0:
+            deadline_ms = 1
+        its.it_interval.tv_sec = 0
+        its.it_interval.tv_nsec = 0
+        its.it_value.tv_sec = deadline_ms // 1000
+        its.it_value.tv_nsec = (deadline_ms % 1000) * 1000000
+        if timerfd_settime(self._tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0:
+            self._timer_at_ms = deadline_ms
+            self.timers_armed += 1
+        else:
+            self.wakeup()    # cannot arm: wake now, as without a timer
+
     cpdef list poll(self, long timeout_ms):
         """Ready descriptors as ``[(data, fd, events), ...]``, waiting up to ``timeout_ms`` (0: do
         not wait; negative: no limit) without the GIL when nothing is ready yet."""
@@ -329,6 +375,10 @@ cdef class Poller:
             if fd == self._evfd:
                 fk_store(&self._wake_pending, 0)
                 read(self._evfd, &counter, 8)
+                continue
+            if fd == self._tfd:
+                self._timer_at_ms = NO_TIMER
+                read(self._tfd, &counter, 8)
                 continue
             mask = 0
             if e & ~(<unsigned int>EPOLLIN):

@@ -15,8 +15,8 @@ from cpython.buffer cimport PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME
 
-from fastkafka._core.accumulator cimport RecordAccumulator, clock_ms
-from fastkafka._core.ioloop cimport give_way
+from fastkafka._core.accumulator cimport WAKE_NONE, WAKE_NOW, RecordAccumulator, clock_ms
+from fastkafka._core.ioloop cimport Poller, give_way
 from fastkafka._core.partitioner cimport java_partition_c
 from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
 
@@ -139,7 +139,7 @@ cdef class ProducerCore:
     cdef VersionCell _meta_version        # the metadata's version, bumped on every update
     cdef object _last_topic               # the topic of the previous send() and its info
     cdef _TopicInfo _last_info
-    cdef object _wakeup_sender            # callable
+    cdef Poller _poller                   # the I/O thread's: wake-ups and linger timers
     cdef object _partitioner              # "murmur2", "random" or a callable
     cdef int _part_kind
     cdef readonly Py_ssize_t _max_record_size
@@ -154,10 +154,10 @@ cdef class ProducerCore:
         self._closed = True               # until _init_core: a half-built producer is closed
 
     def _init_core(self, RecordAccumulator acc not None, VersionCell metadata_version not None,
-                   wakeup_sender, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms):
+                   Poller poller not None, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms):
         self._acc = acc
         self._meta_version = metadata_version
-        self._wakeup_sender = wakeup_sender
+        self._poller = poller
         self._partitioner = partitioner
         if partitioner == "murmur2":
             self._part_kind = PART_MURMUR2
@@ -221,6 +221,7 @@ cdef class ProducerCore:
 
     cdef object _send(self, object topic, object value, object key, object partition,
                       object timestamp_ms, object headers, object on_delivery, bint want_future):
+        cdef int w
         cdef Py_buffer kview, vview
         cdef const char *kp = NULL
         cdef const char *vp = NULL
@@ -289,9 +290,13 @@ cdef class ProducerCore:
         finally:
             if krel:
                 PyBuffer_Release(&kview)
-        if self._acc.wakeup_pending:
-            self._acc.wakeup_pending = False
-            self._wakeup_sender()
+        w = self._acc.wakeup_pending
+        if w != WAKE_NONE:
+            self._acc.wakeup_pending = WAKE_NONE
+            if w == WAKE_NOW or self._acc.transactional:
+                self._poller.wakeup()       # a full batch (or a partition to add to the transaction)
+            else:
+                self._poller.wake_at(self._acc.wake_deadline_ms)   # a new batch: at its linger deadline
         # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.
         give_way()
         return o

@@ -32,3 +32,29 @@ def test_busy_sender_hands_the_gil_over_and_every_record_arrives(fb, make_produc
     assert m["io_waits"] > 0
     assert m["io_gil_wait_max_ms"] * m["io_waits"] >= m["io_gil_wait_ms_total"] > 0
     assert m["gil_handovers"] == handover_count() > before   # send() gave the GIL away
+
+
+def test_a_new_batch_arms_the_linger_timer_instead_of_waking_the_io_thread(fb, make_producer):
+    fb.create_topic("t", 1)
+    p = make_producer(fb, linger_ms=300)
+    p.send("t", b"warm").get(10)
+    before = p.metrics()
+    t0 = time.monotonic()
+    fut = p.send("t", b"one")                       # starts a batch
+    after = p.metrics()
+    assert after["io_timers_armed"] == before["io_timers_armed"] + 1
+    assert after["io_wakeups_written"] == before["io_wakeups_written"]
+    md = fut.get(10)
+    assert time.monotonic() - t0 >= 0.25            # sent at its linger deadline, not before
+    assert md.offset == 1
+    # a full batch still wakes the I/O thread at once
+    p2 = make_producer(fb, linger_ms=60_000, batch_size=1024)
+    p2.send("t", b"warm")
+    p2.flush(10)                                     # a flush sends at once
+    w0 = p2.metrics()["io_wakeups_written"]
+    futs = [p2.send("t", b"x" * 200) for _ in range(20)]
+    # the filled batches go at once, 60 s before their linger deadline
+    assert [f.get(10).offset for f in futs[:4]] == [3, 4, 5, 6]
+    assert p2.metrics()["io_wakeups_written"] > w0
+    p2.flush(10)
+    assert [f.get(0).offset for f in futs] == list(range(3, 23))

@@ -163,3 +163,26 @@ def test_a_forked_child_inherits_no_waiting_io_thread():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     p.close()
+
+
+def test_wake_at_ends_a_wait_at_the_deadline_without_waking_now():
+    from fastkafka._core.sendpath import monotonic_ms
+
+    p = Poller()
+    now = monotonic_ms()
+    p.wake_at(now + 80)
+    p.wake_at(now + 500)                  # later than the armed one: nothing to do
+    assert p.timers_armed == 1
+    assert p.poll(0) == []                # not woken now
+    start = monotonic_ms()
+    assert p.poll(10_000) == []           # returns at the timer, not after 10 s
+    assert 60 <= monotonic_ms() - start < 5_000
+    assert p.poll(0) == []                # the expiry was consumed
+    p.wake_at(monotonic_ms() + 10_000)
+    p.wake_at(monotonic_ms() + 30)        # earlier: re-armed
+    assert p.timers_armed == 3
+    start = monotonic_ms()
+    p.poll(20_000)
+    assert monotonic_ms() - start < 5_000
+    assert p.wakeups_written == 0
+    p.close()
