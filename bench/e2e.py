@@ -694,6 +694,14 @@ def paired_ratios(a: list[dict], b: list[dict]) -> list[float | None]:
             for ra, rb in zip(a, b)]
 
 
+def failure_line(text) -> str:
+    """One table cell from a failed child's output: its last line naming an exception (else its
+    last line), with the table's separator replaced."""
+    lines = [x.strip() for x in str(text).strip().splitlines() if x.strip()] or ["no data"]
+    named = [x for x in lines if "Error" in x or "Exception" in x]
+    return (named or lines)[-1].replace("|", "/")
+
+
 def ratio_table(pairs: list[tuple[str, str]], results: dict[str, list[dict]], label, unit: str) -> list[str]:
     """A markdown table of ``(measured, against)`` pairs: each one's median rate (over its rounds,
     None when a round failed), the ratio of the two medians, every round's ratio and their
@@ -734,6 +742,7 @@ def broker_section(title: str, names: list[str], results: dict[str, list[dict]],
         m = med[name]
         if m is None:
             why = next((r["failed"] for r in rs if "failed" in r), "no data")
+            why = failure_line(why)
             lines.append(f"| {client} | {variant} | {rec_txt} | FAILED | | | | {rounds_txt} ({why}) |")
             continue
         mb = m * args.size / 1e6

@@ -56,3 +56,10 @@ def test_e2e_small_run(tmp_path):
         assert _num(vs_raw) == pytest.approx(_num(median) / raw, abs=0.006), (name, vs_raw)
         assert _num(vs_ref) == pytest.approx(_num(median) / ref, abs=0.006), (name, vs_ref)
     assert "Machine:" in text and "- nproc:" in text
+
+
+def test_failure_line_is_one_cell():
+    out = "Traceback (most recent call last):\n  File \"x\", line 3\ncimpl.KafkaException: boom|x\n%4|TERMINATE|rdkafka| left\n"
+    assert e2e.failure_line(out) == "cimpl.KafkaException: boom/x"
+    assert e2e.failure_line("exit 1: plain") == "exit 1: plain"
+    assert e2e.failure_line("") == "no data"
