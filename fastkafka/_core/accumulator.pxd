@@ -4,20 +4,12 @@
 cimport cython
 from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport int32_t, int64_t
-from posix.time cimport clock_gettime, timespec
 
 from fastkafka._wire.records cimport BatchBuilder
 from fastkafka._core.batch cimport ProducerBatch, FutureRecordMetadata
 from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.partitioner cimport StickyPartitioner
-
-
-# Milliseconds of a POSIX clock: CLOCK_MONOTONIC is the clock of time.monotonic(), the one every
-# ``now_ms`` of the accumulator and the sender is read from; CLOCK_REALTIME gives record timestamps.
-cdef inline int64_t clock_ms(int clock) noexcept nogil:
-    cdef timespec t
-    clock_gettime(clock, &t)
-    return <int64_t>t.tv_sec * 1000 + t.tv_nsec // 1000000
+from fastkafka._core.clock cimport clock_ms, monotonic_ms
 
 
 @cython.final

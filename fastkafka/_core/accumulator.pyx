@@ -46,7 +46,6 @@ from fastkafka._core.partitioner cimport StickyPartitioner
 
 import logging
 import threading
-import time
 
 from fastkafka._wire.records import BatchBuilder as _PyBatchBuilder
 from fastkafka._wire.records import buffer_counters
@@ -993,14 +992,14 @@ cdef class RecordAccumulator:
         self._release()
         try:
             if timeout_s is not None:
-                deadline = time.monotonic() + timeout_s
+                deadline = monotonic_ms() + timeout_s * 1000.0
             for b in snapshot:
                 if b.done:
                     continue
                 if timeout_s is None:
                     b.wait(None)
                 else:
-                    remaining = deadline - time.monotonic()
+                    remaining = (deadline - monotonic_ms()) / 1000.0
                     if remaining <= 0 or not b.wait(remaining):
                         break
         finally:

@@ -20,9 +20,11 @@ from cpython.pythread cimport (
     PyThread_release_lock, PyThread_get_thread_ident, NOWAIT_LOCK, WAIT_LOCK,
 )
 from libc.stdint cimport int64_t
+
+from fastkafka._core.clock cimport monotonic_ms
+
 from collections import deque
 import logging
-import time
 
 from fastkafka.errors import BufferExhaustedError, ProducerClosedError, RecordTooLargeError
 
@@ -194,9 +196,9 @@ cdef class BufferPool:
             except Exception:
                 _log.exception("buffer pool wakeup hook raised")
 
-        deadline = time.monotonic() + max_block_ms / 1000.0
+        deadline = monotonic_ms() + max_block_ms
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = (deadline - monotonic_ms()) / 1000.0
             if remaining < 0:
                 remaining = 0
             timeout_us = <long long>(remaining * 1e6)
@@ -210,7 +212,7 @@ cdef class BufferPool:
                 self._remove_locked(w)
                 PyThread_release_lock(self._lock)
                 raise ProducerClosedError("the producer was closed while waiting for buffer memory")
-            if time.monotonic() >= deadline:
+            if monotonic_ms() >= deadline:
                 self._remove_locked(w)
                 avail = self._available
                 PyThread_release_lock(self._lock)

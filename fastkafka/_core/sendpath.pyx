@@ -15,7 +15,8 @@ from cpython.buffer cimport PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME
 
-from fastkafka._core.accumulator cimport WAKE_NONE, WAKE_NOW, RecordAccumulator, clock_ms
+from fastkafka._core.accumulator cimport WAKE_NONE, WAKE_NOW, RecordAccumulator
+from fastkafka._core.clock cimport clock_ms
 from fastkafka._core.ioloop cimport Poller, give_way
 from fastkafka._core.partitioner cimport java_partition_c
 from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
