@@ -1043,6 +1043,8 @@ cdef class RecordAccumulator:
         """take_failed() -> list[(ProducerBatch, Exception)]: the batches ``drain`` took out but
         could not close (encode or compress), still muted when ``ordered``; the sender completes
         them (it is the one owner of batch outcomes). Empties the list."""
+        if not self._failed:
+            return self._failed    # the common case, every turn: empty, and no list made
         out, self._failed = self._failed, []
         return out
 

@@ -252,22 +252,26 @@ cdef int _put_records_len(Glue *g, Py_ssize_t n, bint compact) except -1:
     return _put_i32(g, <int32_t>n)
 
 
-cdef int32_t _as_int32(object v, str what) except? -1:
+cdef int64_t _as_int(object v, str what, int bits) except? -1:
+    """``v`` as a signed ``bits``-bit field: TypeError for a non-int, ValueError out of range."""
+    cdef int64_t x, lim = (<int64_t>1) << (bits - 1)
     if not isinstance(v, int):
         raise TypeError(f"{what} must be an int, not {type(v).__name__}")
     try:
-        return v
+        x = v
     except OverflowError:
-        raise ValueError(f"{what} {v} does not fit in int32") from None
+        x = lim                       # beyond int64: out of range below
+    if not -lim <= x < lim:
+        raise ValueError(f"{what} {v} does not fit in int{bits}")
+    return x
 
 
-cdef int16_t _as_int16(object v, str what) except? -1:
-    if not isinstance(v, int):
-        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
-    try:
-        return v
-    except OverflowError:
-        raise ValueError(f"{what} {v} does not fit in int16") from None
+cdef inline int32_t _as_int32(object v, str what) except? -1:
+    return <int32_t>_as_int(v, what, 32)
+
+
+cdef inline int16_t _as_int16(object v, str what) except? -1:
+    return <int16_t>_as_int(v, what, 16)
 
 
 cdef list _assemble(Glue *g, list ext):
