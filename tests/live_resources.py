@@ -2,8 +2,8 @@
 
 Registered from ``tests/conftest.py`` (``pytest_plugins``). The counters are those of
 :func:`fastkafka._core.accumulator.live_resources` (open accumulators, producer I/O threads, live
-ProducerBatch objects, buffer pools and the bytes they hold, batch buffers, the buffer cache beyond
-its bound), the uvloop habit of counting live resources and asserting them back at teardown.
+ProducerBatch objects, buffer pools and the bytes they hold, batch buffers, free pool buffers beyond
+buffer_memory), the uvloop habit of counting live resources and asserting them back at teardown.
 
 How the check reads them:
 
@@ -48,7 +48,7 @@ HINTS = {
     "buffer_pool_bytes": "buffer-pool memory taken and not given back (a batch never deallocated)",
     "batch_buffers": "batch buffers still owned by a BatchBuilder (a batch or builder kept alive)",
     "batch_buffer_bytes": "batch buffer bytes still owned by a BatchBuilder",
-    "buffer_cache_overflow": "the process-wide batch buffer cache grew past its bound",
+    "buffer_pool_overflow": "a buffer pool kept free batch buffers beyond its buffer_memory",
 }
 
 

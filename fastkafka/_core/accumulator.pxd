@@ -47,6 +47,8 @@ cdef class RecordAccumulator:
     cdef readonly int64_t retry_backoff_ms
     cdef readonly int64_t delivery_timeout_ms
     cdef readonly BufferPool buffer_pool
+    cdef int _codec                  # compression_type as a codec code, for the builders
+    cdef object _level               # compression_level as validated for that codec
     cdef readonly bint ordered
     # A transactional producer's partitions are drained only once added to the transaction.
     cdef public bint transactional
@@ -74,7 +76,10 @@ cdef class RecordAccumulator:
     cdef _TopicState _topic_locked(self, str topic)
     cdef _PartitionQueue _pq_locked(self, _TopicState ts, int32_t partition)
     cdef _PartitionQueue _find_locked(self, str topic, int32_t partition)
-    cdef ProducerBatch _new_batch(self, _PartitionQueue pq, int64_t now_ms, int64_t reserved)
+    # A new batch whose builder takes over `reserved` bytes of the buffer pool and `buf` (a free
+    # buffer of that size from the pool, or NULL), giving them back on failure.
+    cdef ProducerBatch _new_batch(self, _PartitionQueue pq, int64_t now_ms, int64_t reserved,
+                                  char *buf)
     # append() from C (send/produce in sendpath): the record's future, or None when not wanted
     # and there is no on_delivery.
     cdef FutureRecordMetadata append_c(self, str topic, int32_t partition, int64_t timestamp,

@@ -35,7 +35,7 @@ from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC
 
 from fastkafka._wire.records cimport (BatchBuilder, EncodedHeaders, record_size_c, headers_encoded_size, get_view,
-                                      BATCH_HEADER_SIZE)
+                                      BATCH_HEADER_SIZE, pooled_builder)
 from fastkafka._core.batch cimport (ProducerBatch, FutureRecordMetadata, BatchFuture, BatchListener,
                                     done_acquire, done_release, init_batch, resolve_batch,
                                     record_owners, new_future, count_batch_record)
@@ -80,7 +80,7 @@ cdef int64_t _open_accumulators = 0
 #: everything a piece of code opened is closed and collected (what the tests' teardown check reads).
 LIVE_COUNTERS = ("accumulators_open", "io_threads", "producer_batches", "buffer_pools",
                  "buffer_pool_bytes", "batch_buffers", "batch_buffer_bytes",
-                 "buffer_cache_overflow")
+                 "buffer_pool_overflow")
 
 
 def live_resources():
@@ -91,9 +91,11 @@ def live_resources():
     * ``producer_batches``: ProducerBatch objects alive (queued, in flight, or still referenced);
     * ``buffer_pools`` / ``buffer_pool_bytes``: BufferPools alive and the bytes they have handed
       to batches and not had back;
-    * ``batch_buffers`` / ``batch_buffer_bytes``: batch buffers owned by live BatchBuilders;
-    * ``buffer_cache_overflow``: buffers kept in the process-wide batch buffer cache beyond its
-      bound (``fastkafka._wire.records.buffer_counters()`` has the cache's size and bound).
+    * ``batch_buffers`` / ``batch_buffer_bytes``: batch buffers owned by live BatchBuilders (from
+      a pool or not);
+    * ``buffer_pool_overflow``: bytes of free batch buffers a pool keeps beyond its
+      ``buffer_memory`` (always 0: the bytes held by live builders plus the free buffers never
+      exceed it; ``pool_counters()`` has the free buffers themselves).
 
     Each comes back to its earlier value once everything opened in between is closed and garbage
     collected (the tests check this after every test: ``tests/live_resources.py``).
@@ -112,7 +114,7 @@ def live_resources():
         "buffer_pool_bytes": pools["buffer_pool_bytes"],
         "batch_buffers": bufs["batch_buffers"],
         "batch_buffer_bytes": bufs["batch_buffer_bytes"],
-        "buffer_cache_overflow": bufs["buffer_cache_overflow"],
+        "buffer_pool_overflow": pools["buffer_pool_overflow"],
     }
 
 
@@ -196,6 +198,7 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     cdef int32_t np
     cdef int64_t size
     cdef object cur
+    cdef char *buf = NULL
     while True:
         pq = acc._pq_locked(ts, partition)
         batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
@@ -219,27 +222,29 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     size = BATCH_HEADER_SIZE + record_size_c(0, 0, kl, vl, hsize)
     if size < acc.batch_size:
         size = acc.batch_size
-    if not acc.buffer_pool.try_allocate(size):
+    # the bytes and (when one is free) the buffer, in one round of the pool's lock
+    if not acc.buffer_pool.try_take_c(size, &buf):
         acc._release()
         try:
-            acc.buffer_pool.allocate(size, max_block_ms)
+            acc.buffer_pool.allocate_buffer_c(size, max_block_ms, &buf)
         finally:
             acc._acquire()
         if acc._closed:
-            acc.buffer_pool.deallocate(size)
+            acc.buffer_pool.give_back(buf, size)
             raise ProducerClosedError("the producer was closed while waiting for memory")
         batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
         if batch is not None:
-            acc.buffer_pool.deallocate(size)
+            acc.buffer_pool.give_back(buf, size)
             return batch
     if now_ms < 0:
         now_ms = clock_ms(CLOCK_MONOTONIC)
+    # from here the builder owns the bytes and the buffer (and gives them back when freed)
+    batch = acc._new_batch(pq, now_ms, size, buf)
     try:
-        batch = acc._new_batch(pq, now_ms, size)
         if not batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
             raise RuntimeError("BatchBuilder refused the first record of a new batch")
     except BaseException:
-        acc.buffer_pool.deallocate(size)
+        batch.builder = None
         raise
     pq.batches.append(batch)
     acc._incomplete.add(batch)
@@ -267,7 +272,10 @@ cdef class RecordAccumulator:
         if buffer_pool is None:
             raise ValueError("buffer_pool is required")
         # validates the codec and level once, here, rather than on the first append
-        _PyBatchBuilder(batch_size, compression_type, compression_level)
+        _check = _PyBatchBuilder(batch_size, compression_type, compression_level)
+        self._codec = _check.compression_type
+        self._level = _check.compression_level
+        del _check
         self.batch_size = batch_size
         self.compression_type = compression_type
         self.compression_level = compression_level
@@ -352,10 +360,11 @@ cdef class RecordAccumulator:
         o = <object>PyList_GET_ITEM((<_TopicState>ts).parts, partition)
         return <_PartitionQueue>o if o is not None else None
 
-    cdef ProducerBatch _new_batch(self, _PartitionQueue pq, int64_t now_ms, int64_t reserved):
+    cdef ProducerBatch _new_batch(self, _PartitionQueue pq, int64_t now_ms, int64_t reserved,
+                                  char *buf):
+        cdef BatchBuilder builder = pooled_builder(self.buffer_pool, buf, reserved,
+                                                   self.batch_size, self._codec, self._level)
         cdef ProducerBatch b = ProducerBatch.__new__(ProducerBatch)
-        cdef BatchBuilder builder = BatchBuilder(self.batch_size, self.compression_type,
-                                                 self.compression_level)
         init_batch(b, pq.topic, pq.partition, builder, now_ms)
         b.topic_partition = pq.tp
         b.reserved = reserved
@@ -739,7 +748,6 @@ cdef class RecordAccumulator:
         cdef _PartitionQueue pq
         cdef int32_t first, i, k
         cdef Py_ssize_t j, last, li
-        cdef int64_t share, reserved
         if (batch.done or batch.children is not None or batch.builder is None
                 or batch.record_count < 2 or batch.builder.count_c() != batch.record_count):
             return None
@@ -814,23 +822,23 @@ cdef class RecordAccumulator:
             batch.children = pieces
         finally:
             done_release()
-        # queue them where the batch would be retried, and move the memory over
+        # queue them where the batch would be retried; the batch's memory went to the pieces
+        # (BatchBuilder.split), or goes back once its builder is freed
         self._acquire()
         try:
             pq = self._pq_locked(self._topic_locked(batch.topic), batch.partition)
             j = _retry_position(pq.batches, batch.base_sequence)
             pq.batches[j:j] = pieces
-            reserved = batch.reserved
-            share = reserved // len(pieces)
             for c in pieces:
-                c.reserved = share
+                c.reserved = c.builder._cap
                 self._incomplete.add(c)
-            (<ProducerBatch>pieces[len(pieces) - 1]).reserved += reserved - share * len(pieces)
             self._incomplete.discard(batch)
             batch.reserved = 0
+            nb = batch.builder
             batch.builder = None
         finally:
             self._release()
+        nb = None       # freed outside the lock: its buffer goes back to the pool
         return pieces
 
     # -- transactions ------------------------------------------------------------------------------
@@ -925,18 +933,19 @@ cdef class RecordAccumulator:
         return out
 
     def deallocate(self, ProducerBatch batch):
-        """deallocate(batch): give its memory back to the pool, forget it (idempotent)."""
-        cdef int64_t size
+        """deallocate(batch): forget the batch and drop its builder, whose buffer and bytes go back
+        to the pool as it is freed: at once, or when the last view of its bytes (a request still
+        being written) is released (idempotent)."""
+        cdef BatchBuilder builder
         self._acquire()
         try:
             self._incomplete.discard(batch)
-            size = batch.reserved
             batch.reserved = 0
+            builder = batch.builder
             batch.builder = None
         finally:
             self._release()
-        if size:
-            self.buffer_pool.deallocate(size)
+        builder = None      # freed outside the lock
 
     # -- flush / close -----------------------------------------------------------------------------
 

@@ -2,15 +2,19 @@
 from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport int64_t
 
+from fastkafka._wire.records cimport BufferSource
+
 
 cdef class _Waiter:
     cdef int64_t size
     cdef PyThread_type_lock sem     # held until the waiter is granted memory or woken by close()
     cdef bint granted
     cdef bint closed
+    cdef bint for_buffer            # the bytes are for a batch buffer (allocate_buffer_c)
+    cdef char *buf                  # a free buffer handed over with the grant, or NULL
 
 
-cdef class BufferPool:
+cdef class BufferPool(BufferSource):
     cdef readonly int64_t total
     cdef readonly int64_t batch_size
     cdef int64_t _available
@@ -22,8 +26,36 @@ cdef class BufferPool:
     cdef public unsigned long io_thread_ident   # the I/O thread, whose allocate() never waits; 0: none
     cdef readonly int64_t io_thread_refusals    # allocate() calls refused at once on that thread
     cdef bint _counted              # counted in the module's live-resource counters
+    # Batch buffers. Bytes reserved for buffers of live builders (a part of total - available),
+    # and free buffers of batch_size bytes kept for the next batch (a part of available, so
+    # _buf_held + _free_bytes <= total; free buffers beyond available are freed at once).
+    cdef readonly int64_t held_bytes
+    cdef readonly int64_t free_bytes
+    cdef char **_free               # the free buffers, _free_n of them (array of _free_cap)
+    cdef Py_ssize_t _free_n
+    cdef Py_ssize_t _free_cap
+    cdef readonly int64_t peak_bytes        # the most held_bytes + free_bytes ever was
+    cdef readonly int64_t buffers_reused    # batch buffers handed out from the free ones
+    cdef readonly int64_t buffers_made      # batch buffers the takers had to malloc
+    cdef int64_t _over              # free bytes beyond available (0 unless the bound broke)
+
+    # BufferSource: what pooled BatchBuilders give back and ask for
+    cdef void give_back(self, char *buf, Py_ssize_t cap) noexcept
+    cdef int try_reserve(self, Py_ssize_t size) except -1
+    cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1
 
     cpdef allocate(self, int64_t size, int64_t max_block_ms)
+    cdef int _allocate(self, int64_t size, int64_t max_block_ms, bint for_buffer,
+                       char **buf) except -1
+    # allocate() of the bytes for a batch buffer: *buf gets a free buffer of `size` bytes, or NULL
+    # (the caller mallocs one). The bytes and the buffer go back with give_back().
+    cdef int allocate_buffer_c(self, int64_t size, int64_t max_block_ms, char **buf) except -1
+    # try_allocate() of the bytes for a batch buffer, in one lock round: 1 (and *buf as above)
+    # or 0 (nothing taken).
+    cdef int try_take_c(self, int64_t size, char **buf) except -1
+    cdef char *_reserve_locked(self, int64_t size, bint for_buffer) noexcept
+    cdef void _check_locked(self) noexcept
+    cdef void _free_all_locked(self) noexcept
     cpdef bint try_allocate(self, int64_t size) except -1
     cpdef deallocate(self, int64_t size)
     cdef int _grant_locked(self) except -1

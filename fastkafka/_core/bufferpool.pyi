@@ -8,6 +8,11 @@ class BufferPool:
     blocked_count: int
     io_thread_ident: int
     io_thread_refusals: int
+    held_bytes: int
+    free_bytes: int
+    peak_bytes: int
+    buffers_reused: int
+    buffers_made: int
     wakeup: Callable[[], object] | None
     def __init__(self, total_bytes: int, batch_size: int) -> None: ...
     def allocate(self, size: int, max_block_ms: int) -> None: ...
@@ -20,3 +25,5 @@ class BufferPool:
     def queued(self) -> int: ...
     @property
     def closed(self) -> bool: ...
+    @property
+    def free_buffers(self) -> int: ...

@@ -1,10 +1,15 @@
 # cython: language_level=3
-"""Bounded accounting of the memory held by record batches (the Java ``BufferPool``'s job).
+"""The memory of record batches, bounded by ``buffer_memory`` (the Java ``BufferPool``'s job).
 
-The batch buffers themselves are owned by ``BatchBuilder``; the pool only counts bytes, so the total
-held by queued and in-flight batches never exceeds ``buffer_memory``. A thread that asks for more than
-is free waits (GIL released) in FIFO order: memory given back goes to the oldest waiter first, and a
-later, smaller request does not overtake it.
+The pool hands out the batch buffers themselves: a batch's bytes are reserved here (``batch_size``,
+or a record's size when larger) and its builder's buffer is exactly that many bytes, given back
+with the reservation when the builder is freed. Free buffers of ``batch_size`` bytes are kept for
+the next batch (a fresh 64 KiB+ buffer would cost the producer's thread a page fault per 4 KiB it
+writes); they count against ``total`` too: the bytes held by live builders plus the free buffers
+never exceed it, and free buffers that would make them exceed it are freed.
+
+A thread that asks for more than is free waits (GIL released) in FIFO order: memory given back
+goes to the oldest waiter first, and a later, smaller request does not overtake it.
 
 >>> pool = BufferPool(1024, 256)
 >>> pool.allocate(256, 0)
@@ -20,8 +25,10 @@ from cpython.pythread cimport (
     PyThread_release_lock, PyThread_get_thread_ident, NOWAIT_LOCK, WAIT_LOCK,
 )
 from libc.stdint cimport int64_t
+from libc.stdlib cimport free, realloc
 
 from fastkafka._core.clock cimport monotonic_ms
+from fastkafka._wire.records cimport BufferSource
 
 from collections import deque
 import logging
@@ -38,21 +45,30 @@ cdef extern from "pythread.h":
 
 _log = logging.getLogger("fastkafka")
 
-# Live-resource counters (read by ``pool_counters()``; touched only with the GIL held): pools alive
-# and the bytes they have handed out and not had back. A pool freed while holding bytes takes its
-# count with it, so the counters describe live pools only.
+# Live-resource counters (read by ``pool_counters()``; touched only with the GIL held): pools alive,
+# the bytes they have handed out and not had back, their free batch buffers, and the free bytes
+# beyond what a pool may keep (0 unless the bound is broken). A pool freed while holding bytes
+# takes its counts with it, so the counters describe live pools only.
 cdef int64_t _live_pools = 0
 cdef int64_t _held_bytes = 0
+cdef int64_t _free_bufs = 0
+cdef int64_t _free_bytes = 0
+cdef int64_t _over_bytes = 0
 
 
 def pool_counters():
-    """pool_counters() -> dict: ``buffer_pools`` (BufferPool objects alive) and
-    ``buffer_pool_bytes`` (bytes those pools have handed out and not had back), over the process.
+    """pool_counters() -> dict, over the process: ``buffer_pools`` (BufferPool objects alive),
+    ``buffer_pool_bytes`` (bytes those pools have handed out and not had back),
+    ``buffer_pool_free_buffers`` / ``buffer_pool_free_bytes`` (free batch buffers they keep for
+    reuse, a part of their ``buffer_memory``) and ``buffer_pool_overflow`` (free bytes a pool keeps
+    beyond its ``buffer_memory``: 0 unless the bound is broken).
 
-    >>> pool_counters()["buffer_pools"] >= 0
-    True
+    >>> pool_counters()["buffer_pool_overflow"]
+    0
     """
-    return {"buffer_pools": _live_pools, "buffer_pool_bytes": _held_bytes}
+    return {"buffer_pools": _live_pools, "buffer_pool_bytes": _held_bytes,
+            "buffer_pool_free_buffers": _free_bufs, "buffer_pool_free_bytes": _free_bytes,
+            "buffer_pool_overflow": _over_bytes}
 
 
 @cython.final
@@ -72,7 +88,7 @@ cdef class _Waiter:
 
 
 @cython.final
-cdef class BufferPool:
+cdef class BufferPool(BufferSource):
     """``BufferPool(total_bytes, batch_size)``: accounting of batch memory with FIFO blocking.
 
     * ``allocate(size, max_block_ms)`` takes ``size`` bytes, waiting up to ``max_block_ms`` for them;
@@ -81,6 +97,10 @@ cdef class BufferPool:
     * ``deallocate(size)`` gives bytes back and serves waiters, oldest first.
     * ``wakeup``: an optional callable run when a thread starts waiting (the sender uses it to send
       at once, which is what frees memory). Exceptions from it are logged.
+    * Batch buffers (for the accumulator's builders): ``held_bytes`` (bytes of the buffers live
+      builders hold), ``free_bytes`` (free buffers kept for the next batch; ``held_bytes +
+      free_bytes <= total`` always, ``peak_bytes`` is the most it ever was), ``buffers_reused`` /
+      ``buffers_made`` (buffers handed out from the free ones / newly made).
     * ``io_thread_ident``: the thread ident (``threading.get_ident()``) of the thread that frees
       memory, the producer's I/O thread; 0 for none. An ``allocate`` on that thread never waits:
       when the memory is not free at once it raises ``BufferExhaustedError`` saying so, since
@@ -106,11 +126,17 @@ cdef class BufferPool:
         _live_pools += 1
 
     def __dealloc__(self):
-        global _live_pools, _held_bytes
+        global _live_pools, _held_bytes, _over_bytes
         if self._counted:
             self._counted = False
             _live_pools -= 1
             _held_bytes -= self.total - self._available
+            _over_bytes -= self._over
+            self._over = 0
+        self._free_all_locked()     # nobody else can hold a reference any more
+        if self._free != NULL:
+            free(self._free)
+            self._free = NULL
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
             self._lock = NULL
@@ -129,31 +155,166 @@ cdef class BufferPool:
             if w.size > self._available:
                 break
             self._waiters.popleft()
-            self._available -= w.size
-            _held_bytes += w.size
+            w.buf = self._reserve_locked(w.size, w.for_buffer)
             w.granted = True
             PyThread_release_lock(w.sem)
         return 0
 
+    cdef char *_reserve_locked(self, int64_t size, bint for_buffer) noexcept:
+        """Take ``size`` bytes of the available ones (the caller checked they are); for a buffer,
+        hand over a free one of that size if there is one. Free buffers the available bytes no
+        longer cover are freed. Lock held."""
+        global _held_bytes, _free_bufs, _free_bytes
+        cdef char *b = NULL
+        self._available -= size
+        _held_bytes += size
+        if for_buffer:
+            self.held_bytes += size
+            if size == self.batch_size and self._free_n > 0:
+                self._free_n -= 1
+                b = self._free[self._free_n]
+                self.free_bytes -= size
+                _free_bufs -= 1
+                _free_bytes -= size
+                self.buffers_reused += 1
+            else:
+                self.buffers_made += 1
+        while self.free_bytes > self._available and self._free_n > 0:
+            self._free_n -= 1
+            free(self._free[self._free_n])
+            self.free_bytes -= self.batch_size
+            _free_bufs -= 1
+            _free_bytes -= self.batch_size
+        self._check_locked()
+        return b
+
+    cdef void _check_locked(self) noexcept:
+        """Keep ``peak_bytes`` and the overflow counter up to date. Lock held."""
+        global _over_bytes
+        cdef int64_t now = self.held_bytes + self.free_bytes, over
+        if now > self.peak_bytes:
+            self.peak_bytes = now
+        over = self.free_bytes - self._available
+        if over < 0:
+            over = 0
+        if over != self._over:
+            _over_bytes += over - self._over
+            self._over = over
+
+    cdef void _free_all_locked(self) noexcept:
+        global _free_bufs, _free_bytes
+        while self._free_n > 0:
+            self._free_n -= 1
+            free(self._free[self._free_n])
+            _free_bufs -= 1
+            _free_bytes -= self.batch_size
+        self.free_bytes = 0
+        self._check_locked()
+
+    # -- BufferSource: the builders' side ----------------------------------------------------------
+
+    cdef void give_back(self, char *buf, Py_ssize_t cap) noexcept:
+        """A builder gives its buffer (NULL: none was made) and its ``cap`` reserved bytes back;
+        the buffer is kept for the next batch when it has the usual size and the pool is open."""
+        global _held_bytes, _free_bufs, _free_bytes
+        cdef char **arr
+        cdef Py_ssize_t n
+        self._lock_acquire()
+        self._available += cap
+        _held_bytes -= cap
+        self.held_bytes -= cap
+        if (buf != NULL and cap == self.batch_size and not self._closed
+                and self.free_bytes + cap <= self._available):
+            if self._free_n == self._free_cap:
+                n = self._free_cap * 2 if self._free_cap else 16
+                arr = <char **>realloc(self._free, <size_t>n * sizeof(char *))
+                if arr != NULL:
+                    self._free = arr
+                    self._free_cap = n
+            if self._free_n < self._free_cap:
+                self._free[self._free_n] = buf
+                self._free_n += 1
+                self.free_bytes += cap
+                _free_bufs += 1
+                _free_bytes += cap
+                buf = NULL
+        self._check_locked()
+        try:
+            self._grant_locked()
+        except BaseException:   # not expected (no allocation there); never lose the lock
+            pass
+        PyThread_release_lock(self._lock)
+        if buf != NULL:
+            free(buf)
+
+    cdef int try_reserve(self, Py_ssize_t size) except -1:
+        cdef int ok = 0
+        self._lock_acquire()
+        if not self._closed and not self._waiters and self._available >= size:
+            self._reserve_locked(size, False)
+            self.held_bytes += size
+            self._check_locked()
+            ok = 1
+        PyThread_release_lock(self._lock)
+        return ok
+
+    cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1:
+        global _held_bytes
+        cdef int ok = 1
+        self._lock_acquire()
+        if new > old:
+            if not self._closed and not self._waiters and self._available >= new - old:
+                self._reserve_locked(new - old, False)
+                self.held_bytes += new - old
+                self._check_locked()
+            else:
+                ok = 0
+        elif new < old:
+            self._available += old - new
+            _held_bytes -= old - new
+            self.held_bytes -= old - new
+            self._check_locked()
+            try:
+                self._grant_locked()
+            except BaseException:
+                PyThread_release_lock(self._lock)
+                raise
+        PyThread_release_lock(self._lock)
+        return ok
+
+    cdef int try_take_c(self, int64_t size, char **buf) except -1:
+        cdef int ok = 0
+        self._lock_acquire()
+        if not self._closed and not self._waiters and self._available >= size:
+            buf[0] = self._reserve_locked(size, True)
+            ok = 1
+        PyThread_release_lock(self._lock)
+        return ok
+
+    cdef int allocate_buffer_c(self, int64_t size, int64_t max_block_ms, char **buf) except -1:
+        return self._allocate(size, max_block_ms, True, buf)
+
     cpdef bint try_allocate(self, int64_t size) except -1:
         """Take ``size`` bytes if free and nobody is waiting; never blocks."""
-        global _held_bytes
         cdef bint ok = False
         self._lock_acquire()
         if not self._closed and not self._waiters and self._available >= size:
-            self._available -= size
-            _held_bytes += size
+            self._reserve_locked(size, False)
             ok = True
         PyThread_release_lock(self._lock)
         return ok
 
     cpdef allocate(self, int64_t size, int64_t max_block_ms):
-        global _held_bytes
+        self._allocate(size, max_block_ms, False, NULL)
+
+    cdef int _allocate(self, int64_t size, int64_t max_block_ms, bint for_buffer,
+                       char **buf) except -1:
         cdef _Waiter w
         cdef double deadline, remaining
         cdef long long timeout_us
         cdef PyLockStatus r
         cdef int64_t avail_at_start
+        cdef char *b
         if size < 0:
             raise ValueError(f"cannot allocate a negative size ({size})")
         if size > self.total:
@@ -165,10 +326,11 @@ cdef class BufferPool:
             PyThread_release_lock(self._lock)
             raise ProducerClosedError("the producer is closed: no memory can be allocated")
         if not self._waiters and self._available >= size:
-            self._available -= size
-            _held_bytes += size
+            b = self._reserve_locked(size, for_buffer)
             PyThread_release_lock(self._lock)
-            return None
+            if buf != NULL:
+                buf[0] = b
+            return 0
         if self.io_thread_ident != 0 and PyThread_get_thread_ident() == self.io_thread_ident:
             avail = self._available
             waiting = len(self._waiters)
@@ -185,6 +347,7 @@ cdef class BufferPool:
         avail_at_start = self._available
         w = _Waiter.__new__(_Waiter)
         w.size = size
+        w.for_buffer = for_buffer
         self._waiters.append(w)
         self.blocked_count += 1
         self._grant_locked()
@@ -207,7 +370,9 @@ cdef class BufferPool:
             self._lock_acquire()
             if w.granted:
                 PyThread_release_lock(self._lock)
-                return None
+                if buf != NULL:
+                    buf[0] = w.buf
+                return 0
             if w.closed or self._closed:
                 self._remove_locked(w)
                 PyThread_release_lock(self._lock)
@@ -237,12 +402,14 @@ cdef class BufferPool:
         if size < 0:
             raise ValueError(f"cannot deallocate a negative size ({size})")
         self._lock_acquire()
-        if self._available + size > self.total:
+        if self._available + size > self.total - self.held_bytes:
             PyThread_release_lock(self._lock)
             raise ValueError(f"deallocate({size}) would exceed buffer_memory={self.total} "
-                             f"(available {self._available}): memory given back twice?")
+                             f"(available {self._available}, {self.held_bytes} held by batch "
+                             f"buffers): memory given back twice?")
         self._available += size
         _held_bytes -= size
+        self._check_locked()
         try:
             self._grant_locked()
         finally:
@@ -253,6 +420,7 @@ cdef class BufferPool:
         cdef _Waiter w
         self._lock_acquire()
         self._closed = True
+        self._free_all_locked()     # no batch will take them any more
         while self._waiters:
             w = <_Waiter>self._waiters.popleft()
             w.closed = True
@@ -261,7 +429,7 @@ cdef class BufferPool:
 
     @property
     def available_memory(self):
-        """Bytes not held by any batch."""
+        """Bytes not held by any batch (the free buffers kept for reuse are among them)."""
         return self._available
 
     @property
@@ -273,6 +441,12 @@ cdef class BufferPool:
     def closed(self):
         return self._closed
 
+    @property
+    def free_buffers(self):
+        """Free batch buffers kept for the next batches (``free_bytes`` in all)."""
+        return self._free_n
+
     def __repr__(self):
         return (f"BufferPool(total={self.total}, available={self._available}, "
+                f"held={self.held_bytes}, free={self.free_bytes}, "
                 f"waiters={len(self._waiters)}, batch_size={self.batch_size})")

@@ -53,7 +53,23 @@ cdef class EncodedHeaders:
     cdef readonly bytes data      # the headers section, count varint included
 
 
+# Where a pooled BatchBuilder's buffer comes from and goes back to: the producer's buffer pool
+# (fastkafka._core.bufferpool.BufferPool implements it; this module knows only this contract).
+# A pooled builder owns `cap` bytes reserved in its source and a buffer of that size; it gives both
+# back exactly once, when it is freed (or earlier when split() hands them over to its pieces).
+cdef class BufferSource:
+    # Give back `cap` bytes reserved for a buffer and the buffer `buf` of that size (NULL: the
+    # reservation alone, no buffer was made). Any thread, GIL held; never raises.
+    cdef void give_back(self, char *buf, Py_ssize_t cap) noexcept
+    # Reserve `size` more bytes for a buffer at once, without waiting: 1, or 0 (nothing taken).
+    cdef int try_reserve(self, Py_ssize_t size) except -1
+    # Change a buffer reservation from `old` to `new` bytes in one step, without waiting: 1 done,
+    # 0 not (nothing changed; only an increase can be refused). The buffers are the caller's.
+    cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1
+
+
 @cython.final
+@cython.no_gc_clear
 cdef class BatchBuilder:
     # Buffer holding the 61-byte batch header followed by the records section.
     cdef char *_buf
@@ -69,6 +85,11 @@ cdef class BatchBuilder:
     cdef bint _closed
     cdef bint _stamped
     cdef Py_ssize_t _final_len    # total length of the finished batch after close()
+    # The buffer pool the buffer came from and goes back to (None: malloc'ed by the builder, freed
+    # by it). Kept through a garbage collection of a cycle (no_gc_clear) so __dealloc__ can give
+    # the buffer back.
+    cdef BufferSource _source
+    cdef int _exports             # buffer views handed out and not released
 
     cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
                         const char *value, Py_ssize_t vlen, object headers) except -1
@@ -93,3 +114,10 @@ cdef class BatchBuilder:
     # Closed, or filled up to batch_size: no append will be taken.
     cdef inline bint at_limit_c(self) noexcept:
         return self._closed or self._len >= self._batch_size
+
+
+# A builder taking over `cap` bytes reserved in `source` and the buffer `buf` of `cap` bytes taken
+# from it (NULL: one is malloc'ed here). Owns both from the call on: on failure they are given back
+# before this raises. `codec` is a codec code, `level` a level checked by compression.validate_level.
+cdef BatchBuilder pooled_builder(BufferSource source, char *buf, Py_ssize_t cap,
+                                 Py_ssize_t batch_size, int codec, object level)

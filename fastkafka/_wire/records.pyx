@@ -30,7 +30,7 @@ from fastkafka._wire.varint cimport write_uvarint, zigzag64, size_uvarint
 from fastkafka._wire.compression import compress_buffer as _compress_buffer
 from fastkafka._wire.compression import codec_code as _codec_code
 from fastkafka._wire.compression import validate_level as _validate_level
-from fastkafka.errors import InvalidRecordError, MalformedRecordError
+from fastkafka.errors import BufferExhaustedError, InvalidRecordError, MalformedRecordError
 
 # fk_crc32c lives in crc32c_impl.c; this extension is built from records.pyx
 # alone, so compile the implementation into it (symbols are hidden).
@@ -56,98 +56,90 @@ cdef enum:
     _NOGIL_CRC = 1 << 20              # so does the CRC of a batch of at least this size
 
 
-# ---- batch buffer reuse ----------------------------------------------------
-# Batch buffers of 64 KiB or more are kept for the next builder instead of being freed: a fresh
-# buffer of that size comes from mmap or newly grown heap, and the producer's thread would take a
-# page fault for every 4 KiB it writes (measured: about a tenth of the send() loop's time with
-# 256 KiB batches). At most _CACHE_SLOTS buffers of at most _CACHE_MAX_CAP bytes are kept; the
-# cache is touched only with the GIL held (builder creation and deallocation).
-cdef enum:
-    _CACHE_SLOTS = 16
-    _CACHE_MIN_CAP = 1 << 16
-    _CACHE_MAX_CAP = 1 << 22
+# ---- batch buffers ------------------------------------------------------------
+# A builder made by the producer's accumulator (``pooled_builder``) gets its buffer from the
+# producer's buffer pool, sized to what the pool reserved for the batch, and gives it back to the
+# pool when it is freed: the pool keeps buffers of the usual size for the next batch (no page
+# faults on a fresh 64 KiB+ buffer) and counts them in ``buffer_memory``. A builder made directly
+# (``BatchBuilder(...)``) mallocs its own buffer, grows it as records need, and frees it.
 
-cdef char *_cache_buf[_CACHE_SLOTS]
-cdef Py_ssize_t _cache_cap[_CACHE_SLOTS]
-cdef int _cache_n = 0
-
-
-# Live-resource counters (GIL held, like the cache): buffers owned by builders and their bytes,
-# and the bytes kept in the cache. Read by ``buffer_counters()``.
+# Live-resource counters (touched with the GIL held): buffers owned by builders, pooled or not,
+# and their bytes. Read by ``buffer_counters()``.
 cdef int64_t _live_bufs = 0
 cdef int64_t _live_buf_bytes = 0
-cdef int64_t _cache_bytes = 0
 
-
-cdef char *_buf_take(Py_ssize_t want, Py_ssize_t *cap) noexcept:
-    """A cached buffer of at least ``want`` (and at most 4x) bytes, else a new one (NULL: out of
-    memory). ``cap`` receives its size."""
-    global _cache_n, _live_bufs, _live_buf_bytes, _cache_bytes
-    cdef int i
-    cdef char *b
-    if want >= _CACHE_MIN_CAP:
-        i = _cache_n - 1
-        while i >= 0:
-            if want <= _cache_cap[i] <= 4 * want:
-                b = _cache_buf[i]
-                cap[0] = _cache_cap[i]
-                _cache_n -= 1
-                _cache_buf[i] = _cache_buf[_cache_n]
-                _cache_cap[i] = _cache_cap[_cache_n]
-                _cache_bytes -= cap[0]
-                _live_bufs += 1
-                _live_buf_bytes += cap[0]
-                return b
-            i -= 1
-    cap[0] = want
-    b = <char *>malloc(<size_t>want)
-    if b != NULL:
-        _live_bufs += 1
-        _live_buf_bytes += want
-    return b
-
-
-cdef void _buf_give(char *b, Py_ssize_t cap) noexcept:
-    global _cache_n, _live_bufs, _live_buf_bytes, _cache_bytes
-    _live_bufs -= 1
-    _live_buf_bytes -= cap
-    if _CACHE_MIN_CAP <= cap <= _CACHE_MAX_CAP and _cache_n < _CACHE_SLOTS:
-        _cache_buf[_cache_n] = b
-        _cache_cap[_cache_n] = cap
-        _cache_n += 1
-        _cache_bytes += cap
-    else:
-        free(b)
-
-
-def _buffer_cache_size():
-    """Number of batch buffers kept for reuse (for tests)."""
-    return _cache_n
+# The first argument of ``BatchBuilder.__new__`` that makes an empty shell for pooled_builder.
+cdef object _SHELL = object()
 
 
 def buffer_counters():
-    """buffer_counters() -> dict of the process's batch buffers:
+    """buffer_counters() -> dict of the process's batch buffers: ``batch_buffers`` /
+    ``batch_buffer_bytes``, the buffers owned by live ``BatchBuilder`` objects (pooled or not;
+    given back when the builder is freed) and their capacity.
 
-    * ``batch_buffers`` / ``batch_buffer_bytes``: buffers owned by a live ``BatchBuilder`` (given
-      back when the builder is freed) and their capacity;
-    * ``buffer_cache_buffers`` / ``buffer_cache_bytes``: buffers kept for reuse, bounded by
-      ``buffer_cache_max_buffers`` of at most ``buffer_cache_max_bytes`` each;
-    * ``buffer_cache_overflow``: cached buffers beyond that bound (0 unless the bound is broken).
-
-    >>> buffer_counters()["buffer_cache_overflow"]
-    0
+    >>> buffer_counters()["batch_buffers"] >= 0
+    True
     """
-    cdef int64_t over = 0
-    cdef int i
-    for i in range(_cache_n):
-        if _cache_cap[i] > _CACHE_MAX_CAP:
-            over += 1
-    if _cache_n > _CACHE_SLOTS:
-        over += _cache_n - _CACHE_SLOTS
-    return {"batch_buffers": _live_bufs, "batch_buffer_bytes": _live_buf_bytes,
-            "buffer_cache_buffers": _cache_n, "buffer_cache_bytes": _cache_bytes,
-            "buffer_cache_max_buffers": _CACHE_SLOTS, "buffer_cache_max_bytes": _CACHE_MAX_CAP,
-            "buffer_cache_overflow": over}
+    return {"batch_buffers": _live_bufs, "batch_buffer_bytes": _live_buf_bytes}
+
+
+cdef class BufferSource:
+    """The contract between a pooled ``BatchBuilder`` and the buffer pool it takes its buffer from
+    (``fastkafka._core.bufferpool.BufferPool``). This base class has no memory to give."""
+
+    cdef void give_back(self, char *buf, Py_ssize_t cap) noexcept:
+        if buf != NULL:
+            free(buf)
+
+    cdef int try_reserve(self, Py_ssize_t size) except -1:
+        return 0
+
+    cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1:
+        return 1 if new <= old else 0
+
+
+cdef BatchBuilder pooled_builder(BufferSource source, char *buf, Py_ssize_t cap,
+                                 Py_ssize_t batch_size, int codec, object level):
+    global _live_bufs, _live_buf_bytes
+    cdef BatchBuilder b
+    try:
+        if cap < BATCH_HEADER_SIZE or batch_size <= 0:
+            raise ValueError(f"a pooled batch buffer of {cap} bytes (batch_size {batch_size})")
+        b = BatchBuilder.__new__(BatchBuilder, _SHELL)
+    except BaseException:
+        source.give_back(buf, cap)
+        raise
+    if buf == NULL:
+        buf = <char *>malloc(<size_t>cap)
+        if buf == NULL:
+            source.give_back(NULL, cap)
+            raise MemoryError(f"cannot allocate a record batch buffer of {cap} bytes")
+    b._buf = buf
+    b._cap = cap
+    b._source = source
+    _live_bufs += 1
+    _live_buf_bytes += cap
+    b._batch_size = batch_size
+    b._compression = codec
+    b._level = level
+    return b
+
+
+cdef void _drop_buffer(BatchBuilder b) noexcept:
+    """Give the builder's buffer (and, pooled, its reservation) back; exactly once."""
+    global _live_bufs, _live_buf_bytes
+    cdef char *buf = b._buf
+    cdef Py_ssize_t cap = b._cap
+    if buf == NULL:
+        return
+    b._buf = NULL
+    b._cap = 0
+    _live_bufs -= 1
+    _live_buf_bytes -= cap
+    if b._source is not None:
+        b._source.give_back(buf, cap)
+    else:
+        free(buf)
 
 
 cdef inline void _be16(char *p, uint16_t v) noexcept nogil:
@@ -352,51 +344,66 @@ cdef class BatchBuilder:
     (1, 3)
     """
 
-    def __cinit__(self, Py_ssize_t batch_size, compression_type=0, compression_level=None,
+    def __cinit__(self, batch_size, compression_type=0, compression_level=None,
                   base_timestamp=None):
+        global _live_bufs, _live_buf_bytes
         cdef Py_ssize_t cap
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self._compression = _codec_code(compression_type)
-        self._level = _validate_level(self._compression, compression_level)
-        self._batch_size = batch_size
-        cap = batch_size
-        if cap > _MAX_INITIAL_CAPACITY:
-            cap = _MAX_INITIAL_CAPACITY
-        if cap < _MIN_CAPACITY:
-            cap = _MIN_CAPACITY
-        self._buf = _buf_take(cap, &self._cap)
-        if self._buf == NULL:
-            raise MemoryError()
         self._len = BATCH_HEADER_SIZE
         self._count = 0
         self._max_ts = INT64_MIN
         self._closed = False
         self._stamped = False
         self._final_len = 0
-        if base_timestamp is None:
-            self._base_ts = -1
-            self._has_base_ts = False
-        else:
+        self._base_ts = -1
+        self._has_base_ts = False
+        if batch_size is _SHELL:
+            return          # pooled_builder fills it in
+        cap = batch_size
+        if cap <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self._compression = _codec_code(compression_type)
+        self._level = _validate_level(self._compression, compression_level)
+        self._batch_size = cap
+        if cap > _MAX_INITIAL_CAPACITY:
+            cap = _MAX_INITIAL_CAPACITY
+        if cap < _MIN_CAPACITY:
+            cap = _MIN_CAPACITY
+        self._buf = <char *>malloc(<size_t>cap)
+        if self._buf == NULL:
+            raise MemoryError()
+        self._cap = cap
+        _live_bufs += 1
+        _live_buf_bytes += cap
+        if base_timestamp is not None:
             self._base_ts = base_timestamp
             self._has_base_ts = True
 
     def __dealloc__(self):
-        if self._buf != NULL:
-            _buf_give(self._buf, self._cap)
-            self._buf = NULL
+        _drop_buffer(self)
 
     cdef int _reserve(self, Py_ssize_t needed) except -1:
-        # make room for `needed` bytes in total; geometric growth
+        # make room for `needed` bytes in total: geometric growth for an own buffer; a pooled one
+        # grows by exactly what is missing, reserved in the pool first (without waiting)
         global _live_buf_bytes
         cdef Py_ssize_t cap = self._cap
         cdef char *nb
         if needed <= cap:
             return 0
-        while cap < needed:
-            cap = cap * 2
+        if self._buf == NULL:
+            raise RuntimeError("this batch's buffer was handed over to the batches split from it")
+        if self._source is not None:
+            cap = needed
+            if not self._source.try_reserve(cap - self._cap):
+                raise MemoryError(
+                    f"the buffer pool has no {cap - self._cap} bytes free to grow a batch buffer "
+                    f"of {self._cap} bytes")
+        else:
+            while cap < needed:
+                cap = cap * 2
         nb = <char *>realloc(self._buf, <size_t>cap)
         if nb == NULL:
+            if self._source is not None:
+                self._source.resize_reservation(cap, self._cap)
             raise MemoryError(f"cannot grow record batch buffer to {cap} bytes")
         _live_buf_bytes += cap - self._cap
         self._buf = nb
@@ -562,6 +569,12 @@ cdef class BatchBuilder:
         PyObject_GetBuffer(out, &view, PyBUF_SIMPLE)
         try:
             clen = view.len
+            if self._source is not None and BATCH_HEADER_SIZE + clen > self._cap:
+                # A pooled buffer holds what the pool reserved for the batch and no more: records
+                # that did not compress into it go out uncompressed (and smaller).
+                self._compression = 0
+                self._final_len = self._len
+                return
             self._reserve(BATCH_HEADER_SIZE + clen)
             _copy(self._buf + BATCH_HEADER_SIZE, <const char *>view.buf, clen)
         finally:
@@ -583,6 +596,8 @@ cdef class BatchBuilder:
         cdef uint32_t crc
         if not self._closed:
             raise RuntimeError("stamp() needs close() first")
+        if b == NULL:
+            raise RuntimeError("this batch's buffer was handed over to the batches split from it")
         attrs = <uint16_t>(self._compression & 0x07)
         if transactional:
             attrs |= 0x10
@@ -626,8 +641,9 @@ cdef class BatchBuilder:
         return memoryview(self)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
-        if not self._stamped:
+        if not self._stamped or self._buf == NULL:
             raise BufferError("BatchBuilder exposes its bytes only after close() and stamp()")
+        self._exports += 1
         view.buf = self._buf
         view.obj = self
         view.len = self._final_len
@@ -641,7 +657,7 @@ cdef class BatchBuilder:
         view.internal = NULL
 
     def __releasebuffer__(self, Py_buffer *view):
-        pass
+        self._exports -= 1
 
     @property
     def record_count(self):
@@ -662,6 +678,11 @@ cdef class BatchBuilder:
     @property
     def batch_size(self):
         return self._batch_size
+
+    @property
+    def capacity(self):
+        """Bytes of the builder's buffer (what its buffer pool holds for it, for a pooled one)."""
+        return self._cap
 
     @property
     def base_timestamp(self):
@@ -747,27 +768,67 @@ from fastkafka._wire.varint cimport read_uvarint, unzigzag64
 from fastkafka._wire.compression import decompress as _decompress
 
 
+cdef int _record_head(const char *q, const char *rend, int64_t base_ts, char *attrs,
+                      int64_t *ts) except -1:
+    """Parse the head of the record at ``q`` (length, attributes, timestamp delta, offset delta):
+    its attributes and timestamp, and the offset of its key (what follows the head)."""
+    cdef const char *start = q
+    cdef uint64_t u
+    cdef int r
+    q += read_uvarint(q, rend, 5, &u)              # length (checked by the caller)
+    attrs[0] = q[0]
+    q += 1
+    r = read_uvarint(q, rend, 10, &u)              # timestamp delta
+    if r <= 0:
+        raise ValueError("malformed record in the batch being split")
+    q += r
+    ts[0] = <int64_t>(<uint64_t>base_ts + <uint64_t>unzigzag64(u))
+    r = read_uvarint(q, rend, 5, &u)               # offset delta: renumbered
+    if r <= 0:
+        raise ValueError("malformed record in the batch being split")
+    q += r
+    return q - start
+
+
+cdef inline Py_ssize_t _encoded_size(int64_t delta, int32_t offset_delta, Py_ssize_t rest_len) noexcept:
+    # one record as _append_encoded writes it
+    cdef Py_ssize_t body = 1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(offset_delta)) + rest_len
+    return size_uvarint(zigzag64(body)) + body
+
+
 cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
     """BatchBuilder.split: parse the (decompressed) records section once, choose the cuts by
     encoded size, re-encode each record's head (length, timestamp delta, offset delta) into the
-    new builders and copy the rest of it (key, value, headers) as it is."""
-    cdef Py_ssize_t n = src._count, i, j, lo, hi, piece, total, target, length
+    new builders and copy the rest of it (key, value, headers) as it is.
+
+    A pooled ``src`` gives pooled pieces, each buffer sized to its piece exactly. Their memory is
+    that of ``src`` when no view of its buffer is alive (the buffer is freed once the records are
+    copied out, and its reservation, grown or shrunk without waiting, passes to the pieces; ``src``
+    keeps its records' count but no bytes), else reserved anew, without waiting;
+    ``BufferExhaustedError`` when the pool has not the bytes."""
+    global _live_bufs, _live_buf_bytes
+    cdef Py_ssize_t n = src._count, i, j, lo, hi, piece, total, target, length, need, k
     cdef Py_ssize_t *pos
+    cdef Py_ssize_t *sizes = NULL
     cdef const char *base
     cdef const char *end
     cdef const char *q
     cdef const char *rend
     cdef uint64_t u
-    cdef int r
+    cdef int r, h
     cdef char attrs
-    cdef int64_t ts
+    cdef int64_t ts, first_ts
     cdef object section
     cdef list cuts, out
     cdef BatchBuilder nb
+    cdef BufferSource source = src._source
+    cdef char *old
     if n < 1:
         raise ValueError("an empty batch cannot be split")
     if parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
+    if src._buf == NULL:
+        raise RuntimeError("this batch's buffer was handed over to the batches split from it")
     if parts > n:
         parts = n
     if src._closed and src._compression != 0:
@@ -780,9 +841,10 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
         section = bytes(section)
     base = PyBytes_AS_STRING(section)
     end = base + PyBytes_GET_SIZE(section)
-    pos = <Py_ssize_t *>malloc(<size_t>(n + 1) * sizeof(Py_ssize_t))
+    pos = <Py_ssize_t *>malloc(<size_t>(n + 1 + parts) * sizeof(Py_ssize_t))
     if pos == NULL:
         raise MemoryError()
+    sizes = pos + n + 1
     try:
         # where each record starts (pos[n]: the end of the last one)
         q = base
@@ -808,26 +870,57 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
                 j += 1
             cuts.append(j)
         cuts.append(n)
+        if source is not None:
+            # the exact size of each piece, and its memory
+            need = 0
+            for piece in range(parts):
+                sizes[piece] = BATCH_HEADER_SIZE
+                first_ts = 0
+                for i in range(<Py_ssize_t>cuts[piece], <Py_ssize_t>cuts[piece + 1]):
+                    rend = base + pos[i + 1]
+                    h = _record_head(base + pos[i], rend, src._base_ts, &attrs, &ts)
+                    if i == <Py_ssize_t>cuts[piece]:
+                        first_ts = ts
+                    sizes[piece] += _encoded_size(
+                        <int64_t>(<uint64_t>ts - <uint64_t>first_ts),
+                        <int32_t>(i - <Py_ssize_t>cuts[piece]), pos[i + 1] - pos[i] - h)
+                need += sizes[piece]
+            if src._exports == 0:
+                if not source.resize_reservation(src._cap, need):
+                    raise BufferExhaustedError(
+                        f"splitting a batch of {src._cap} bytes needs {need - src._cap} bytes more "
+                        f"from the buffer pool, which has not them free")
+                old = src._buf              # its records are in `section` now
+                _live_bufs -= 1
+                _live_buf_bytes -= src._cap
+                src._buf = NULL
+                src._cap = 0
+                src._closed = True
+                src._stamped = False
+                free(old)
+            elif not source.try_reserve(need):
+                raise BufferExhaustedError(
+                    f"splitting a batch needs {need} bytes from the buffer pool, which has not "
+                    f"them free")
         out = []
         for piece in range(parts):
-            nb = BatchBuilder(src._batch_size, src._compression, src._level)
-            for i in range(<Py_ssize_t>cuts[piece], <Py_ssize_t>cuts[piece + 1]):
-                q = base + pos[i]
-                rend = base + pos[i + 1]
-                q += read_uvarint(q, rend, 5, &u)              # length
-                attrs = q[0]
-                q += 1
-                r = read_uvarint(q, rend, 10, &u)              # timestamp delta
-                if r <= 0:
-                    raise ValueError(f"malformed record {i} in the batch being split")
-                q += r
-                ts = <int64_t>(<uint64_t>src._base_ts + <uint64_t>unzigzag64(u))
-                r = read_uvarint(q, rend, 5, &u)               # offset delta: renumbered
-                if r <= 0:
-                    raise ValueError(f"malformed record {i} in the batch being split")
-                q += r
-                _append_encoded(nb, ts, attrs, q, rend - q)
+            if source is not None:
+                try:
+                    nb = pooled_builder(source, NULL, sizes[piece], src._batch_size,
+                                        src._compression, src._level)
+                except BaseException:
+                    for k in range(piece + 1, parts):   # pooled_builder gave back its own
+                        source.give_back(NULL, sizes[k])
+                    raise
+            else:
+                nb = BatchBuilder(src._batch_size, src._compression, src._level)
             out.append(nb)
+        for piece in range(parts):
+            nb = <BatchBuilder>out[piece]
+            for i in range(<Py_ssize_t>cuts[piece], <Py_ssize_t>cuts[piece + 1]):
+                rend = base + pos[i + 1]
+                h = _record_head(base + pos[i], rend, src._base_ts, &attrs, &ts)
+                _append_encoded(nb, ts, attrs, base + pos[i] + h, rend - base - pos[i] - h)
         return out
     finally:
         free(pos)
