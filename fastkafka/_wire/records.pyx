@@ -570,12 +570,16 @@ cdef class BatchBuilder:
         try:
             clen = view.len
             if self._source is not None and BATCH_HEADER_SIZE + clen > self._cap:
-                # A pooled buffer holds what the pool reserved for the batch and no more: records
-                # that did not compress into it go out uncompressed (and smaller).
-                self._compression = 0
-                self._final_len = self._len
-                return
-            self._reserve(BATCH_HEADER_SIZE + clen)
+                # A pooled buffer grows only by bytes the pool has free at once; without them,
+                # records that did not compress go out uncompressed (and smaller).
+                try:
+                    self._reserve(BATCH_HEADER_SIZE + clen)
+                except MemoryError:
+                    self._compression = 0
+                    self._final_len = self._len
+                    return
+            else:
+                self._reserve(BATCH_HEADER_SIZE + clen)
             _copy(self._buf + BATCH_HEADER_SIZE, <const char *>view.buf, clen)
         finally:
             PyBuffer_Release(&view)

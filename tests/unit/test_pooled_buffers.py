@@ -212,20 +212,31 @@ def test_an_oversized_record_gets_a_buffer_of_its_own_size_and_goes_through():
     acc.close()
 
 
-def test_a_batch_that_does_not_compress_goes_out_uncompressed_within_its_buffer():
+@pytest.mark.parametrize("room", [True, False], ids=["pool-has-room", "pool-full"])
+def test_a_batch_that_does_not_compress_grows_from_the_pool_or_goes_out_uncompressed(room):
+    """Compressed records larger than the batch's buffer: the buffer grows by bytes the pool has
+    free at once, else the batch goes out uncompressed; never beyond the pool's total."""
     import os
-    acc, pool = make(batch_size=4096, memory=64 * 1024, compression="lz4")
+    acc, pool = make(batch_size=4096, memory=64 * 1024 if room else 4096, compression="snappy")
     cluster = Cluster([0])
     noise = os.urandom(4096 - HEADER - 20)                 # fills the batch, does not compress
     acc.append("t", 0, TS0, None, noise, None, None, 0, 0)
     [b] = acc.drain(cluster, [1], 1 << 30, 0)[1]
-    assert b.builder.compression_type == 0
+    if room:
+        assert b.builder.compression_type == 2
+        assert b.builder.capacity == b.builder.size_in_bytes > 4096
+        assert pool.held_bytes == b.builder.capacity      # the extra bytes are the pool's
+    else:
+        assert b.builder.compression_type == 0
+        assert b.builder.capacity == pool.held_bytes == 4096
     b.builder.stamp(-1, -1, -1)
     [rec] = decode_batch(b.builder.buffer()).records
     assert rec.value == noise
-    assert pool.held_bytes == 4096 and pool.peak_bytes <= pool.total
+    assert pool.peak_bytes <= pool.total
     b.complete(0, -1, None)
     acc.deallocate(b)
+    assert pool.held_bytes == 0
+    assert pool.free_bytes == (0 if room else 4096)          # a grown buffer is not kept
     acc.close()
 
 
