@@ -16,6 +16,10 @@ cdef class SendQueue:
     cdef int _reserve(self) except -1
     cdef list _advance(self, Py_ssize_t n)
 
+    # Bytes or request tokens not yet written (has_pending() for C callers).
+    cdef inline bint has_pending_c(self):
+        return self.queued_bytes != self.written_bytes or len(self._tokens) > 0
+
 
 cdef class FrameReader:
     cdef char *_buf

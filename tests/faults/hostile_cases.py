@@ -186,6 +186,7 @@ def many_partitions():
 def raising_handlers():
     """A step of response handling raises once at each stage (ApiVersions, Metadata, Produce answer,
     a connection's reads): the thread survives, each failure is contained, every record arrives."""
+    import fastkafka._core.network as netcore
     import fastkafka.cluster as cluster_mod
     import fastkafka.network as network
     import fastkafka.sender as sender
@@ -200,15 +201,15 @@ def raising_handlers():
                 return True
         return False
 
-    orig_api = network.NetworkClient._on_api_versions
-    orig_meta = network.cluster_from_response
+    orig_meta = netcore.cluster_from_response
     orig_prod = sender.Sender._handle_produce_response
-    orig_read = network.NetworkClient._read
 
-    def api(self, *a, **kw):
-        if once("api_versions"):
+    def stage_fails(stage, client, conn):
+        # The network client's fault-injection hook: runs at the start of each stage.
+        if stage == "api_versions" and once("api_versions"):
             raise RuntimeError("injected: ApiVersions handling")
-        return orig_api(self, *a, **kw)
+        if stage == "read" and armed["api_versions"] == 0 and armed["produce"] == 0 and once("read"):
+            raise RuntimeError("injected: a connection's read")
 
     def meta(*a, **kw):
         if once("metadata"):
@@ -220,15 +221,9 @@ def raising_handlers():
             raise RuntimeError("injected: Produce answer handling")
         return orig_prod(self, *a, **kw)
 
-    def read(self, *a, **kw):
-        if armed["api_versions"] == 0 and armed["produce"] == 0 and once("read"):
-            raise RuntimeError("injected: a connection's read")
-        return orig_read(self, *a, **kw)
-
-    network.NetworkClient._on_api_versions = api
-    network.cluster_from_response = meta
+    network.set_failpoint(stage_fails)
+    netcore.cluster_from_response = meta
     sender.Sender._handle_produce_response = prod
-    network.NetworkClient._read = read
     assert cluster_mod  # the module the client imports cluster_from_response from
     with FaultBroker() as fb:
         fb.create_topic("t", 1)

@@ -643,7 +643,7 @@ def test_close_with_undeliverable_records_fails_them(fb, make_producer, where):
     assert p.metrics()["records_queued"] == 0
 
 
-def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch):
+def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch, request):
     """connect_ex may return 0 at once (loopback); the client must go on to the handshake without
     waiting for a connect event that never comes."""
     import socket as socket_mod
@@ -659,14 +659,14 @@ def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch):
         return 0
 
     paths = []
-    orig_connected = network.NetworkClient._connected
 
-    def spy(self, conn, now):
-        paths.append(conn.state)
-        return orig_connected(self, conn, now)
+    def spy(stage, client, conn):       # the client's fault-injection hook, used as a probe
+        if stage == "connected":
+            paths.append(conn.state)
 
     monkeypatch.setattr(socket_mod.socket, "connect_ex", connect_ex)
-    monkeypatch.setattr(network.NetworkClient, "_connected", spy)
+    network.set_failpoint(spy)
+    request.addfinalizer(lambda: network.set_failpoint(None))
     p = make_producer(fb)
     assert p.send("t", b"x").get(10).offset == 0
     assert paths and all(s is network.State.DISCONNECTED for s in paths)  # the immediate path
