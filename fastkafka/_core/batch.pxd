@@ -37,7 +37,7 @@ cdef class ProducerBatch:
     cdef public int64_t last_attempt_ms
     cdef public int64_t drained_ms
     cdef readonly int32_t record_count
-    cdef public int64_t reserved              # bytes held in the buffer pool
+    cdef public int64_t reserved              # bytes the builder holds in the buffer pool (it gives them back)
     cdef public int64_t producer_id
     cdef public int32_t producer_epoch
     cdef public int32_t base_sequence

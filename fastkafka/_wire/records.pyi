@@ -9,6 +9,9 @@ class EncodedHeaders:
     def __init__(self, headers: Union[_Headers, "EncodedHeaders"]) -> None: ...
     def __len__(self) -> int: ...
 
+class BufferSource:
+    """Where a pooled BatchBuilder's buffer comes from (the producer's BufferPool)."""
+
 @final
 class BatchBuilder:
     def __init__(self, batch_size: int, compression_type: Union[int, str] = 0,

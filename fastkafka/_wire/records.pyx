@@ -1,9 +1,11 @@
 """RecordBatch v2 (magic 2) builder: one partition's records, encoded in place.
 
 The 61-byte batch header is reserved up front and filled in by :meth:`stamp`;
-records are written with zigzag varints straight into one malloc'ed buffer that
-grows geometrically, so each key/value is copied exactly once, from the
-caller's buffer into the batch.
+records are written with zigzag varints straight into one buffer, so each
+key/value is copied exactly once, from the caller's buffer into the batch. The
+buffer is the builder's own (malloc'ed, grown geometrically) or, for the
+producer's batches, one from its buffer pool of exactly the bytes the pool
+reserved for the batch (``pooled_builder``; see ``BufferSource``).
 
 >>> b = BatchBuilder(16384)
 >>> b.append(1700000000000, b"k", b"v")
