@@ -202,7 +202,6 @@ def raising_handlers():
         return False
 
     orig_meta = netcore.cluster_from_response
-    orig_prod = sender.Sender._handle_produce_response
 
     def stage_fails(stage, client, conn):
         # The network client's fault-injection hook: runs at the start of each stage.
@@ -216,14 +215,14 @@ def raising_handlers():
             raise RuntimeError("injected: Metadata handling")
         return orig_meta(*a, **kw)
 
-    def prod(self, *a, **kw):
-        if once("produce"):
+    def produce_answer_fails(stage, _sender):
+        # The sender's fault-injection hook.
+        if stage == "produce_response" and once("produce"):
             raise RuntimeError("injected: Produce answer handling")
-        return orig_prod(self, *a, **kw)
 
     network.set_failpoint(stage_fails)
     netcore.cluster_from_response = meta
-    sender.Sender._handle_produce_response = prod
+    sender.set_failpoint(produce_answer_fails)
     assert cluster_mod  # the module the client imports cluster_from_response from
     with FaultBroker() as fb:
         fb.create_topic("t", 1)
@@ -275,15 +274,15 @@ def sender_thread_dies():
         fb.create_topic("t", 1)
         p = Producer(bootstrap_servers=fb.bootstrap, **FAST)
         p.send("t", b"warm-up").get(10)
-        orig = sender.Sender.run_once
 
-        def broken(self):
-            raise RuntimeError("injected: a bug in the I/O loop")
+        def broken(stage, _sender):
+            if stage == "run_once":
+                raise RuntimeError("injected: a bug in the I/O loop")
         futs = [p.send("t", b"v%d" % i) for i in range(100)]
-        sender.Sender.run_once = broken
+        sender.set_failpoint(broken)
         p._sender.wakeup()
         p._sender.join(5)
-        sender.Sender.run_once = orig
+        sender.set_failpoint(None)
         res = outcomes(futs, 5)
         later = error_text(lambda: p.send("t", b"late"))
         close_s = bounded_close(p, 2)

@@ -549,7 +549,8 @@ def test_sender_acks_zero_completes_without_an_answer(sender_rig):
 
 
 def test_error_codes_come_from_the_error_table():
-    from fastkafka import idempotence, sender, transactions
+    from fastkafka import idempotence, transactions
+    from fastkafka._core import sender
     assert sender.MESSAGE_TOO_LARGE == errors.MessageTooLargeError.code == 10
     assert sender.RECORD_LIST_TOO_LARGE == errors.RecordListTooLargeError.code == 18
     assert sender.PRODUCER_FENCED == errors.ProducerFencedError.code == 90
