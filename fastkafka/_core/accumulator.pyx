@@ -735,7 +735,10 @@ cdef class RecordAccumulator:
         pieces keep ``created_ms`` (the delivery timeout runs on) and the sequence range: piece k
         carries the producer id and epoch of ``batch`` and ``base_sequence`` + the index of its
         first record (stamped), so batches sequenced after ``batch`` stay valid. They are sent
-        without a retry backoff. The buffer-pool reservation of ``batch`` is shared among them.
+        without a retry backoff. Each piece's buffer is exactly its size, from the buffer pool:
+        the bytes of ``batch`` pass to them when no view of its buffer is alive (more taken, or the
+        rest given back, without waiting), else they are taken anew without waiting
+        (``BufferExhaustedError`` when the pool has not them free).
 
         None (nothing changed) for a batch of one record, a completed or already split one, or
         one whose records cannot be told apart by ``send_batch`` future (its records mixed with

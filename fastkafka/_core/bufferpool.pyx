@@ -263,7 +263,9 @@ cdef class BufferPool(BufferSource):
         cdef int ok = 1
         self._lock_acquire()
         if new > old:
-            if not self._closed and not self._waiters and self._available >= new - old:
+            # no turn taken behind waiting threads: this is the I/O thread splitting a batch it
+            # holds, whose pieces, once sent, are what frees memory for them
+            if not self._closed and self._available >= new - old:
                 self._reserve_locked(new - old, False)
                 self.held_bytes += new - old
                 self._check_locked()

@@ -64,7 +64,8 @@ cdef class BufferSource:
     # Reserve `size` more bytes for a buffer at once, without waiting: 1, or 0 (nothing taken).
     cdef int try_reserve(self, Py_ssize_t size) except -1
     # Change a buffer reservation from `old` to `new` bytes in one step, without waiting: 1 done,
-    # 0 not (nothing changed; only an increase can be refused). The buffers are the caller's.
+    # 0 not (nothing changed; only an increase can be refused, when the bytes are not free; it does
+    # not queue behind waiting threads). The buffers are the caller's.
     cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1
 
 

@@ -314,6 +314,48 @@ def test_split_without_the_bytes_in_the_pool_refuses_and_loses_nothing():
     acc.close()
 
 
+def test_split_takes_the_few_bytes_more_it_needs_ahead_of_waiting_threads():
+    """The pieces of a full batch need a little more than its buffer (a header each): the I/O thread
+    takes those bytes while they are free, even with a thread waiting for a whole batch."""
+    acc, pool = make(batch_size=2048, memory=2 * 2048 + 100)
+    cluster = Cluster([0])
+    values = []
+    left = 2048 - HEADER                         # fill the first batch to its last byte
+    while left > 0:
+        v = 190 if left > 400 else next(n for n in range(left, -1, -1)
+                                        if record_size(0, len(values), -1, n) <= left)
+        values.append(bytes([len(values)]) * v)
+        left -= record_size(0, len(values) - 1, -1, v)
+        acc.append("t", 0, TS0, None, values[-1], None, None, 0, 0)
+    assert left == 0 and len(acc.queued("t", 0)) == 1
+    acc.append("t", 0, TS0, None, b"next", None, None, 0, 0)
+    [a] = acc.drain(cluster, [1], 1 << 30, 0)[1]
+    assert pool.available_memory == 100
+    waited = []
+    t = threading.Thread(target=lambda: waited.append(
+        acc.append("t", 1, TS0, None, b"w", None, None, 0, 5000)))
+    t.start()
+    deadline = time.monotonic() + 5
+    while pool.queued == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert pool.queued == 1
+    pieces = acc.split_and_reenqueue(a, 0, 2)
+    caps = [p.builder.capacity for p in pieces]
+    assert sum(caps) > 2048                      # more than the batch had ...
+    assert pool.held_bytes == 2048 + sum(caps) and pool.peak_bytes <= pool.total   # ... within total
+    assert [r.value for p in pieces for r in decode_batch(p.builder.buffer()).records] == values
+    for b in pieces + acc.abort_undrained():
+        acc.deallocate(b)
+    acc.deallocate(a)
+    t.join(5)
+    assert len(waited) == 1 and pool.queued == 0
+    for b in acc.abort_undrained():
+        acc.deallocate(b)
+    del a, pieces, b
+    assert pool.held_bytes == 0 and pool.available_memory == pool.total
+    acc.close()
+
+
 # ---- the producer -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("deliver", [True, False], ids=["delivered", "aborted"])
