@@ -76,6 +76,7 @@ cdef class Connection:
     cdef int enqueue_c(self, InFlightRequest req, object frame, int64_t now) except -1
     cdef list written_c(self, list done, int64_t now)
     cdef tuple receive_c(self, object frame, int64_t now)
+    cdef tuple receive_frame_c(self, const char *p, Py_ssize_t n, object frame, int64_t now)
     cdef int64_t deadline_c(self, int64_t now, int64_t setup_timeout_ms, int64_t request_timeout_ms,
                             int64_t max_idle_ms) noexcept
     # (INT64_MAX: no deadline)

@@ -16,8 +16,10 @@ re-exports it with the handshake steps.
 from collections import deque
 from enum import Enum, IntEnum
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport INT64_MAX, int16_t, int32_t, int64_t, uint32_t
+
+from fastkafka._core.produce_codec cimport ProduceCodec, decode_frame
 
 from fastkafka.errors import CorrelationIdMismatchError, CorruptFrameError, UnsupportedVersionError
 from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey, decode_response
@@ -204,36 +206,42 @@ cdef class Connection:
         return self.receive_c(frame, now)
 
     cdef tuple receive_c(self, object frame, int64_t now):
+        if type(frame) is not bytes:
+            frame = bytes(frame)
+        return self.receive_frame_c(PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame), frame, now)
+
+    cdef tuple receive_frame_c(self, const char *p, Py_ssize_t n, object frame, int64_t now):
+        """receive_c() of a frame read in place (``p``, ``n``; ``frame``: the same bytes as an
+        object, or None to make one only if needed): a Produce answer is decoded where it lies."""
         cdef InFlightRequest req
         cdef int32_t corr
-        cdef Py_ssize_t n
-        cdef const char *p
         if not self.in_flight:
             raise CorruptFrameError(f"node {self.node_id} sent a response with no request in flight")
         req = <InFlightRequest>self.in_flight[0]
-        if type(frame) is not bytes:
-            frame = bytes(frame)
-        n = PyBytes_GET_SIZE(frame)
-        p = PyBytes_AS_STRING(frame)
         if n < 4:
             raise CorruptFrameError(f"response of {n} bytes from node {self.node_id}")
         corr = _be32(p)
         if corr != req.correlation_id:
             raise CorrelationIdMismatchError(
                 f"node {self.node_id} answered correlation id {corr}, expected {req.correlation_id}")
-        if req.api_key == _API_VERSIONS and n >= 6 and \
-                <int16_t>((<unsigned char>p[4] << 8) | <unsigned char>p[5]) == _UNSUPPORTED_VERSION:
-            # Brokers answer an ApiVersions version they do not support with error 35 and,
-            # usually, a v0 body listing their range; some send a body in another layout.
-            # The range is a hint only: without it, fall back to v0, which every broker has.
-            try:
-                _, body = decode_response(req.api_key, 0, frame)
-            except CorruptFrameError:
-                body = {"error_code": _UNSUPPORTED_VERSION, "api_keys": []}
-        elif req.codec is not None:
-            body = req.codec.decode(req.version, frame)
+        if type(req.codec) is ProduceCodec:
+            body = decode_frame(req.version, <const unsigned char *>p, n)
         else:
-            _, body = decode_response(req.api_key, req.version, frame)
+            if frame is None:
+                frame = PyBytes_FromStringAndSize(p, n)
+            if req.api_key == _API_VERSIONS and n >= 6 and \
+                    <int16_t>((<unsigned char>p[4] << 8) | <unsigned char>p[5]) == _UNSUPPORTED_VERSION:
+                # Brokers answer an ApiVersions version they do not support with error 35 and,
+                # usually, a v0 body listing their range; some send a body in another layout.
+                # The range is a hint only: without it, fall back to v0, which every broker has.
+                try:
+                    _, body = decode_response(req.api_key, 0, frame)
+                except CorruptFrameError:
+                    body = {"error_code": _UNSUPPORTED_VERSION, "api_keys": []}
+            elif req.codec is not None:
+                body = req.codec.decode(req.version, frame)
+            else:
+                _, body = decode_response(req.api_key, req.version, frame)
         self.in_flight.popleft()
         self.unconfirmed = False  # a broker answers a connection's requests in order
         self.last_activity_ms = now

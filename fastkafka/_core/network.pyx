@@ -25,6 +25,7 @@ import socket
 import ssl
 from collections import deque
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport INT64_MAX, int32_t, int64_t
 
 from fastkafka._core.clock cimport monotonic_ms as c_monotonic_ms
@@ -676,13 +677,43 @@ cdef class NetworkClient:
         return 0
 
     cdef int _read(self, Connection conn, int64_t now) except -1:
+        cdef FrameReader reader
+        cdef const char *p
+        cdef Py_ssize_t n
+        cdef bint eof
         if _failpoint is not None:
             _failpoint("read", self, conn)
+        if conn.tls is not None:
+            return self._read_tls(conn, now)
+        # Plaintext: frames are taken where they lie in the reader's buffer (a Produce answer is
+        # decoded in place; other answers are copied once, into the bytes their decoder reads).
+        reader = conn.reader   # kept alive here even if a handler resets the connection
         try:
-            if conn.tls is not None:
-                frames, eof = conn.tls.read(conn.sock, conn.reader)
-            else:
-                frames, eof = conn.reader.read_from(conn.fd)
+            eof = reader.fill_c(conn.fd)
+        except CorruptFrameError as e:
+            self._close(conn, now, e)
+            return 0
+        except OSError as e:
+            self._close(conn, now, DisconnectedError(f"read from node {conn.node_id} failed: {e}"))
+            return 0
+        while True:
+            try:
+                if not reader.next_frame_c(&p, &n):
+                    break
+            except CorruptFrameError as e:
+                self._close(conn, now, e)
+                return 0
+            conn.last_activity_ms = now
+            if not self._handle_frame(conn, p, n, None, now):
+                return 0
+        if eof:
+            self._close(conn, now, DisconnectedError(
+                f"node {conn.node_id} ({conn.host}:{conn.port}) closed the connection"))
+        return 0
+
+    def _read_tls(self, Connection conn, int64_t now):
+        try:
+            frames, eof = conn.tls.read(conn.sock, conn.reader)
         except CorruptFrameError as e:
             self._close(conn, now, e)
             return 0
@@ -695,7 +726,8 @@ cdef class NetworkClient:
         if frames:
             conn.last_activity_ms = now
         for frame in frames:
-            if not self._handle_frame(conn, frame, now):
+            if not self._handle_frame(conn, PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame),
+                                      frame, now):
                 return 0
         if eof:
             self._close(conn, now, DisconnectedError(
@@ -733,10 +765,11 @@ cdef class NetworkClient:
         else:
             self._authentication_failed(conn, now, exc)
 
-    cdef bint _handle_frame(self, Connection conn, object frame, int64_t now) except -1:
+    cdef bint _handle_frame(self, Connection conn, const char *p, Py_ssize_t n, object frame,
+                            int64_t now) except -1:
         cdef InFlightRequest req
         try:
-            r, body, throttle = conn.receive_c(frame, now)
+            r, body, throttle = conn.receive_frame_c(p, n, frame, now)
         except KafkaError as e:
             self._close(conn, now, e)
             return False

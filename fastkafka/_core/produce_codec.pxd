@@ -35,3 +35,8 @@ cdef class ProduceCodec:
     """encode()/decode() of Produce v3-11, stateless (one instance may serve every connection)."""
     cdef readonly int min_version
     cdef readonly int max_version
+
+
+# Decode a Produce response frame (without its size prefix) read in place; CorruptFrameError
+# when truncated or garbled.
+cdef ProduceResult decode_frame(int version, const unsigned char *data, Py_ssize_t size)

@@ -682,6 +682,11 @@ cdef ProduceResult _decode(int version, const unsigned char *data, Py_ssize_t si
     return res
 
 
+cdef ProduceResult decode_frame(int version, const unsigned char *data, Py_ssize_t size):
+    _check_version(version)
+    return _decode(version, data, size)
+
+
 # =================================================================================== public types
 @cython.final
 @cython.freelist(64)

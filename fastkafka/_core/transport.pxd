@@ -32,6 +32,8 @@ cdef class FrameReader:
     cdef int _ensure_space(self, Py_ssize_t need) except -1
     cdef Py_ssize_t _pending_frame_size(self) except -2
     cdef list _extract(self)
+    cdef bint fill_c(self, int fd) except -1
+    cdef bint next_frame_c(self, const char **frame, Py_ssize_t *size) except -1
 
 
 cdef class TlsPipe:

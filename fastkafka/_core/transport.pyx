@@ -346,9 +346,14 @@ cdef class FrameReader:
     def read_from(self, int fd):
         """Read what the non-blocking socket has. Returns (frames, eof).
         Raises OSError for socket errors, CorruptFrameError for a bad size prefix."""
+        cdef bint eof = self.fill_c(fd)
+        return self._extract(), eof
+
+    cdef bint fill_c(self, int fd) except -1:
+        """Read what the non-blocking socket has into the buffer; True at end of stream. The
+        frames are then taken in place with :meth:`next_frame_c` (no copy)."""
         cdef ssize_t r
         cdef Py_ssize_t size, want
-        cdef bint eof = False
         while True:
             size = self._pending_frame_size()
             want = READ_CHUNK
@@ -360,17 +365,29 @@ cdef class FrameReader:
                 if errno == EINTR:
                     continue
                 if errno == EAGAIN:  # EWOULDBLOCK is EAGAIN on Linux
-                    break
+                    return False
                 raise OSError(errno, "read failed")
             if r == 0:
-                eof = True
-                break
+                return True
             self._end += r
             self.bytes_read += r
             if r < self._cap - self._end + r:
                 # Short read: the socket is drained for now.
-                break
-        return self._extract(), eof
+                return False
+
+    cdef bint next_frame_c(self, const char **frame, Py_ssize_t *size) except -1:
+        """The next complete frame (its body, after the size prefix) in place: ``frame[0]`` and
+        ``size[0]`` point into the reader's buffer, valid until the next fill. False when no
+        complete frame is buffered."""
+        cdef Py_ssize_t n = self._pending_frame_size()
+        if n < 0 or self._end - self._start - 4 < n:
+            if self._start == self._end:
+                self._start = self._end = 0
+            return False
+        frame[0] = self._buf + self._start + 4
+        size[0] = n
+        self._start += 4 + n
+        return True
 
 
 # ---------------------------------------------------------------------------------------------
