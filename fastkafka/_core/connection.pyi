@@ -1,0 +1,72 @@
+from collections import deque
+from enum import Enum, IntEnum
+from typing import Any, Callable
+
+UNSUPPORTED_VERSION: int
+
+class State(IntEnum):
+    DISCONNECTED = 0
+    CONNECTING = 1
+    HANDSHAKE = 2
+    READY = 3
+
+class Due(Enum):
+    CONNECT = "connect"
+    TLS_HANDSHAKE = "tls"
+    REQUEST = "request"
+    REAUTHENTICATE = "reauth"
+    IDLE = "idle"
+
+class InFlightRequest:
+    correlation_id: int
+    api_key: int
+    version: int
+    expect_response: bool
+    created_ms: int
+    callback: Callable[[Any, BaseException | None], None]
+    node_id: int
+    internal: bool
+    codec: Any
+    def __init__(self, correlation_id: int, api_key: int, version: int, expect_response: bool,
+                 created_ms: int, callback: Callable[[Any, BaseException | None], None],
+                 node_id: int, internal: bool = False, codec: Any = None) -> None: ...
+
+class Connection:
+    node_id: int
+    host: str
+    port: int
+    status: int
+    state: State
+    sock: Any
+    fd: int
+    max_frame_size: int
+    send_queue: Any
+    reader: Any
+    in_flight: deque[InFlightRequest]
+    unacked_writes: int
+    unconfirmed: bool
+    api_versions: dict[int, tuple[int, int]]
+    versions: dict[int, int]
+    handshake: deque[Any]
+    connect_started_ms: int
+    last_activity_ms: int
+    failures: int
+    address_index: int
+    next_attempt_ms: int
+    registered_events: int
+    reauth_at_ms: int
+    throttle_until_ms: int
+    tls: Any
+    def __init__(self, node_id: int, host: str, port: int, max_frame_size: int) -> None: ...
+    def in_flight_count(self) -> int: ...
+    def can_send(self, now: int, max_in_flight: int) -> bool: ...
+    def version_for(self, api_key: int, min_version: int = 0, max_version: int | None = None) -> int: ...
+    def negotiate(self, api_keys: list[dict[str, int]], required_apis: Any) -> list[str]: ...
+    def enqueue(self, req: InFlightRequest, frame: Any, now: int) -> None: ...
+    def written(self, done: Any, now: int) -> list[InFlightRequest]: ...
+    def receive(self, frame: bytes, now: int) -> tuple[InFlightRequest, Any, int]: ...
+    def deadline(self, now: int, setup_timeout_ms: int, request_timeout_ms: int,
+                 max_idle_ms: int) -> int | None: ...
+    def due(self, now: int, setup_timeout_ms: int, request_timeout_ms: int,
+            max_idle_ms: int) -> Due | None: ...
+    def reset(self) -> list[InFlightRequest]: ...
