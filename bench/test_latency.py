@@ -126,6 +126,21 @@ def test_tables_and_verdicts_use_per_round_ratios():
     assert "CPU per record: 0.50× confluent-kafka's against ≤ 0.5: met" in v
 
 
+def test_cpu_above_the_harness_floor_is_a_per_round_ratio():
+    rates = [20000]
+    res = {latency.key(c, a, 20000): [] for c, a, _ in latency.names_for(rates, ["idle"])}
+    assert "floor-idle-20000" in res            # measured whenever the application is idle
+    res["fk-idle-20000"] = [_rs(cpu_us_per_record=v) for v in (5.0, 7.0, 6.0)]
+    res["ck-idle-20000"] = [_rs(cpu_us_per_record=v) for v in (7.0, 7.0, 9.0)]
+    res["floor-idle-20000"] = [_rs(cpu_us_per_record=v) for v in (3.0, 3.0, 3.0)]
+    # per round (5-3)/(7-3)=0.5, (7-3)/(7-3)=1.0, (6-3)/(9-3)=0.5 -> median 0.5
+    row = [c.strip() for c in latency.cpu_table(res, rates)[2].strip("|").split("|")]
+    assert row[4:6] == ["3.00", "0.50"]
+    assert "(0.50× above the harness floor both pay)" in "\n".join(latency.verdicts(res, rates, ["idle"]))
+    res["floor-idle-20000"][1] = {"failed": "boom"}
+    assert latency.above_floor_ratio(res["fk-idle-20000"], res["ck-idle-20000"], res["floor-idle-20000"]) is None
+
+
 def test_a_failed_round_shows_failed_not_a_median():
     rs = [_rs(), {"failed": "2 of 3 callbacks"}]
     assert latency.med(rs, "p50") is None
