@@ -99,6 +99,8 @@ cdef inline int _refuse_wait_on_io_thread(str what) except -1:
 # ---------------------------------------------------------------------------------------------
 
 @cython.final
+@cython.no_gc              # holds a str and numbers: never part of a reference cycle
+@cython.freelist(256)      # one per delivered record
 cdef class RecordMetadata:
     """Where a record landed: ``topic, partition, offset, timestamp, serialized_key_size,
     serialized_value_size``. ``offset`` is -1 when unknown (acks=0 or failed); ``timestamp`` is the
