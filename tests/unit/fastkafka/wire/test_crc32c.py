@@ -1,5 +1,6 @@
 """CRC-32C: known vectors on both implementations, alignment, continuation."""
 import os
+import pathlib
 import platform
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from fastkafka._wire import crc32c as m
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the repository: the first folder above this file that holds pyproject.toml
+ROOT = next(str(p) for p in pathlib.Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 # RFC 3720 (iSCSI) appendix B.4 test vectors and the usual check value.
 VECTORS = [

@@ -4,6 +4,7 @@ counter, and pass one that closes what it opened (also with a producer shared by
 from __future__ import annotations
 
 import os
+import pathlib
 import textwrap
 
 import pytest
@@ -15,7 +16,8 @@ from fastkafka._core.bufferpool import BufferPool, pool_counters
 from fastkafka._wire.records import BatchBuilder, buffer_counters
 from live_resources import LiveResourceLeak, check_released
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# tests/ (this file is tests/unit/fastkafka/core/test_live_resources.py) and the repository
+TESTS = next(str(p) for p in pathlib.Path(__file__).resolve().parents if p.name == "tests")
 ROOT = os.path.dirname(TESTS)
 
 
