@@ -583,8 +583,9 @@ cdef class NetworkClient:
             # e.g. acks=0 requests completed by the write above: run them without waiting
             timeout_ms = 0
         events = self.poller.poll(timeout_ms)
+        if timeout_ms or events:
+            now = self.now_c()   # after a wait: deadlines are judged by the time it ended
         if events:
-            now = self.now_c()
             for ev in events:
                 conn = <Connection>ev[0]
                 fd = ev[1]
