@@ -9,8 +9,9 @@ client sends (3-11; 9+ are flexible: compact strings and arrays, tagged fields).
 Request body: a tuple ``(transactional_id, acks, timeout_ms, parts)`` where ``parts`` is a list of
 ``(topic, partition, records)``. Partitions are grouped by topic in the order each topic first
 appears, as the sender's dict grouping did, so the bytes equal ``protocol.encode_request``'s for the
-nested body built from the same parts. ``records`` (a buffer, a list/tuple of buffers, or None) goes
-into the frame by reference, never copied.
+nested body built from the same parts. ``records`` (a buffer, a list/tuple of buffers, a
+``BatchView`` (a compressed batch, sent as its header and payload), or None) goes into the frame by
+reference, never copied.
 
 Frame: the convention of :func:`fastkafka.protocol.encode_request`: a list of buffers whose first
 element starts with the 4-byte big-endian size; each non-empty records buffer is its own element;
@@ -32,6 +33,8 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
+
+from fastkafka._wire.records cimport BatchView
 
 from fastkafka.errors import CorruptFrameError, UnsupportedVersionError
 
@@ -217,6 +220,9 @@ cdef int _put_records(Glue *g, list ext, object records, bint compact) except -1
         if compact:
             return _put_u8(g, 0)
         return _put_i32(g, -1)
+    if type(records) is BatchView:
+        # a batch whose compressed records are apart from its header: both by reference
+        records = (<BatchView>records).pieces_c()
     if type(records) is list or type(records) is tuple:
         k = len(records)
         if k <= 8:

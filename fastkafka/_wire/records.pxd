@@ -90,7 +90,14 @@ cdef class BatchBuilder:
     # by it). Kept through a garbage collection of a cycle (no_gc_clear) so __dealloc__ can give
     # the buffer back.
     cdef BufferSource _source
-    cdef int _exports             # buffer views handed out and not released
+    cdef int _exports             # buffer views handed out and not released (BatchView pins count)
+    # The compressed records section after close(), kept as the compressor returned it (None: the
+    # records, compressed or not, are in _buf after the header). _pview is a view of it held while
+    # it is kept (_pview.buf/_pview.len: its bytes); _payload_reserved is what the buffer pool
+    # reserved for it (0 for a builder without one), given back with it.
+    cdef object _payload
+    cdef Py_buffer _pview
+    cdef Py_ssize_t _payload_reserved
 
     cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
                         const char *value, Py_ssize_t vlen, object headers) except -1
@@ -98,6 +105,9 @@ cdef class BatchBuilder:
     cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                 bint transactional=*)
     cdef int _reserve(self, Py_ssize_t needed) except -1
+    # The batch on the wire as buffers sent by reference: (builder,) with the whole batch in its
+    # buffer, or (builder, payload) with the header in its buffer and the compressed records apart.
+    cdef tuple pieces_c(self)
 
     # Uncompressed size while open (header + records); exact size after close().
     cdef inline Py_ssize_t estimated_size_c(self) noexcept:
@@ -122,3 +132,17 @@ cdef class BatchBuilder:
 # before this raises. `codec` is a codec code, `level` a level checked by compression.validate_level.
 cdef BatchBuilder pooled_builder(BufferSource source, char *buf, Py_ssize_t cap,
                                  Py_ssize_t batch_size, int codec, object level)
+
+
+# What BatchBuilder.buffer() returns for a batch sent in two pieces (header in the builder's buffer,
+# compressed records apart): a read-only buffer of the whole batch, joined on demand when exported;
+# the Produce encoder sends its pieces by reference instead (pieces_c). Pins the builder's buffer
+# like a view of it until released.
+@cython.final
+cdef class BatchView:
+    cdef BatchBuilder _builder
+    cdef char *_joined            # the joined batch, made on the first export
+    cdef Py_ssize_t _len
+    cdef int _exports
+    cdef bint _released
+    cdef tuple pieces_c(self)

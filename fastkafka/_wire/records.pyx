@@ -5,7 +5,10 @@ records are written with zigzag varints straight into one buffer, so each
 key/value is copied exactly once, from the caller's buffer into the batch. The
 buffer is the builder's own (malloc'ed, grown geometrically) or, for the
 producer's batches, one from its buffer pool of exactly the bytes the pool
-reserved for the batch (``pooled_builder``; see ``BufferSource``).
+reserved for the batch (``pooled_builder``; see ``BufferSource``). A compressed
+records section is kept as the compressor returned it, apart from the buffer:
+such a batch goes out as two pieces, header and payload, both by reference
+(``BatchBuilder.buffers()``, ``BatchView``; see ``BatchBuilder.close``).
 
 >>> b = BatchBuilder(16384)
 >>> b.append(1700000000000, b"k", b"v")
@@ -127,11 +130,25 @@ cdef BatchBuilder pooled_builder(BufferSource source, char *buf, Py_ssize_t cap,
     return b
 
 
+cdef void _drop_payload(BatchBuilder b, bint give_back) noexcept:
+    """Let go of the builder's compressed payload (if any) and, with ``give_back``, of the bytes
+    its buffer pool reserved for it; exactly once."""
+    cdef Py_ssize_t reserved = b._payload_reserved
+    if b._payload is None:
+        return
+    PyBuffer_Release(&b._pview)
+    b._payload = None
+    b._payload_reserved = 0
+    if give_back and reserved > 0 and b._source is not None:
+        b._source.give_back(NULL, reserved)
+
+
 cdef void _drop_buffer(BatchBuilder b) noexcept:
-    """Give the builder's buffer (and, pooled, its reservation) back; exactly once."""
+    """Give the builder's buffer and payload (and, pooled, their reservations) back; exactly once."""
     global _live_bufs, _live_buf_bytes
     cdef char *buf = b._buf
     cdef Py_ssize_t cap = b._cap
+    _drop_payload(b, True)
     if buf == NULL:
         return
     b._buf = NULL
@@ -327,6 +344,14 @@ cdef inline void _record_appended(BatchBuilder b, int64_t timestamp, Py_ssize_t 
     if b._count == 0 or timestamp > b._max_ts:
         b._max_ts = timestamp
     b._count += 1
+
+
+cdef int _check_stamped(BatchBuilder b, str what) except -1:
+    if not b._closed:
+        raise RuntimeError(f"{what} needs close() and stamp() first")
+    if not b._stamped:
+        raise RuntimeError(f"{what} needs stamp() first (the header and CRC are not written)")
+    return 0
 
 
 @cython.final
@@ -549,10 +574,22 @@ cdef class BatchBuilder:
         return n - start
 
     cpdef close(self):
-        """Finish the records section: compress it if a codec is set. Idempotent."""
+        """Finish the records section: compress it if a codec is set. Idempotent.
+
+        A compressed section no larger than the records it replaces is kept as the compressor
+        returned it, apart from the builder's buffer (no copy back): the batch goes out as two
+        pieces, the 61-byte header in the buffer and that payload (``buffers()``). Its memory is
+        counted: a pooled builder keeps it only when its buffer pool reserves its size at once,
+        without waiting (given back with the builder, or passed to the batches split from it), so
+        the pool's bytes still cover every byte live; a builder without a pool keeps it always (its
+        memory is its own, like its buffer). Otherwise it goes after the header in the buffer as
+        before: it fits there when it did compress; when it did not (larger than the records), a
+        pooled buffer grows by bytes the pool has free at once, and without them the records go
+        out uncompressed.
+        """
         cdef object section, out
-        cdef Py_buffer view
         cdef Py_ssize_t clen
+        cdef int kept = 0
         if self._closed:
             return
         self._closed = True
@@ -568,9 +605,26 @@ cdef class BatchBuilder:
             raise
         finally:
             section.release()
-        PyObject_GetBuffer(out, &view, PyBUF_SIMPLE)
+        PyObject_GetBuffer(out, &self._pview, PyBUF_SIMPLE)
+        clen = self._pview.len
         try:
-            clen = view.len
+            if clen > self._len - BATCH_HEADER_SIZE:
+                pass                    # did not compress: as before (below)
+            elif self._source is None:
+                kept = 1
+            elif self._source.try_reserve(clen):
+                self._payload_reserved = clen
+                kept = 1
+        finally:
+            if not kept:
+                PyBuffer_Release(&self._pview)
+        if kept:
+            self._payload = out
+            self._final_len = BATCH_HEADER_SIZE + clen
+            return
+        # the pool has not the payload's bytes free: into the buffer after the header, as before
+        PyObject_GetBuffer(out, &self._pview, PyBUF_SIMPLE)
+        try:
             if self._source is not None and BATCH_HEADER_SIZE + clen > self._cap:
                 # A pooled buffer grows only by bytes the pool has free at once; without them,
                 # records that did not compress go out uncompressed (and smaller).
@@ -582,9 +636,9 @@ cdef class BatchBuilder:
                     return
             else:
                 self._reserve(BATCH_HEADER_SIZE + clen)
-            _copy(self._buf + BATCH_HEADER_SIZE, <const char *>view.buf, clen)
+            _copy(self._buf + BATCH_HEADER_SIZE, <const char *>self._pview.buf, clen)
         finally:
-            PyBuffer_Release(&view)
+            PyBuffer_Release(&self._pview)
         self._final_len = BATCH_HEADER_SIZE + clen
 
     cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
@@ -598,7 +652,8 @@ cdef class BatchBuilder:
         cdef char *b = self._buf
         cdef uint16_t attrs
         cdef int64_t base_ts, max_ts
-        cdef Py_ssize_t n
+        cdef Py_ssize_t n, m
+        cdef const unsigned char *p
         cdef uint32_t crc
         if not self._closed:
             raise RuntimeError("stamp() needs close() first")
@@ -625,26 +680,46 @@ cdef class BatchBuilder:
         _be16(b + 51, <uint16_t>producer_epoch)
         _be32(b + 53, <uint32_t>base_sequence)
         _be32(b + 57, <uint32_t>self._count)
-        if n >= _NOGIL_CRC:
+        # the CRC runs over the header after its field, then the payload when it is apart
+        crc = fk_crc32c(0, <const unsigned char *>(b + BATCH_ATTRIBUTES_OFFSET),
+                        <size_t>(BATCH_HEADER_SIZE - BATCH_ATTRIBUTES_OFFSET))
+        if self._payload is not None:
+            p = <const unsigned char *>self._pview.buf
+            m = self._pview.len
+        else:
+            p = <const unsigned char *>(b + BATCH_HEADER_SIZE)
+            m = n - BATCH_HEADER_SIZE
+        if m >= _NOGIL_CRC:
             with nogil:
-                crc = fk_crc32c(0, <const unsigned char *>(b + BATCH_ATTRIBUTES_OFFSET),
-                                <size_t>(n - BATCH_ATTRIBUTES_OFFSET))
+                crc = fk_crc32c(crc, p, <size_t>m)
         else:  # ~30 us or less: cheaper than handing the GIL over and waiting to get it back
-            crc = fk_crc32c(0, <const unsigned char *>(b + BATCH_ATTRIBUTES_OFFSET),
-                            <size_t>(n - BATCH_ATTRIBUTES_OFFSET))
+            crc = fk_crc32c(crc, p, <size_t>m)
         _be32(b + BATCH_CRC_OFFSET, crc)
         self._stamped = True
 
     def buffer(self):
-        """buffer() -> memoryview of the complete stamped batch (read-only).
+        """buffer() -> the complete stamped batch as a read-only buffer.
 
-        Valid while the builder lives (the view keeps it alive).
+        A memoryview of the builder's buffer; for a batch whose compressed records are apart
+        (see ``close()``), a ``BatchView``: the batch joined on demand when its buffer is asked
+        for, sent in its two pieces by the Produce encoder. Valid while the builder lives (it
+        keeps it alive).
         """
-        if not self._closed:
-            raise RuntimeError("buffer() needs close() and stamp() first")
-        if not self._stamped:
-            raise RuntimeError("buffer() needs stamp() first (the header and CRC are not written)")
+        _check_stamped(self, "buffer()")
+        if self._payload is not None:
+            return BatchView(self)
         return memoryview(self)
+
+    def buffers(self):
+        """buffers() -> tuple of the buffers whose concatenation is the stamped batch: one, or the
+        header and the compressed records when these are apart (see ``close()``)."""
+        _check_stamped(self, "buffers()")
+        return self.pieces_c()
+
+    cdef tuple pieces_c(self):
+        if self._payload is not None:
+            return (memoryview(self), self._payload)
+        return (memoryview(self),)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         if not self._stamped or self._buf == NULL:
@@ -652,7 +727,8 @@ cdef class BatchBuilder:
         self._exports += 1
         view.buf = self._buf
         view.obj = self
-        view.len = self._final_len
+        # the header alone when the compressed records are apart (buffers(), BatchView)
+        view.len = BATCH_HEADER_SIZE if self._payload is not None else self._final_len
         view.readonly = 1
         view.itemsize = 1
         view.format = _FORMAT_B if (flags & 0x0004) else NULL   # PyBUF_FORMAT
@@ -748,6 +824,109 @@ cdef class BatchBuilder:
                 f"codec={self._compression} closed={self._closed} stamped={self._stamped}>")
 
 
+@cython.final
+cdef class BatchView:
+    """BatchView(builder): a stamped batch whose compressed records are apart from its header
+    (what ``BatchBuilder.buffer()`` returns for it), as one read-only buffer of the whole batch.
+
+    The bytes are joined into a copy only when its buffer is asked for (``bytes(v)``,
+    ``memoryview(v)``); the header is copied again at each such export, so a batch stamped again
+    shows its new header. The Produce encoder does not ask: it sends the header and the payload by
+    reference (``pieces``). Like a view of the builder's buffer, it keeps the builder alive and its
+    buffer pinned (not handed over by ``split()``) until released or freed.
+    """
+
+    def __cinit__(self, BatchBuilder builder not None):
+        _check_stamped(builder, "BatchView")
+        if builder._payload is None or builder._buf == NULL:
+            raise ValueError("BatchView is for a batch whose compressed records are apart")
+        self._builder = builder
+        self._len = builder._final_len
+        builder._exports += 1
+
+    def __dealloc__(self):
+        if self._joined != NULL:
+            free(self._joined)
+            self._joined = NULL
+        if not self._released and self._builder is not None:
+            self._builder._exports -= 1
+            self._released = True
+
+    cdef tuple pieces_c(self):
+        if self._released:
+            raise ValueError("operation forbidden on a released BatchView")
+        return self._builder.pieces_c()
+
+    @property
+    def pieces(self):
+        """(header, payload): the buffers whose concatenation is the batch."""
+        return self.pieces_c()
+
+    @property
+    def builder(self):
+        return self._builder
+
+    @property
+    def readonly(self):
+        return True
+
+    @property
+    def nbytes(self):
+        return self._len
+
+    def __len__(self):
+        return self._len
+
+    def __getitem__(self, key):
+        return memoryview(self)[key]
+
+    def tobytes(self):
+        return bytes(memoryview(self))
+
+    def release(self):
+        """Let go of the builder's buffer (like ``memoryview.release``)."""
+        if self._released:
+            return
+        if self._exports:
+            raise BufferError(f"BatchView has {self._exports} exported buffers")
+        self._released = True
+        self._builder._exports -= 1
+        if self._joined != NULL:
+            free(self._joined)
+            self._joined = NULL
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        cdef BatchBuilder b = self._builder
+        if self._released:
+            raise BufferError("operation forbidden on a released BatchView")
+        if b._buf == NULL or b._payload is None or not b._stamped:
+            raise BufferError("the batch's bytes are no longer there")
+        if self._joined == NULL:
+            self._joined = <char *>malloc(<size_t>self._len)
+            if self._joined == NULL:
+                raise MemoryError()
+            _copy(self._joined + BATCH_HEADER_SIZE, <const char *>b._pview.buf, b._pview.len)
+        memcpy(self._joined, b._buf, BATCH_HEADER_SIZE)
+        self._exports += 1
+        view.buf = self._joined
+        view.obj = self
+        view.len = self._len
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = _FORMAT_B if (flags & 0x0004) else NULL   # PyBUF_FORMAT
+        view.ndim = 1
+        view.shape = &view.len if (flags & 0x0008) else NULL  # PyBUF_ND
+        view.strides = &view.itemsize if (flags & 0x0010) == 0x0010 else NULL  # PyBUF_STRIDES
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self._exports -= 1
+
+    def __repr__(self):
+        return f"<BatchView {self._len} bytes in 2 pieces{' released' if self._released else ''}>"
+
+
 def record_size(int64_t timestamp_delta, int32_t offset_delta, Py_ssize_t key_len,
                 Py_ssize_t value_len, headers=None):
     """record_size(timestamp_delta, offset_delta, key_len, value_len, headers) -> int
@@ -837,7 +1016,10 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
         raise RuntimeError("this batch's buffer was handed over to the batches split from it")
     if parts > n:
         parts = n
-    if src._closed and src._compression != 0:
+    if src._closed and src._compression != 0 and src._payload is not None:
+        section = _decompress(src._compression, PyMemoryView_FromMemory(
+            <char *>src._pview.buf, src._pview.len, PyBUF_READ))
+    elif src._closed and src._compression != 0:
         section = _decompress(src._compression, PyMemoryView_FromMemory(
             src._buf + BATCH_HEADER_SIZE, src._final_len - BATCH_HEADER_SIZE, PyBUF_READ))
     else:
@@ -892,10 +1074,13 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
                         <int32_t>(i - <Py_ssize_t>cuts[piece]), pos[i + 1] - pos[i] - h)
                 need += sizes[piece]
             if src._exports == 0:
-                if not source.resize_reservation(src._cap, need):
+                # its memory: the buffer and, when apart, the compressed payload
+                k = src._cap + src._payload_reserved
+                if not source.resize_reservation(k, need):
                     raise BufferExhaustedError(
-                        f"splitting a batch of {src._cap} bytes needs {need - src._cap} bytes more "
+                        f"splitting a batch of {k} bytes needs {need - k} bytes more "
                         f"from the buffer pool, which has not them free")
+                _drop_payload(src, False)   # its reservation passed to the pieces
                 old = src._buf              # its records are in `section` now
                 _live_bufs -= 1
                 _live_buf_bytes -= src._cap
