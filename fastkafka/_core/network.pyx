@@ -678,43 +678,18 @@ cdef class NetworkClient:
         return 0
 
     cdef int _read(self, Connection conn, int64_t now) except -1:
-        cdef FrameReader reader
+        cdef FrameReader reader = conn.reader  # kept alive here even if a handler resets conn
         cdef const char *p
         cdef Py_ssize_t n
-        cdef bint eof
+        cdef list frames = None
+        cdef bint got
         if _failpoint is not None:
             _failpoint("read", self, conn)
-        if conn.tls is not None:
-            return self._read_tls(conn, now)
-        # Plaintext: frames are taken where they lie in the reader's buffer (a Produce answer is
-        # decoded in place; other answers are copied once, into the bytes their decoder reads).
-        reader = conn.reader   # kept alive here even if a handler resets the connection
         try:
-            eof = reader.fill_c(conn.fd)
-        except CorruptFrameError as e:
-            self._close(conn, now, e)
-            return 0
-        except OSError as e:
-            self._close(conn, now, DisconnectedError(f"read from node {conn.node_id} failed: {e}"))
-            return 0
-        while True:
-            try:
-                if not reader.next_frame_c(&p, &n):
-                    break
-            except CorruptFrameError as e:
-                self._close(conn, now, e)
-                return 0
-            conn.last_activity_ms = now
-            if not self._handle_frame(conn, p, n, None, now):
-                return 0
-        if eof:
-            self._close(conn, now, DisconnectedError(
-                f"node {conn.node_id} ({conn.host}:{conn.port}) closed the connection"))
-        return 0
-
-    def _read_tls(self, Connection conn, int64_t now):
-        try:
-            frames, eof = conn.tls.read(conn.sock, conn.reader)
+            if conn.tls is not None:
+                frames, eof = conn.tls.read(conn.sock, reader)   # decrypted frames, as bytes
+            else:
+                eof = reader.fill_c(conn.fd)   # plaintext: frames are taken where they lie
         except CorruptFrameError as e:
             self._close(conn, now, e)
             return 0
@@ -724,12 +699,27 @@ cdef class NetworkClient:
         except OSError as e:
             self._close(conn, now, DisconnectedError(f"read from node {conn.node_id} failed: {e}"))
             return 0
-        if frames:
-            conn.last_activity_ms = now
-        for frame in frames:
-            if not self._handle_frame(conn, PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame),
-                                      frame, now):
-                return 0
+        if frames is not None:
+            if frames:
+                conn.last_activity_ms = now
+            for frame in frames:
+                if not self._handle_frame(conn, PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame),
+                                          frame, now):
+                    return 0
+        else:
+            # A Produce answer is decoded in the reader's buffer; other answers are copied once,
+            # into the bytes their decoder reads.
+            while True:
+                try:
+                    got = reader.next_frame_c(&p, &n)
+                except CorruptFrameError as e:   # a bad size prefix
+                    self._close(conn, now, e)
+                    return 0
+                if not got:
+                    break
+                conn.last_activity_ms = now
+                if not self._handle_frame(conn, p, n, None, now):
+                    return 0
         if eof:
             self._close(conn, now, DisconnectedError(
                 f"node {conn.node_id} ({conn.host}:{conn.port}) closed the connection"))
