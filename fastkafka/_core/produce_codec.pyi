@@ -1,7 +1,11 @@
 from typing import Sequence, Union
 
+from fastkafka._wire.records import BatchView
+
 _Buffer = Union[bytes, bytearray, memoryview]
-_Records = Union[_Buffer, Sequence[_Buffer], None]
+# A batch's bytes: one buffer, several sent one after the other, or a compressed batch's
+# header and payload (BatchView, both sent by reference).
+_Records = Union[_Buffer, Sequence[_Buffer], BatchView, None]
 
 MIN_VERSION: int
 MAX_VERSION: int
