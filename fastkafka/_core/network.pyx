@@ -636,22 +636,18 @@ cdef class NetworkClient:
 
     cdef int _write_all(self, int64_t now) except -1:
         cdef Connection conn
-        cdef bint any_pending = False
+        cdef list writers = None
         for c in self.connections.values():
             conn = <Connection>c
             if conn.fd >= 0 and conn.status != CONNECTING and (
                     conn.send_queue.has_pending_c()
                     or (conn.tls is not None and conn.tls.established and conn.tls.wants_write())):
-                any_pending = True
-                break
-        if not any_pending:
-            return 0
-        for c in list(self.connections.values()):
-            conn = <Connection>c
-            if conn.fd >= 0 and conn.status != CONNECTING and (
-                    conn.send_queue.has_pending_c()
-                    or (conn.tls is not None and conn.tls.established and conn.tls.wants_write())):
-                self._write(conn, now)
+                if writers is None:
+                    writers = []
+                writers.append(conn)
+        if writers is not None:          # usually none: no list is made
+            for c in writers:
+                self._write(<Connection>c, now)
         return 0
 
     cdef int _write(self, Connection conn, int64_t now) except -1:
@@ -791,20 +787,20 @@ cdef class NetworkClient:
     cdef int _handle_timeouts(self, int64_t now) except -1:
         cdef Connection conn
         cdef int due
-        cdef bint any_due = False
+        cdef list expired = None
         setup = self._setup_timeout_ms
         for c in self.connections.values():
-            if (<Connection>c).due_c(now, self._setup_timeout_ms, self.request_timeout_ms,
-                                     self._max_idle_ms) != DUE_NONE:
-                any_due = True
-                break
-        if not any_due:
+            due = (<Connection>c).due_c(now, self._setup_timeout_ms, self.request_timeout_ms,
+                                        self._max_idle_ms)
+            if due != DUE_NONE:
+                if expired is None:
+                    expired = []
+                expired.append((c, due))
+        if expired is None:              # usually nothing is due: no list is made
             return 0
-        for c in list(self.connections.values()):
+        for c, d in expired:
             conn = <Connection>c
-            due = conn.due_c(now, self._setup_timeout_ms, self.request_timeout_ms, self._max_idle_ms)
-            if due == DUE_NONE:
-                continue
+            due = d
             if due == DUE_CONNECT:
                 self._close(conn, now, DisconnectedError(
                     f"connect to node {conn.node_id} ({conn.host}:{conn.port}) timed out"),

@@ -335,6 +335,22 @@ cdef object unusable_buffer(object obj, str name, object exc):
         f"{BYTES_LIKE} or None: pass a contiguous copy, e.g. bytes(...)")
 
 
+cdef inline void _fill_view(Py_buffer *view, object owner, char *buf, Py_ssize_t n,
+                            int flags):
+    """A read-only one-dimensional byte view of ``buf[:n]`` owned by ``owner``."""
+    view.buf = buf
+    view.obj = owner
+    view.len = n
+    view.readonly = 1
+    view.itemsize = 1
+    view.format = _FORMAT_B if (flags & 0x0004) else NULL   # PyBUF_FORMAT
+    view.ndim = 1
+    view.shape = &view.len if (flags & 0x0008) else NULL  # PyBUF_ND
+    view.strides = &view.itemsize if (flags & 0x0010) == 0x0010 else NULL  # PyBUF_STRIDES
+    view.suboffsets = NULL
+    view.internal = NULL
+
+
 cdef inline void _record_appended(BatchBuilder b, int64_t timestamp, Py_ssize_t total) noexcept:
     """Bookkeeping after a record of ``total`` encoded bytes was written at the end of ``b``."""
     b._len += total
@@ -725,18 +741,9 @@ cdef class BatchBuilder:
         if not self._stamped or self._buf == NULL:
             raise BufferError("BatchBuilder exposes its bytes only after close() and stamp()")
         self._exports += 1
-        view.buf = self._buf
-        view.obj = self
         # the header alone when the compressed records are apart (buffers(), BatchView)
-        view.len = BATCH_HEADER_SIZE if self._payload is not None else self._final_len
-        view.readonly = 1
-        view.itemsize = 1
-        view.format = _FORMAT_B if (flags & 0x0004) else NULL   # PyBUF_FORMAT
-        view.ndim = 1
-        view.shape = &view.len if (flags & 0x0008) else NULL  # PyBUF_ND
-        view.strides = &view.itemsize if (flags & 0x0010) == 0x0010 else NULL  # PyBUF_STRIDES
-        view.suboffsets = NULL
-        view.internal = NULL
+        _fill_view(view, self, self._buf,
+                   BATCH_HEADER_SIZE if self._payload is not None else self._final_len, flags)
 
     def __releasebuffer__(self, Py_buffer *view):
         self._exports -= 1
@@ -908,17 +915,7 @@ cdef class BatchView:
             _copy(self._joined + BATCH_HEADER_SIZE, <const char *>b._pview.buf, b._pview.len)
         memcpy(self._joined, b._buf, BATCH_HEADER_SIZE)
         self._exports += 1
-        view.buf = self._joined
-        view.obj = self
-        view.len = self._len
-        view.readonly = 1
-        view.itemsize = 1
-        view.format = _FORMAT_B if (flags & 0x0004) else NULL   # PyBUF_FORMAT
-        view.ndim = 1
-        view.shape = &view.len if (flags & 0x0008) else NULL  # PyBUF_ND
-        view.strides = &view.itemsize if (flags & 0x0010) == 0x0010 else NULL  # PyBUF_STRIDES
-        view.suboffsets = NULL
-        view.internal = NULL
+        _fill_view(view, self, self._joined, self._len, flags)
 
     def __releasebuffer__(self, Py_buffer *view):
         self._exports -= 1
