@@ -49,6 +49,7 @@ cdef class NetworkClient:
     cdef int _write_all(self, int64_t now) except -1
     cdef int _write(self, Connection conn, int64_t now) except -1
     cdef int _read(self, Connection conn, int64_t now) except -1
+    cdef int _io_failed(self, Connection conn, int64_t now, error, str what) except -1
     cdef bint _handle_frame(self, Connection conn, const char *p, Py_ssize_t n, object frame,
                             int64_t now) except -1
     cdef int64_t _time_to_next_timeout(self, int64_t now) except? -1

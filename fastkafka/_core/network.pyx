@@ -659,18 +659,25 @@ cdef class NetworkClient:
             else:
                 done = q.write_to(conn.fd)
             self.stats["bytes_sent"] += q.written_bytes - before
-        except ssl.SSLError as e:
-            self._tls_close(conn, now, e)
-            return 0
-        except OSError as e:
-            self._close(conn, now, DisconnectedError(f"write to node {conn.node_id} failed: {e}"))
-            return 0
+        except OSError as e:       # ssl.SSLError included
+            return self._io_failed(conn, now, e, "write to")
         if done:
             for r in conn.written_c(done, now):   # requests that expect no response: complete
                 self._completions.append(((<InFlightRequest>r).callback, None, None))
         else:
             conn.last_activity_ms = now
         self.update_interest(conn)
+        return 0
+
+    cdef int _io_failed(self, Connection conn, int64_t now, error, str what) except -1:
+        """Close ``conn`` after a failed read or write: a garbled frame and a TLS failure keep
+        their typed errors, any other socket error is a disconnect."""
+        if isinstance(error, CorruptFrameError):
+            self._close(conn, now, error)
+        elif isinstance(error, ssl.SSLError):
+            self._tls_close(conn, now, error)
+        else:
+            self._close(conn, now, DisconnectedError(f"{what} node {conn.node_id} failed: {error}"))
         return 0
 
     cdef int _read(self, Connection conn, int64_t now) except -1:
@@ -686,15 +693,8 @@ cdef class NetworkClient:
                 frames, eof = conn.tls.read(conn.sock, reader)   # decrypted frames, as bytes
             else:
                 eof = reader.fill_c(conn.fd)   # plaintext: frames are taken where they lie
-        except CorruptFrameError as e:
-            self._close(conn, now, e)
-            return 0
-        except ssl.SSLError as e:
-            self._tls_close(conn, now, e)
-            return 0
-        except OSError as e:
-            self._close(conn, now, DisconnectedError(f"read from node {conn.node_id} failed: {e}"))
-            return 0
+        except (CorruptFrameError, OSError) as e:   # ssl.SSLError included
+            return self._io_failed(conn, now, e, "read from")
         if frames is not None:
             if frames:
                 conn.last_activity_ms = now
@@ -709,8 +709,7 @@ cdef class NetworkClient:
                 try:
                     got = reader.next_frame_c(&p, &n)
                 except CorruptFrameError as e:   # a bad size prefix
-                    self._close(conn, now, e)
-                    return 0
+                    return self._io_failed(conn, now, e, "read from")
                 if not got:
                     break
                 conn.last_activity_ms = now
