@@ -317,9 +317,6 @@ cdef class NetworkClient:
         conn = self.connections.get(node_id)
         return None if conn is None else (<Connection>conn).versions.get(api_key)
 
-    def _update_interest(self, Connection conn):
-        self.update_interest(conn)
-
     cdef int update_interest(self, Connection conn) except -1:
         cdef int events
         if conn.fd < 0:

@@ -34,6 +34,16 @@ class Cluster:
         return sorted(tp for tp, n in self.leaders.items() if n == node)
 
 
+def release_split(acc, pool, batch, pieces):
+    """Deliver and free a split batch's pieces and the batch itself: the pool is whole again."""
+    for p in pieces:
+        p.complete(0, -1, None)
+        acc.deallocate(p)
+    acc.deallocate(batch)
+    assert pool.held_bytes == 0 and pool.available_memory == pool.total
+    acc.close()
+
+
 def make(batch_size=1024, memory=8 * 1024, compression=0):
     pool = BufferPool(memory, batch_size)
     return RecordAccumulator(batch_size, compression, None, 0, 100, 120000, pool, False), pool
@@ -281,13 +291,7 @@ def test_split_pieces_take_over_the_batch_memory_exactly(codec):
             assert p.builder.size_in_bytes == p.builder.capacity
         got += [(r.timestamp, r.key, r.value) for r in decode_batch(p.builder.buffer()).records]
     assert got == records
-    for p in pieces:
-        p.complete(0, -1, None)
-        acc.deallocate(p)
-    acc.deallocate(b)
-    del b, pieces
-    assert pool.held_bytes == 0 and pool.available_memory == pool.total
-    acc.close()
+    release_split(acc, pool, b, pieces)
 
 
 def test_split_without_the_bytes_in_the_pool_refuses_and_loses_nothing():
@@ -305,13 +309,7 @@ def test_split_without_the_bytes_in_the_pool_refuses_and_loses_nothing():
     view.release()
     pieces = acc.split_and_reenqueue(b, 0, 2)   # now the batch's own memory passes to the pieces
     assert [p.record_count for p in pieces] == [10, 10]
-    for p in pieces:
-        p.complete(0, -1, None)
-        acc.deallocate(p)
-    acc.deallocate(b)
-    del b, pieces
-    assert pool.held_bytes == 0 and pool.available_memory == pool.total
-    acc.close()
+    release_split(acc, pool, b, pieces)
 
 
 def test_split_takes_the_few_bytes_more_it_needs_ahead_of_waiting_threads():
