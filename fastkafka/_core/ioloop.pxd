@@ -1,11 +1,24 @@
 # The contract of fastkafka/_core/ioloop.pyx (see its docstring).
 
+from libc.stdint cimport int64_t
+
 cdef void give_way() noexcept
+
+# The GIL-free turn the I/O thread may run inside Poller.poll's wait (see Poller.set_express):
+# called without the GIL when the wait ended on a deadline or an express wake-up only; returns 0 to
+# go on waiting without the GIL for at most wait_ms[0] ms (negative: no limit), 1 to take the GIL
+# and return from poll.
+ctypedef int (*express_fn)(void *ctx, int64_t now_ms, int64_t *wait_ms) noexcept nogil
 
 
 cdef class Poller:
     cdef int _epfd
     cdef int _evfd
+    cdef int _xfd                   # eventfd: wake_express() (a batch filled: GIL-free turn)
+    cdef int _xwake_pending
+    cdef express_fn _xfn            # set_express(): the GIL-free turn, NULL: none
+    cdef void *_xctx
+    cdef readonly long long express_turns   # GIL-free turns run inside waits
     cdef int _tfd                   # timerfd: wake_at() deadlines
     cdef long long _timer_at_ms     # the deadline it is armed for (LLONG_MAX: none)
     cdef int _wake_pending          # 1 while a wakeup is written and not yet consumed
@@ -26,3 +39,6 @@ cdef class Poller:
     cpdef list poll(self, long timeout_ms)
     cpdef wakeup(self)
     cpdef wake_at(self, long long deadline_ms)
+    cpdef wake_express(self)
+    cdef void set_express(self, express_fn fn, void *ctx) noexcept
+    cdef bint _only_ours(self, int n) noexcept nogil

@@ -28,9 +28,12 @@ Only Linux (epoll, eventfd) is supported, as for the rest of the compiled core.
 """
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.errno cimport EEXIST, EINTR, ENOENT, errno
-from libc.stdint cimport uint64_t
+cimport cython
+from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close, read, write
+
+from fastkafka._core.clock cimport monotonic_ms
 
 import os
 
@@ -110,6 +113,8 @@ cdef extern from *:
     }
     static inline int fk_swap(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
     static inline void fk_store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline long long fk_load64(long long *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void fk_store64(long long *p, long long v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
     """
     int fk_waiting() nogil
     void fk_after_fork() nogil
@@ -119,6 +124,8 @@ cdef extern from *:
     void fk_took_wait(int seen, long long ns) nogil
     int fk_swap(int *p, int v) nogil
     void fk_store(int *p, int v) nogil
+    long long fk_load64(long long *p) nogil
+    void fk_store64(long long *p, long long v) nogil
 
 #: selectors-compatible event bits.
 READ = 1
@@ -204,7 +211,10 @@ cdef class Poller:
     def __cinit__(self, int max_events=64):
         self._epfd = -1
         self._evfd = -1
+        self._xfd = -1
         self._tfd = -1
+        self._xfn = NULL
+        self._xctx = NULL
         self._timer_at_ms = NO_TIMER
         self._buf = NULL
         self._data = {}
@@ -219,6 +229,9 @@ cdef class Poller:
         self._evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         if self._evfd < 0:
             raise OSError(errno, "eventfd failed")
+        self._xfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+        if self._xfd < 0:
+            raise OSError(errno, "eventfd failed")
         self._tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
         if self._tfd < 0:
             raise OSError(errno, "timerfd_create failed")
@@ -229,6 +242,9 @@ cdef class Poller:
             raise OSError(errno, "epoll_ctl failed")
         ev.data.fd = self._tfd
         if epoll_ctl(self._epfd, EPOLL_CTL_ADD, self._tfd, &ev) < 0:
+            raise OSError(errno, "epoll_ctl failed")
+        ev.data.fd = self._xfd
+        if epoll_ctl(self._epfd, EPOLL_CTL_ADD, self._xfd, &ev) < 0:
             raise OSError(errno, "epoll_ctl failed")
 
     def __dealloc__(self):
@@ -244,6 +260,9 @@ cdef class Poller:
         if self._evfd >= 0:
             close(self._evfd)
             self._evfd = -1
+        if self._xfd >= 0:
+            close(self._xfd)
+            self._xfd = -1
         if self._tfd >= 0:
             close(self._tfd)
             self._tfd = -1
@@ -314,6 +333,45 @@ cdef class Poller:
             write(self._evfd, &one, 8)   # EAGAIN: the counter is full, a wake-up is pending anyway
             self.wakeups_written += 1
 
+    cpdef wake_express(self):
+        """Wake the thread in :meth:`poll` for the GIL-free turn only (a batch filled; any
+        thread): a poll with a GIL-free turn set runs it without taking the GIL; one without
+        returns, as after :meth:`wakeup`."""
+        cdef uint64_t one = 1
+        if self._xfd < 0:
+            return
+        if fk_swap(&self._xwake_pending, 1) == 0:
+            write(self._xfd, &one, 8)
+            self.wakeups_written += 1
+
+    cdef void set_express(self, express_fn fn, void *ctx) noexcept:
+        """Run ``fn(ctx, now_ms, &wait_ms)`` without the GIL inside the next waits of :meth:`poll`
+        (I/O thread only; NULL: none). It runs when a wait ends with nothing but the timer, an
+        express wake-up or its own timeout: it may queue and write requests (the steady state's
+        linger deadlines and full batches) and either go on waiting without the GIL or end the
+        wait. ``ctx`` must stay valid until set_express(NULL, NULL)."""
+        self._xfn = fn
+        self._xctx = ctx
+
+    cdef bint _only_ours(self, int n) noexcept nogil:
+        """The wait ended on nothing but the timer and express wake-ups (consumed here), or on
+        its timeout: the GIL-free turn may handle it."""
+        cdef epoll_event *evs = <epoll_event *>self._buf
+        cdef int i, fd
+        cdef uint64_t counter
+        for i in range(n):
+            fd = evs[i].data.fd
+            if fd != self._tfd and fd != self._xfd:
+                return False
+        for i in range(n):
+            if evs[i].data.fd == self._tfd:
+                fk_store64(&self._timer_at_ms, NO_TIMER)
+                read(self._tfd, &counter, 8)
+            else:
+                fk_store(&self._xwake_pending, 0)
+                read(self._xfd, &counter, 8)
+        return True
+
     cpdef wake_at(self, long long deadline_ms):
         """Make the thread in :meth:`poll` return by ``deadline_ms`` (the monotonic clock of
         ``fastkafka._core.sendpath.monotonic_ms``) without waking it now: a timer, armed only when
@@ -322,7 +380,7 @@ cdef class Poller:
         deadline, not at once: this spares the I/O thread a turn, and the GIL a hand-over, per
         batch."""
         cdef itimerspec its
-        if self._tfd < 0 or deadline_ms >= self._timer_at_ms:
+        if self._tfd < 0 or deadline_ms >= fk_load64(&self._timer_at_ms):
             return
         if deadline_ms <= 0:
             deadline_ms = 1
@@ -331,7 +389,7 @@ cdef class Poller:
         its.it_value.tv_sec = deadline_ms // 1000
         its.it_value.tv_nsec = (deadline_ms % 1000) * 1000000
         if timerfd_settime(self._tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0:
-            self._timer_at_ms = deadline_ms
+            fk_store64(&self._timer_at_ms, deadline_ms)
             self.timers_armed += 1
         else:
             self.wakeup()    # cannot arm: wake now, as without a timer
@@ -343,17 +401,40 @@ cdef class Poller:
         cdef int n, i, fd, epfd = self._epfd
         cdef int maxev = self._max_events
         cdef unsigned int e
-        cdef int mask
+        cdef int mask, wait
         cdef long long t0, waited
+        cdef int64_t xwait
         cdef uint64_t counter
         cdef list out = []
         self._check_open()
         # With the GIL: anything ready now is handled without giving the GIL up.
         n = epoll_wait(epfd, evs, maxev, 0)
+        wait = <int>timeout_ms if timeout_ms < 0x7FFFFFFF else 0x7FFFFFFF
+        if n > 0 and self._xfn != NULL and self._only_ours(n):
+            # The timer or an express wake-up, already there: the GIL-free turn runs now (the GIL
+            # held does not matter), then the wait goes on as it asks.
+            n = 0
+            xwait = 0
+            self.express_turns += 1
+            if self._xfn(self._xctx, monotonic_ms(), &xwait) != 0 or xwait == 0:
+                timeout_ms = 0
+            elif timeout_ms != 0:
+                wait = -1 if xwait < 0 else (<int>xwait if xwait < 0x7FFFFFFF else 0x7FFFFFFF)
         if n == 0 and timeout_ms != 0:
             self.waits += 1
             with nogil:
-                n = epoll_wait(epfd, evs, maxev, <int>timeout_ms if timeout_ms < 0x7FFFFFFF else 0x7FFFFFFF)
+                while True:
+                    n = epoll_wait(epfd, evs, maxev, wait)
+                    # The GIL-free turn handles deadlines and express wake-ups; a socket, the
+                    # general wake-up or a failed wait need the GIL.
+                    if self._xfn == NULL or n < 0 or not self._only_ours(n):
+                        break
+                    xwait = 0
+                    self.express_turns += 1
+                    if self._xfn(self._xctx, monotonic_ms(), &xwait) != 0 or xwait == 0:
+                        n = 0
+                        break
+                    wait = -1 if xwait < 0 else (<int>xwait if xwait < 0x7FFFFFFF else 0x7FFFFFFF)
                 fk_waiting_add(1)
                 t0 = _now_ns()
             # The GIL is ours again: let the application threads stop waiting for us.
@@ -376,8 +457,12 @@ cdef class Poller:
                 fk_store(&self._wake_pending, 0)
                 read(self._evfd, &counter, 8)
                 continue
+            if fd == self._xfd:
+                fk_store(&self._xwake_pending, 0)
+                read(self._xfd, &counter, 8)
+                continue
             if fd == self._tfd:
-                self._timer_at_ms = NO_TIMER
+                fk_store64(&self._timer_at_ms, NO_TIMER)
                 read(self._tfd, &counter, 8)
                 continue
             mask = 0
@@ -390,3 +475,56 @@ cdef class Poller:
                 continue   # unregistered after epoll reported it
             out.append((data, fd, mask))
         return out
+
+
+# -- a GIL-free turn for the poller's own tests -------------------------------------------------
+
+cdef struct _ProbeState:
+    int calls
+    int gil_after
+    int64_t wait_ms
+    int64_t first_ms
+    int64_t last_ms
+
+
+cdef int _probe_turn(void *ctx, int64_t now_ms, int64_t *wait_ms) noexcept nogil:
+    cdef _ProbeState *st = <_ProbeState *>ctx
+    st.calls += 1
+    if st.calls == 1:
+        st.first_ms = now_ms
+    st.last_ms = now_ms
+    wait_ms[0] = st.wait_ms
+    return 1 if st.calls >= st.gil_after else 0
+
+
+@cython.final
+@cython.no_gc_clear
+cdef class ExpressProbe:
+    """For tests of :meth:`Poller.set_express` only: a GIL-free turn that counts its calls, asks to
+    wait ``wait_ms`` more each time, and ends the wait (takes the GIL) on its ``gil_after``-th call.
+    Installed on ``poller`` until :meth:`remove`."""
+    cdef _ProbeState st
+    cdef Poller poller
+
+    def __cinit__(self, Poller poller, int gil_after, int64_t wait_ms):
+        self.st.calls = 0
+        self.st.gil_after = gil_after
+        self.st.wait_ms = wait_ms
+        self.poller = poller
+        poller.set_express(_probe_turn, &self.st)
+
+    @property
+    def calls(self):
+        return self.st.calls
+
+    @property
+    def span_ms(self):
+        """Milliseconds between the first and the last call."""
+        return self.st.last_ms - self.st.first_ms
+
+    def remove(self):
+        self.poller.set_express(NULL, NULL)
+
+    def __dealloc__(self):
+        if self.poller is not None:
+            self.poller.set_express(NULL, NULL)

@@ -186,3 +186,60 @@ def test_wake_at_ends_a_wait_at_the_deadline_without_waking_now():
     assert monotonic_ms() - start < 5_000
     assert p.wakeups_written == 0
     p.close()
+
+
+# -- the GIL-free turn inside the wait (Poller.set_express) ----------------------------------------
+
+def test_express_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_the_gil():
+    from fastkafka._core.ioloop import ExpressProbe
+    p = Poller()
+    probe = ExpressProbe(p, 4, 10)   # each turn: wait 10 ms more; the 4th takes the GIL
+    t0 = time.monotonic()
+    assert p.poll(10) == []
+    elapsed = time.monotonic() - t0
+    assert probe.calls == 4
+    assert p.express_turns == 4
+    assert p.waits == 1                  # one blocking wait: the GIL was given up once
+    assert probe.span_ms >= 25           # the turns were 10 ms apart (3 gaps)
+    assert elapsed >= 0.035
+    probe.remove()
+    p.close()
+
+
+def test_express_wake_runs_the_turn_a_socket_ends_the_wait_without_it(pair):
+    from fastkafka._core.ioloop import ExpressProbe
+    a, b = pair
+    p = Poller()
+    p.register(a.fileno(), READ, "conn")
+    probe = ExpressProbe(p, 2, 10_000)
+    p.wake_express()
+    p.wake_express()                     # one pending wake-up: written once
+    threading.Timer(0.05, b.send, (b"x",)).start()
+    assert p.poll(10_000) == [("conn", a.fileno(), READ)]
+    assert probe.calls == 1              # the wake-up ran a turn; the socket ended the wait
+    assert p.wakeups_written == 1
+    probe.remove()
+    p.close()
+
+
+def test_without_a_turn_an_express_wake_ends_the_wait_like_a_wakeup():
+    p = Poller()
+    threading.Timer(0.02, p.wake_express).start()
+    t0 = time.monotonic()
+    assert p.poll(10_000) == []
+    assert time.monotonic() - t0 < 5
+    assert p.express_turns == 0
+    p.close()
+
+
+def test_a_general_wakeup_ends_the_wait_without_the_turn():
+    from fastkafka._core.ioloop import ExpressProbe
+    p = Poller()
+    probe = ExpressProbe(p, 100, 10_000)
+    threading.Timer(0.02, p.wakeup).start()
+    t0 = time.monotonic()
+    assert p.poll(10_000) == []
+    assert time.monotonic() - t0 < 5
+    assert probe.calls == 0
+    probe.remove()
+    p.close()
