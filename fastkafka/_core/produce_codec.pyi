@@ -52,3 +52,9 @@ class ProduceCodec:
     def encode(self, version: int, correlation_id: int, client_id: str | bytes | None,
                body: tuple[str | None, int, int, list[tuple[str, int, _Records]]]) -> list[_Buffer]: ...
     def decode(self, version: int, frame: _Buffer) -> ProduceResult: ...
+
+# Tests only: encode_produce_c with buffers of the given sizes (see its docstring).
+def _encode_segments_for_test(version: int, correlation_id: int, client_id: bytes | None,
+                              transactional_id: bytes | None, acks: int, timeout_ms: int,
+                              parts: list[tuple[bytes, int, bytes | None, bytes | None]],
+                              glue_cap: int, segs_cap: int) -> dict[str, object]: ...

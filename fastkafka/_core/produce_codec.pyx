@@ -15,7 +15,9 @@ reference, never copied.
 
 Frame: the convention of :func:`fastkafka.protocol.encode_request`: a list of buffers whose first
 element starts with the 4-byte big-endian size; each non-empty records buffer is its own element;
-small glue ``bytes`` sit between them (empty glue is left out).
+small glue ``bytes`` sit between them (empty glue is left out). The bytes are written by
+``encode_produce_c`` (see produce_codec.pxd), which the producer's I/O thread also calls without
+the GIL: glue into a C buffer, batches as segments referring to them in place.
 
 Response: parsed in place from the frame (no copy), into a :class:`ProduceResult`. Every length and
 count is checked against the bytes that are left before anything is read or allocated, so a
@@ -28,11 +30,12 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy
 
 from fastkafka._wire.records cimport BatchView
 
@@ -49,6 +52,7 @@ DEF _MAX_VERSION = 11
 DEF _FIRST_FLEXIBLE = 9
 DEF _FIRST_TAGGED_LEADER = 10
 DEF _STACK_GLUE = 512
+DEF _STACK_SEGS = 32
 DEF _UVARINT_SATURATED = 0xFFFFFFFFFFFFFFFF
 
 cdef tuple _EMPTY = ()
@@ -63,61 +67,10 @@ cdef int _check_version(int version) except -1:
 
 
 # ======================================================================================= encoding
-# Glue (everything that is not a records buffer) is written into one growing C buffer; each records
-# buffer met on the way is remembered with the glue offset where it goes. The frame is assembled
-# at the end, when the size prefix is known: glue slices as bytes, records buffers as they are.
-
-cdef struct Glue:
-    unsigned char *buf
-    Py_ssize_t len
-    Py_ssize_t cap
-    bint heap
-    Py_ssize_t *splits          # glue offset before each external buffer
-    Py_ssize_t nsplits
-    Py_ssize_t splits_cap
-    Py_ssize_t ext_len          # bytes held by reference
-
-
-cdef int _grow(Glue *g, Py_ssize_t need) except -1:
-    cdef Py_ssize_t cap = g.cap * 2
-    cdef unsigned char *p
-    while cap < g.len + need:
-        cap *= 2
-    if g.heap:
-        p = <unsigned char *>PyMem_Realloc(g.buf, cap)
-    else:
-        p = <unsigned char *>PyMem_Malloc(cap)
-        if p != NULL:
-            memcpy(p, g.buf, g.len)
-    if p == NULL:
-        raise MemoryError()
-    g.buf = p
-    g.cap = cap
-    g.heap = True
-    return 0
-
-
-cdef inline int _reserve(Glue *g, Py_ssize_t n) except -1:
-    if g.len + n > g.cap:
-        _grow(g, n)
-    return 0
-
-
-cdef inline int _put_u8(Glue *g, uint8_t v) except -1:
-    _reserve(g, 1)
-    g.buf[g.len] = v
-    g.len += 1
-    return 0
-
-
-cdef inline int _put_i16(Glue *g, int16_t v) except -1:
-    cdef uint16_t u = <uint16_t>v
-    _reserve(g, 2)
-    g.buf[g.len] = <uint8_t>(u >> 8)
-    g.buf[g.len + 1] = <uint8_t>u
-    g.len += 2
-    return 0
-
+# encode_produce_c writes a request without the GIL as segments: the bytes that are not a batch's
+# ("glue") into a caller's buffer, each batch's bytes by reference. ProduceCodec.encode (_encode)
+# goes through it too: it groups its parts by topic into a ProducePart array, has the request
+# encoded, and turns the segments into the frame of buffers (glue as bytes, batches as they came).
 
 cdef inline void _store_i32(unsigned char *p, int32_t v) noexcept nogil:
     cdef uint32_t u = <uint32_t>v
@@ -127,135 +80,294 @@ cdef inline void _store_i32(unsigned char *p, int32_t v) noexcept nogil:
     p[3] = <uint8_t>u
 
 
-cdef inline int _put_i32(Glue *g, int32_t v) except -1:
-    _reserve(g, 4)
-    _store_i32(g.buf + g.len, v)
-    g.len += 4
-    return 0
+# Where encode_produce_c writes: every write is counted, and done only while it fits, so that one
+# pass tells a caller with too small buffers how much it needs.
+cdef struct _Out:
+    char *glue
+    Py_ssize_t cap
+    Py_ssize_t len          # glue bytes of the request so far
+    Segment *segs
+    Py_ssize_t scap
+    Py_ssize_t nsegs        # segments of the request so far
+    Py_ssize_t run          # glue offset where the glue not yet in a segment starts
+    Py_ssize_t ext          # bytes referenced
 
 
-cdef inline int _put_uvarint(Glue *g, uint64_t v) except -1:
-    _reserve(g, 10)
+cdef inline void _o_raw(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
+    if n > 0 and o.len + n <= o.cap:
+        memcpy(o.glue + o.len, p, <size_t>n)
+    o.len += n
+
+
+cdef inline void _o_u8(_Out *o, uint8_t v) noexcept nogil:
+    if o.len < o.cap:
+        o.glue[o.len] = <char>v
+    o.len += 1
+
+
+cdef inline void _o_i16(_Out *o, int16_t v) noexcept nogil:
+    cdef uint16_t u = <uint16_t>v
+    if o.len + 2 <= o.cap:
+        o.glue[o.len] = <char>(u >> 8)
+        o.glue[o.len + 1] = <char>u
+    o.len += 2
+
+
+cdef inline void _o_i32(_Out *o, int32_t v) noexcept nogil:
+    if o.len + 4 <= o.cap:
+        _store_i32(<unsigned char *>o.glue + o.len, v)
+    o.len += 4
+
+
+cdef inline void _o_uvarint(_Out *o, uint64_t v) noexcept nogil:
     while v >= 0x80:
-        g.buf[g.len] = <uint8_t>((v & 0x7F) | 0x80)
-        g.len += 1
+        _o_u8(o, <uint8_t>((v & 0x7F) | 0x80))
         v >>= 7
-    g.buf[g.len] = <uint8_t>v
-    g.len += 1
-    return 0
+    _o_u8(o, <uint8_t>v)
 
 
-cdef inline int _put_raw(Glue *g, const char *data, Py_ssize_t n) except -1:
-    _reserve(g, n)
-    memcpy(g.buf + g.len, data, n)
-    g.len += n
-    return 0
+cdef inline void _o_string(_Out *o, const char *p, Py_ssize_t n, bint compact) noexcept nogil:
+    # a STRING / NULLABLE_STRING (int16 length; n < 0: null) or its compact form (uvarint n + 1)
+    if n < 0:
+        if compact:
+            _o_u8(o, 0)
+        else:
+            _o_i16(o, -1)
+        return
+    if compact:
+        _o_uvarint(o, <uint64_t>n + 1)
+    else:
+        _o_i16(o, <int16_t>n)
+    _o_raw(o, p, n)
 
 
-cdef int _put_string(Glue *g, object s, bint compact, bint nullable, str what) except -1:
-    """A STRING / NULLABLE_STRING (int16 length) or its compact form (uvarint length + 1)."""
-    cdef const char *data
-    cdef Py_ssize_t n
+cdef inline void _o_count(_Out *o, Py_ssize_t n, bint compact) noexcept nogil:
+    if compact:
+        _o_uvarint(o, <uint64_t>n + 1)
+    else:
+        _o_i32(o, <int32_t>n)
+
+
+cdef inline void _o_seg(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
+    if o.nsegs < o.scap:
+        o.segs[o.nsegs].p = p
+        o.segs[o.nsegs].n = n
+    o.nsegs += 1
+
+
+cdef inline void _o_flush(_Out *o) noexcept nogil:
+    # the glue written since the last segment, as one segment
+    if o.len > o.run:
+        _o_seg(o, o.glue + o.run if o.len <= o.cap else NULL, o.len - o.run)
+        o.run = o.len
+
+
+cdef inline void _o_ref(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
+    # n bytes at p by reference, after the glue before them
+    if n > 0:
+        _o_flush(o)
+        _o_seg(o, p, n)
+        o.ext += n
+
+
+cdef inline bint _same_topic(const ProducePart *a, const ProducePart *b) noexcept nogil:
+    return a.topic_len == b.topic_len and (
+        a.topic == b.topic or memcmp(a.topic, b.topic, <size_t>a.topic_len) == 0)
+
+
+cdef Py_ssize_t encode_produce_c(int version, int32_t correlation_id,
+                                 const char *client_id, Py_ssize_t client_id_len,
+                                 const char *transactional_id, Py_ssize_t tid_len,
+                                 int16_t acks, int32_t timeout_ms,
+                                 const ProducePart *parts, Py_ssize_t nparts,
+                                 char *glue, Py_ssize_t glue_cap,
+                                 Segment *segs, Py_ssize_t segs_cap,
+                                 Py_ssize_t *nsegs) noexcept nogil:
+    cdef bint flexible = version >= _FIRST_FLEXIBLE
+    cdef _Out o
+    cdef Py_ssize_t i, j, k, ntopics = 0, n
+    cdef const ProducePart *pp
+    nsegs[0] = 0
+    if (version < _MIN_VERSION or version > _MAX_VERSION or nparts < 0
+            or (nparts > 0 and parts == NULL) or client_id_len > 32767 or tid_len > 32767):
+        return 0
+    o.glue = glue
+    o.cap = glue_cap if glue != NULL else 0
+    o.len = 0
+    o.segs = segs
+    o.scap = segs_cap if segs != NULL else 0
+    o.nsegs = 0
+    o.run = 0
+    o.ext = 0
+    # Header (v1 for 3-8, v2 with tagged fields for 9+): the client id is never compact.
+    _o_i32(&o, 0)                  # the size, written at the end
+    _o_i16(&o, 0)                  # api key PRODUCE
+    _o_i16(&o, <int16_t>version)
+    _o_i32(&o, correlation_id)
+    _o_string(&o, client_id, client_id_len, False)
+    if flexible:
+        _o_u8(&o, 0)
+    # Body.
+    _o_string(&o, transactional_id, tid_len, flexible)
+    _o_i16(&o, acks)
+    _o_i32(&o, timeout_ms)
+    i = 0
+    while i < nparts:
+        j = i + 1
+        while j < nparts and _same_topic(&parts[i], &parts[j]):
+            j += 1
+        ntopics += 1
+        i = j
+    _o_count(&o, ntopics, flexible)
+    i = 0
+    while i < nparts:
+        j = i + 1
+        while j < nparts and _same_topic(&parts[i], &parts[j]):
+            j += 1
+        if parts[i].topic_len < 0 or parts[i].topic_len > 32767 or (
+                parts[i].topic == NULL and parts[i].topic_len > 0):
+            return 0
+        _o_string(&o, parts[i].topic, parts[i].topic_len, flexible)
+        _o_count(&o, j - i, flexible)
+        for k in range(i, j):
+            pp = &parts[k]
+            _o_i32(&o, pp.partition)
+            if pp.records_len < 0:                   # null records (NULLABLE_BYTES)
+                if flexible:
+                    _o_u8(&o, 0)
+                else:
+                    _o_i32(&o, -1)
+            else:
+                n = pp.records_len
+                if pp.records2 != NULL:
+                    if pp.records2_len < 0 or pp.records2_len > 2147483647:
+                        return 0
+                    n += pp.records2_len
+                if n > 2147483647 or (pp.records == NULL and pp.records_len > 0):
+                    return 0
+                if flexible:
+                    _o_uvarint(&o, <uint64_t>n + 1)
+                else:
+                    _o_i32(&o, <int32_t>n)
+                _o_ref(&o, pp.records, pp.records_len)
+                if pp.records2 != NULL:
+                    _o_ref(&o, pp.records2, pp.records2_len)
+            if flexible:
+                _o_u8(&o, 0)       # partition tagged fields
+        if flexible:
+            _o_u8(&o, 0)           # topic tagged fields
+        i = j
+    if flexible:
+        _o_u8(&o, 0)               # body tagged fields
+    _o_flush(&o)
+    if o.len + o.ext - 4 > 2147483647:
+        return 0
+    nsegs[0] = o.nsegs
+    if o.len > o.cap or o.nsegs > o.scap:
+        return -o.len
+    _store_i32(<unsigned char *>glue, <int32_t>(o.len + o.ext - 4))
+    return o.len
+
+
+cdef object _utf8(object s, str what, const char **p, Py_ssize_t *n):
+    """A string field's UTF-8 bytes (``p``/``n``; None: NULL, -1) and the object holding them,
+    to keep while they are used: a str (its UTF-8 cached in it), bytes (of bytes or bytearray)."""
     cdef bytes raw
     if s is None:
-        if not nullable:
-            raise TypeError(f"{what} must be a str, not None")
-        if compact:
-            return _put_u8(g, 0)
-        return _put_i16(g, -1)
+        p[0] = NULL
+        n[0] = -1
+        return None
     if type(s) is str:
-        data = PyUnicode_AsUTF8AndSize(s, &n)   # cached in the str: no copy for the next request
+        p[0] = PyUnicode_AsUTF8AndSize(s, n)   # cached in the str: no copy for the next request
     elif isinstance(s, (bytes, bytearray)):
         raw = bytes(s)
-        data = PyBytes_AS_STRING(raw)
-        n = PyBytes_GET_SIZE(raw)
+        s = raw
+        p[0] = PyBytes_AS_STRING(raw)
+        n[0] = PyBytes_GET_SIZE(raw)
     else:
         raise TypeError(f"{what} must be a str, not {type(s).__name__}")
-    if n > 32767:
-        raise ValueError(f"{what} is {n} bytes long; a Kafka string holds at most 32767")
-    if compact:
-        _put_uvarint(g, <uint64_t>n + 1)
-    else:
-        _put_i16(g, <int16_t>n)
-    return _put_raw(g, data, n)
+    if n[0] > 32767:
+        raise ValueError(f"{what} is {n[0]} bytes long; a Kafka string holds at most 32767")
+    return s
 
 
-cdef int _attach(Glue *g, list ext, object buf, Py_ssize_t n) except -1:
-    """Remember ``buf`` (``n`` > 0 bytes) as the next external part of the frame, at this offset."""
-    cdef Py_ssize_t *p
-    cdef Py_ssize_t cap
-    if g.nsplits == g.splits_cap:
-        cap = g.splits_cap * 2 if g.splits_cap else 16
-        p = <Py_ssize_t *>PyMem_Realloc(g.splits, cap * sizeof(Py_ssize_t))
-        if p == NULL:
-            raise MemoryError()
-        g.splits = p
-        g.splits_cap = cap
-    g.splits[g.nsplits] = g.len
-    g.nsplits += 1
-    g.ext_len += n
-    ext.append(buf)
-    return 0
-
-
-cdef Py_ssize_t _nbytes(object b) except -1:
+cdef Py_ssize_t _piece(object b, const char **p) except -1:
+    """Size and address of a records buffer. The address is what its segment refers to; _encode
+    puts the object itself in the frame in its place and never reads through it."""
     cdef Py_buffer view
+    cdef Py_ssize_t n
     if PyBytes_CheckExact(b):
+        p[0] = PyBytes_AS_STRING(b)
         return PyBytes_GET_SIZE(b)
     try:
         PyObject_GetBuffer(b, &view, PyBUF_SIMPLE)
     except (TypeError, BufferError) as e:
         raise TypeError(f"records must be a contiguous buffer, a list of buffers or None, "
                         f"not {type(b).__name__} ({e})") from None
+    p[0] = <const char *>view.buf
     n = view.len
     PyBuffer_Release(&view)
     return n
 
 
-cdef int _put_records(Glue *g, list ext, object records, bint compact) except -1:
-    cdef Py_ssize_t n = 0, i, k, sz
-    cdef Py_ssize_t small[8]
-    cdef Py_ssize_t *sizes
+cdef int _check_records_len(Py_ssize_t n) except -1:
+    if n > 2147483647:
+        raise ValueError(f"records of {n} bytes do not fit a Produce request")
+    return 0
+
+
+cdef Py_ssize_t _records_part(ProducePart *pp, object records, list ext) except -1:
+    """Fill in ``pp``'s records from a part's ``records`` and append to ``ext`` what goes in the
+    frame for each segment of them: the buffer, or for a list of more than two non-empty buffers
+    (one segment of their total size) a tuple of them. Returns the bytes referenced."""
+    cdef Py_ssize_t n = 0, k, i, sz, cnt = 0, first = 0, second = 0
+    cdef const char *p
+    cdef object o
+    pp.records = NULL
+    pp.records_len = 0
+    pp.records2 = NULL
+    pp.records2_len = 0
     if records is None:
-        if compact:
-            return _put_u8(g, 0)
-        return _put_i32(g, -1)
+        pp.records_len = -1
+        return 0
     if type(records) is BatchView:
         # a batch whose compressed records are apart from its header: both by reference
         records = (<BatchView>records).pieces_c()
     if type(records) is list or type(records) is tuple:
         k = len(records)
-        if k <= 8:
-            sizes = &small[0]
-        else:
-            sizes = <Py_ssize_t *>PyMem_Malloc(k * sizeof(Py_ssize_t))
-            if sizes == NULL:
-                raise MemoryError()
-        try:
-            for i in range(k):
-                sizes[i] = _nbytes(records[i])
-                n += sizes[i]
-            _put_records_len(g, n, compact)
-            for i in range(k):
-                if sizes[i]:
-                    _attach(g, ext, records[i], sizes[i])
-        finally:
-            if sizes != &small[0]:
-                PyMem_Free(sizes)
-        return 0
-    n = _nbytes(records)
-    _put_records_len(g, n, compact)
+        for i in range(k):
+            o = records[i]
+            sz = _piece(o, &p)
+            if sz == 0:
+                continue
+            n += sz
+            cnt += 1
+            if cnt == 1:
+                pp.records = p
+                pp.records_len = sz
+                first = i
+            elif cnt == 2:
+                pp.records2 = p
+                pp.records2_len = sz
+                second = i
+        _check_records_len(n)
+        if cnt >= 1 and cnt <= 2:
+            ext.append(records[first])
+            if cnt == 2:
+                ext.append(records[second])
+        elif cnt > 2:
+            pp.records_len = n
+            pp.records2 = NULL
+            pp.records2_len = 0
+            ext.append(tuple([o for o in records if _piece(o, &p)]))
+        return n
+    n = _piece(records, &p)
+    _check_records_len(n)
     if n:
-        _attach(g, ext, records, n)
-    return 0
-
-
-cdef int _put_records_len(Glue *g, Py_ssize_t n, bint compact) except -1:
-    if n > 2147483647:
-        raise ValueError(f"records of {n} bytes do not fit a Produce request")
-    if compact:
-        return _put_uvarint(g, <uint64_t>n + 1)
-    return _put_i32(g, <int32_t>n)
+        pp.records = p
+        pp.records_len = n
+        ext.append(records)
+    return n
 
 
 cdef int64_t _as_int(object v, str what, int bits) except? -1:
@@ -280,36 +392,51 @@ cdef inline int16_t _as_int16(object v, str what) except? -1:
     return <int16_t>_as_int(v, what, 16)
 
 
-cdef list _assemble(Glue *g, list ext):
-    """The frame: glue slices and the external buffers, the first slice always present."""
+cdef list _frame(const char *glue, Py_ssize_t used, const Segment *segs, Py_ssize_t nsegs,
+                 list ext):
+    """The frame of buffers for encode_produce_c's segments: glue as bytes, each batch segment
+    replaced by what ``ext`` holds for it (a buffer, or a tuple of buffers sent one after the
+    other: records buffers are never tuples)."""
     cdef list out = []
-    cdef Py_ssize_t start = 0, off, k
-    for k in range(g.nsplits):
-        off = g.splits[k]
-        if k == 0 or off > start:
-            out.append(PyBytes_FromStringAndSize(<char *>g.buf + start, off - start))
-        out.append(ext[k])
-        start = off
-    if g.nsplits == 0 or g.len > start:
-        out.append(PyBytes_FromStringAndSize(<char *>g.buf + start, g.len - start))
+    cdef Py_ssize_t k, j = 0
+    cdef uintptr_t lo = <uintptr_t>glue, hi = <uintptr_t>(glue + used), at
+    cdef object e
+    for k in range(nsegs):
+        at = <uintptr_t>segs[k].p
+        if lo <= at < hi:
+            out.append(PyBytes_FromStringAndSize(segs[k].p, segs[k].n))
+        else:
+            e = ext[j]
+            j += 1
+            if type(e) is tuple:
+                out.extend(<tuple>e)
+            else:
+                out.append(e)
     return out
 
 
 cdef list _encode(int version, int32_t correlation_id, object client_id, object body):
-    cdef bint flexible = version >= _FIRST_FLEXIBLE
-    cdef unsigned char stack[_STACK_GLUE]
-    cdef Glue g
+    cdef char stack_glue[_STACK_GLUE]
+    cdef Segment stack_segs[_STACK_SEGS]
+    cdef char *glue = stack_glue
+    cdef Segment *segs = stack_segs
+    cdef ProducePart *pp = NULL
     cdef list ext = []
+    cdef list keep = []            # what holds the topics' UTF-8 while they are used
     cdef list parts
     cdef list topics = []          # the distinct topics, in order of first appearance
     cdef dict group_of = None      # topic -> group number, made when a second topic object shows up
-    cdef Py_ssize_t n, i, gi, ngroups = 0, last_g = -1, count
+    cdef Py_ssize_t n, i, gi, k, ngroups = 0, last_g = -1, topic_bytes = 0, ext_len = 0
+    cdef Py_ssize_t glue_cap, segs_cap, used, nsegs = 0
     cdef Py_ssize_t *links = NULL  # next entry of the same topic, then head/tail/count per group
     cdef Py_ssize_t *head = NULL
     cdef Py_ssize_t *tail = NULL
     cdef Py_ssize_t *counts = NULL
-    cdef object item, topic, last_topic = None
-    cdef int64_t total
+    cdef object item, topic, last_topic = None, cid_keep, tid_keep
+    cdef const char *cid
+    cdef const char *tid
+    cdef const char *tp
+    cdef Py_ssize_t cid_n, tid_n, tn
     cdef int16_t acks_v
     cdef int32_t timeout_v
 
@@ -323,14 +450,6 @@ cdef list _encode(int version, int32_t correlation_id, object client_id, object 
     acks_v = _as_int16(acks, "acks")
     timeout_v = _as_int32(timeout_ms, "timeout_ms")
 
-    g.buf = stack
-    g.len = 0
-    g.cap = _STACK_GLUE
-    g.heap = False
-    g.splits = NULL
-    g.nsplits = 0
-    g.splits_cap = 0
-    g.ext_len = 0
     n = PyList_GET_SIZE(parts)
     try:
         # Group the parts by topic: a linked list of entries per topic, in O(n).
@@ -341,6 +460,9 @@ cdef list _encode(int version, int32_t correlation_id, object client_id, object 
             head = links + n
             tail = links + 2 * n
             counts = links + 3 * n
+            pp = <ProducePart *>malloc(n * sizeof(ProducePart))   # read by encode_produce_c
+            if pp == NULL:
+                raise MemoryError()
         for i in range(n):
             item = <object>PyList_GET_ITEM(parts, i)
             if type(item) is not tuple or PyTuple_GET_SIZE(item) != 3:
@@ -372,51 +494,108 @@ cdef list _encode(int version, int32_t correlation_id, object client_id, object 
             links[i] = -1
             counts[gi] += 1
 
-        # Header (v1 for 3-8, v2 with tagged fields for 9+): the client id is never compact.
-        _put_i32(&g, 0)   # the size, filled in at the end
-        _put_i16(&g, 0)   # api key PRODUCE
-        _put_i16(&g, <int16_t>version)
-        _put_i32(&g, correlation_id)
-        _put_string(&g, client_id, False, True, "client_id")
-        if flexible:
-            _put_u8(&g, 0)
-        # Body.
-        _put_string(&g, transactional_id, flexible, True, "transactional_id")
-        _put_i16(&g, acks_v)
-        _put_i32(&g, timeout_v)
-        if flexible:
-            _put_uvarint(&g, <uint64_t>ngroups + 1)
-        else:
-            _put_i32(&g, <int32_t>ngroups)
+        cid_keep = _utf8(client_id, "client_id", &cid, &cid_n)
+        tid_keep = _utf8(transactional_id, "transactional_id", &tid, &tid_n)
+        # The parts in topic order: each topic's partitions one after the other.
+        k = 0
         for gi in range(ngroups):
-            _put_string(&g, topics[gi], flexible, False, "topic")
-            count = counts[gi]
-            if flexible:
-                _put_uvarint(&g, <uint64_t>count + 1)
-            else:
-                _put_i32(&g, <int32_t>count)
+            keep.append(_utf8(topics[gi], "topic", &tp, &tn))
+            topic_bytes += tn
             i = head[gi]
             while i >= 0:
                 item = <object>PyList_GET_ITEM(parts, i)
-                _put_i32(&g, _as_int32(<object>PyTuple_GET_ITEM(item, 1), "partition"))
-                _put_records(&g, ext, <object>PyTuple_GET_ITEM(item, 2), flexible)
-                if flexible:
-                    _put_u8(&g, 0)   # partition tagged fields
+                pp[k].topic = tp
+                pp[k].topic_len = tn
+                pp[k].partition = _as_int32(<object>PyTuple_GET_ITEM(item, 1), "partition")
+                ext_len += _records_part(&pp[k], <object>PyTuple_GET_ITEM(item, 2), ext)
+                k += 1
                 i = links[i]
-            if flexible:
-                _put_u8(&g, 0)       # topic tagged fields
-        if flexible:
-            _put_u8(&g, 0)           # body tagged fields
-        total = <int64_t>g.len + g.ext_len - 4
-        if total > 2147483647:
-            raise ValueError(f"a Produce request of {total} bytes does not fit a frame")
-        _store_i32(g.buf, <int32_t>total)
-        return _assemble(&g, ext)
+
+        glue_cap = produce_glue_bound(n, topic_bytes, cid_n, tid_n)
+        segs_cap = produce_segs_bound(n)
+        if glue_cap > _STACK_GLUE:
+            glue = <char *>malloc(glue_cap)
+            if glue == NULL:
+                raise MemoryError()
+        else:
+            glue_cap = _STACK_GLUE
+        if segs_cap > _STACK_SEGS:
+            segs = <Segment *>malloc(segs_cap * sizeof(Segment))
+            if segs == NULL:
+                raise MemoryError()
+        else:
+            segs_cap = _STACK_SEGS
+        used = encode_produce_c(version, correlation_id, cid, cid_n, tid, tid_n, acks_v, timeout_v,
+                                pp, n, glue, glue_cap, segs, segs_cap, &nsegs)
+        if used == 0:
+            raise ValueError(f"a Produce request of {ext_len} bytes of records and more does not "
+                             f"fit a frame")
+        if used < 0:   # the bounds are bounds: cannot be
+            raise AssertionError(f"Produce glue bound {glue_cap} < {-used} or segments bound "
+                                 f"{segs_cap} < {nsegs}")
+        return _frame(glue, used, segs, nsegs, ext)
     finally:
         PyMem_Free(links)
-        PyMem_Free(g.splits)
-        if g.heap:
-            PyMem_Free(g.buf)
+        free(pp)
+        if glue != stack_glue:
+            free(glue)
+        if segs != stack_segs:
+            free(segs)
+
+
+def _encode_segments_for_test(int version, int32_t correlation_id, client_id, transactional_id,
+                              int16_t acks, int32_t timeout_ms, list parts, Py_ssize_t glue_cap,
+                              Py_ssize_t segs_cap):
+    """For tests only: ``encode_produce_c`` called as the GIL-free turn calls it, with buffers of
+    ``glue_cap`` bytes and ``segs_cap`` segments. ``client_id`` / ``transactional_id``: bytes or
+    None; ``parts``: ``(topic bytes, partition, records, records2)`` with records bytes or None
+    (null) and records2 bytes or None (no second piece). Returns a dict: ``result`` and ``nsegs``
+    (what the function returned and set), ``segments`` (``(is_glue, bytes)`` each, when it
+    succeeded), ``glue_bound`` / ``segs_bound`` (produce_glue_bound / produce_segs_bound)."""
+    cdef Py_ssize_t n = len(parts), i, r, nsegs = -7, topic_bytes = 0
+    cdef ProducePart *pp = <ProducePart *>malloc((n + 1) * sizeof(ProducePart))
+    cdef char *glue = <char *>malloc(glue_cap + 1 if glue_cap > 0 else 1)
+    cdef Segment *segs = <Segment *>malloc((segs_cap + 1 if segs_cap > 0 else 1) * sizeof(Segment))
+    cdef const char *cid = NULL
+    cdef const char *tid = NULL
+    cdef Py_ssize_t cid_n = -1, tid_n = -1
+    cdef uintptr_t lo, hi, at
+    try:
+        if pp == NULL or glue == NULL or segs == NULL:
+            raise MemoryError()
+        if client_id is not None:
+            cid = PyBytes_AS_STRING(client_id)
+            cid_n = PyBytes_GET_SIZE(client_id)
+        if transactional_id is not None:
+            tid = PyBytes_AS_STRING(transactional_id)
+            tid_n = PyBytes_GET_SIZE(transactional_id)
+        for i in range(n):
+            topic, partition, records, records2 = parts[i]
+            pp[i].topic = PyBytes_AS_STRING(topic)
+            pp[i].topic_len = PyBytes_GET_SIZE(topic)
+            topic_bytes += pp[i].topic_len
+            pp[i].partition = partition
+            pp[i].records = NULL if records is None else PyBytes_AS_STRING(records)
+            pp[i].records_len = -1 if records is None else PyBytes_GET_SIZE(records)
+            pp[i].records2 = NULL if records2 is None else PyBytes_AS_STRING(records2)
+            pp[i].records2_len = 0 if records2 is None else PyBytes_GET_SIZE(records2)
+        with nogil:
+            r = encode_produce_c(version, correlation_id, cid, cid_n, tid, tid_n, acks, timeout_ms,
+                                 pp, n, glue, glue_cap, segs, segs_cap, &nsegs)
+        out = {"result": r, "nsegs": nsegs, "segments": None,
+               "glue_bound": produce_glue_bound(n, topic_bytes, cid_n, tid_n),
+               "segs_bound": produce_segs_bound(n)}
+        if r > 0:
+            lo = <uintptr_t>glue
+            hi = <uintptr_t>(glue + r)
+            out["segments"] = [
+                (lo <= <uintptr_t>segs[i].p < hi, PyBytes_FromStringAndSize(segs[i].p, segs[i].n))
+                for i in range(nsegs)]
+        return out
+    finally:
+        free(pp)
+        free(glue)
+        free(segs)
 
 
 # ======================================================================================= decoding

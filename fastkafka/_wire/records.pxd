@@ -69,23 +69,46 @@ cdef class BufferSource:
     cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1
 
 
+# The BatchBuilder fields closing and stamping need, in one C struct so that code without the GIL
+# can close and stamp a batch through a pointer to it (&builder.c, taken with the GIL while the
+# builder is known alive): builder_close_plain_c, builder_stamp_c.
+cdef struct BuilderCore:
+    # Buffer holding the 61-byte batch header followed by the records section.
+    char *buf
+    Py_ssize_t cap                # allocated bytes
+    Py_ssize_t len                # bytes used (header + uncompressed records) while open
+    Py_ssize_t batch_size         # soft limit for the uncompressed size
+    int compression
+    int64_t base_ts
+    int64_t max_ts
+    int32_t count
+    bint has_base_ts              # base timestamp fixed (first record or constructor)
+    bint closed
+    bint stamped
+    Py_ssize_t final_len          # total length of the finished batch after close()
+    # The compressed records section when kept apart from buf (BatchBuilder._payload's bytes,
+    # valid while it is kept), else NULL / 0.
+    const char *payload
+    Py_ssize_t payload_len
+
+
+# Close an uncompressed builder (codec 0, with its buffer): 0, also when it is closed already; -1
+# with nothing changed when it cannot here (a codec is set and it is not closed yet: compressing
+# needs the GIL; or no buffer). What BatchBuilder.close() does for codec 0.
+cdef int builder_close_plain_c(BuilderCore *c) noexcept nogil
+
+# Write the header and the CRC-32C of a closed builder with its buffer (the CRC over the header
+# after its field, then the records in buf or the payload apart): 0, or -1 with nothing written
+# when it is not closed or has no buffer. What BatchBuilder.stamp() does.
+cdef int builder_stamp_c(BuilderCore *c, int64_t producer_id, int16_t producer_epoch,
+                         int32_t base_sequence, bint transactional) noexcept nogil
+
+
 @cython.final
 @cython.no_gc_clear
 cdef class BatchBuilder:
-    # Buffer holding the 61-byte batch header followed by the records section.
-    cdef char *_buf
-    cdef Py_ssize_t _cap          # allocated bytes
-    cdef Py_ssize_t _len          # bytes used (header + uncompressed records) while open
-    cdef Py_ssize_t _batch_size   # soft limit for the uncompressed size
-    cdef int _compression
+    cdef BuilderCore c
     cdef object _level            # validated codec level (None: no level)
-    cdef int64_t _base_ts
-    cdef int64_t _max_ts
-    cdef int32_t _count
-    cdef bint _has_base_ts        # base timestamp fixed (first record or constructor)
-    cdef bint _closed
-    cdef bint _stamped
-    cdef Py_ssize_t _final_len    # total length of the finished batch after close()
     # The buffer pool the buffer came from and goes back to (None: malloc'ed by the builder, freed
     # by it). Kept through a garbage collection of a cycle (no_gc_clear) so __dealloc__ can give
     # the buffer back.
@@ -94,7 +117,8 @@ cdef class BatchBuilder:
     # The compressed records section after close(), kept as the compressor returned it (None: the
     # records, compressed or not, are in _buf after the header). _pview is a view of it held while
     # it is kept (_pview.buf/_pview.len: its bytes); _payload_reserved is what the buffer pool
-    # reserved for it (0 for a builder without one), given back with it.
+    # reserved for it (0 for a builder without one), given back with it. c.payload / c.payload_len
+    # mirror _pview while it is kept.
     cdef object _payload
     cdef Py_buffer _pview
     cdef Py_ssize_t _payload_reserved
@@ -111,20 +135,20 @@ cdef class BatchBuilder:
 
     # Uncompressed size while open (header + records); exact size after close().
     cdef inline Py_ssize_t estimated_size_c(self) noexcept:
-        return self._final_len if self._closed else self._len
+        return self.c.final_len if self.c.closed else self.c.len
 
     # True when a record of `size` bytes (record_size_c) still fits under batch_size;
     # the first record always fits.
     cdef inline bint has_room_for_c(self, Py_ssize_t size) noexcept:
-        return self._count == 0 or self._len + size <= self._batch_size
+        return self.c.count == 0 or self.c.len + size <= self.c.batch_size
 
     # Records appended so far.
     cdef inline int32_t count_c(self) noexcept:
-        return self._count
+        return self.c.count
 
     # Closed, or filled up to batch_size: no append will be taken.
     cdef inline bint at_limit_c(self) noexcept:
-        return self._closed or self._len >= self._batch_size
+        return self.c.closed or self.c.len >= self.c.batch_size
 
 
 # A builder taking over `cap` bytes reserved in `source` and the buffer `buf` of `cap` bytes taken

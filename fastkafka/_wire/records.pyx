@@ -119,13 +119,13 @@ cdef BatchBuilder pooled_builder(BufferSource source, char *buf, Py_ssize_t cap,
         if buf == NULL:
             source.give_back(NULL, cap)
             raise MemoryError(f"cannot allocate a record batch buffer of {cap} bytes")
-    b._buf = buf
-    b._cap = cap
+    b.c.buf = buf
+    b.c.cap = cap
     b._source = source
     _live_bufs += 1
     _live_buf_bytes += cap
-    b._batch_size = batch_size
-    b._compression = codec
+    b.c.batch_size = batch_size
+    b.c.compression = codec
     b._level = level
     return b
 
@@ -136,6 +136,8 @@ cdef void _drop_payload(BatchBuilder b, bint give_back) noexcept:
     cdef Py_ssize_t reserved = b._payload_reserved
     if b._payload is None:
         return
+    b.c.payload = NULL
+    b.c.payload_len = 0
     PyBuffer_Release(&b._pview)
     b._payload = None
     b._payload_reserved = 0
@@ -146,13 +148,13 @@ cdef void _drop_payload(BatchBuilder b, bint give_back) noexcept:
 cdef void _drop_buffer(BatchBuilder b) noexcept:
     """Give the builder's buffer and payload (and, pooled, their reservations) back; exactly once."""
     global _live_bufs, _live_buf_bytes
-    cdef char *buf = b._buf
-    cdef Py_ssize_t cap = b._cap
+    cdef char *buf = b.c.buf
+    cdef Py_ssize_t cap = b.c.cap
     _drop_payload(b, True)
     if buf == NULL:
         return
-    b._buf = NULL
-    b._cap = 0
+    b.c.buf = NULL
+    b.c.cap = 0
     _live_bufs -= 1
     _live_buf_bytes -= cap
     if b._source is not None:
@@ -353,19 +355,75 @@ cdef inline void _fill_view(Py_buffer *view, object owner, char *buf, Py_ssize_t
 
 cdef inline void _record_appended(BatchBuilder b, int64_t timestamp, Py_ssize_t total) noexcept:
     """Bookkeeping after a record of ``total`` encoded bytes was written at the end of ``b``."""
-    b._len += total
-    if not b._has_base_ts:
-        b._base_ts = timestamp
-        b._has_base_ts = True
-    if b._count == 0 or timestamp > b._max_ts:
-        b._max_ts = timestamp
-    b._count += 1
+    b.c.len += total
+    if not b.c.has_base_ts:
+        b.c.base_ts = timestamp
+        b.c.has_base_ts = True
+    if b.c.count == 0 or timestamp > b.c.max_ts:
+        b.c.max_ts = timestamp
+    b.c.count += 1
+
+
+cdef int builder_close_plain_c(BuilderCore *c) noexcept nogil:
+    if c.closed:
+        return 0
+    if c.compression != 0 or c.buf == NULL:
+        return -1
+    c.final_len = c.len
+    c.closed = True
+    return 0
+
+
+cdef int builder_stamp_c(BuilderCore *c, int64_t producer_id, int16_t producer_epoch,
+                         int32_t base_sequence, bint transactional) noexcept nogil:
+    cdef char *b = c.buf
+    cdef uint16_t attrs
+    cdef int64_t base_ts, max_ts
+    cdef Py_ssize_t n, m
+    cdef const unsigned char *p
+    cdef uint32_t crc
+    if not c.closed or b == NULL:
+        return -1
+    attrs = <uint16_t>(c.compression & 0x07)
+    if transactional:
+        attrs |= 0x10
+    if c.count > 0 or c.has_base_ts:
+        base_ts = c.base_ts
+    else:
+        base_ts = -1
+    max_ts = c.max_ts if c.count > 0 else base_ts
+    n = c.final_len
+    _be64(b, 0)                                    # baseOffset
+    _be32(b + 8, <uint32_t>(n - 12))               # batchLength
+    _be32(b + 12, <uint32_t>-1)                    # partitionLeaderEpoch
+    b[16] = 2                                      # magic
+    _be16(b + 21, attrs)
+    _be32(b + 23, <uint32_t>(c.count - 1))         # lastOffsetDelta
+    _be64(b + 27, <uint64_t>base_ts)
+    _be64(b + 35, <uint64_t>max_ts)
+    _be64(b + 43, <uint64_t>producer_id)
+    _be16(b + 51, <uint16_t>producer_epoch)
+    _be32(b + 53, <uint32_t>base_sequence)
+    _be32(b + 57, <uint32_t>c.count)
+    # the CRC runs over the header after its field, then the payload when it is apart
+    crc = fk_crc32c(0, <const unsigned char *>(b + BATCH_ATTRIBUTES_OFFSET),
+                    <size_t>(BATCH_HEADER_SIZE - BATCH_ATTRIBUTES_OFFSET))
+    if c.payload != NULL:
+        p = <const unsigned char *>c.payload
+        m = c.payload_len
+    else:
+        p = <const unsigned char *>(b + BATCH_HEADER_SIZE)
+        m = n - BATCH_HEADER_SIZE
+    crc = fk_crc32c(crc, p, <size_t>m)
+    _be32(b + BATCH_CRC_OFFSET, crc)
+    c.stamped = True
+    return 0
 
 
 cdef int _check_stamped(BatchBuilder b, str what) except -1:
-    if not b._closed:
+    if not b.c.closed:
         raise RuntimeError(f"{what} needs close() and stamp() first")
-    if not b._stamped:
+    if not b.c.stamped:
         raise RuntimeError(f"{what} needs stamp() first (the header and CRC are not written)")
     return 0
 
@@ -391,35 +449,35 @@ cdef class BatchBuilder:
                   base_timestamp=None):
         global _live_bufs, _live_buf_bytes
         cdef Py_ssize_t cap
-        self._len = BATCH_HEADER_SIZE
-        self._count = 0
-        self._max_ts = INT64_MIN
-        self._closed = False
-        self._stamped = False
-        self._final_len = 0
-        self._base_ts = -1
-        self._has_base_ts = False
+        self.c.len = BATCH_HEADER_SIZE
+        self.c.count = 0
+        self.c.max_ts = INT64_MIN
+        self.c.closed = False
+        self.c.stamped = False
+        self.c.final_len = 0
+        self.c.base_ts = -1
+        self.c.has_base_ts = False
         if batch_size is _SHELL:
             return          # pooled_builder fills it in
         cap = batch_size
         if cap <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self._compression = _codec_code(compression_type)
-        self._level = _validate_level(self._compression, compression_level)
-        self._batch_size = cap
+        self.c.compression = _codec_code(compression_type)
+        self._level = _validate_level(self.c.compression, compression_level)
+        self.c.batch_size = cap
         if cap > _MAX_INITIAL_CAPACITY:
             cap = _MAX_INITIAL_CAPACITY
         if cap < _MIN_CAPACITY:
             cap = _MIN_CAPACITY
-        self._buf = <char *>malloc(<size_t>cap)
-        if self._buf == NULL:
+        self.c.buf = <char *>malloc(<size_t>cap)
+        if self.c.buf == NULL:
             raise MemoryError()
-        self._cap = cap
+        self.c.cap = cap
         _live_bufs += 1
         _live_buf_bytes += cap
         if base_timestamp is not None:
-            self._base_ts = base_timestamp
-            self._has_base_ts = True
+            self.c.base_ts = base_timestamp
+            self.c.has_base_ts = True
 
     def __dealloc__(self):
         _drop_buffer(self)
@@ -428,29 +486,29 @@ cdef class BatchBuilder:
         # make room for `needed` bytes in total: geometric growth for an own buffer; a pooled one
         # grows by exactly what is missing, reserved in the pool first (without waiting)
         global _live_buf_bytes
-        cdef Py_ssize_t cap = self._cap
+        cdef Py_ssize_t cap = self.c.cap
         cdef char *nb
         if needed <= cap:
             return 0
-        if self._buf == NULL:
+        if self.c.buf == NULL:
             raise RuntimeError("this batch's buffer was handed over to the batches split from it")
         if self._source is not None:
             cap = needed
-            if not self._source.try_reserve(cap - self._cap):
+            if not self._source.try_reserve(cap - self.c.cap):
                 raise MemoryError(
-                    f"the buffer pool has no {cap - self._cap} bytes free to grow a batch buffer "
-                    f"of {self._cap} bytes")
+                    f"the buffer pool has no {cap - self.c.cap} bytes free to grow a batch buffer "
+                    f"of {self.c.cap} bytes")
         else:
             while cap < needed:
                 cap = cap * 2
-        nb = <char *>realloc(self._buf, <size_t>cap)
+        nb = <char *>realloc(self.c.buf, <size_t>cap)
         if nb == NULL:
             if self._source is not None:
-                self._source.resize_reservation(cap, self._cap)
+                self._source.resize_reservation(cap, self.c.cap)
             raise MemoryError(f"cannot grow record batch buffer to {cap} bytes")
-        _live_buf_bytes += cap - self._cap
-        self._buf = nb
-        self._cap = cap
+        _live_buf_bytes += cap - self.c.cap
+        self.c.buf = nb
+        self.c.cap = cap
         return 0
 
     cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
@@ -460,7 +518,7 @@ cdef class BatchBuilder:
         cdef bytes encoded = None
         cdef int64_t delta
         cdef char *p
-        if self._closed:
+        if self.c.closed:
             raise RuntimeError("BatchBuilder is closed; no more appends")
         if klen < -1 or vlen < -1:
             raise ValueError("key/value length must be >= -1 (-1 means null)")
@@ -469,24 +527,24 @@ cdef class BatchBuilder:
             hsize = PyBytes_GET_SIZE(encoded)
         elif headers is not None:
             prepared = _prepare_headers(headers, &hsize)
-        if not self._has_base_ts:
+        if not self.c.has_base_ts:
             # first record fixes the base; not committed until it is written
             delta = 0
         else:
-            delta = <int64_t>(<uint64_t>timestamp - <uint64_t>self._base_ts)
-        body = (1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(self._count))
+            delta = <int64_t>(<uint64_t>timestamp - <uint64_t>self.c.base_ts)
+        body = (1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(self.c.count))
                 + _len_field_size(klen) + _len_field_size(vlen) + hsize)
         total = size_uvarint(zigzag64(body)) + body
-        if self._count > 0 and self._len + total > self._batch_size:
+        if self.c.count > 0 and self.c.len + total > self.c.batch_size:
             return 0
-        if self._len + total > self._cap:
-            self._reserve(self._len + total)
-        p = self._buf + self._len
+        if self.c.len + total > self.c.cap:
+            self._reserve(self.c.len + total)
+        p = self.c.buf + self.c.len
         p += write_uvarint(p, zigzag64(body))
         p[0] = 0                                    # record attributes
         p += 1
         p += write_uvarint(p, zigzag64(delta))
-        p += write_uvarint(p, zigzag64(self._count))
+        p += write_uvarint(p, zigzag64(self.c.count))
         p += _write_bytes_field(p, key, klen)
         p += _write_bytes_field(p, value, vlen)
         if encoded is not None:
@@ -606,25 +664,27 @@ cdef class BatchBuilder:
         cdef object section, out
         cdef Py_ssize_t clen
         cdef int kept = 0
-        if self._closed:
+        if self.c.closed:
             return
-        self._closed = True
-        if self._compression == 0:
-            self._final_len = self._len
+        if self.c.compression == 0:
+            if builder_close_plain_c(&self.c) != 0:
+                raise RuntimeError(
+                    "this batch's buffer was handed over to the batches split from it")
             return
-        section = PyMemoryView_FromMemory(self._buf + BATCH_HEADER_SIZE,
-                                          self._len - BATCH_HEADER_SIZE, PyBUF_READ)
+        self.c.closed = True
+        section = PyMemoryView_FromMemory(self.c.buf + BATCH_HEADER_SIZE,
+                                          self.c.len - BATCH_HEADER_SIZE, PyBUF_READ)
         try:
-            out = _compress_buffer(self._compression, section, self._level)
+            out = _compress_buffer(self.c.compression, section, self._level)
         except BaseException:
-            self._closed = False
+            self.c.closed = False
             raise
         finally:
             section.release()
         PyObject_GetBuffer(out, &self._pview, PyBUF_SIMPLE)
         clen = self._pview.len
         try:
-            if clen > self._len - BATCH_HEADER_SIZE:
+            if clen > self.c.len - BATCH_HEADER_SIZE:
                 pass                    # did not compress: as before (below)
             elif self._source is None:
                 kept = 1
@@ -636,26 +696,28 @@ cdef class BatchBuilder:
                 PyBuffer_Release(&self._pview)
         if kept:
             self._payload = out
-            self._final_len = BATCH_HEADER_SIZE + clen
+            self.c.payload = <const char *>self._pview.buf
+            self.c.payload_len = clen
+            self.c.final_len = BATCH_HEADER_SIZE + clen
             return
         # the pool has not the payload's bytes free: into the buffer after the header, as before
         PyObject_GetBuffer(out, &self._pview, PyBUF_SIMPLE)
         try:
-            if self._source is not None and BATCH_HEADER_SIZE + clen > self._cap:
+            if self._source is not None and BATCH_HEADER_SIZE + clen > self.c.cap:
                 # A pooled buffer grows only by bytes the pool has free at once; without them,
                 # records that did not compress go out uncompressed (and smaller).
                 try:
                     self._reserve(BATCH_HEADER_SIZE + clen)
                 except MemoryError:
-                    self._compression = 0
-                    self._final_len = self._len
+                    self.c.compression = 0
+                    self.c.final_len = self.c.len
                     return
             else:
                 self._reserve(BATCH_HEADER_SIZE + clen)
-            _copy(self._buf + BATCH_HEADER_SIZE, <const char *>self._pview.buf, clen)
+            _copy(self.c.buf + BATCH_HEADER_SIZE, <const char *>self._pview.buf, clen)
         finally:
             PyBuffer_Release(&self._pview)
-        self._final_len = BATCH_HEADER_SIZE + clen
+        self.c.final_len = BATCH_HEADER_SIZE + clen
 
     cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                 bint transactional=False):
@@ -665,53 +727,19 @@ cdef class BatchBuilder:
         May be called again, e.g. after an epoch bump. Requires close().
         Non-idempotent producers stamp with (-1, -1, -1).
         """
-        cdef char *b = self._buf
-        cdef uint16_t attrs
-        cdef int64_t base_ts, max_ts
-        cdef Py_ssize_t n, m
-        cdef const unsigned char *p
-        cdef uint32_t crc
-        if not self._closed:
+        cdef int r
+        if not self.c.closed:
             raise RuntimeError("stamp() needs close() first")
-        if b == NULL:
+        if self.c.buf == NULL:
             raise RuntimeError("this batch's buffer was handed over to the batches split from it")
-        attrs = <uint16_t>(self._compression & 0x07)
-        if transactional:
-            attrs |= 0x10
-        if self._count > 0 or self._has_base_ts:
-            base_ts = self._base_ts
-        else:
-            base_ts = -1
-        max_ts = self._max_ts if self._count > 0 else base_ts
-        n = self._final_len
-        _be64(b, 0)                                    # baseOffset
-        _be32(b + 8, <uint32_t>(n - 12))               # batchLength
-        _be32(b + 12, <uint32_t>-1)                    # partitionLeaderEpoch
-        b[16] = 2                                      # magic
-        _be16(b + 21, attrs)
-        _be32(b + 23, <uint32_t>(self._count - 1))     # lastOffsetDelta
-        _be64(b + 27, <uint64_t>base_ts)
-        _be64(b + 35, <uint64_t>max_ts)
-        _be64(b + 43, <uint64_t>producer_id)
-        _be16(b + 51, <uint16_t>producer_epoch)
-        _be32(b + 53, <uint32_t>base_sequence)
-        _be32(b + 57, <uint32_t>self._count)
-        # the CRC runs over the header after its field, then the payload when it is apart
-        crc = fk_crc32c(0, <const unsigned char *>(b + BATCH_ATTRIBUTES_OFFSET),
-                        <size_t>(BATCH_HEADER_SIZE - BATCH_ATTRIBUTES_OFFSET))
-        if self._payload is not None:
-            p = <const unsigned char *>self._pview.buf
-            m = self._pview.len
-        else:
-            p = <const unsigned char *>(b + BATCH_HEADER_SIZE)
-            m = n - BATCH_HEADER_SIZE
-        if m >= _NOGIL_CRC:
+        if self.c.final_len >= _NOGIL_CRC:
             with nogil:
-                crc = fk_crc32c(crc, p, <size_t>m)
+                r = builder_stamp_c(&self.c, producer_id, producer_epoch, base_sequence,
+                                    transactional)
         else:  # ~30 us or less: cheaper than handing the GIL over and waiting to get it back
-            crc = fk_crc32c(crc, p, <size_t>m)
-        _be32(b + BATCH_CRC_OFFSET, crc)
-        self._stamped = True
+            r = builder_stamp_c(&self.c, producer_id, producer_epoch, base_sequence, transactional)
+        if r != 0:
+            raise RuntimeError("stamp() needs a closed batch with its buffer")
 
     def buffer(self):
         """buffer() -> the complete stamped batch as a read-only buffer.
@@ -738,12 +766,12 @@ cdef class BatchBuilder:
         return (memoryview(self),)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
-        if not self._stamped or self._buf == NULL:
+        if not self.c.stamped or self.c.buf == NULL:
             raise BufferError("BatchBuilder exposes its bytes only after close() and stamp()")
         self._exports += 1
         # the header alone when the compressed records are apart (buffers(), BatchView)
-        _fill_view(view, self, self._buf,
-                   BATCH_HEADER_SIZE if self._payload is not None else self._final_len, flags)
+        _fill_view(view, self, self.c.buf,
+                   BATCH_HEADER_SIZE if self._payload is not None else self.c.final_len, flags)
 
     def __releasebuffer__(self, Py_buffer *view):
         self._exports -= 1
@@ -751,55 +779,61 @@ cdef class BatchBuilder:
     @property
     def record_count(self):
         """Number of records appended."""
-        return self._count
+        return self.c.count
 
     @property
     def size_in_bytes(self):
         """Batch size: uncompressed estimate (header included) while open, exact after close()."""
-        return self._final_len if self._closed else self._len
+        return self.c.final_len if self.c.closed else self.c.len
 
     @property
     def estimated_size(self):
         """Uncompressed size (header + records) while open, to compare with batch_size;
         the final size after close()."""
-        return self._final_len if self._closed else self._len
+        return self.c.final_len if self.c.closed else self.c.len
 
     @property
     def batch_size(self):
-        return self._batch_size
+        return self.c.batch_size
 
     @property
     def capacity(self):
         """Bytes of the builder's buffer (what its buffer pool holds for it, for a pooled one)."""
-        return self._cap
+        return self.c.cap
+
+    @property
+    def _cap(self):
+        # What accumulator.pyx's split_and_reenqueue reads (c.builder._cap, looked up by name since
+        # the field moved into c); it goes once that reads c.builder.c.cap.
+        return self.c.cap
 
     @property
     def base_timestamp(self):
         """First record's timestamp (or the constructor's), None while unset."""
-        return self._base_ts if self._has_base_ts else None
+        return self.c.base_ts if self.c.has_base_ts else None
 
     @property
     def max_timestamp(self):
         """Largest record timestamp, None while empty."""
-        return self._max_ts if self._count > 0 else None
+        return self.c.max_ts if self.c.count > 0 else None
 
     @property
     def last_offset_delta(self):
         """Offset delta of the last record (record_count - 1)."""
-        return self._count - 1
+        return self.c.count - 1
 
     @property
     def is_closed(self):
-        return self._closed
+        return self.c.closed
 
     @property
     def is_stamped(self):
-        return self._stamped
+        return self.c.stamped
 
     @property
     def compression_type(self):
         """Codec code: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
-        return self._compression
+        return self.c.compression
 
     @property
     def compression_level(self):
@@ -827,8 +861,8 @@ cdef class BatchBuilder:
         return _split_records(self, parts)
 
     def __repr__(self):
-        return (f"<BatchBuilder records={self._count} size={self.size_in_bytes} "
-                f"codec={self._compression} closed={self._closed} stamped={self._stamped}>")
+        return (f"<BatchBuilder records={self.c.count} size={self.size_in_bytes} "
+                f"codec={self.c.compression} closed={self.c.closed} stamped={self.c.stamped}>")
 
 
 @cython.final
@@ -845,10 +879,10 @@ cdef class BatchView:
 
     def __cinit__(self, BatchBuilder builder not None):
         _check_stamped(builder, "BatchView")
-        if builder._payload is None or builder._buf == NULL:
+        if builder._payload is None or builder.c.buf == NULL:
             raise ValueError("BatchView is for a batch whose compressed records are apart")
         self._builder = builder
-        self._len = builder._final_len
+        self._len = builder.c.final_len
         builder._exports += 1
 
     def __dealloc__(self):
@@ -906,14 +940,14 @@ cdef class BatchView:
         cdef BatchBuilder b = self._builder
         if self._released:
             raise BufferError("operation forbidden on a released BatchView")
-        if b._buf == NULL or b._payload is None or not b._stamped:
+        if b.c.buf == NULL or b._payload is None or not b.c.stamped:
             raise BufferError("the batch's bytes are no longer there")
         if self._joined == NULL:
             self._joined = <char *>malloc(<size_t>self._len)
             if self._joined == NULL:
                 raise MemoryError()
             _copy(self._joined + BATCH_HEADER_SIZE, <const char *>b._pview.buf, b._pview.len)
-        memcpy(self._joined, b._buf, BATCH_HEADER_SIZE)
+        memcpy(self._joined, b.c.buf, BATCH_HEADER_SIZE)
         self._exports += 1
         _fill_view(view, self, self._joined, self._len, flags)
 
@@ -989,7 +1023,7 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
     keeps its records' count but no bytes), else reserved anew, without waiting;
     ``BufferExhaustedError`` when the pool has not the bytes."""
     global _live_bufs, _live_buf_bytes
-    cdef Py_ssize_t n = src._count, i, j, lo, hi, piece, total, target, length, need, k
+    cdef Py_ssize_t n = src.c.count, i, j, lo, hi, piece, total, target, length, need, k
     cdef Py_ssize_t *pos
     cdef Py_ssize_t *sizes = NULL
     cdef const char *base
@@ -1009,19 +1043,19 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
         raise ValueError("an empty batch cannot be split")
     if parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
-    if src._buf == NULL:
+    if src.c.buf == NULL:
         raise RuntimeError("this batch's buffer was handed over to the batches split from it")
     if parts > n:
         parts = n
-    if src._closed and src._compression != 0 and src._payload is not None:
-        section = _decompress(src._compression, PyMemoryView_FromMemory(
+    if src.c.closed and src.c.compression != 0 and src._payload is not None:
+        section = _decompress(src.c.compression, PyMemoryView_FromMemory(
             <char *>src._pview.buf, src._pview.len, PyBUF_READ))
-    elif src._closed and src._compression != 0:
-        section = _decompress(src._compression, PyMemoryView_FromMemory(
-            src._buf + BATCH_HEADER_SIZE, src._final_len - BATCH_HEADER_SIZE, PyBUF_READ))
+    elif src.c.closed and src.c.compression != 0:
+        section = _decompress(src.c.compression, PyMemoryView_FromMemory(
+            src.c.buf + BATCH_HEADER_SIZE, src.c.final_len - BATCH_HEADER_SIZE, PyBUF_READ))
     else:
-        section = PyMemoryView_FromMemory(src._buf + BATCH_HEADER_SIZE,
-                                          src._len - BATCH_HEADER_SIZE, PyBUF_READ)
+        section = PyMemoryView_FromMemory(src.c.buf + BATCH_HEADER_SIZE,
+                                          src.c.len - BATCH_HEADER_SIZE, PyBUF_READ)
     if type(section) is not bytes:
         section = bytes(section)
     base = PyBytes_AS_STRING(section)
@@ -1063,7 +1097,7 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
                 first_ts = 0
                 for i in range(<Py_ssize_t>cuts[piece], <Py_ssize_t>cuts[piece + 1]):
                     rend = base + pos[i + 1]
-                    h = _record_head(base + pos[i], rend, src._base_ts, &attrs, &ts)
+                    h = _record_head(base + pos[i], rend, src.c.base_ts, &attrs, &ts)
                     if i == <Py_ssize_t>cuts[piece]:
                         first_ts = ts
                     sizes[piece] += _encoded_size(
@@ -1072,19 +1106,19 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
                 need += sizes[piece]
             if src._exports == 0:
                 # its memory: the buffer and, when apart, the compressed payload
-                k = src._cap + src._payload_reserved
+                k = src.c.cap + src._payload_reserved
                 if not source.resize_reservation(k, need):
                     raise BufferExhaustedError(
                         f"splitting a batch of {k} bytes needs {need - k} bytes more "
                         f"from the buffer pool, which has not them free")
                 _drop_payload(src, False)   # its reservation passed to the pieces
-                old = src._buf              # its records are in `section` now
+                old = src.c.buf              # its records are in `section` now
                 _live_bufs -= 1
-                _live_buf_bytes -= src._cap
-                src._buf = NULL
-                src._cap = 0
-                src._closed = True
-                src._stamped = False
+                _live_buf_bytes -= src.c.cap
+                src.c.buf = NULL
+                src.c.cap = 0
+                src.c.closed = True
+                src.c.stamped = False
                 free(old)
             elif not source.try_reserve(need):
                 raise BufferExhaustedError(
@@ -1094,20 +1128,20 @@ cdef list _split_records(BatchBuilder src, Py_ssize_t parts):
         for piece in range(parts):
             if source is not None:
                 try:
-                    nb = pooled_builder(source, NULL, sizes[piece], src._batch_size,
-                                        src._compression, src._level)
+                    nb = pooled_builder(source, NULL, sizes[piece], src.c.batch_size,
+                                        src.c.compression, src._level)
                 except BaseException:
                     for k in range(piece + 1, parts):   # pooled_builder gave back its own
                         source.give_back(NULL, sizes[k])
                     raise
             else:
-                nb = BatchBuilder(src._batch_size, src._compression, src._level)
+                nb = BatchBuilder(src.c.batch_size, src.c.compression, src._level)
             out.append(nb)
         for piece in range(parts):
             nb = <BatchBuilder>out[piece]
             for i in range(<Py_ssize_t>cuts[piece], <Py_ssize_t>cuts[piece + 1]):
                 rend = base + pos[i + 1]
-                h = _record_head(base + pos[i], rend, src._base_ts, &attrs, &ts)
+                h = _record_head(base + pos[i], rend, src.c.base_ts, &attrs, &ts)
                 _append_encoded(nb, ts, attrs, base + pos[i] + h, rend - base - pos[i] - h)
         return out
     finally:
@@ -1121,18 +1155,18 @@ cdef int _append_encoded(BatchBuilder b, int64_t timestamp, char attrs, const ch
     cdef int64_t delta = 0
     cdef Py_ssize_t body, total
     cdef char *p
-    if b._has_base_ts:
-        delta = <int64_t>(<uint64_t>timestamp - <uint64_t>b._base_ts)
-    body = 1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(b._count)) + rest_len
+    if b.c.has_base_ts:
+        delta = <int64_t>(<uint64_t>timestamp - <uint64_t>b.c.base_ts)
+    body = 1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(b.c.count)) + rest_len
     total = size_uvarint(zigzag64(body)) + body
-    if b._len + total > b._cap:
-        b._reserve(b._len + total)
-    p = b._buf + b._len
+    if b.c.len + total > b.c.cap:
+        b._reserve(b.c.len + total)
+    p = b.c.buf + b.c.len
     p += write_uvarint(p, zigzag64(body))
     p[0] = attrs
     p += 1
     p += write_uvarint(p, zigzag64(delta))
-    p += write_uvarint(p, zigzag64(b._count))
+    p += write_uvarint(p, zigzag64(b.c.count))
     _copy(p, rest, rest_len)
     _record_appended(b, timestamp, total)
     return 0
