@@ -1604,8 +1604,6 @@ cdef class IdempotenceState:
     def __cinit__(self, RecordAccumulator accumulator, bint transactional=False):
         if accumulator is None:
             raise ValueError("IdempotenceState needs the producer's RecordAccumulator")
-        if accumulator.st.idem != NULL:
-            raise ValueError("the accumulator already has an IdempotenceState")
         self.accumulator = accumulator
         self.st.producer_id = -1
         self.st.producer_epoch = -1
@@ -1613,7 +1611,7 @@ cdef class IdempotenceState:
         self.st.transactional = transactional
         self.init_in_flight = False
         self.epoch_bumps = 0
-        accumulator.st.idem = &self.st
+        accumulator.st.idem = &self.st     # the newest one is the accumulator's (its drain's)
 
     def __dealloc__(self):
         if self.accumulator is not None and self.accumulator.st.idem == &self.st:
