@@ -3,7 +3,7 @@
 # are declared in fastkafka._core.batch).
 cimport cython
 from cpython.pythread cimport PyThread_type_lock
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._wire.records cimport BatchBuilder
@@ -79,6 +79,15 @@ cdef struct ExpressBatch:
     BatchState *bs
     QueueState *qs
     int32_t node_id
+
+
+# With the GIL: the batch of an express entry as an object, taking over the entry's owned reference
+# (e.batch becomes NULL; no net refcount change).
+cdef inline object express_take_batch(ExpressBatch *e):
+    cdef object o = <object>e.batch     # a new reference...
+    Py_XDECREF(e.batch)                 # ...and the entry's is dropped: it moved into ``o``
+    e.batch = NULL
+    return o
 
 
 # ---- the ring (accumulator lock held) --------------------------------------------------------

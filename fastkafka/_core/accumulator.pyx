@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The RecordAccumulator: one deque of open batches per partition, fed by user threads and drained
+"""The RecordAccumulator: one queue of open batches per partition, fed by user threads and drained
 by the single sender thread (the Java ``RecordAccumulator`` responsibilities). The batches and their
 completion objects are in :mod:`fastkafka._core.batch` (re-exported here); ``send_batch`` columns
 are read by :mod:`fastkafka._core.columns`.
@@ -10,6 +10,16 @@ Threading
 sender thread. Shared state is guarded by one lock that is never held while blocking on the buffer
 pool, while closing (compressing) a batch, while calling into ``cluster``, or while running a user
 callback. Every time-dependent method takes ``now_ms`` (integer milliseconds, any monotonic origin).
+
+C state
+-------
+What the I/O thread's GIL-free turn needs is in C memory (``accumulator.pxd``): the settings in
+``AccState``, each partition's queue as a ring of owned batch references plus its leader, topic and
+idempotence sequence state in a ``QueueState``, each batch's fields in its ``BatchState``. The GIL
+code uses the same C rules (``queue_drainable_c``, ``head_sendable_at_c``, ``take_head_c``,
+``stamp_for_send_c``) as the GIL-free ``drain_express_c`` / ``next_send_deadline_c``.
+:class:`IdempotenceState` (re-exported by :mod:`fastkafka.idempotence`) keeps its partitions' state
+there.
 
 Appending
 ---------
@@ -1072,6 +1082,23 @@ cdef class RecordAccumulator:
             self._release()
         return ready_nodes, next_check, unknown
 
+    def refresh_leaders(self, cluster):
+        """refresh_leaders(cluster): every partition's leader (QueueState.leader, what
+        drain_express_c goes by) from ``cluster.leader_for`` (-1 when unknown). ready() and drain()
+        refresh the partitions they look at; call this after a metadata update for the others."""
+        cdef list pqs, leaders
+        cdef _PartitionQueue pq
+        cdef Py_ssize_t i
+        self._acquire()
+        pqs = list(self._queues)
+        self._release()
+        leaders = [cluster.leader_for(pq.topic, pq.partition) for pq in pqs]
+        self._acquire()
+        for i in range(len(pqs)):
+            leader = leaders[i]
+            (<_PartitionQueue>pqs[i]).q.leader = -1 if leader is None or leader < 0 else leader
+        self._release()
+
     def drain(self, cluster, nodes, int64_t max_request_size, int64_t now_ms):
         """drain(cluster, nodes, max_request_size, now_ms) -> dict[node, list[ProducerBatch]]
 
@@ -1795,8 +1822,7 @@ def _drain_express_for_test(RecordAccumulator acc, nodes, int64_t max_request_si
             deadline = next_send_deadline_c(&acc.st, ns, n, now_ms)
             got = drain_express_c(&acc.st, ns, n, max_request_size, now_ms, out, out_cap)
         for i in range(got):
-            res.append((out[i].node_id, <object>out[i].batch))
-            Py_XDECREF(out[i].batch)        # the reference moved into ``res``
+            res.append((out[i].node_id, express_take_batch(&out[i])))
     finally:
         PyMem_RawFree(ns)
         PyMem_RawFree(out)

@@ -390,3 +390,54 @@ def test_express_idempotence_gates_stamps_and_mutes(acc):
     assert idem.sequence_state("t", 0) == (1, None, None, None)
     finish(a, [b for _, b in got])
     del idem
+
+
+def test_refresh_leaders_moves_express_to_the_new_leader(acc):
+    a = acc()
+    add(a, partition=0)
+    with_leaders(a)
+    a.refresh_leaders(Cluster({("t", 0): 2}))
+    d, got = express(a, nodes=((1, 1),))
+    assert got == [] and d == INT64_MAX
+    a.refresh_leaders(Cluster({}))
+    d, got = express(a, nodes=((2, 1),))
+    assert got == [] and d == INT64_MAX        # unknown now
+    a.refresh_leaders(Cluster({("t", 0): 2}))
+    _, got = express(a, nodes=((2, 1),))
+    assert [n for n, _ in got] == [2]
+    finish(a, [b for _, b in got])
+
+
+def test_express_drain_concurrent_with_appends(acc):
+    """The express drain (without the GIL, under the accumulator's lock) against a thread
+    appending: every record ends up in exactly one batch, drained or still queued."""
+    import threading
+    a = acc(batch_size=512)
+    add(a, partition=0)
+    add(a, partition=1)
+    with_leaders(a)
+    n = 3000
+    stop = threading.Event()
+
+    def producer():
+        for i in range(n):
+            add(a, partition=i % 2, value=b"%06d" % i)
+        stop.set()
+
+    t = threading.Thread(target=producer)
+    t.start()
+    taken = []
+    while not stop.is_set() or a.has_undrained():
+        _, got = express(a, nodes=((1, 4),), now=LINGER, max_size=4096)
+        taken += [b for _, b in got]
+        if stop.is_set() and not got:
+            a.begin_flush()
+            _, got = express(a, nodes=((1, 4),), now=LINGER)
+            a.end_flush()
+            taken += [b for _, b in got]
+    t.join()
+    values = []
+    for b in taken:
+        values += [r.value for r in decode_batch(b.builder.buffer()).records]
+    assert sorted(values) == sorted([b"v" * 100] * 2 + [b"%06d" % i for i in range(n)])
+    finish(a, taken)
