@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The RecordAccumulator: one deque of open batches per partition, fed by user threads and drained
+"""The RecordAccumulator: one queue of open batches per partition, fed by user threads and drained
 by the single sender thread (the Java ``RecordAccumulator`` responsibilities). The batches and their
 completion objects are in :mod:`fastkafka._core.batch` (re-exported here); ``send_batch`` columns
 are read by :mod:`fastkafka._core.columns`.
@@ -10,6 +10,16 @@ Threading
 sender thread. Shared state is guarded by one lock that is never held while blocking on the buffer
 pool, while closing (compressing) a batch, while calling into ``cluster``, or while running a user
 callback. Every time-dependent method takes ``now_ms`` (integer milliseconds, any monotonic origin).
+
+C state
+-------
+What the I/O thread's GIL-free turn needs is in C memory (``accumulator.pxd``): the settings in
+``AccState``, each partition's queue as a ring of owned batch references plus its leader, topic and
+idempotence sequence state in a ``QueueState``, each batch's fields in its ``BatchState``. The GIL
+code uses the same C rules (``queue_drainable_c``, ``head_sendable_at_c``, ``take_head_c``,
+``stamp_for_send_c``) as the GIL-free ``drain_express_c`` / ``next_send_deadline_c``.
+:class:`IdempotenceState` (re-exported by :mod:`fastkafka.idempotence`) keeps its partitions' state
+there.
 
 Appending
 ---------
@@ -26,19 +36,24 @@ comes from the buffer pool, waiting for it without the lock when it is not free.
 """
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_RawMalloc, PyMem_RawRealloc, PyMem_RawFree
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_XDECREF
 from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
     PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK,
 )
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, INT64_MAX, INT64_MIN
 from posix.time cimport CLOCK_MONOTONIC
 
-from fastkafka._wire.records cimport (BatchBuilder, EncodedHeaders, record_size_c, headers_encoded_size, get_view,
-                                      BATCH_HEADER_SIZE, pooled_builder)
+from fastkafka._wire.records cimport (BatchBuilder, BuilderCore, EncodedHeaders, record_size_c,
+                                      headers_encoded_size, get_view, BATCH_HEADER_SIZE,
+                                      pooled_builder, builder_close_plain_c, builder_stamp_c)
 from fastkafka._core.batch cimport (ProducerBatch, FutureRecordMetadata, BatchFuture, BatchListener,
-                                    done_acquire, done_release, init_batch, resolve_batch,
-                                    record_owners, new_future, count_batch_record)
+                                    BatchState, done_acquire, done_release, init_batch,
+                                    resolve_batch, record_owners, new_future, count_batch_record,
+                                    set_builder, bs_full_c)
+from fastkafka._core.express cimport ExpressNode
 from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.columns cimport (Column, COL_NULL, prepare_column, prepare_int32_column,
                                       column_get)
@@ -54,7 +69,8 @@ from fastkafka._core.batch import batch_counters
 import fastkafka._core.batch as _batch_module
 from fastkafka.errors import (
     InvalidRecordError, MalformedRecordError, ProducerClosedError, RecordTooLargeError,
-    UnknownPartitionError)
+    UnknownPartitionError, OutOfOrderSequenceNumberError, UnknownProducerIdError,
+    InvalidProducerEpochError)
 
 _log = logging.getLogger("fastkafka")
 
@@ -122,9 +138,106 @@ def live_resources():
 # Per-partition state
 # ---------------------------------------------------------------------------------------------
 
+cdef int _q_grow(QueueState *q) except -1:
+    """Double the ring (at least 4 slots), keeping the order; the head moves to slot 0."""
+    cdef Py_ssize_t ncap = q.cap * 2 if q.cap else 4, i
+    cdef QEntry *nr = <QEntry *>PyMem_RawMalloc(ncap * sizeof(QEntry))
+    if nr == NULL:
+        raise MemoryError()
+    for i in range(q.count):
+        nr[i] = q.ring[(q.head + i) % q.cap]
+    PyMem_RawFree(q.ring)
+    q.ring = nr
+    q.cap = ncap
+    q.head = 0
+    return 0
+
+
+cdef int q_push_back(QueueState *q, ProducerBatch batch) except -1:
+    cdef QEntry *e
+    if q.count == q.cap:
+        _q_grow(q)
+    Py_INCREF(batch)
+    e = &q.ring[(q.head + q.count) % q.cap]
+    e.batch = <PyObject *>batch
+    e.bs = &batch.s
+    q.count += 1
+    return 0
+
+
+cdef int q_insert(QueueState *q, Py_ssize_t pos, ProducerBatch batch) except -1:
+    cdef Py_ssize_t i
+    cdef QEntry *e
+    if pos < 0 or pos > q.count:
+        raise IndexError(pos)
+    if q.count == q.cap:
+        _q_grow(q)
+    Py_INCREF(batch)
+    if pos == 0:                                # push front: nothing moves
+        q.head = (q.head + q.cap - 1) % q.cap
+        e = &q.ring[q.head]
+    else:
+        i = q.count
+        while i > pos:
+            q.ring[(q.head + i) % q.cap] = q.ring[(q.head + i - 1) % q.cap]
+            i -= 1
+        e = &q.ring[(q.head + pos) % q.cap]
+    e.batch = <PyObject *>batch
+    e.bs = &batch.s
+    q.count += 1
+    return 0
+
+
+cdef PyObject *q_remove(QueueState *q, Py_ssize_t i) noexcept nogil:
+    cdef PyObject *o
+    if i < 0 or i >= q.count:
+        return NULL
+    if i == 0:
+        return q_pop_front(q).batch
+    o = q.ring[(q.head + i) % q.cap].batch
+    while i < q.count - 1:
+        q.ring[(q.head + i) % q.cap] = q.ring[(q.head + i + 1) % q.cap]
+        i += 1
+    q.ring[(q.head + q.count - 1) % q.cap].batch = NULL
+    q.ring[(q.head + q.count - 1) % q.cap].bs = NULL
+    q.count -= 1
+    return o
+
+
+cdef extern from "Python.h":
+    # PyList_SET_ITEM taking the reference to steal as a pointer (no temporary object reference)
+    void _list_set_owned "PyList_SET_ITEM" (object lst, Py_ssize_t i, PyObject *o)
+
+
+cdef list q_list(QueueState *q, bint take):
+    cdef list out = PyList_New(q.count)
+    cdef Py_ssize_t i
+    cdef QEntry *e
+    for i in range(q.count):
+        e = &q.ring[(q.head + i) % q.cap]
+        if not take:
+            Py_INCREF(<object>e.batch)
+        _list_set_owned(out, i, e.batch)           # steals: the reference moves into the list
+        if take:
+            e.batch = NULL
+            e.bs = NULL
+    if take:
+        q.count = 0
+        q.head = 0
+    return out
+
+
 @cython.final
 cdef class _PartitionQueue:
-    pass
+    """One partition's queue: its C state ``q`` (the ring of batches and the rest) and the Python
+    objects that state points into (the topic's UTF-8 bytes)."""
+
+    def __dealloc__(self):
+        while self.q.count:
+            Py_XDECREF(q_pop_front(&self.q).batch)
+        PyMem_RawFree(self.q.ring)
+        self.q.ring = NULL
+        self.q.cap = 0
 
 
 @cython.final
@@ -132,19 +245,67 @@ cdef class _TopicState:
     pass
 
 
+# The ring holds its references in C memory, which the cyclic garbage collector does not see: a
+# cycle through a queued batch (an error's traceback holding a frame that holds the producer...)
+# would never be collected. So the queue's type visits (tp_traverse) and clears (tp_clear) the
+# ring's references too, around what Cython generated for its object fields.
+cdef extern from "Python.h":
+    ctypedef int (*visitproc)(PyObject *, void *)
+    ctypedef int (*traverseproc)(PyObject *, visitproc, void *)
+    ctypedef int (*inquiry)(PyObject *)
+    ctypedef struct _TypeGCSlots "PyTypeObject":
+        traverseproc tp_traverse
+        inquiry tp_clear
+
+cdef traverseproc _pq_base_traverse = NULL
+cdef inquiry _pq_base_clear = NULL
+
+
+cdef int _pq_traverse(PyObject *o, visitproc visit, void *arg) noexcept:
+    cdef QueueState *q = &(<_PartitionQueue>o).q
+    cdef Py_ssize_t i
+    cdef PyObject *b
+    cdef int r
+    for i in range(q.count):
+        b = q.ring[(q.head + i) % q.cap].batch
+        if b != NULL:
+            r = visit(b, arg)
+            if r:
+                return r
+    if _pq_base_traverse != NULL:
+        return _pq_base_traverse(o, visit, arg)
+    return 0
+
+
+cdef int _pq_clear(PyObject *o) noexcept:
+    cdef QueueState *q = &(<_PartitionQueue>o).q
+    while q.count:
+        Py_XDECREF(q_pop_front(q).batch)
+    if _pq_base_clear != NULL:
+        return _pq_base_clear(o)
+    return 0
+
+
+cdef _TypeGCSlots *_pq_type = <_TypeGCSlots *><PyObject *>_PartitionQueue
+_pq_base_traverse = _pq_type.tp_traverse
+_pq_base_clear = _pq_type.tp_clear
+_pq_type.tp_traverse = _pq_traverse
+_pq_type.tp_clear = _pq_clear
+
+
 # ---------------------------------------------------------------------------------------------
 # RecordAccumulator
 # ---------------------------------------------------------------------------------------------
-cdef Py_ssize_t _retry_position(list batches, int32_t base_sequence):
-    """Where a batch to retry goes in its partition's deque: at the head, after the retried batches
+cdef Py_ssize_t _retry_position(QueueState *q, int32_t base_sequence) noexcept:
+    """Where a batch to retry goes in its partition's queue: at the head, after the retried batches
     with a lower sequence (so sequences stay in order); at the very head without a sequence."""
-    cdef Py_ssize_t i = 0, n = PyList_GET_SIZE(batches)
-    cdef ProducerBatch b
+    cdef Py_ssize_t i = 0, n = q_len(q)
+    cdef BatchState *s
     if base_sequence < 0:
         return 0
     while i < n:
-        b = <ProducerBatch>PyList_GET_ITEM(batches, i)
-        if b.base_sequence >= 0 and b.base_sequence < base_sequence:
+        s = &(<ProducerBatch>q_get(q, i)).s
+        if s.base_sequence >= 0 and s.base_sequence < base_sequence:
             i += 1
         else:
             break
@@ -162,13 +323,13 @@ cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue
     """Append the record to the partition's open (last) batch: that batch, or None when there is
     none or it has no room (it is then closed for appends and the sender is to be woken)."""
     cdef ProducerBatch batch
-    cdef Py_ssize_t nb = PyList_GET_SIZE(pq.batches)
+    cdef Py_ssize_t nb = q_len(&pq.q)
     if nb:
-        batch = <ProducerBatch>PyList_GET_ITEM(pq.batches, nb - 1)
-        if not batch.full:
+        batch = <ProducerBatch>q_get(&pq.q, nb - 1)
+        if not batch.s.full:
             if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
                 return batch
-            batch.full = True
+            batch.s.full = True
             acc.wakeup_pending = WAKE_NOW
     return None
 
@@ -211,7 +372,7 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
                 if np != partition:
                     partition = np
                     continue
-        elif move_sticky and ts.available and PyList_GET_SIZE(pq.batches):
+        elif move_sticky and ts.available and q_len(&pq.q):
             cur = acc._sticky.current_c(ts.topic)
             if cur is not None and <int32_t>cur == partition:
                 acc._sticky.next_partition(ts.topic, ts.available, partition)
@@ -229,7 +390,7 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
             acc.buffer_pool.allocate_buffer_c(size, max_block_ms, &buf)
         finally:
             acc._acquire()
-        if acc._closed:
+        if acc.st.closed:
             acc.buffer_pool.give_back(buf, size)
             raise ProducerClosedError("the producer was closed while waiting for memory")
         batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
@@ -244,15 +405,246 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
         if not batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
             raise RuntimeError("BatchBuilder refused the first record of a new batch")
     except BaseException:
-        batch.builder = None
+        set_builder(batch, None)
         raise
-    pq.batches.append(batch)
+    q_push_back(&pq.q, batch)
     acc._incomplete.add(batch)
     if acc.wakeup_pending == WAKE_NONE or (acc.wakeup_pending == WAKE_BY
-                                           and batch.created_ms + acc.linger_ms < acc.wake_deadline_ms):
+                                           and batch.s.created_ms + acc.st.linger_ms < acc.wake_deadline_ms):
         acc.wakeup_pending = WAKE_BY
-        acc.wake_deadline_ms = batch.created_ms + acc.linger_ms
+        acc.wake_deadline_ms = batch.s.created_ms + acc.st.linger_ms
     return batch
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules on a partition's head batch, in C: the GIL turn (ready/drain) and the GIL-free turn
+# (drain_express_c, next_send_deadline_c) use the same ones. Accumulator lock held.
+# ---------------------------------------------------------------------------------------------
+
+cdef inline bint queue_drainable_c(AccState *st, QueueState *q) noexcept nogil:
+    """A batch of ``q`` may be drained: it has one, is not muted and (transactional) the partition
+    was added to the transaction."""
+    return q.count > 0 and not q.muted and not (st.transactional and not q.txn_added)
+
+
+cdef int64_t head_sendable_at_c(AccState *st, QueueState *q, bint always) noexcept nogil:
+    """When the head batch of ``q`` becomes sendable by the ready() rule: a retried batch once its
+    retry backoff has passed; a first attempt at once (INT64_MIN) when it is full, is not the only
+    batch, or ``always`` (the accumulator closing or flushing, or memory waited for), else once its
+    linger has passed. INT64_MAX for an empty queue. Muting is not looked at."""
+    cdef BatchState *h
+    cdef int64_t since
+    if q.count == 0:
+        return INT64_MAX
+    h = q_bs(q, 0)
+    since = h.last_attempt_ms if h.last_attempt_ms > h.created_ms else h.created_ms
+    if h.attempts > 0:
+        return since + st.retry_backoff_ms
+    if always or q.count > 1 or bs_full_c(h):
+        return INT64_MIN
+    return since + st.linger_ms
+
+
+cdef QEntry take_head_c(AccState *st, QueueState *q, int64_t now_ms) noexcept nogil:
+    """Drain the head of ``q`` (it has one): it leaves the queue (its owned reference moves to the
+    caller), is closed for appends, ``drained_ms`` = ``now_ms``; with ``ordered`` the partition is
+    muted."""
+    cdef QEntry e = q_pop_front(q)
+    e.bs.full = True
+    e.bs.drained_ms = now_ms
+    if st.ordered:
+        q.muted = True
+    return e
+
+
+# ---------------------------------------------------------------------------------------------
+# Idempotence, in C (IdempotenceState wraps these; see fastkafka.idempotence)
+# ---------------------------------------------------------------------------------------------
+
+cdef enum:
+    SEQUENCE_MAX = 0x7fffffff
+
+cdef int _OUT_OF_ORDER = OutOfOrderSequenceNumberError.code
+cdef int _UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
+cdef int _INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
+
+
+cdef int idem_stamp_c(IdemState *idem, QueueState *q, BatchState *bs) noexcept nogil:
+    """IdempotenceState.stamp: 1 for a stale resend (it keeps its stamp), 0 when stamped or a retry
+    keeping its stamp, -1 when the builder cannot be stamped (nothing changed)."""
+    cdef int32_t seq
+    if bs.base_sequence >= 0 and bs.producer_id == idem.producer_id:
+        if bs.producer_epoch == idem.producer_epoch:
+            return 0        # a retry of an already sequenced batch keeps its sequence
+        if bs.producer_epoch > q.rewrite_epoch:
+            return 1        # stale but intact: resent as it was, the broker deduplicates it
+    seq = q.next_sequence
+    if bs.bc == NULL or builder_stamp_c(bs.bc, idem.producer_id, <int16_t>idem.producer_epoch, seq,
+                                        idem.transactional) != 0:
+        return -1
+    bs.producer_id = idem.producer_id
+    bs.producer_epoch = idem.producer_epoch
+    bs.base_sequence = seq
+    q.next_sequence = (seq + bs.record_count) & SEQUENCE_MAX
+    return 0
+
+
+cdef int stamp_for_send_c(AccState *st, QueueState *q, BatchState *bs) noexcept nogil:
+    cdef int r
+    if st.idem == NULL:
+        # header fields and CRC; no sequence without idempotence
+        if bs.bc == NULL or builder_stamp_c(bs.bc, -1, -1, -1, False) != 0:
+            return -1
+        return 0
+    r = idem_stamp_c(st.idem, q, bs)
+    if r < 0:
+        return -1
+    # a stale resend, or the partition's first batch under this epoch (awaiting_first_ack): nothing
+    # else of the partition goes out until it is resolved
+    return 1 if r == 1 or q.last_acked_end < 0 else 0
+
+
+cdef inline void _idem_break(QueueState *q, BatchState *bs) noexcept nogil:
+    if bs.producer_epoch > q.rewrite_epoch:
+        q.rewrite_epoch = bs.producer_epoch
+
+
+# ---------------------------------------------------------------------------------------------
+# The GIL-free drain (see accumulator.pxd)
+# ---------------------------------------------------------------------------------------------
+
+cdef inline bint _idem_steady(AccState *st) noexcept nogil:
+    return st.idem == NULL or (st.idem.producer_id >= 0 and not st.idem.bump_required)
+
+
+cdef int64_t _express_head_at(AccState *st, QueueState *q, bint always, int64_t now_ms) noexcept nogil:
+    """When drain_express_c may take the head of ``q`` (INT64_MIN: now), INT64_MAX when it never
+    will (the GIL turn's). Lock held; st.transactional and the idempotence state checked by the
+    caller."""
+    cdef BatchState *h
+    cdef BuilderCore *bc
+    cdef int64_t at, expiry
+    if not queue_drainable_c(st, q) or q.leader < 0:
+        return INT64_MAX
+    h = q_bs(q, 0)
+    bc = h.bc
+    if h.attempts != 0 or h.in_retry or h.base_sequence >= 0 or bc == NULL or bc.closed \
+            or bc.compression != 0 or bc.buf == NULL:
+        return INT64_MAX
+    expiry = h.created_ms + st.delivery_timeout_ms
+    at = head_sendable_at_c(st, q, always)
+    if now_ms >= expiry or at >= expiry:
+        return INT64_MAX        # expired (or will be before it is sendable): the GIL turn fails it
+    return at
+
+
+cdef inline void _lock_nogil(AccState *st) noexcept nogil:
+    PyThread_acquire_lock(st.lock, WAIT_LOCK)
+
+
+cdef Py_ssize_t drain_express_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
+                                int64_t max_request_size, int64_t now_ms, ExpressBatch *out,
+                                Py_ssize_t out_cap) noexcept nogil:
+    cdef Py_ssize_t count = 0, k, j, n, start, taken
+    cdef int32_t node
+    cdef int64_t size, bsize
+    cdef bint always
+    cdef QueueState *q
+    cdef BuilderCore *bc
+    cdef QEntry e
+    cdef int mute
+    if nnodes <= 0 or out_cap <= 0:
+        return 0
+    _lock_nogil(st)
+    n = st.nqueues
+    if n == 0 or st.transactional or not _idem_steady(st):
+        PyThread_release_lock(st.lock)
+        return 0
+    always = st.closed or st.flushes > 0
+    start = st.express_start % n
+    for k in range(nnodes):
+        if nodes[k].room <= 0:
+            continue
+        node = nodes[k].node_id
+        size = 0
+        taken = 0
+        for j in range(n):
+            if count == out_cap:
+                break
+            q = st.queues[(start + j) % n]
+            if q.leader != node or _express_head_at(st, q, always, now_ms) > now_ms:
+                continue
+            bc = q_bs(q, 0).bc
+            bsize = bc.len
+            if taken and size + bsize > max_request_size:
+                break
+            if builder_close_plain_c(bc) != 0:
+                continue                # cannot be closed here: left for the GIL turn
+            e = take_head_c(st, q, now_ms)
+            mute = stamp_for_send_c(st, q, e.bs)
+            if mute > 0:
+                q.muted = True
+            out[count].batch = e.batch
+            out[count].bs = e.bs
+            out[count].qs = q
+            out[count].node_id = node
+            count += 1
+            size += bc.final_len
+            taken += 1
+    st.express_start = (start + 1) % n     # rotate where the next turn starts
+    PyThread_release_lock(st.lock)
+    return count
+
+
+cdef int64_t next_send_deadline_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
+                                  int64_t now_ms) noexcept nogil:
+    cdef int64_t best = INT64_MAX, at
+    cdef Py_ssize_t i, k
+    cdef bint always, led
+    cdef QueueState *q
+    _lock_nogil(st)
+    if st.transactional or not _idem_steady(st):
+        PyThread_release_lock(st.lock)
+        return INT64_MAX
+    always = st.closed or st.flushes > 0
+    for i in range(st.nqueues):
+        q = st.queues[i]
+        at = _express_head_at(st, q, always, now_ms)
+        if at >= best:
+            continue
+        if nodes != NULL:
+            led = False
+            for k in range(nnodes):
+                if nodes[k].node_id == q.leader and nodes[k].room > 0:
+                    led = True
+                    break
+            if not led:
+                continue
+        best = at
+    PyThread_release_lock(st.lock)
+    return best if best > 0 else 0
+
+
+cdef int stamp_batch_for_send(RecordAccumulator acc, ProducerBatch batch) except -1:
+    cdef QueueState *q = acc.qstate(batch.topic, batch.partition)
+    cdef int r = stamp_for_send_c(&acc.st, q, &batch.s)
+    if r < 0:
+        raise ValueError(f"{batch!r} cannot be stamped (no builder, or not closed)")
+    if r > 0:
+        acc._acquire()
+        q.muted = True
+        acc._release()
+    return 0
+
+
+cdef int _grow_queues(AccState *st) except -1:
+    cdef Py_ssize_t ncap = st.queues_cap * 2 if st.queues_cap else 16
+    cdef QueueState **nq = <QueueState **>PyMem_RawRealloc(st.queues, ncap * sizeof(QueueState *))
+    if nq == NULL:
+        raise MemoryError()
+    st.queues = nq
+    st.queues_cap = ncap
+    return 0
 
 
 cdef class RecordAccumulator:
@@ -279,11 +671,11 @@ cdef class RecordAccumulator:
         self.batch_size = batch_size
         self.compression_type = compression_type
         self.compression_level = compression_level
-        self.linger_ms = linger_ms
-        self.retry_backoff_ms = retry_backoff_ms
-        self.delivery_timeout_ms = delivery_timeout_ms
+        self.st.linger_ms = linger_ms
+        self.st.retry_backoff_ms = retry_backoff_ms
+        self.st.delivery_timeout_ms = delivery_timeout_ms
         self.buffer_pool = buffer_pool
-        self.ordered = ordered
+        self.st.ordered = ordered
         self._topics = {}
         self._queues = []
         self._incomplete = set()
@@ -291,8 +683,8 @@ cdef class RecordAccumulator:
         self._failed = []
         self._flush_threads = {}
         self._sticky = StickyPartitioner()
-        self._lock = PyThread_allocate_lock()
-        if self._lock == NULL:
+        self.st.lock = PyThread_allocate_lock()
+        if self.st.lock == NULL:
             raise MemoryError()
         global _open_accumulators
         _open_accumulators += 1
@@ -303,17 +695,55 @@ cdef class RecordAccumulator:
         if self._counted:
             self._counted = False
             _open_accumulators -= 1
-        if self._lock != NULL:
-            PyThread_free_lock(self._lock)
-            self._lock = NULL
+        if self.st.lock != NULL:
+            PyThread_free_lock(self.st.lock)
+            self.st.lock = NULL
+        # the queues' states are members of the _PartitionQueue objects (freed with them)
+        PyMem_RawFree(self.st.queues)
+        self.st.queues = NULL
+        self.st.nqueues = 0
+
+    # The settings kept in ``st`` (AccState), under their Python names.
+    @property
+    def linger_ms(self):
+        return self.st.linger_ms
+
+    @property
+    def retry_backoff_ms(self):
+        return self.st.retry_backoff_ms
+
+    @property
+    def delivery_timeout_ms(self):
+        return self.st.delivery_timeout_ms
+
+    @property
+    def ordered(self):
+        return self.st.ordered
+
+    @property
+    def transactional(self):
+        return self.st.transactional
+
+    @transactional.setter
+    def transactional(self, bint v):
+        self.st.transactional = v
 
     cdef void _acquire(self) noexcept:
-        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+        if not PyThread_acquire_lock(self.st.lock, NOWAIT_LOCK):
             with nogil:
-                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+                PyThread_acquire_lock(self.st.lock, WAIT_LOCK)
 
     cdef void _release(self) noexcept:
-        PyThread_release_lock(self._lock)
+        PyThread_release_lock(self.st.lock)
+
+    cdef QueueState *qstate(self, str topic, int32_t partition) except NULL:
+        cdef _PartitionQueue pq
+        self._acquire()
+        try:
+            pq = self._pq_locked(self._topic_locked(topic), partition)
+        finally:
+            self._release()
+        return &pq.q
 
     cdef _TopicState _topic_locked(self, str topic):
         cdef object ts
@@ -345,11 +775,22 @@ cdef class RecordAccumulator:
         pq = _PartitionQueue.__new__(_PartitionQueue)
         pq.topic = ts.topic
         pq.partition = partition
-        pq.batches = []
-        pq.muted = False
+        pq.topic_utf8 = ts.topic.encode("utf-8")
+        pq.q.topic = pq.topic_utf8
+        pq.q.topic_len = len(pq.topic_utf8)
+        pq.q.partition = partition
+        pq.q.leader = -1
+        pq.q.next_sequence = 0
+        pq.q.last_acked_end = -1
+        pq.q.last_acked_offset = -1
+        pq.q.rewrite_epoch = -1
         pq.tp = (ts.topic, partition)
+        if self.st.nqueues == self.st.queues_cap:
+            _grow_queues(&self.st)
         ts.parts[partition] = pq
-        self._queues.append(pq)
+        self._queues.append(pq)         # keeps it (and its QueueState) alive
+        self.st.queues[self.st.nqueues] = &pq.q
+        self.st.nqueues += 1
         return pq
 
     cdef _PartitionQueue _find_locked(self, str topic, int32_t partition):
@@ -427,7 +868,7 @@ cdef class RecordAccumulator:
         cdef bint sticky = partition < 0
         self._acquire()
         try:
-            if self._closed:
+            if self.st.closed:
                 raise ProducerClosedError("the producer is closed")
             ts = self._topic_locked(topic)
             if sticky:
@@ -534,7 +975,7 @@ cdef class RecordAccumulator:
             # ---- the loop ----
             self._acquire()
             locked = True
-            if self._closed:
+            if self.st.closed:
                 raise ProducerClosedError("the producer is closed")
             ts = self._topic_locked(topic)
             if sticky:
@@ -571,7 +1012,7 @@ cdef class RecordAccumulator:
                     locked = False
                     self._acquire()
                     locked = True
-                    if self._closed:
+                    if self.st.closed:
                         raise ProducerClosedError("the producer was closed during send_batch")
         except BaseException as e:
             err = e
@@ -598,41 +1039,33 @@ cdef class RecordAccumulator:
         unknown_leader_topics: set)
 
         ``next_ready_check_ms`` is a delay: the time until the first not-yet-sendable head batch
-        becomes sendable (``NO_DEADLINE`` if none)."""
+        becomes sendable (``NO_DEADLINE`` if none). The leaders found are kept in the partitions'
+        states (QueueState.leader) for drain_express_c."""
         cdef list cands = []
+        cdef list leaders = []
         cdef _PartitionQueue pq
-        cdef ProducerBatch head
-        cdef int64_t waited, time_to_wait, since, next_check = _NO_DEADLINE
-        cdef bint backing_off, full, sendable, always
+        cdef int64_t at, next_check = _NO_DEADLINE
+        cdef bint always
         cdef set ready_nodes = set()
         cdef set unknown = set()
         cdef object leader
+        cdef Py_ssize_t i
         always = self.buffer_pool.has_waiters_c()
         self._acquire()
         try:
-            always = always or self._closed or self._flushes > 0
+            always = always or self.st.closed or self.st.flushes > 0
             for pq in self._queues:
-                if pq.muted or not pq.batches or (self.transactional and not pq.txn_added):
+                if not queue_drainable_c(&self.st, &pq.q):
                     continue
-                head = <ProducerBatch>PyList_GET_ITEM(pq.batches, 0)
-                since = head.last_attempt_ms if head.last_attempt_ms > head.created_ms \
-                    else head.created_ms
-                waited = now_ms - since
-                if head.attempts > 0:
-                    backing_off = waited < self.retry_backoff_ms
-                    time_to_wait = self.retry_backoff_ms
-                else:
-                    backing_off = False
-                    time_to_wait = self.linger_ms
-                full = PyList_GET_SIZE(pq.batches) > 1 or head.is_full_c()
-                sendable = (full or waited >= time_to_wait or always) and not backing_off
-                pq._sendable = sendable
-                pq._time_left = time_to_wait - waited if time_to_wait > waited else 0
+                at = head_sendable_at_c(&self.st, &pq.q, always)
+                pq._sendable = now_ms >= at
+                pq._time_left = at - now_ms if at > now_ms else 0
                 cands.append(pq)
         finally:
             self._release()
         for pq in cands:
             leader = cluster.leader_for(pq.topic, pq.partition)
+            leaders.append(leader)
             if leader is None or leader < 0:
                 unknown.add(pq.topic)
             elif leader in ready_nodes:
@@ -641,7 +1074,30 @@ cdef class RecordAccumulator:
                 ready_nodes.add(leader)
             elif pq._time_left < next_check:
                 next_check = pq._time_left
+        if cands:
+            self._acquire()
+            for i in range(len(cands)):
+                leader = leaders[i]
+                (<_PartitionQueue>cands[i]).q.leader = -1 if leader is None or leader < 0 else leader
+            self._release()
         return ready_nodes, next_check, unknown
+
+    def refresh_leaders(self, cluster):
+        """refresh_leaders(cluster): every partition's leader (QueueState.leader, what
+        drain_express_c goes by) from ``cluster.leader_for`` (-1 when unknown). ready() and drain()
+        refresh the partitions they look at; call this after a metadata update for the others."""
+        cdef list pqs, leaders
+        cdef _PartitionQueue pq
+        cdef Py_ssize_t i
+        self._acquire()
+        pqs = list(self._queues)
+        self._release()
+        leaders = [cluster.leader_for(pq.topic, pq.partition) for pq in pqs]
+        self._acquire()
+        for i in range(len(pqs)):
+            leader = leaders[i]
+            (<_PartitionQueue>pqs[i]).q.leader = -1 if leader is None or leader < 0 else leader
+        self._release()
 
     def drain(self, cluster, nodes, int64_t max_request_size, int64_t now_ms):
         """drain(cluster, nodes, max_request_size, now_ms) -> dict[node, list[ProducerBatch]]
@@ -656,6 +1112,8 @@ cdef class RecordAccumulator:
         cdef int64_t size, bsize
         cdef _PartitionQueue pq
         cdef ProducerBatch first
+        cdef BatchState *h
+        cdef QEntry qe
         cdef object tp
         for node in nodes:
             parts = list(cluster.partitions_for_node(node))
@@ -673,23 +1131,22 @@ cdef class RecordAccumulator:
                     tp = parts[idx]
                     idx = (idx + 1) % n
                     pq = self._find_locked(tp[0], tp[1])
-                    if pq is None or pq.muted or not pq.batches or (
-                            self.transactional and not pq.txn_added):
+                    if pq is None:
                         continue
-                    first = <ProducerBatch>PyList_GET_ITEM(pq.batches, 0)
-                    if first.attempts > 0 and now_ms - first.last_attempt_ms < self.retry_backoff_ms:
+                    pq.q.leader = node
+                    if not queue_drainable_c(&self.st, &pq.q):
                         continue
-                    bsize = first.builder.estimated_size_c()
+                    h = q_bs(&pq.q, 0)
+                    if h.attempts > 0 and now_ms - h.last_attempt_ms < self.st.retry_backoff_ms:
+                        continue
+                    bsize = (<ProducerBatch>q_get(&pq.q, 0)).builder.estimated_size_c()
                     if out and size + bsize > max_request_size:
                         idx = (idx + n - 1) % n     # start with this one next time
                         break
-                    del pq.batches[0]
-                    first.full = True
-                    first.drained_ms = now_ms
+                    qe = take_head_c(&self.st, &pq.q, now_ms)
                     size += bsize
-                    out.append(first)
-                    if self.ordered:
-                        pq.muted = True
+                    out.append(<object>qe.batch)
+                    Py_XDECREF(qe.batch)             # the queue's reference moved into ``out``
                 else:
                     idx = (start + 1) % n           # full round: rotate the start
                 self._drain_index[node] = idx
@@ -716,10 +1173,10 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             pq = self._pq_locked(self._topic_locked(batch.topic), batch.partition)
-            batch.attempts += 1
-            batch.last_attempt_ms = now_ms
-            batch.in_retry = True
-            pq.batches.insert(_retry_position(pq.batches, batch.base_sequence), batch)
+            batch.s.attempts += 1
+            batch.s.last_attempt_ms = now_ms
+            batch.s.in_retry = True
+            q_insert(&pq.q, _retry_position(&pq.q, batch.s.base_sequence), batch)
         finally:
             self._release()
 
@@ -752,7 +1209,7 @@ cdef class RecordAccumulator:
         cdef int32_t first, i, k
         cdef Py_ssize_t j, last, li
         if (batch.done or batch.children is not None or batch.builder is None
-                or batch.record_count < 2 or batch.builder.count_c() != batch.record_count):
+                or batch.s.record_count < 2 or batch.builder.count_c() != batch.s.record_count):
             return None
         done_acquire()
         owners = record_owners(batch)
@@ -766,17 +1223,17 @@ cdef class RecordAccumulator:
         for nb in builders:
             nb.close()
             c = ProducerBatch.__new__(ProducerBatch)
-            init_batch(c, batch.topic, batch.partition, nb, batch.created_ms)
+            init_batch(c, batch.topic, batch.partition, nb, batch.s.created_ms)
             c.topic_partition = batch.topic_partition
-            c.record_count = nb.count_c()
-            c.full = True
+            c.s.record_count = nb.count_c()
+            c.s.full = True
             c.parent = batch
             c.first_index = first
-            if batch.base_sequence >= 0:
-                c.producer_id = batch.producer_id
-                c.producer_epoch = batch.producer_epoch
-                c.base_sequence = (batch.base_sequence + first) & 0x7fffffff
-            nb.stamp(c.producer_id, c.producer_epoch, c.base_sequence, self.transactional)
+            if batch.s.base_sequence >= 0:
+                c.s.producer_id = batch.s.producer_id
+                c.s.producer_epoch = batch.s.producer_epoch
+                c.s.base_sequence = (batch.s.base_sequence + first) & 0x7fffffff
+            nb.stamp(c.s.producer_id, c.s.producer_epoch, c.s.base_sequence, self.st.transactional)
             first += nb.count_c()
             pieces.append(c)
         # hand callbacks and send_batch counts over to the pieces
@@ -791,7 +1248,7 @@ cdef class RecordAccumulator:
             for c in pieces:
                 last = -1
                 l = None
-                for j in range(c.first_index, c.first_index + c.record_count):
+                for j in range(c.first_index, c.first_index + c.s.record_count):
                     li = <Py_ssize_t>owners[j]
                     if li < 0:
                         continue
@@ -830,15 +1287,16 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             pq = self._pq_locked(self._topic_locked(batch.topic), batch.partition)
-            j = _retry_position(pq.batches, batch.base_sequence)
-            pq.batches[j:j] = pieces
+            j = _retry_position(&pq.q, batch.s.base_sequence)
             for c in pieces:
-                c.reserved = c.builder._cap
+                q_insert(&pq.q, j, c)
+                j += 1
+                c.reserved = c.builder.c.cap
                 self._incomplete.add(c)
             self._incomplete.discard(batch)
             batch.reserved = 0
             nb = batch.builder
-            batch.builder = None
+            set_builder(batch, None)
         finally:
             self._release()
         nb = None       # freed outside the lock: its buffer goes back to the pool
@@ -854,7 +1312,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             for pq in self._queues:
-                if pq.batches and not pq.txn_added:
+                if q_len(&pq.q) and not pq.q.txn_added:
                     out.append(pq.tp)
         finally:
             self._release()
@@ -867,7 +1325,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             for topic, partition in partitions:
-                self._pq_locked(self._topic_locked(topic), partition).txn_added = True
+                self._pq_locked(self._topic_locked(topic), partition).q.txn_added = True
         finally:
             self._release()
 
@@ -877,14 +1335,14 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             for pq in self._queues:
-                pq.txn_added = False
+                pq.q.txn_added = False
         finally:
             self._release()
 
     def mute(self, str topic, int32_t partition):
         self._acquire()
         try:
-            self._pq_locked(self._topic_locked(topic), partition).muted = True
+            self._pq_locked(self._topic_locked(topic), partition).q.muted = True
         finally:
             self._release()
 
@@ -894,7 +1352,7 @@ cdef class RecordAccumulator:
         try:
             pq = self._find_locked(topic, partition)
             if pq is not None:
-                pq.muted = False
+                pq.q.muted = False
         finally:
             self._release()
 
@@ -903,7 +1361,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             pq = self._find_locked(topic, partition)
-            return pq is not None and pq.muted
+            return pq is not None and pq.q.muted
         finally:
             self._release()
 
@@ -913,21 +1371,23 @@ cdef class RecordAccumulator:
         ``DeliveryTimeoutError`` and deallocates them."""
         cdef list out = []
         cdef _PartitionQueue pq
-        cdef ProducerBatch b
+        cdef BatchState *bs
+        cdef PyObject *o
         cdef Py_ssize_t i, nb
         self._acquire()
         try:
             for pq in self._queues:
-                nb = PyList_GET_SIZE(pq.batches)
+                nb = q_len(&pq.q)
                 if not nb:
                     continue
                 i = 0
                 while i < nb:
-                    b = <ProducerBatch>PyList_GET_ITEM(pq.batches, i)
-                    if b.created_ms + self.delivery_timeout_ms <= now_ms:
-                        b.full = True
-                        out.append(b)
-                        del pq.batches[i]
+                    bs = q_bs(&pq.q, i)
+                    if bs.created_ms + self.st.delivery_timeout_ms <= now_ms:
+                        bs.full = True
+                        o = q_remove(&pq.q, i)
+                        out.append(<object>o)
+                        Py_XDECREF(o)           # the queue's reference moved into ``out``
                         nb -= 1
                     else:
                         i += 1
@@ -945,7 +1405,7 @@ cdef class RecordAccumulator:
             self._incomplete.discard(batch)
             batch.reserved = 0
             builder = batch.builder
-            batch.builder = None
+            set_builder(batch, None)
         finally:
             self._release()
         builder = None      # freed outside the lock
@@ -956,7 +1416,7 @@ cdef class RecordAccumulator:
         """Make every queued batch ready until this thread's flush ends."""
         cdef object me = threading.get_ident()
         self._acquire()
-        self._flushes += 1
+        self.st.flushes += 1
         self._flush_threads[me] = self._flush_threads.get(me, 0) + 1
         self._release()
 
@@ -977,8 +1437,8 @@ cdef class RecordAccumulator:
             del self._flush_threads[me]
         else:
             self._flush_threads[me] = k - 1
-        if self._flushes > 0:
-            self._flushes -= 1
+        if self.st.flushes > 0:
+            self.st.flushes -= 1
 
     def wakeup_needed(self):
         """True (once) when an append filled a batch or started one since the last call: the
@@ -989,7 +1449,7 @@ cdef class RecordAccumulator:
         return w
 
     def flush_in_progress(self):
-        return self._flushes > 0
+        return self.st.flushes > 0
 
     def await_flush_completion(self, timeout_s=None):
         """await_flush_completion(timeout_s=None) -> int: wait for the batches incomplete now;
@@ -1022,7 +1482,7 @@ cdef class RecordAccumulator:
                 self._release()
         for b in snapshot:
             if not b.done:
-                left += b.record_count
+                left += b.s.record_count
         return left
 
     def has_undrained(self):
@@ -1030,7 +1490,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             for pq in self._queues:
-                if pq.batches:
+                if q_len(&pq.q):
                     return True
             return False
         finally:
@@ -1046,7 +1506,7 @@ cdef class RecordAccumulator:
         try:
             for b in self._incomplete:
                 if not b.done:
-                    n += b.record_count
+                    n += b.s.record_count
         finally:
             self._release()
         return n
@@ -1065,15 +1525,14 @@ cdef class RecordAccumulator:
         (the caller completes them and gives their memory back)."""
         cdef list out = []
         cdef _PartitionQueue pq
-        cdef ProducerBatch b
+        cdef Py_ssize_t i
         self._acquire()
         try:
             for pq in self._queues:
-                if pq.batches:
-                    for b in pq.batches:
-                        b.full = True
-                    out.extend(pq.batches)
-                    pq.batches = []
+                if q_len(&pq.q):
+                    for i in range(q_len(&pq.q)):
+                        q_bs(&pq.q, i).full = True
+                    out.extend(q_list(&pq.q, True))
         finally:
             self._release()
         return out
@@ -1082,7 +1541,7 @@ cdef class RecordAccumulator:
         """No more appends (``ProducerClosedError``); every queued batch becomes ready."""
         global _open_accumulators
         self._acquire()
-        self._closed = True
+        self.st.closed = True
         self._release()
         if self._counted:
             self._counted = False
@@ -1090,7 +1549,7 @@ cdef class RecordAccumulator:
 
     @property
     def closed(self):
-        return self._closed
+        return self.st.closed
 
     # -- stats -------------------------------------------------------------------------------------
 
@@ -1099,7 +1558,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             pq = self._find_locked(topic, partition)
-            return 0 if pq is None else len(pq.batches)
+            return 0 if pq is None else q_len(&pq.q)
         finally:
             self._release()
 
@@ -1109,7 +1568,7 @@ cdef class RecordAccumulator:
         self._acquire()
         try:
             pq = self._find_locked(topic, partition)
-            return [] if pq is None else list(pq.batches)
+            return [] if pq is None else q_list(&pq.q, False)
         finally:
             self._release()
 
@@ -1118,15 +1577,17 @@ cdef class RecordAccumulator:
         partitions_muted, incomplete_batches, buffer_total, buffer_available, buffer_waiters."""
         cdef _PartitionQueue pq
         cdef ProducerBatch b
+        cdef Py_ssize_t i
         cdef int64_t nb = 0, nr = 0, nbytes = 0, muted = 0
         self._acquire()
         try:
             for pq in self._queues:
-                if pq.muted:
+                if pq.q.muted:
                     muted += 1
-                for b in pq.batches:
+                for i in range(q_len(&pq.q)):
+                    b = <ProducerBatch>q_get(&pq.q, i)
                     nb += 1
-                    nr += b.record_count
+                    nr += b.s.record_count
                     if b.builder is not None:
                         nbytes += b.builder.estimated_size_c()
             inc = len(self._incomplete)
@@ -1142,3 +1603,227 @@ cdef class RecordAccumulator:
             "buffer_available": self.buffer_pool.available_memory,
             "buffer_waiters": self.buffer_pool.queued,
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# IdempotenceState
+# ---------------------------------------------------------------------------------------------
+
+@cython.final
+@cython.no_gc_clear
+cdef class IdempotenceState:
+    """IdempotenceState(accumulator, transactional=False): the idempotent producer's id, epoch and
+    per-partition sequence state (see :mod:`fastkafka.idempotence`, which re-exports it).
+
+    The producer id / epoch are in a C struct the accumulator reaches (its drain stamps batches
+    without the GIL); each partition's next sequence, last acknowledged sequence end and offset,
+    and rewrite epoch are in that partition's state in ``accumulator``. The I/O thread's only.
+
+    >>> from fastkafka._core.bufferpool import BufferPool
+    >>> acc = RecordAccumulator(16384, 0, None, 5, 100, 120000, BufferPool(1 << 20, 16384), False)
+    >>> idem = IdempotenceState(acc)
+    >>> idem.has_producer_id()
+    False
+    >>> idem.set_producer_id(7, 0); idem.has_producer_id()
+    True
+    """
+
+    def __cinit__(self, RecordAccumulator accumulator, bint transactional=False):
+        if accumulator is None:
+            raise ValueError("IdempotenceState needs the producer's RecordAccumulator")
+        self.accumulator = accumulator
+        self.st.producer_id = -1
+        self.st.producer_epoch = -1
+        self.st.bump_required = False
+        self.st.transactional = transactional
+        self.init_in_flight = False
+        self.epoch_bumps = 0
+        accumulator.st.idem = &self.st     # the newest one is the accumulator's (its drain's)
+
+    def __dealloc__(self):
+        if self.accumulator is not None and self.accumulator.st.idem == &self.st:
+            self.accumulator.st.idem = NULL
+
+    # -- the producer's id and epoch ---------------------------------------------------------------
+
+    @property
+    def transactional(self):
+        """Batches carry the transactional attribute bit."""
+        return self.st.transactional
+
+    @property
+    def producer_id(self):
+        return self.st.producer_id
+
+    @producer_id.setter
+    def producer_id(self, int64_t v):
+        self.st.producer_id = v
+
+    @property
+    def producer_epoch(self):
+        return self.st.producer_epoch
+
+    @producer_epoch.setter
+    def producer_epoch(self, int32_t v):
+        self.st.producer_epoch = v
+
+    @property
+    def bump_required(self):
+        return self.st.bump_required
+
+    @bump_required.setter
+    def bump_required(self, bint v):
+        self.st.bump_required = v
+
+    def has_producer_id(self):
+        return self.st.producer_id >= 0 and not self.st.bump_required
+
+    def set_producer_id(self, int64_t producer_id, int32_t epoch):
+        cdef AccState *a = &self.accumulator.st
+        cdef QueueState *q
+        cdef Py_ssize_t i
+        cdef bint new_id = producer_id != self.st.producer_id
+        if new_id or epoch != self.st.producer_epoch:
+            self.accumulator._acquire()
+            for i in range(a.nqueues):
+                q = a.queues[i]
+                q.next_sequence = 0
+                q.last_acked_end = -1
+                q.last_acked_offset = -1
+                if new_id:
+                    q.rewrite_epoch = -1  # a new id: every unacknowledged batch is re-stamped anyway
+            self.accumulator._release()
+        if self.st.producer_id >= 0:
+            self.epoch_bumps += 1
+            _log.info("idempotent producer id %d epoch %d -> id %d epoch %d",
+                      self.st.producer_id, self.st.producer_epoch, producer_id, epoch)
+        self.st.producer_id = producer_id
+        self.st.producer_epoch = epoch
+        self.st.bump_required = False
+
+    def init_request_body(self):
+        """InitProducerId body: v3+ carries the current id/epoch so the broker bumps the epoch."""
+        return {"transactional_id": None, "transaction_timeout_ms": 2**31 - 1,
+                "producer_id": self.st.producer_id, "producer_epoch": self.st.producer_epoch}
+
+    # -- per batch ---------------------------------------------------------------------------------
+
+    cdef QueueState *_q(self, ProducerBatch batch) except NULL:
+        return self.accumulator.qstate(batch.topic, batch.partition)
+
+    def stamp(self, ProducerBatch batch):
+        """stamp(batch) -> bool: give a drained (closed) batch its sequence (first send, or first
+        send after an epoch bump). True when the batch goes out with the stamp of an older epoch (a
+        resend the broker may already have): nothing else of its partition may be sent until it
+        completes. The same rule as the drain's (stamp_for_send_c)."""
+        cdef int r = idem_stamp_c(&self.st, self._q(batch), &batch.s)
+        if r < 0:
+            raise ValueError(f"{batch!r} cannot be stamped (no builder, or not closed)")
+        return r == 1
+
+    def awaiting_first_ack(self, ProducerBatch batch):
+        """True while no batch of ``batch``'s partition was acknowledged under the current epoch.
+
+        A broker that holds no state for this producer on a partition accepts *any* first sequence
+        (Apache Kafka does). If the first batch failed with a retriable error while a later one was
+        in flight behind it, the later one would be written first and the first could never follow
+        it. So until the first acknowledgement, a partition has one batch in flight."""
+        return self._q(batch).last_acked_end < 0
+
+    def is_stale(self, ProducerBatch batch):
+        return (batch.s.base_sequence >= 0 and batch.s.producer_id == self.st.producer_id
+                and batch.s.producer_epoch != self.st.producer_epoch)
+
+    def acked(self, ProducerBatch batch, int64_t base_offset=-1):
+        cdef QueueState *q
+        if batch.s.producer_epoch == self.st.producer_epoch and batch.s.producer_id == self.st.producer_id:
+            q = self._q(batch)
+            q.last_acked_end = (batch.s.base_sequence + batch.s.record_count) & SEQUENCE_MAX
+            if base_offset >= 0:
+                q.last_acked_offset = base_offset + batch.s.record_count - 1
+
+    def data_loss(self, ProducerBatch batch, int code):
+        """``(acked_sequence_end, acked_offset)`` when ``code`` on ``batch`` means the broker lost
+        records it acknowledged: OUT_OF_ORDER_SEQUENCE_NUMBER on the very batch that follows the
+        last acknowledged one, under the current epoch, after at least one acknowledgement (the
+        broker then had this producer's sequence, and no longer has it). Else None."""
+        cdef QueueState *q
+        if code != _OUT_OF_ORDER or batch.s.producer_id != self.st.producer_id \
+                or batch.s.producer_epoch != self.st.producer_epoch:
+            return None
+        q = self._q(batch)
+        if q.last_acked_end < 0 or batch.s.base_sequence != q.last_acked_end:
+            return None
+        return q.last_acked_end, q.last_acked_offset
+
+    def unresolved(self, ProducerBatch batch):
+        """A sequenced batch failed for good: the broker may or may not have it, and either way the
+        partition's next sequence no longer follows. Re-stamp the partition under a new epoch."""
+        if batch.s.base_sequence < 0 or batch.s.producer_id != self.st.producer_id \
+                or self.st.producer_id < 0:
+            return
+        _idem_break(self._q(batch), &batch.s)
+        if batch.s.producer_epoch == self.st.producer_epoch:
+            self.st.bump_required = True
+
+    def on_sequence_error(self, ProducerBatch batch, int code):
+        """A sequence error for ``batch`` (which is retried). True when it requires an epoch bump;
+        False when it only reflects an earlier batch of the partition that failed and is being
+        retried, or when the batch is re-stamped under the current epoch on its next drain."""
+        cdef QueueState *q
+        cdef int32_t end
+        if batch.s.base_sequence < 0 or batch.s.producer_id != self.st.producer_id:
+            return False    # stamped under another producer id: re-stamped on its next drain
+        q = self._q(batch)
+        if batch.s.producer_epoch != self.st.producer_epoch:
+            _idem_break(q, &batch.s)   # a stale resend the broker no longer accepts: re-stamp it
+            return False
+        end = q.last_acked_end if q.last_acked_end >= 0 else 0
+        if code == _UNKNOWN_PRODUCER_ID or code == _INVALID_PRODUCER_EPOCH \
+                or batch.s.base_sequence == end:
+            _idem_break(q, &batch.s)
+            return True
+        return False
+
+    def sequence_state(self, str topic, int32_t partition):
+        """sequence_state(topic, partition) -> (next_sequence, last_acked_end, last_acked_offset,
+        rewrite_epoch): a partition's sequence state (None for "none"), for tests and debugging."""
+        cdef QueueState *q = self.accumulator.qstate(topic, partition)
+        return (q.next_sequence, None if q.last_acked_end < 0 else q.last_acked_end,
+                None if q.last_acked_offset < 0 else q.last_acked_offset,
+                None if q.rewrite_epoch < 0 else q.rewrite_epoch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Test seam
+# ---------------------------------------------------------------------------------------------
+
+def _drain_express_for_test(RecordAccumulator acc, nodes, int64_t max_request_size,
+                            int64_t now_ms, Py_ssize_t out_cap=64):
+    """FOR TESTS ONLY: run drain_express_c (without the GIL) for ``nodes`` (a list of
+    (node_id, room)) and return its output as a list of (node_id, batch); the batches' owned
+    references move into the list. Also returns next_send_deadline_c for the same nodes before
+    the drain: ``(deadline, [(node_id, batch), ...])``."""
+    cdef Py_ssize_t n = len(nodes), i, got
+    cdef ExpressNode *ns = <ExpressNode *>PyMem_RawMalloc((n if n else 1) * sizeof(ExpressNode))
+    cdef ExpressBatch *out = <ExpressBatch *>PyMem_RawMalloc((out_cap if out_cap > 0 else 1)
+                                                             * sizeof(ExpressBatch))
+    cdef int64_t deadline
+    cdef list res = []
+    if ns == NULL or out == NULL:
+        PyMem_RawFree(ns)
+        PyMem_RawFree(out)
+        raise MemoryError()
+    try:
+        for i in range(n):
+            ns[i].node_id = nodes[i][0]
+            ns[i].room = nodes[i][1]
+        with nogil:
+            deadline = next_send_deadline_c(&acc.st, ns, n, now_ms)
+            got = drain_express_c(&acc.st, ns, n, max_request_size, now_ms, out, out_cap)
+        for i in range(got):
+            res.append((out[i].node_id, express_take_batch(&out[i])))
+    finally:
+        PyMem_RawFree(ns)
+        PyMem_RawFree(out)
+    return deadline, res

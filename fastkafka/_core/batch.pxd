@@ -5,7 +5,7 @@
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
-from fastkafka._wire.records cimport BatchBuilder
+from fastkafka._wire.records cimport BatchBuilder, BuilderCore
 
 
 @cython.final
@@ -26,23 +26,38 @@ cdef class BatchListener:
     cdef int64_t count
 
 
+# The fields of a ProducerBatch that code without the GIL reads or writes (the I/O thread's
+# GIL-free turn: drain, close, stamp), in one C struct reached through ``&batch.s`` (the pointer is
+# taken with the GIL while the batch is known alive). The Python properties of the same names
+# (created_ms, attempts, ...) read and write these.
+cdef struct BatchState:
+    int64_t created_ms
+    int64_t drained_ms                        # -1 until drained
+    int64_t last_attempt_ms
+    int32_t attempts                          # 0 for the first send
+    int32_t record_count
+    int64_t producer_id                       # -1 until stamped
+    int32_t producer_epoch
+    int32_t base_sequence
+    bint in_retry
+    bint full                                 # an append was refused: closed for appends
+    BuilderCore *bc                           # &builder.c, NULL once the builder is gone
+
+
+# Closed for appends (ProducerBatch.is_full_c without the GIL): refused an append, or its builder
+# is gone, closed or at batch_size.
+cdef inline bint bs_full_c(BatchState *s) noexcept nogil:
+    return s.full or s.bc == NULL or s.bc.closed or s.bc.len >= s.bc.batch_size
+
+
 @cython.final
 cdef class ProducerBatch:
     cdef readonly str topic
     cdef readonly int32_t partition
     cdef readonly object topic_partition      # cached (topic, partition)
-    cdef readonly BatchBuilder builder        # None after deallocate()
-    cdef public int64_t created_ms
-    cdef public int32_t attempts
-    cdef public int64_t last_attempt_ms
-    cdef public int64_t drained_ms
-    cdef readonly int32_t record_count
+    cdef readonly BatchBuilder builder        # None after deallocate(); set with set_builder()
+    cdef BatchState s                         # created_ms, attempts, ... (see BatchState)
     cdef public int64_t reserved              # bytes the builder holds in the buffer pool (it gives them back)
-    cdef public int64_t producer_id
-    cdef public int32_t producer_epoch
-    cdef public int32_t base_sequence
-    cdef public bint in_retry
-    cdef bint full                            # an append was refused: closed for appends
     cdef bint done                            # completed (guarded by done_acquire())
     cdef readonly int64_t base_offset
     cdef readonly int64_t log_append_time
@@ -62,8 +77,15 @@ cdef class ProducerBatch:
 
     # Nothing more goes in: refused an append, closed, or at batch_size.
     cdef inline bint is_full_c(self) noexcept:
-        cdef BatchBuilder b = self.builder
-        return self.full or b is None or b.at_limit_c()
+        return bs_full_c(&self.s)
+
+
+# Give ``b`` the builder ``builder`` (None: drop it); keeps ``b.s.bc`` in step. Every assignment
+# of ProducerBatch.builder goes through here.
+cdef inline void set_builder(ProducerBatch b, BatchBuilder builder) noexcept:
+    b.builder = builder
+    b.s.bc = NULL if builder is None else &builder.c
+
 
 
 @cython.final
@@ -122,12 +144,12 @@ cdef inline FutureRecordMetadata new_future(ProducerBatch batch, int64_t ts, Py_
                                             Py_ssize_t vl, object cb, bint want):
     cdef FutureRecordMetadata f
     if not want and cb is None:
-        batch.record_count += 1
+        batch.s.record_count += 1
         return None
     f = FutureRecordMetadata.__new__(FutureRecordMetadata)
     f.batch = batch
-    f.index = batch.record_count
-    batch.record_count += 1
+    f.index = batch.s.record_count
+    batch.s.record_count += 1
     f.timestamp_ms = ts
     f.key_size = <int32_t>kl
     f.value_size = <int32_t>vl
@@ -143,7 +165,7 @@ cdef inline FutureRecordMetadata new_future(ProducerBatch batch, int64_t ts, Py_
 # Count one more record of ``future`` (a send_batch) in ``batch``. Inline: once per record.
 cdef inline void count_batch_record(ProducerBatch batch, BatchFuture future):
     cdef BatchListener lst = batch.last_listener
-    batch.record_count += 1
+    batch.s.record_count += 1
     if lst is None or lst.future is not future:
         lst = BatchListener.__new__(BatchListener)
         lst.future = future

@@ -217,6 +217,75 @@ cdef class ProducerBatch:
             _piece_done(self.parent, error)
         return True
 
+    # The fields kept in the C struct ``s`` (BatchState), under their Python names.
+    @property
+    def created_ms(self):
+        return self.s.created_ms
+
+    @created_ms.setter
+    def created_ms(self, int64_t v):
+        self.s.created_ms = v
+
+    @property
+    def attempts(self):
+        return self.s.attempts
+
+    @attempts.setter
+    def attempts(self, int32_t v):
+        self.s.attempts = v
+
+    @property
+    def last_attempt_ms(self):
+        return self.s.last_attempt_ms
+
+    @last_attempt_ms.setter
+    def last_attempt_ms(self, int64_t v):
+        self.s.last_attempt_ms = v
+
+    @property
+    def drained_ms(self):
+        return self.s.drained_ms
+
+    @drained_ms.setter
+    def drained_ms(self, int64_t v):
+        self.s.drained_ms = v
+
+    @property
+    def record_count(self):
+        return self.s.record_count
+
+    @property
+    def producer_id(self):
+        return self.s.producer_id
+
+    @producer_id.setter
+    def producer_id(self, int64_t v):
+        self.s.producer_id = v
+
+    @property
+    def producer_epoch(self):
+        return self.s.producer_epoch
+
+    @producer_epoch.setter
+    def producer_epoch(self, int32_t v):
+        self.s.producer_epoch = v
+
+    @property
+    def base_sequence(self):
+        return self.s.base_sequence
+
+    @base_sequence.setter
+    def base_sequence(self, int32_t v):
+        self.s.base_sequence = v
+
+    @property
+    def in_retry(self):
+        return self.s.in_retry
+
+    @in_retry.setter
+    def in_retry(self, bint v):
+        self.s.in_retry = v
+
     @property
     def is_done(self):
         return self.done
@@ -254,8 +323,8 @@ cdef class ProducerBatch:
         return self.builder.estimated_size_c() if self.builder is not None else 0
 
     def __repr__(self):
-        return (f"ProducerBatch({self.topic!r}, {self.partition}, records={self.record_count}, "
-                f"attempts={self.attempts}, done={self.done})")
+        return (f"ProducerBatch({self.topic!r}, {self.partition}, records={self.s.record_count}, "
+                f"attempts={self.s.attempts}, done={self.done})")
 
 
 cdef ProducerBatch init_batch(ProducerBatch b, str topic, int32_t partition, BatchBuilder builder,
@@ -263,17 +332,18 @@ cdef ProducerBatch init_batch(ProducerBatch b, str topic, int32_t partition, Bat
     b.topic = topic
     b.partition = partition
     b.topic_partition = (topic, partition)
-    b.builder = builder
-    b.created_ms = created_ms
-    b.last_attempt_ms = created_ms
-    b.drained_ms = -1
-    b.attempts = 0
-    b.record_count = 0
+    set_builder(b, builder)
+    b.s.created_ms = created_ms
+    b.s.last_attempt_ms = created_ms
+    b.s.drained_ms = -1
+    b.s.attempts = 0
+    b.s.record_count = 0
     b.reserved = 0
-    b.producer_id = -1
-    b.producer_epoch = -1
-    b.base_sequence = -1
-    b.in_retry = False
+    b.s.producer_id = -1
+    b.s.producer_epoch = -1
+    b.s.base_sequence = -1
+    b.s.in_retry = False
+    b.s.full = False
     b.base_offset = -1
     b.log_append_time = -1
     b.error = None
@@ -331,7 +401,7 @@ cdef list record_owners(ProducerBatch b):
     runs are known only when each has a callback (it is then in ``_thunks`` with its index)."""
     cdef list listeners = b.listeners
     cdef list owners
-    cdef Py_ssize_t n = b.record_count, j = 0, li, c, total = 0, others = 0
+    cdef Py_ssize_t n = b.s.record_count, j = 0, li, c, total = 0, others = 0
     cdef int32_t i
     cdef FutureRecordMetadata f
     cdef BatchListener l

@@ -18,6 +18,7 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._core.clock cimport monotonic_ms as c_monotonic_ms
+from fastkafka._core.accumulator cimport RecordAccumulator, stamp_batch_for_send
 
 from fastkafka._core.accumulator import register_io_thread, unregister_io_thread
 from fastkafka._core.produce_codec import ProduceCodec
@@ -88,7 +89,9 @@ cdef class Sender:
         self._retry_backoff_ms = config.retry_backoff_ms
         self._request_timeout_ms = config.request_timeout_ms
         self._retries = min(config.retries, 2**31 - 1)
-        self.idem = IdempotenceState(config.transactional_id is not None) if config.enable_idempotence else None
+        # The idempotence state lives in the accumulator's partitions (the drain stamps with it).
+        self.idem = IdempotenceState(accumulator, config.transactional_id is not None) \
+            if config.enable_idempotence else None
         self.transactional_id = config.transactional_id
         self.txn = None
         if self.transactional_id is not None:
@@ -329,18 +332,16 @@ cdef class Sender:
         # The compact body of the compiled codec: (transactional_id, acks, timeout_ms, parts), one
         # (topic, partition, records) per batch; the codec groups them by topic and puts each
         # batch's buffer into the frame by reference.
+        cdef RecordAccumulator acc = <RecordAccumulator?>self.acc
         parts = []
         append = parts.append
-        idem = self.idem
         for b in batches:
-            if idem is not None:
-                if idem.stamp(b) or idem.awaiting_first_ack(b):
-                    # A resend under an older epoch, or the partition's first batch of this epoch:
-                    # nothing else of this partition may go out until it is resolved (see
-                    # IdempotenceState.awaiting_first_ack). Completion unmutes it.
-                    self.acc.mute(b.topic, b.partition)
-            else:
-                b.builder.stamp(-1, -1, -1)  # header fields and CRC; no sequence without idempotence
+            # The drain's own stamp rule (stamp_for_send_c): with idempotence, a resend under an
+            # older epoch, or the partition's first batch of this epoch, mutes the partition:
+            # nothing else of it may go out until it is resolved (see
+            # IdempotenceState.awaiting_first_ack); completion unmutes it. Without idempotence:
+            # header fields and CRC, no sequence.
+            stamp_batch_for_send(acc, b)
             append((b.topic, b.partition, b.builder.buffer()))
         body = (self.transactional_id, self.acks, self._request_timeout_ms, parts)
         expect_response = self.acks != 0

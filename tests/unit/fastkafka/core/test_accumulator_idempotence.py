@@ -1,0 +1,222 @@
+"""IdempotenceState with its state in C (the producer id/epoch in a struct, each partition's sequence
+state in the accumulator's partition state): the semantics fastkafka.idempotence documents."""
+from __future__ import annotations
+
+import pytest
+
+from fastkafka._core.accumulator import RecordAccumulator
+from fastkafka._core.bufferpool import BufferPool
+from fastkafka.idempotence import (IdempotenceState, INVALID_PRODUCER_EPOCH,
+                                   OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
+
+from reference_records import decode_batch
+
+
+class Cluster:
+    def __init__(self, leaders):
+        self.leaders = dict(leaders)
+
+    def leader_for(self, topic, partition):
+        return self.leaders.get((topic, partition), -1)
+
+    def partitions_for_node(self, node):
+        return [tp for tp, n in sorted(self.leaders.items()) if n == node]
+
+
+CLUSTER = Cluster({("t", 0): 1, ("t", 1): 1})
+
+
+@pytest.fixture
+def rig():
+    accs = []
+
+    def make(transactional=False):
+        acc = RecordAccumulator(16384, 0, None, 0, 100, 120000, BufferPool(1 << 20, 16384), False)
+        accs.append(acc)
+        return acc, IdempotenceState(acc, transactional)
+    yield make
+    for acc in accs:
+        for b in acc.abort_undrained():
+            b.complete(-1, -1, None)
+            acc.deallocate(b)
+        acc.close()
+
+
+def drained(acc, partition=0, n=1):
+    """A closed batch of ``n`` records of t-``partition``, drained."""
+    for i in range(n):
+        acc.append("t", partition, 1000, None, b"v%d" % i, None, None, 0, 0)
+    [b] = [b for b in acc.drain(CLUSTER, [1], 1 << 20, 0)[1] if b.partition == partition]
+    return b
+
+
+def done(acc, *batches):
+    for b in batches:
+        b.complete(0, -1, None)
+        acc.deallocate(b)
+
+
+def test_producer_id_and_epoch(rig):
+    acc, idem = rig()
+    assert not idem.has_producer_id() and idem.producer_id == -1 and idem.producer_epoch == -1
+    idem.set_producer_id(5, 0)
+    assert idem.has_producer_id() and idem.epoch_bumps == 0
+    idem.bump_required = True
+    assert not idem.has_producer_id()
+    assert idem.init_request_body()["producer_id"] == 5
+    idem.set_producer_id(5, 1)
+    assert idem.has_producer_id() and not idem.bump_required and idem.epoch_bumps == 1
+    idem.init_in_flight = True
+    assert idem.init_in_flight
+    assert not idem.transactional and rig(True)[1].transactional
+
+
+def test_stamp_gives_sequences_and_writes_the_header(rig):
+    acc, idem = rig(transactional=True)
+    idem.set_producer_id(9, 2)
+    b1 = drained(acc, n=3)
+    assert idem.stamp(b1) is False and idem.awaiting_first_ack(b1)
+    assert (b1.producer_id, b1.producer_epoch, b1.base_sequence) == (9, 2, 0)
+    h = decode_batch(b1.builder.buffer())
+    assert (h.producer_id, h.producer_epoch, h.base_sequence) == (9, 2, 0)
+    assert h.attributes & 0x10            # transactional
+    b2 = drained(acc, n=2)
+    idem.stamp(b2)
+    assert b2.base_sequence == 3
+    assert idem.sequence_state("t", 0) == (5, None, None, None)
+    assert idem.stamp(b1) is False and b1.base_sequence == 0   # a retry keeps its sequence
+    idem.acked(b1, 100)
+    assert not idem.awaiting_first_ack(b2)
+    assert idem.sequence_state("t", 0) == (5, 3, 102, None)
+    assert idem.sequence_state("t", 1) == (0, None, None, None)   # per partition
+    done(acc, b1, b2)
+
+
+def test_stamp_of_a_batch_without_builder_raises(rig):
+    acc, idem = rig()
+    idem.set_producer_id(1, 0)
+    b = drained(acc)
+    done(acc, b)
+    with pytest.raises(ValueError):
+        idem.stamp(b)
+
+
+def test_data_loss_only_on_the_batch_after_the_last_ack(rig):
+    acc, idem = rig()
+    idem.set_producer_id(1, 0)
+    b1, b2 = drained(acc, n=2), drained(acc, n=1)
+    idem.stamp(b1)
+    idem.stamp(b2)
+    assert idem.data_loss(b2, OUT_OF_ORDER_SEQUENCE_NUMBER) is None   # nothing acked yet
+    idem.acked(b1, 40)
+    assert idem.data_loss(b2, OUT_OF_ORDER_SEQUENCE_NUMBER) == (2, 41)
+    assert idem.data_loss(b2, UNKNOWN_PRODUCER_ID) is None
+    assert idem.data_loss(b1, OUT_OF_ORDER_SEQUENCE_NUMBER) is None    # not the next one
+    idem.set_producer_id(1, 1)
+    assert idem.data_loss(b2, OUT_OF_ORDER_SEQUENCE_NUMBER) is None    # another epoch
+    done(acc, b1, b2)
+
+
+def test_acked_without_offset_and_other_epoch(rig):
+    acc, idem = rig()
+    idem.set_producer_id(1, 0)
+    b = drained(acc, n=2)
+    idem.stamp(b)
+    idem.acked(b)                          # acks=... without a base offset
+    assert idem.sequence_state("t", 0) == (2, 2, None, None)
+    idem.set_producer_id(1, 1)             # a new epoch forgets the acknowledgements
+    assert idem.sequence_state("t", 0) == (0, None, None, None)
+    idem.acked(b, 7)                       # stamped under the old epoch: ignored
+    assert idem.sequence_state("t", 0) == (0, None, None, None)
+    done(acc, b)
+
+
+def test_unresolved_rewrites_the_partition_and_requires_a_bump(rig):
+    acc, idem = rig()
+    idem.set_producer_id(1, 0)
+    lost, p0_inflight, p1_inflight = drained(acc, 0), drained(acc, 0), drained(acc, 1)
+    for b in (lost, p0_inflight, p1_inflight):
+        idem.stamp(b)
+    idem.unresolved(lost)
+    assert idem.bump_required and idem.sequence_state("t", 0)[3] == 0
+    idem.set_producer_id(1, 1)             # the bump: same id, next epoch
+    assert idem.sequence_state("t", 0)[3] == 0   # the rewrite mark survives an epoch bump
+    # t-0 was rewritten: its old-epoch batch is re-stamped under the new epoch from 0
+    assert idem.stamp(p0_inflight) is False
+    assert (p0_inflight.producer_epoch, p0_inflight.base_sequence) == (1, 0)
+    # t-1 was not: its old-epoch batch is a stale resend, sent as it was
+    assert idem.is_stale(p1_inflight)
+    assert idem.stamp(p1_inflight) is True
+    assert (p1_inflight.producer_epoch, p1_inflight.base_sequence) == (0, 0)
+    idem.set_producer_id(2, 0)             # a new id clears the rewrite marks
+    assert idem.sequence_state("t", 0) == (0, None, None, None)
+    done(acc, lost, p0_inflight, p1_inflight)
+
+
+def test_unresolved_ignores_unsequenced_and_other_ids(rig):
+    acc, idem = rig()
+    b = drained(acc)
+    idem.unresolved(b)                     # no producer id yet, not stamped
+    assert not idem.bump_required
+    idem.set_producer_id(3, 0)
+    idem.stamp(b)
+    idem.set_producer_id(4, 0)
+    idem.unresolved(b)                     # stamped under another id
+    assert not idem.bump_required and idem.sequence_state("t", 0)[3] is None
+    done(acc, b)
+
+
+def test_on_sequence_error(rig):
+    acc, idem = rig()
+    idem.set_producer_id(1, 0)
+    b1, b2, b3 = drained(acc, n=2), drained(acc), drained(acc)
+    for b in (b1, b2, b3):
+        idem.stamp(b)
+    # the first batch (sequence 0, nothing acked): the broker lost our state
+    assert idem.on_sequence_error(b1, OUT_OF_ORDER_SEQUENCE_NUMBER) is True
+    assert idem.sequence_state("t", 0)[3] == 0
+    idem.acked(b1)
+    # a later batch: only a gap behind a retried one
+    assert idem.on_sequence_error(b3, OUT_OF_ORDER_SEQUENCE_NUMBER) is False
+    assert idem.on_sequence_error(b3, UNKNOWN_PRODUCER_ID) is True
+    assert idem.on_sequence_error(b2, INVALID_PRODUCER_EPOCH) is True
+    idem.set_producer_id(1, 1)
+    fresh = drained(acc, 1)
+    assert idem.on_sequence_error(fresh, OUT_OF_ORDER_SEQUENCE_NUMBER) is False  # not sequenced
+    idem.stamp(fresh)
+    # a batch of the old epoch: marked for rewrite, no bump
+    idem2_state = idem.sequence_state("t", 1)
+    assert idem.on_sequence_error(b2, OUT_OF_ORDER_SEQUENCE_NUMBER) is False
+    assert idem.sequence_state("t", 0)[3] == 0 and idem.sequence_state("t", 1) == idem2_state
+    done(acc, b1, b2, b3, fresh)
+
+
+def test_sender_path_mutes_first_batch_and_stale_resend(rig):
+    """_send_produce's rule (stamp_for_send_c): the partition's first batch under an epoch, and a
+    stale resend, mute the partition."""
+    from fastkafka._core.sender import Sender
+    import types
+    acc, _ = rig()
+    sent = []
+
+    class Client:
+        def send(self, node, api, body, now, cb, **kw):
+            sent.append(body)
+    cfg = types.SimpleNamespace(
+        transactional_id=None, enable_idempotence=True, acks=-1, compression_code=0,
+        retry_backoff_ms=100, retry_backoff_max_ms=1000, on_error=None, request_timeout_ms=30000,
+        delivery_timeout_ms=120000, retries=3, max_request_size=1 << 20)
+    s = Sender(cfg, acc, types.SimpleNamespace(cluster=CLUSTER), Client(), clock=lambda: 0)
+    s.idem.set_producer_id(8, 0)
+    b1 = drained(acc, 0)
+    s._send_produce(1, [b1], 0)
+    assert acc.is_muted("t", 0) and b1.base_sequence == 0
+    s.idem.acked(b1, 0)
+    acc.unmute("t", 0)
+    b2 = drained(acc, 0)
+    s._send_produce(1, [b2], 0)
+    assert not acc.is_muted("t", 0) and b2.base_sequence == 1
+    s.idem.set_producer_id(8, 1)           # b2's answer was lost; the epoch moved on
+    s._send_produce(1, [b2], 0)            # resent under its old stamp: muted
+    assert acc.is_muted("t", 0) and (b2.producer_epoch, b2.base_sequence) == (0, 1)
+    done(acc, b1, b2)
