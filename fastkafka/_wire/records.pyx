@@ -802,12 +802,6 @@ cdef class BatchBuilder:
         return self.c.cap
 
     @property
-    def _cap(self):
-        # What accumulator.pyx's split_and_reenqueue reads (c.builder._cap, looked up by name since
-        # the field moved into c); it goes once that reads c.builder.c.cap.
-        return self.c.cap
-
-    @property
     def base_timestamp(self):
         """First record's timestamp (or the constructor's), None while unset."""
         return self.c.base_ts if self.c.has_base_ts else None
