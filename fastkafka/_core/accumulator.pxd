@@ -238,6 +238,12 @@ cdef Py_ssize_t drain_express_c(AccState *st, const ExpressNode *nodes, Py_ssize
 cdef int64_t next_send_deadline_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
                                   int64_t now_ms) noexcept nogil
 
+# The earliest time after ``after_ms`` at which the queues need the GIL turn (a head batch the
+# GIL-free turn leaves to it becoming sendable, or any head batch reaching its delivery timeout);
+# INT64_MAX when none. Takes the accumulator lock (same rule as drain_express_c).
+cdef int64_t python_next_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
+                           int64_t after_ms) noexcept nogil
+
 # The GIL path's stamp (Sender._send_produce): stamp_for_send_c on ``batch`` (its partition's
 # QueueState looked up under the lock), muting the partition under the lock when it says so.
 # Raises when the batch cannot be stamped.

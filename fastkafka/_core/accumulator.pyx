@@ -625,6 +625,49 @@ cdef int64_t next_send_deadline_c(AccState *st, const ExpressNode *nodes, Py_ssi
     return best if best > 0 else 0
 
 
+cdef int64_t python_next_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
+                           int64_t after_ms) noexcept nogil:
+    """The earliest time after ``after_ms`` at which the queues need the GIL turn: a head batch the
+    GIL-free turn leaves to it (a partition led by none of ``nodes``, or a batch drain_express_c
+    does not take) becoming sendable by the ready() rule (one that is sendable at once counts from
+    its linger deadline), or any head batch reaching its delivery timeout. INT64_MAX when none.
+    What was due at ``after_ms`` already is not counted: the GIL turn that ran then saw it. Takes
+    the accumulator lock (same rule as drain_express_c)."""
+    cdef int64_t best = INT64_MAX, at
+    cdef Py_ssize_t i, k
+    cdef bint always, led, steady
+    cdef QueueState *q
+    cdef BatchState *h
+    _lock_nogil(st)
+    always = st.closed or st.flushes > 0
+    steady = not st.transactional and _idem_steady(st)
+    for i in range(st.nqueues):
+        q = st.queues[i]
+        if q.count == 0:
+            continue
+        h = q_bs(q, 0)
+        at = h.created_ms + st.delivery_timeout_ms
+        if after_ms < at < best:
+            best = at
+        if not queue_drainable_c(st, q):
+            continue                    # muted (or not in the transaction): the GIL turn unmutes it
+        led = False
+        if steady:
+            for k in range(nnodes):
+                if nodes[k].node_id == q.leader:
+                    led = True
+                    break
+        if led and _express_head_at(st, q, always, after_ms) != INT64_MAX:
+            continue                    # the GIL-free turn's
+        at = head_sendable_at_c(st, q, always)
+        if at <= after_ms:
+            at = h.created_ms + st.linger_ms
+        if after_ms < at < best:
+            best = at
+    PyThread_release_lock(st.lock)
+    return best
+
+
 cdef int stamp_batch_for_send(RecordAccumulator acc, ProducerBatch batch) except -1:
     cdef QueueState *q = acc.qstate(batch.topic, batch.partition)
     cdef int r = stamp_for_send_c(&acc.st, q, &batch.s)
