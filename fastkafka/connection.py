@@ -8,7 +8,9 @@ re-authentication, idleness, a broker's throttle) and what to do with a response
 to the oldest request, decode it, note the throttle). It owns no socket and does no I/O:
 :class:`~fastkafka.network.NetworkClient` owns the sockets and the poller, moves bytes between
 them and each connection's send queue and frame reader, and acts on what the connection reports
-(close it, complete a request, start the next handshake step).
+(close it, complete a request, start the next handshake step). Produce requests queued by the I/O
+thread without the GIL ("express") are in flight beside the others and come back answered or failed
+as :class:`ExpressRequest` objects.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from __future__ import annotations
 import abc
 
 from . import __version__
-from ._core.connection import UNSUPPORTED_VERSION, Connection, Due, InFlightRequest, State
+from ._core.connection import (UNSUPPORTED_VERSION, Connection, Due, ExpressRequest, InFlightRequest,
+                               State)
 from .protocol import SUPPORTED_VERSIONS, ApiKey
 
 __all__ = ["API_VERSIONS_BODY", "UNSUPPORTED_VERSION", "ApiVersionsStep", "Connection", "Due",
-           "HandshakeStep", "InFlightRequest", "State", "TlsHandshakeStep"]
+           "ExpressRequest", "HandshakeStep", "InFlightRequest", "State", "TlsHandshakeStep"]
 
 #: The ApiVersions request this client sends (handshake, and the acks=0 close barrier).
 API_VERSIONS_BODY = {"client_software_name": "fastkafka", "client_software_version": __version__}

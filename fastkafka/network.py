@@ -5,7 +5,7 @@ connection state machine's names (:mod:`fastkafka.connection`) beside it.
 """
 
 from ._core.network import NetworkClient, connect_error_text, errno_text, now_ms, set_failpoint
-from .connection import Connection, Due, InFlightRequest, State
+from .connection import Connection, Due, ExpressRequest, InFlightRequest, State
 
-__all__ = ["Connection", "Due", "InFlightRequest", "NetworkClient", "State", "connect_error_text",
+__all__ = ["Connection", "Due", "ExpressRequest", "InFlightRequest", "NetworkClient", "State", "connect_error_text",
            "errno_text", "now_ms", "set_failpoint"]

@@ -1,10 +1,53 @@
 # cython: language_level=3
 # Contract of fastkafka._core.network: the client that owns the sockets, the poller and the
 # connections (fastkafka._core.connection), and runs the network part of each I/O turn.
-from libc.stdint cimport int32_t, int64_t
+from cpython.ref cimport PyObject
+from libc.stdint cimport int16_t, int32_t, int64_t
 
-from fastkafka._core.connection cimport Connection, InFlightRequest
+from fastkafka._core.connection cimport (ConnCore, Connection, InFlightRequest,
+                                         conn_express_enqueue_c, conn_write_c)
+from fastkafka._core.express cimport Segment
 from fastkafka._core.ioloop cimport Poller
+
+
+# The client's fields that code without the GIL reads or writes: take ``&client.st`` with the GIL.
+cdef struct NetCore:
+    int32_t correlation        # the last correlation id allocated (ids run 1 .. 2**31-1, wrapping)
+    long long express_requests # express requests queued without the GIL, not yet in stats
+    long long express_bytes    # bytes written without the GIL, not yet in stats["bytes_sent"]
+
+
+# Without the GIL: the next correlation id (every request of the client takes its id here).
+cdef inline int32_t next_correlation_c(NetCore *n) noexcept nogil:
+    n.correlation = (n.correlation + 1) & 0x7FFFFFFF
+    return n.correlation
+
+
+cdef enum:
+    # express_send_c(): the request could not be queued (no memory; the caller keeps batches and glue)
+    EXPRESS_NO_MEMORY = -1000001
+
+
+# Without the GIL: queue an express Produce request on a READY plaintext connection and write it.
+# The caller took ``correlation_id`` from next_correlation_c(n) and encoded it in ``glue``; the
+# segments (glue and batch buffers, in order) are the whole request, size prefix included.
+# Returns the bytes written now (0: the socket takes nothing now; the rest waits on the send
+# queue: the GIL turn writes it, so go back to it, or ask for write readiness, while
+# c.sq.head != c.sq.tail), EXPRESS_NO_MEMORY (nothing changed), or conn_write_c()'s negative
+# codes (queued; the GIL turn's next write or read of this connection closes it on an error).
+cdef inline Py_ssize_t express_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
+                                      int16_t version, PyObject **batches, Py_ssize_t nbatches,
+                                      char *glue, const Segment *segs,
+                                      Py_ssize_t nsegs) noexcept nogil:
+    cdef Py_ssize_t r
+    if conn_express_enqueue_c(c, correlation_id, now, version, batches, nbatches, glue,
+                              segs, nsegs) < 0:
+        return EXPRESS_NO_MEMORY
+    n.express_requests += 1
+    r = conn_write_c(c)
+    if r > 0:
+        n.express_bytes += r
+    return r
 
 
 cdef class NetworkClient:
@@ -23,7 +66,8 @@ cdef class NetworkClient:
     cdef readonly object client_id
     cdef readonly dict connections         # node id -> Connection
     cdef readonly Poller poller
-    cdef int32_t _correlation
+    cdef NetCore st                        # the correlation id counter, GIL-free counters
+    cdef public object express_handler     # handler(node_id, batches, body, error): express answers
     cdef list _completions                 # (callback, body, error) to run after the I/O
     cdef bint _metadata_in_flight
     cdef tuple _last_metadata_problems
@@ -43,6 +87,7 @@ cdef class NetworkClient:
                                 object max_version, object codec)
     cdef int poll_c(self, int64_t timeout_ms, int64_t now) except -1
     cdef int32_t _next_correlation_id(self) noexcept
+    cdef int _fold_express_stats(self) except -1
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1
     cdef int64_t _maybe_update_metadata(self, int64_t now) except? -1
     cdef int _io(self, Connection conn, int mask, int64_t now) except -1

@@ -15,6 +15,14 @@ caller of an admin request) calls its methods; :meth:`NetworkClient.wakeup` is t
 from any thread. ``send`` only queues a request; ``poll`` does the network work in the order the
 design gives: send what can be sent, poll the sockets, handle disconnects, expire requests that waited
 too long, then run the completion handlers — after the I/O, with no lock held.
+
+Express requests: the I/O thread's GIL-free turn queues Produce requests with ``express_send_c``
+(network.pxd: raw segments on the connection's send queue, an in-flight C entry owning the batches,
+the correlation id from the client's C counter ``next_correlation_c``, which every request uses);
+their answers are read here with the GIL, like any other, and go, with failures (disconnect,
+request timeout, garbled answer), to ``express_handler(node_id, batches, body, error)`` from the
+completions, where an InFlightRequest's callback would run. :meth:`NetworkClient.send_express` does
+the same from Python.
 """
 
 import errno
@@ -26,12 +34,17 @@ import ssl
 from collections import deque
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport INT64_MAX, int32_t, int64_t
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+from libc.stdint cimport INT64_MAX, int16_t, int32_t, int64_t, uint32_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 from fastkafka._core.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._core.connection cimport (
     CONNECTING, DISCONNECTED, DUE_CONNECT, DUE_IDLE, DUE_NONE, DUE_REAUTHENTICATE, DUE_REQUEST,
-    DUE_TLS_HANDSHAKE, HANDSHAKE, READY, Connection, InFlightRequest)
+    DUE_TLS_HANDSHAKE, HANDSHAKE, READY, Connection, ExpressRequest, InFlightRequest,
+    conn_write_c)
+from fastkafka._core.express cimport Segment
 from fastkafka._core.ioloop cimport Poller
 from fastkafka._core.transport cimport FrameReader, SendQueue
 
@@ -103,7 +116,9 @@ cdef class NetworkClient:
         self.connections = {}
         # epoll + eventfd, waiting without the GIL (see fastkafka/_core/ioloop.pyx)
         self.poller = Poller()
-        self._correlation = 0
+        self.st.correlation = 0
+        self.st.express_requests = self.st.express_bytes = 0
+        self.express_handler = None
         self._completions = []
         self._metadata_in_flight = False
         self._last_metadata_problems = ()
@@ -163,7 +178,7 @@ cdef class NetworkClient:
             if conn.can_send_c(now, self.max_in_flight):
                 return True
         conn = self.conn_for(node_id)
-        if conn is not None and conn.status == DISCONNECTED and now >= conn.next_attempt_ms:
+        if conn is not None and conn.st.status == DISCONNECTED and now >= conn.next_attempt_ms:
             self._connect(conn, now)
             return conn.can_send_c(now, self.max_in_flight)
         return False
@@ -174,9 +189,9 @@ cdef class NetworkClient:
         if c is None:
             return 0
         conn = <Connection>c
-        if conn.status == READY and conn.throttle_until_ms > now:
-            return conn.throttle_until_ms - now   # throttled by the broker (KIP-219)
-        if conn.status != DISCONNECTED:
+        if conn.st.status == READY and conn.st.throttle_until_ms > now:
+            return conn.st.throttle_until_ms - now   # throttled by the broker (KIP-219)
+        if conn.st.status != DISCONNECTED:
             return self.request_timeout_ms
         return max(conn.next_attempt_ms - now, 0)
 
@@ -204,26 +219,26 @@ cdef class NetworkClient:
             self._connect_failed(conn, now, e)
             return
         conn.sock = sock
-        conn.fd = sock.fileno()
+        conn.st.fd = sock.fileno()
         conn.connect_started_ms = now
-        conn.last_activity_ms = now
+        conn.st.last_activity_ms = now
         if rc == 0:
             # Loopback connects can complete at once: no connect event will come.
             self._connected(conn, now)
         elif rc in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-            conn.status = CONNECTING
+            conn.st.status = CONNECTING
             self.update_interest(conn)
         else:
             sock.close()
             conn.sock = None
-            conn.fd = -1
+            conn.st.fd = -1
             self._connect_failed(conn, now, OSError(rc, f"connect to {conn.host}:{conn.port}: {errno.errorcode.get(rc, rc)}"))
 
     def _connect_failed(self, Connection conn, int64_t now, error):
         log.debug("connection to node %s (%s:%s) failed: %s", conn.node_id, conn.host, conn.port, error)
         self.metadata.connection_failed(conn.host, conn.port, connect_error_text(error))
         conn.address_index += 1
-        conn.status = DISCONNECTED
+        conn.st.status = DISCONNECTED
         self._schedule_reconnect(conn, now)
         self.metadata.last_error = error
         self.metadata.request_update()
@@ -240,9 +255,9 @@ cdef class NetworkClient:
         if _failpoint is not None:
             _failpoint("connected", self, conn)
         from fastkafka.connection import ApiVersionsStep, TlsHandshakeStep
-        conn.status = HANDSHAKE
+        conn.st.status = HANDSHAKE
         conn.handshake = deque([ApiVersionsStep()])
-        conn.reauth_at_ms = 0
+        conn.st.reauth_at_ms = 0
         if self.sasl is not None:
             conn.handshake.extend(self.sasl.steps())
         if self._tls_context is not None:
@@ -254,7 +269,7 @@ cdef class NetworkClient:
         if conn.handshake:
             conn.handshake.popleft().start(self, conn, now)
         else:
-            conn.status = READY
+            conn.st.status = READY
             conn.failures = 0
             self.auth_errors.pop(conn.node_id, None)   # it authenticated (SASL)
             self.metadata.connection_ready(conn.host, conn.port)
@@ -319,18 +334,18 @@ cdef class NetworkClient:
 
     cdef int update_interest(self, Connection conn) except -1:
         cdef int events
-        if conn.fd < 0:
+        if conn.st.fd < 0:
             return 0
         events = EV_READ
-        if (conn.status == CONNECTING or conn.send_queue.has_pending_c()
-                or (conn.tls is not None and conn.tls.wants_write())):
+        if (conn.st.status == CONNECTING or conn.send_queue.has_pending_c()
+                or (conn._tls is not None and conn._tls.wants_write())):
             events |= EV_WRITE
         if events == conn.registered_events:
             return 0
         if conn.registered_events:
-            self.poller.modify(conn.fd, events, conn)
+            self.poller.modify(conn.st.fd, events, conn)
         else:
-            self.poller.register(conn.fd, events, conn)
+            self.poller.register(conn.st.fd, events, conn)
         conn.registered_events = events
         return 0
 
@@ -341,20 +356,20 @@ cdef class NetworkClient:
         the error's text) is recorded as the last connection error of its address, unless
         ``record`` is False (the client itself is closing it)."""
         cdef InFlightRequest req
-        if record and (conn.status == CONNECTING or conn.status == HANDSHAKE):
+        if record and (conn.st.status == CONNECTING or conn.st.status == HANDSHAKE):
             conn.address_index += 1  # the next attempt tries the host's next address
             if failure is None:
                 failure = (f"handshake failed: {getattr(error, 'message', error)}"
-                           if conn.status == HANDSHAKE else str(getattr(error, "message", error)))
+                           if conn.st.status == HANDSHAKE else str(getattr(error, "message", error)))
             self.metadata.connection_failed(conn.host, conn.port, failure)
         if conn.sock is not None:
             if conn.registered_events:
-                self.poller.unregister(conn.fd)
+                self.poller.unregister(conn.st.fd)
             conn.registered_events = 0
             conn.sock.close()
             conn.sock = None
-            conn.fd = -1
-        was_ready = conn.status == READY
+            conn.st.fd = -1
+        was_ready = conn.st.status == READY
         pending = conn.reset_c()
         self.stats["disconnects"] += 1
         if was_ready:
@@ -363,6 +378,10 @@ cdef class NetworkClient:
         else:
             self._schedule_reconnect(conn, now)
         for r in pending:
+            if type(r) is ExpressRequest:
+                (<ExpressRequest>r).handler = self.express_handler
+                self._completions.append((r, None, error))
+                continue
             req = <InFlightRequest>r
             if req.api_key == API_METADATA:
                 self._metadata_in_flight = False
@@ -388,8 +407,72 @@ cdef class NetworkClient:
 
     # -- requests --------------------------------------------------------------------------
     cdef int32_t _next_correlation_id(self) noexcept:
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        return self._correlation
+        return next_correlation_c(&self.st)
+
+    cdef int _fold_express_stats(self) except -1:
+        """Count what was queued and written without the GIL in ``stats``."""
+        if self.st.express_requests or self.st.express_bytes:
+            self.stats["requests"] += self.st.express_requests
+            self.stats["bytes_sent"] += self.st.express_bytes
+            self.st.express_requests = self.st.express_bytes = 0
+        return 0
+
+    def send_express(self, int32_t node_id, list batches, frame, int version, int64_t now):
+        """Queue and write a Produce request the way the I/O thread's GIL-free turn does
+        (``express_send_c``, see network.pxd), with the GIL: ``frame`` (bytes, or a list
+        of buffers) is the whole request, size prefix included, its correlation id (bytes 8..12)
+        overwritten with the one allocated here; it is copied into one glue buffer the connection
+        frees. The connection owns references to ``batches`` until the answer, or a failure,
+        reaches ``express_handler(node_id, batches, body, error)`` from :meth:`poll`. What the
+        socket does not take now is written by :meth:`poll`. Returns the correlation id."""
+        cdef Connection conn
+        cdef Segment seg
+        cdef char *glue
+        cdef PyObject **arr
+        cdef Py_ssize_t i, nb = len(batches)
+        cdef int32_t corr
+        cdef uint32_t u
+        cdef Py_ssize_t r
+        c = self.connections.get(node_id)
+        if c is None or (<Connection>c).st.status != READY:
+            raise NetworkError(f"node {node_id} is not ready")
+        if self.express_handler is None:
+            raise ValueError("set express_handler before sending express requests")
+        conn = <Connection>c
+        data = bytes(frame) if not isinstance(frame, (list, tuple)) else b"".join(
+            [bytes(b) for b in frame])
+        if len(data) < 12 or data[4:6] != b"\x00\x00" or int.from_bytes(data[6:8], "big") != version:
+            raise ValueError(f"not a Produce v{version} request frame")
+        glue = <char *>malloc(len(data))
+        arr = <PyObject **>malloc((nb if nb else 1) * sizeof(PyObject *))
+        if glue == NULL or arr == NULL:
+            free(glue)
+            free(arr)
+            raise MemoryError()
+        memcpy(glue, PyBytes_AS_STRING(data), len(data))
+        corr = self._next_correlation_id()
+        u = <uint32_t>corr
+        glue[8] = <char>(u >> 24)
+        glue[9] = <char>(u >> 16)
+        glue[10] = <char>(u >> 8)
+        glue[11] = <char>u
+        for i in range(nb):
+            b = batches[i]
+            Py_INCREF(b)
+            arr[i] = <PyObject *>b
+        seg.p = glue
+        seg.n = len(data)
+        r = express_send_c(&self.st, &conn.st, corr, now, <int16_t>version, arr, nb, glue, &seg, 1)
+        if r == EXPRESS_NO_MEMORY:
+            for i in range(nb):
+                Py_XDECREF(arr[i])
+            free(arr)
+            free(glue)
+            raise MemoryError()
+        # What the socket did not take (or a socket error: the write fails again and closes the
+        # connection) is left to poll(), which writes queued bytes before it waits.
+        self._fold_express_stats()
+        return corr
 
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1:
         if req.codec is None:
@@ -441,7 +524,7 @@ cdef class NetworkClient:
         waiting = set()
         for c in list(self.connections.values()):
             conn = <Connection>c
-            if conn.status == READY and (conn.unconfirmed or conn.unacked_writes):
+            if conn.st.status == READY and (conn.unconfirmed or conn.st.unacked_writes):
                 self.send(conn.node_id, ApiKey.API_VERSIONS, API_VERSIONS_BODY, now,
                           lambda _body, _err, node=conn.node_id: waiting.discard(node))
                 waiting.add(conn.node_id)
@@ -468,11 +551,11 @@ cdef class NetworkClient:
         for node in nodes:
             c = self.connections.get(node)
             conn = <Connection>c if c is not None else None
-            if conn is not None and conn.status == READY:
+            if conn is not None and conn.st.status == READY:
                 load = conn.in_flight_count_c()
                 if load < self.max_in_flight and (best_load is None or load < best_load):
                     best, best_load = node, load
-            elif conn is not None and (conn.status == CONNECTING or conn.status == HANDSHAKE):
+            elif conn is not None and (conn.st.status == CONNECTING or conn.st.status == HANDSHAKE):
                 connecting = node
             elif conn is None or now >= conn.next_attempt_ms:
                 can_connect = node
@@ -565,6 +648,7 @@ cdef class NetworkClient:
         cdef int64_t t
         cdef Connection conn
         cdef int fd, mask
+        self._fold_express_stats()
         t = self._maybe_update_metadata(now)
         if t < timeout_ms:
             timeout_ms = t
@@ -587,7 +671,7 @@ cdef class NetworkClient:
                 conn = <Connection>ev[0]
                 fd = ev[1]
                 mask = ev[2]
-                if conn.fd != fd:
+                if conn.st.fd != fd:
                     continue   # closed (or reconnected) while handling an earlier event
                 try:
                     self._io(conn, mask, now)
@@ -602,7 +686,7 @@ cdef class NetworkClient:
         return 0
 
     cdef int _io(self, Connection conn, int mask, int64_t now) except -1:
-        if conn.status == CONNECTING:
+        if conn.st.status == CONNECTING:
             err = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
                 self._close(conn, now, DisconnectedError(
@@ -610,14 +694,14 @@ cdef class NetworkClient:
                     f"{errno.errorcode.get(err, err)}"), failure=errno_text(err))
                 return 0
             self._connected(conn, now)
-            if conn.tls is not None:
+            if conn._tls is not None:
                 return 0  # the TLS handshake's first flight was just written
-        if conn.tls is not None and not conn.tls.established:
+        if conn._tls is not None and not conn._tls.established:
             self._tls_handshake(conn, now)
             return 0
-        if mask & EV_READ and conn.fd >= 0:
+        if mask & EV_READ and conn.st.fd >= 0:
             self._read(conn, now)
-        if mask & EV_WRITE and conn.fd >= 0:
+        if mask & EV_WRITE and conn.st.fd >= 0:
             self._write(conn, now)
         return 0
 
@@ -626,7 +710,7 @@ cdef class NetworkClient:
         log.error("closing the connection to node %s (%s:%s) after an unexpected failure while "
                   "handling it", conn.node_id, conn.host, conn.port, exc_info=error)
         self.stats["contained_failures"] += 1
-        if conn.status != DISCONNECTED or conn.sock is not None:
+        if conn.st.status != DISCONNECTED or conn.sock is not None:
             self._close(conn, now, InvalidBrokerResponseError(
                 f"connection to node {conn.node_id} closed after an unexpected failure while "
                 f"handling it: {type(error).__name__}: {error}"))
@@ -636,9 +720,9 @@ cdef class NetworkClient:
         cdef list writers = None
         for c in self.connections.values():
             conn = <Connection>c
-            if conn.fd >= 0 and conn.status != CONNECTING and (
+            if conn.st.fd >= 0 and conn.st.status != CONNECTING and (
                     conn.send_queue.has_pending_c()
-                    or (conn.tls is not None and conn.tls.established and conn.tls.wants_write())):
+                    or (conn._tls is not None and conn._tls.established and conn._tls.wants_write())):
                 if writers is None:
                     writers = []
                 writers.append(conn)
@@ -649,20 +733,28 @@ cdef class NetworkClient:
 
     cdef int _write(self, Connection conn, int64_t now) except -1:
         cdef SendQueue q = conn.send_queue
-        cdef long long before = q.written_bytes
+        cdef Py_ssize_t wr
+        cdef long long before = q.core.written_bytes
         try:
-            if conn.tls is not None:
-                done = conn.tls.write(conn.sock, q)
+            if conn._tls is not None:
+                done = conn._tls.write(conn.sock, q)
+            elif conn.st.status == READY:
+                # the GIL-free turn's write (express_send_c), then the GIL's part: release
+                # written buffers, complete the requests expecting no answer
+                wr = conn_write_c(&conn.st)
+                done = q._finished()
+                if wr < 0:
+                    raise OSError(-wr, "writev failed")
             else:
-                done = q.write_to(conn.fd)
-            self.stats["bytes_sent"] += q.written_bytes - before
+                done = q.write_to(conn.st.fd)
+            self.stats["bytes_sent"] += q.core.written_bytes - before
         except OSError as e:       # ssl.SSLError included
             return self._io_failed(conn, now, e, "write to")
         if done:
             for r in conn.written_c(done, now):   # requests that expect no response: complete
                 self._completions.append(((<InFlightRequest>r).callback, None, None))
         else:
-            conn.last_activity_ms = now
+            conn.st.last_activity_ms = now
         self.update_interest(conn)
         return 0
 
@@ -686,15 +778,15 @@ cdef class NetworkClient:
         if _failpoint is not None:
             _failpoint("read", self, conn)
         try:
-            if conn.tls is not None:
-                frames, eof = conn.tls.read(conn.sock, reader)   # decrypted frames, as bytes
+            if conn._tls is not None:
+                frames, eof = conn._tls.read(conn.sock, reader)   # decrypted frames, as bytes
             else:
-                eof = reader.fill_c(conn.fd)   # plaintext: frames are taken where they lie
+                eof = reader.fill_c(conn.st.fd)   # plaintext: frames are taken where they lie
         except (CorruptFrameError, OSError) as e:   # ssl.SSLError included
             return self._io_failed(conn, now, e, "read from")
         if frames is not None:
             if frames:
-                conn.last_activity_ms = now
+                conn.st.last_activity_ms = now
             for frame in frames:
                 if not self._handle_frame(conn, PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame),
                                           frame, now):
@@ -709,7 +801,7 @@ cdef class NetworkClient:
                     return self._io_failed(conn, now, e, "read from")
                 if not got:
                     break
-                conn.last_activity_ms = now
+                conn.st.last_activity_ms = now
                 if not self._handle_frame(conn, p, n, None, now):
                     return 0
         if eof:
@@ -722,14 +814,14 @@ cdef class NetworkClient:
         """Advance the TLS handshake of ``conn`` with what its socket has; on completion, the next
         handshake step (ApiVersions) starts. Bounded by socket_connection_setup_timeout_ms."""
         try:
-            done = conn.tls.handshake(conn.sock)
+            done = conn._tls.handshake(conn.sock)
         except (ssl.SSLError, OSError, EOFError) as e:
             self._tls_close(conn, now, e)
             return
-        conn.last_activity_ms = now
+        conn.st.last_activity_ms = now
         if done:
             log.debug("TLS handshake with node %s done (%s, %s)", conn.node_id,
-                      conn.tls.sslobj.version(), conn.tls.sslobj.cipher()[0])
+                      conn._tls.sslobj.version(), conn._tls.sslobj.cipher()[0])
             self.update_interest(conn)
             self._next_handshake_step(conn, now)
         else:
@@ -742,7 +834,7 @@ cdef class NetworkClient:
         metadata waits, admin requests and the records queued for that node fail with it at once."""
         from fastkafka.tls import describe_handshake_error
         where = f"node {conn.node_id} ({conn.host}:{conn.port})"
-        exc = describe_handshake_error(error, where, bool(conn.tls and conn.tls.check_hostname))
+        exc = describe_handshake_error(error, where, bool(conn._tls and conn._tls.check_hostname))
         if exc.retriable:
             self._close(conn, now, exc)
         else:
@@ -756,16 +848,21 @@ cdef class NetworkClient:
         except KafkaError as e:
             self._close(conn, now, e)
             return False
-        req = <InFlightRequest>r
         self.stats["responses"] += 1
         if throttle:
             self.stats["throttled_responses"] += 1
             self.stats["throttle_time_ms_total"] += throttle
+        if type(r) is ExpressRequest:
+            # runs express_handler(node_id, batches, body, None) with the other completions
+            (<ExpressRequest>r).handler = self.express_handler
+            self._completions.append((r, body, None))
+            return True
+        req = <InFlightRequest>r
         if req.internal:
             # Handshake steps run at once, before anything else is read on this connection; a
             # step that fails on what the broker sent closes the connection (see _io).
             req.callback(body, None)
-            return conn.fd >= 0
+            return conn.st.fd >= 0
         self._completions.append((req.callback, body, None))
         return True
 
@@ -810,7 +907,7 @@ cdef class NetworkClient:
             elif due == DUE_REQUEST:
                 self.stats["timeouts"] += 1
                 self._close(conn, now, RequestTimedOutError(
-                    f"request {conn.in_flight[0]!r} got no response within {self.request_timeout_ms} ms"))
+                    f"request {conn.oldest_text_c()} got no response within {self.request_timeout_ms} ms"))
             elif due == DUE_REAUTHENTICATE:
                 # The SASL session nears its end and nothing is in flight: reconnect (and so
                 # re-authenticate) at once; no request is cut off (see fastkafka.sasl).

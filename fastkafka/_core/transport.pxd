@@ -3,22 +3,53 @@
 from cpython.buffer cimport Py_buffer
 
 
+# The send queue's state as C memory, reachable without the GIL (see the .pyx notes): segments
+# bufs[done:head] are written but may still hold a Python buffer export (released with the GIL),
+# bufs[head:tail] wait to be written, bufs[head] from head_off on. A segment pushed raw has
+# obj == NULL: its memory is kept alive by whoever queued it, nothing is released.
+cdef struct SendQueueCore:
+    Py_buffer *bufs            # libc malloc/realloc (never PyMem_Malloc)
+    Py_ssize_t cap
+    Py_ssize_t done            # first written segment not yet released
+    Py_ssize_t head            # first unwritten segment
+    Py_ssize_t tail            # one past the last segment
+    Py_ssize_t head_off        # bytes of bufs[head] already written
+    long long queued_bytes     # total bytes ever pushed
+    long long written_bytes    # total bytes ever written
+    Py_ssize_t exports         # segments in bufs[done:tail] holding a Python buffer export
+
+# Without the GIL. Room for ``n`` more segments: 0, or -1 (no memory; nothing changed).
+cdef int sq_reserve_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil
+# Queue ``n`` bytes at ``p`` (owner kept alive by the caller until written or cleared): 0, or -1
+# (no memory; nothing changed). n == 0 queues nothing. Adds no token.
+cdef int sq_push_raw_c(SendQueueCore *q, const char *p, Py_ssize_t n) noexcept nogil
+# Write with writev as much as the non-blocking ``fd`` takes, advancing over written segments
+# (segments of Python pushes included: their buffer exports stay held until the GIL path releases
+# them, see sq_release_c). Returns the bytes written (0 when the socket takes nothing: EAGAIN is
+# not an error), or -errno for a socket error (bytes written before it are accounted for).
+cdef Py_ssize_t sq_write_c(SendQueueCore *q, int fd) noexcept nogil
+# Mark ``n`` more bytes written (the TLS pipe and pop_bytes copy them out themselves).
+cdef void sq_consume_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil
+# With the GIL: release the buffer exports of written segments.
+cdef void sq_release_c(SendQueueCore *q) noexcept
+# With the GIL: drop every segment (exports released; raw ones forgotten), as if written.
+cdef void sq_clear_c(SendQueueCore *q) noexcept
+
+
 cdef class SendQueue:
-    cdef Py_buffer *_bufs
-    cdef Py_ssize_t _cap
-    cdef Py_ssize_t _head       # index of the first unwritten buffer
-    cdef Py_ssize_t _tail       # one past the last buffer
-    cdef Py_ssize_t _head_off   # bytes of _bufs[_head] already written
-    cdef readonly long long queued_bytes   # total bytes ever pushed
-    cdef readonly long long written_bytes  # total bytes ever written
+    cdef SendQueueCore core     # reach it without the GIL through &q.core, taken with the GIL
     cdef object _tokens         # deque of (end position, token)
+    cdef list _raw_keep         # push_raw_copy()'s copies (tests)
 
-    cdef int _reserve(self) except -1
     cdef list _advance(self, Py_ssize_t n)
+    cdef list _finished(self)
+    cdef list clear_c(self)
 
-    # Bytes or request tokens not yet written (has_pending() for C callers).
+    # Bytes or request tokens not yet written, or written buffers not yet released (has_pending()
+    # for C callers: a write turn settles all of them).
     cdef inline bint has_pending_c(self):
-        return self.queued_bytes != self.written_bytes or len(self._tokens) > 0
+        return (self.core.queued_bytes != self.core.written_bytes or len(self._tokens) > 0
+                or self.core.done != self.core.head)
 
 
 cdef class FrameReader:
