@@ -35,6 +35,10 @@ _SETTINGS = [
     _Setting("client_id", "str", "fastkafka"),
     _Setting("acks", "acks", -1, doc='"all" (-1), 0 or 1'),
     _Setting("enable_idempotence", "bool", True),
+    _Setting("gil_free_io", "bool", True,
+             doc="the I/O thread sends the steady state's batches (plaintext, uncompressed, acks "
+                 "1 or all, not transactional) without taking the GIL: linger deadlines are met "
+                 "while the application thread is busy; False sends every batch from the GIL turn"),
     _Setting("compression_type", "codec", "none", doc="none, gzip, snappy, lz4, zstd"),
     _Setting("compression_level", "opt_int", None),
     _Setting("linger_ms", "int", 5, 0, INT32_MAX),

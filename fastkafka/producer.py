@@ -672,6 +672,10 @@ class Producer(ProducerCore):
             "io_slow_gil_waits": poller.slow_gil_waits,
             "io_wakeups_written": poller.wakeups_written,
             "io_timers_armed": poller.timers_armed,
+            # Inside those waits: GIL-free turns run, and the Produce requests they sent
+            # (fastkafka/_core/express_turn.pyx).
+            "io_gil_free_turns": poller.express_turns,
+            "gil_free_requests": self._sender.gil_free_requests,
             "gil_handovers": handover_count(),
         })
         if self._sender.txn is not None:

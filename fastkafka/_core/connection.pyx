@@ -306,6 +306,18 @@ cdef class Connection:
         """Express requests in flight."""
         return self.st.ex_len
 
+    def express_batches(self):
+        """The batches of the express requests in flight, oldest first (new references: the
+        requests keep theirs)."""
+        cdef list out = []
+        cdef Py_ssize_t i, j
+        cdef ExpressEntry *e
+        for i in range(self.st.ex_len):
+            e = &self.st.ex[(self.st.ex_head + i) % self.st.ex_cap]
+            for j in range(e.nbatches):
+                out.append(<object>e.batches[j])
+        return out
+
     @property
     def state(self):
         """The connection's :class:`State`."""

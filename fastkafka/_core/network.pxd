@@ -7,7 +7,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t
 from fastkafka._core.connection cimport (ConnCore, Connection, InFlightRequest,
                                          conn_express_enqueue_c, conn_write_c)
 from fastkafka._core.express cimport Segment
-from fastkafka._core.ioloop cimport Poller
+from fastkafka._core.ioloop cimport Poller, express_fn
 
 
 # The client's fields that code without the GIL reads or writes: take ``&client.st`` with the GIL.
@@ -68,6 +68,11 @@ cdef class NetworkClient:
     cdef readonly Poller poller
     cdef NetCore st                        # the correlation id counter, GIL-free counters
     cdef public object express_handler     # handler(node_id, batches, body, error): express answers
+    # set_express_c(): the GIL-free turn for the next poll's wait (NULL: none)
+    cdef express_fn _xfn
+    cdef void *_xctx
+    cdef int64_t *_x_until
+    cdef int64_t _x_python_timeout
     cdef list _completions                 # (callback, body, error) to run after the I/O
     cdef bint _metadata_in_flight
     cdef tuple _last_metadata_problems
@@ -85,6 +90,8 @@ cdef class NetworkClient:
     cdef InFlightRequest send_c(self, int32_t node_id, int api_key, object body, int64_t now,
                                 object callback, bint expect_response, int min_version,
                                 object max_version, object codec)
+    cdef int set_express_c(self, express_fn fn, void *ctx, int64_t *until_ms,
+                           int64_t python_timeout_ms) except -1
     cdef int poll_c(self, int64_t timeout_ms, int64_t now) except -1
     cdef int32_t _next_correlation_id(self) noexcept
     cdef int _fold_express_stats(self) except -1

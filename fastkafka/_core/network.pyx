@@ -644,26 +644,52 @@ cdef class NetworkClient:
         """Do the network work for up to ``timeout_ms``, then run completion handlers."""
         self.poll_c(timeout_ms, self.now_c() if now is None else now)
 
+    cdef int set_express_c(self, express_fn fn, void *ctx, int64_t *until_ms,
+                           int64_t python_timeout_ms) except -1:
+        """For the next poll only: let ``fn(ctx, ...)`` (the sender's GIL-free turn) run inside
+        its wait (Poller.set_express), which then lasts until the GIL turn's next deadline at
+        most: the network's own, or ``python_timeout_ms`` from now (the caller's, e.g. connection
+        back-offs); that deadline is written to ``until_ms[0]`` before the wait."""
+        self._xfn = fn
+        self._xctx = ctx
+        self._x_until = until_ms
+        self._x_python_timeout = python_timeout_ms
+        return 0
+
     cdef int poll_c(self, int64_t timeout_ms, int64_t now) except -1:
-        cdef int64_t t
+        cdef int64_t t, net
         cdef Connection conn
         cdef int fd, mask
+        cdef express_fn xfn = self._xfn
+        self._xfn = NULL                 # set_express_c() holds for this poll only
         self._fold_express_stats()
-        t = self._maybe_update_metadata(now)
-        if t < timeout_ms:
-            timeout_ms = t
-        if self.request_timeout_ms < timeout_ms:
-            timeout_ms = self.request_timeout_ms
+        net = self._maybe_update_metadata(now)
+        if self.request_timeout_ms < net:
+            net = self.request_timeout_ms
         t = self._time_to_next_timeout(now)
-        if t < timeout_ms:
-            timeout_ms = t
+        if t < net:
+            net = t
+        if net < timeout_ms:
+            timeout_ms = net
         if timeout_ms < 0:
             timeout_ms = 0
         self._write_all(now)
         if self._completions:
             # e.g. acks=0 requests completed by the write above: run them without waiting
             timeout_ms = 0
-        events = self.poller.poll(timeout_ms)
+        if xfn != NULL and timeout_ms != 0:
+            # The GIL-free turn may run inside the wait until the GIL turn's own next deadline:
+            # the network's (metadata, connection and request deadlines) or the caller's.
+            t = self._x_python_timeout if self._x_python_timeout < net else net
+            self._x_until[0] = now + (t if t > 0 else 0)
+            self.poller.set_express(xfn, self._xctx)
+            try:
+                events = self.poller.poll(timeout_ms)
+            finally:
+                self.poller.set_express(NULL, NULL)
+            self._fold_express_stats()
+        else:
+            events = self.poller.poll(timeout_ms)
         if timeout_ms or events:
             now = self.now_c()   # after a wait: deadlines are judged by the time it ended
         if events:

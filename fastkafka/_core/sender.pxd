@@ -2,6 +2,8 @@
 # Contract of fastkafka._core.sender: the producer's I/O thread (see the .pyx docstring).
 from libc.stdint cimport int32_t, int64_t
 
+from fastkafka._core.express_turn cimport ExpressTurn
+
 
 cimport cython
 
@@ -35,6 +37,8 @@ cdef class Sender:
     cdef int64_t _retry_backoff_ms
     cdef int64_t _request_timeout_ms
     cdef int _retries
+    cdef ExpressTurn _express           # the GIL-free turn, None where it does not apply
+    cdef int64_t _other_timeout         # the last turn's timeout apart from linger deadlines
 
     cdef int64_t now_c(self) except? -1
     cdef int64_t _send_producer_data(self, int64_t now) except? -1

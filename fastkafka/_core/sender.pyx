@@ -19,6 +19,8 @@ from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._core.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._core.accumulator cimport RecordAccumulator, stamp_batch_for_send
+from fastkafka._core.express_turn cimport ExpressTurn, express_turn
+from fastkafka._core.network cimport NetworkClient
 
 from fastkafka._core.accumulator import register_io_thread, unregister_io_thread
 from fastkafka._core.produce_codec import ProduceCodec
@@ -46,6 +48,7 @@ PRODUCE_CODEC = ProduceCodec()
 cdef int API_PRODUCE = int(ApiKey.PRODUCE)
 cdef int API_INIT_PRODUCER_ID = int(ApiKey.INIT_PRODUCER_ID)
 cdef int DUP_SEQ = DUPLICATE_SEQUENCE_NUMBER
+cdef int64_t _NO_TIMEOUT = 1 << 40
 
 # Tests make a stage fail to prove the failure is contained: a callable ``(stage, sender)`` that
 # may raise (stages: ``"run_once"``, ``"produce_response"``), None normally.
@@ -112,10 +115,28 @@ cdef class Sender:
         # Batches in Produce requests not yet answered: close() fails them itself if the I/O thread
         # cannot (see Producer.close).
         self.in_flight = {}
+        # The GIL-free turn (fastkafka._core.express_turn) sends the steady state's batches inside
+        # the network's wait: plaintext, uncompressed, acknowledged, not transactional, with the
+        # compiled accumulator and network client (a test's stand-ins get none).
+        self._express = None
+        self._other_timeout = 0
+        if (isinstance(accumulator, RecordAccumulator) and isinstance(client, NetworkClient)
+                and config.gil_free_io and self.txn is None and self.acks != 0
+                and config.compression_code == 0):
+            self._express = ExpressTurn.__new__(ExpressTurn)
+            self._express.init_c(accumulator, client, config, self.min_produce_version,
+                                 &self.in_flight_batches)
+            client.express_handler = self._on_produce_response
         self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
                       "batches_split": 0,
                       "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
                       "broker_data_loss": 0, "errors_reported": 0}
+
+    @property
+    def gil_free_requests(self):
+        """Produce requests the GIL-free turn sent (0 where it does not apply: gil_free_io=False,
+        TLS, compression, acks=0, transactions)."""
+        return self._express.turns_sent if self._express is not None else 0
 
     cdef int64_t now_c(self) except? -1:
         if self._default_clock:
@@ -176,7 +197,12 @@ cdef class Sender:
         stuck: completion is once-only."""
         for b in self.acc.abort_undrained():
             self._fail(b, error)
-        for b in list(self.in_flight.values()):
+        in_flight = list(self.in_flight.values())
+        if self._express is not None:
+            # batches of requests the GIL-free turn sent (each connection holds them)
+            for conn in list(self.client.connections.values()):
+                in_flight.extend(conn.express_batches())
+        for b in in_flight:
             if b.complete(-1, -1, error):
                 self.stats["errors"] += 1
 
@@ -207,7 +233,18 @@ cdef class Sender:
             timeout = min(self._send_producer_data(now), self.config.retry_backoff_ms)
         else:
             timeout = self._send_producer_data(now)
+            if timeout and self._express is not None and self._express.prepare_c(now):
+                (<NetworkClient>self.client).set_express_c(
+                    express_turn, self._express.ctx_c(), self._express.until_c(),
+                    self._other_timeout)
         self.client.poll(timeout, now)
+        if self._express is not None:
+            stranded = self._express.collect_c(self.stats)
+            if stranded is not None:
+                # taken out and stamped by the GIL-free turn, which could not queue them
+                now = self.now_c()
+                for node, batches in stranded:
+                    self._send_produce(node, batches, now)
 
     def _maybe_init_producer_id(self, now: int) -> bool:
         """Returns True when the producer id is known; otherwise works towards getting it."""
@@ -277,13 +314,17 @@ cdef class Sender:
                 self.metadata.add_topic(t)
             self.metadata.request_update()
         timeout = next_check
+        # the timeout apart from linger deadlines (the GIL-free turn meets those itself)
+        other = _NO_TIMEOUT
         sendable = []
         client = self.client
         for node in ready_nodes:
             if client.ready(node, now):
                 sendable.append(node)
             else:
-                timeout = min(timeout, max(client.connection_delay(node, now), 1))
+                delay = max(client.connection_delay(node, now), 1)
+                timeout = min(timeout, delay)
+                other = min(other, delay)
                 auth_error = self.client.authentication_error(node)
                 if auth_error is not None:
                     self._fail_unauthenticated(cluster, node, auth_error, now)
@@ -304,6 +345,7 @@ cdef class Sender:
                 f"{self.config.delivery_timeout_ms})"))
         if sendable and self.acc.has_undrained():
             timeout = 0
+        self._other_timeout = other
         return max(timeout, 0)
 
     cdef int _fail_unclosable(self) except -1:

@@ -294,8 +294,10 @@ cdef class ProducerCore:
         w = self._acc.wakeup_pending
         if w != WAKE_NONE:
             self._acc.wakeup_pending = WAKE_NONE
-            if w == WAKE_NOW or self._acc.transactional:
-                self._poller.wakeup()       # a full batch (or a partition to add to the transaction)
+            if self._acc.transactional:
+                self._poller.wakeup()       # a partition to add to the transaction, or a full batch
+            elif w == WAKE_NOW:
+                self._poller.wake_express()   # a full batch: the GIL-free turn can send it
             else:
                 self._poller.wake_at(self._acc.wake_deadline_ms)   # a new batch: at its linger deadline
         # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.

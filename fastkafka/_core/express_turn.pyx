@@ -1,0 +1,330 @@
+# cython: language_level=3
+"""The I/O thread's GIL-free steady-state turn (the "express turn").
+
+Why. The producer's I/O thread shares the GIL with the application. In the steady state a batch
+needed the I/O thread twice: at its linger deadline (drain, stamp, encode, write) and at its
+answer (read, complete, callbacks). Each time it had to take the GIL back from a busy application
+first. The express turn does the first of the two without the GIL: inside the poller's wait
+(:meth:`fastkafka._core.ioloop.Poller.set_express`), when the wait ends on a linger deadline or on
+a full batch's express wake-up, it
+
+1. works out which brokers may take a Produce request now (READY plaintext connections with room,
+   not throttled, no re-authentication due — the table the GIL turn left, re-read live);
+2. drains the sendable head batches led by them (``drain_express_c``: the accumulator's lock is a
+   plain lock; batches move by pointer, their references untouched), closes, sequences and stamps
+   them (CRC-32C) — the same C functions the GIL turn uses;
+3. encodes the request around the batches (``encode_produce_c``: the glue in one malloc'd buffer,
+   the batches by reference), queues it on the connection as an express request in flight, and
+   writes it (``writev``);
+4. goes on waiting, without the GIL, until the next deadline it owns, a socket, or a deadline only
+   the GIL turn can act on.
+
+The answer is read with the GIL (the one GIL turn per answer, where futures and callbacks run).
+
+What stays with the GIL turn (the rare paths): the first batches of a partition whose leader is
+not known yet, compression (the codecs are Python modules), transactions, retries, splits, TLS
+and acks=0 connections, metadata, connection set-up and handshakes, producer ids and epoch bumps,
+errors and timeouts. A partition's next deadline belongs to one side: the express turn's when its
+head batch is one it can send to a broker in its table, else the GIL turn's. A deadline of the GIL
+turn's makes the express turn end the wait; one that had already passed at the last GIL turn does
+not (that turn chose its own timeout for it: a node still connecting, for instance).
+"""
+
+cimport cython
+from cpython.ref cimport PyObject
+from libc.stdint cimport int16_t, int32_t, int64_t, INT64_MAX
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp
+
+from fastkafka._core.accumulator cimport (AccState, ExpressBatch, QueueState, RecordAccumulator,
+                                          drain_express_c, express_take_batch,
+                                          next_send_deadline_c, python_next_c)
+from fastkafka._core.batch cimport BatchState
+from fastkafka._core.clock cimport monotonic_ms
+from fastkafka._core.connection cimport READY, ConnCore, Connection, conn_in_flight_c
+from fastkafka._core.express cimport ExpressNode, ProducePart, Segment
+from fastkafka._core.ioloop cimport express_fn
+from fastkafka._core.network cimport (EXPRESS_NO_MEMORY, NetCore, NetworkClient, express_send_c,
+                                      next_correlation_c)
+from fastkafka._core.produce_codec cimport encode_produce_c, produce_glue_bound, produce_segs_bound
+
+from fastkafka.errors import KafkaError
+from fastkafka.protocol import ApiKey
+
+cdef int API_PRODUCE = int(ApiKey.PRODUCE)
+# Batches one turn takes out at most (per drain; the turn drains again while it makes progress).
+cdef Py_ssize_t OUT_CAP = 256
+
+
+cdef inline bint _topic_eq(const QueueState *a, const QueueState *b) noexcept nogil:
+    return a == b or (a.topic_len == b.topic_len and memcmp(a.topic, b.topic, a.topic_len) == 0)
+
+
+cdef void _rooms(XCtx *x, int64_t now) noexcept nogil:
+    """Each broker's room for requests now (0 when it may not take one: closed, throttled, a
+    re-authentication due, or bytes still waiting on its socket)."""
+    cdef Py_ssize_t i
+    cdef ConnCore *c
+    cdef int room
+    for i in range(x.nnodes):
+        c = x.xnodes[i].conn
+        room = 0
+        if (c.status == READY and c.fd >= 0 and not c.tls and c.sq.head == c.sq.tail
+                and not (c.reauth_at_ms and now >= c.reauth_at_ms)
+                and not (c.throttle_until_ms and now < c.throttle_until_ms)):
+            room = x.max_in_flight - conn_in_flight_c(c)
+        x.nodes[i].room = room if room > 0 else 0
+
+
+cdef void _strand(XCtx *x, ExpressBatch *b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        x.stranded[x.nstranded] = b[i]
+        x.nstranded += 1
+
+
+cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
+    """One Produce request to ``b[0].node_id`` with the ``n`` batches of ``b`` (grouped there by
+    topic), queued and written; on failure the batches are stranded for the GIL turn."""
+    cdef Py_ssize_t i, j, k = 0, topic_bytes = 0, nsegs = 0, used, glue_cap
+    cdef XNode *xn = NULL
+    cdef BatchState *bs
+    cdef char *glue
+    cdef PyObject **owned
+    cdef int32_t corr
+    cdef Py_ssize_t r
+    cdef int64_t records = 0
+    for i in range(x.nnodes):
+        if x.nodes[i].node_id == b[0].node_id:
+            xn = &x.xnodes[i]
+            break
+    if xn == NULL:
+        _strand(x, b, n)
+        return
+    # parts grouped by topic, in the order each topic first appears
+    for i in range(n):
+        x.placed[i] = 0
+    for i in range(n):
+        if x.placed[i]:
+            continue
+        for j in range(i, n):
+            if not x.placed[j] and _topic_eq(b[i].qs, b[j].qs):
+                x.placed[j] = 1
+                bs = b[j].bs
+                x.parts[k].topic = b[j].qs.topic
+                x.parts[k].topic_len = b[j].qs.topic_len
+                x.parts[k].partition = b[j].qs.partition
+                x.parts[k].records = bs.bc.buf
+                x.parts[k].records_len = bs.bc.final_len
+                x.parts[k].records2 = NULL
+                x.parts[k].records2_len = 0
+                x.order[k] = b[j].batch
+                topic_bytes += b[j].qs.topic_len
+                records += bs.record_count
+                k += 1
+    glue_cap = produce_glue_bound(n, topic_bytes, x.client_id_len, -1)
+    glue = <char *>malloc(glue_cap)
+    owned = <PyObject **>malloc(n * sizeof(PyObject *))
+    if glue == NULL or owned == NULL:
+        free(glue)
+        free(owned)
+        _strand(x, b, n)
+        return
+    for i in range(n):
+        owned[i] = x.order[i]
+    corr = next_correlation_c(x.net)
+    used = encode_produce_c(xn.version, corr, x.client_id, x.client_id_len, NULL, -1, x.acks,
+                            x.timeout_ms, x.parts, n, glue, glue_cap, x.segs, x.segs_cap, &nsegs)
+    if used <= 0:
+        r = EXPRESS_NO_MEMORY
+    else:
+        r = express_send_c(x.net, xn.conn, corr, now, xn.version, owned, n, glue, x.segs, nsegs)
+    if r == EXPRESS_NO_MEMORY:
+        free(glue)
+        free(owned)
+        _strand(x, b, n)
+        return
+    x.in_flight_batches[0] += n
+    x.requests += 1
+    x.batches += n
+    x.records += records
+    if xn.conn.sq.head != xn.conn.sq.tail:
+        x.write_pending = True           # the rest (or an error) is the GIL turn's
+
+
+cdef int express_turn(void *ctx, int64_t now, int64_t *wait_ms) noexcept nogil:
+    """The GIL-free turn (an :data:`fastkafka._core.ioloop.express_fn`): send what is due, then
+    say how long to wait, or 1 when the GIL turn must run."""
+    cdef XCtx *x = <XCtx *>ctx
+    cdef Py_ssize_t n, i, j
+    cdef int64_t xnext, pnext, until
+    cdef int rounds
+    if now >= x.python_until:
+        return 1
+    # A deadline only the GIL turn can act on, passed since it ran: it runs now, and drains what
+    # is due here with it (one request, as without the GIL-free turn).
+    pnext = python_next_c(x.acc, x.nodes, x.nnodes, x.gil_now)
+    if pnext <= now:
+        return 1
+    for rounds in range(16):
+        _rooms(x, now)
+        n = drain_express_c(x.acc, x.nodes, x.nnodes, x.max_request_size, now, x.out, OUT_CAP)
+        if n <= 0:
+            break
+        i = 0
+        while i < n:
+            j = i + 1
+            while j < n and x.out[j].node_id == x.out[i].node_id:
+                j += 1
+            _send(x, x.out + i, j - i, now)
+            i = j
+        if x.nstranded or x.write_pending:
+            return 1
+    _rooms(x, now)
+    xnext = next_send_deadline_c(x.acc, x.nodes, x.nnodes, now)
+    if xnext <= now:
+        return 1                         # could not take it (the turn's output was full)
+    until = x.python_until
+    if pnext < until:
+        until = pnext
+    if xnext < until:
+        until = xnext
+    wait_ms[0] = until - now if until - now > 0 else 1
+    return 0
+
+
+@cython.final
+@cython.no_gc_clear
+cdef class ExpressTurn:
+    """The GIL-free turn's state for one sender (see the module docstring). The GIL turn calls
+    :meth:`prepare_c` before it waits (the table of brokers it may use) and :meth:`collect_c`
+    after (its counts and anything it left)."""
+    def __cinit__(self):
+        self.x.out = <ExpressBatch *>malloc(OUT_CAP * sizeof(ExpressBatch))
+        self.x.stranded = <ExpressBatch *>malloc(OUT_CAP * sizeof(ExpressBatch))
+        self.x.placed = <unsigned char *>malloc(OUT_CAP)
+        self.x.parts = <ProducePart *>malloc(OUT_CAP * sizeof(ProducePart))
+        self.x.order = <PyObject **>malloc(OUT_CAP * sizeof(PyObject *))
+        self.x.segs_cap = produce_segs_bound(OUT_CAP)
+        self.x.segs = <Segment *>malloc(self.x.segs_cap * sizeof(Segment))
+        if (self.x.out == NULL or self.x.stranded == NULL or self.x.parts == NULL
+                or self.x.order == NULL or self.x.segs == NULL or self.x.placed == NULL):
+            raise MemoryError()
+        self._conns = []
+
+    def __dealloc__(self):
+        free(self.x.out)
+        free(self.x.stranded)
+        free(self.x.parts)
+        free(self.x.order)
+        free(self.x.placed)
+        free(self.x.segs)
+        free(self.x.nodes)
+        free(self.x.xnodes)
+
+    cdef int init_c(self, RecordAccumulator acc, NetworkClient client, object config,
+                    int min_version, int64_t *in_flight_batches) except -1:
+        """Bind to the sender's accumulator, network client and settings; ``in_flight_batches``
+        is the sender's count, kept alive by the sender (which owns this object)."""
+        self.acc = acc
+        self.client = client
+        cid = client.client_id
+        self._client_id = cid.encode() if isinstance(cid, str) else (bytes(cid) if cid is not None else None)
+        if self._client_id is None:
+            self.x.client_id = NULL
+            self.x.client_id_len = -1
+        else:
+            self.x.client_id = self._client_id
+            self.x.client_id_len = len(self._client_id)
+        self.x.acc = &acc.st
+        self.x.net = &client.st
+        self.x.max_in_flight = client.max_in_flight
+        self.x.max_request_size = config.max_request_size
+        self.x.acks = config.acks
+        self.x.timeout_ms = min(config.request_timeout_ms, 2**31 - 1)
+        self.x.in_flight_batches = in_flight_batches
+        self._min_version = min_version
+        return 0
+
+    cdef bint prepare_c(self, int64_t now) except -1:
+        """Before the GIL turn waits: the brokers the GIL-free turn may send to (READY plaintext
+        connections that speak a Produce version we send). False when there is none: the wait
+        runs no GIL-free turn."""
+        cdef Connection conn
+        cdef Py_ssize_t n = 0, want = len(self.client.connections)
+        cdef int v
+        self._conns.clear()
+        self.x.nnodes = 0
+        if self.x.acc.transactional or (self.x.acc.idem != NULL and (
+                self.x.acc.idem.producer_id < 0 or self.x.acc.idem.bump_required)):
+            return False                 # nothing the GIL-free drain may take now
+        if want > self.x.nodes_cap:
+            free(self.x.nodes)
+            free(self.x.xnodes)
+            self.x.nodes_cap = 0
+            self.x.nodes = <ExpressNode *>malloc(want * sizeof(ExpressNode))
+            self.x.xnodes = <XNode *>malloc(want * sizeof(XNode))
+            if self.x.nodes == NULL or self.x.xnodes == NULL:
+                raise MemoryError()
+            self.x.nodes_cap = want
+        for c in self.client.connections.values():
+            conn = <Connection>c
+            if conn.st.status != READY or conn.st.fd < 0 or conn.st.tls or conn.st.sq == NULL:
+                continue
+            try:
+                v = conn.version_for(API_PRODUCE, self._min_version)
+            except KafkaError:
+                continue
+            self.x.nodes[n].node_id = conn.node_id
+            self.x.nodes[n].room = 0
+            self.x.xnodes[n].conn = &conn.st
+            self.x.xnodes[n].version = <int16_t>v
+            self._conns.append(conn)
+            n += 1
+        self.x.nnodes = n
+        self.x.gil_now = now
+        self.x.python_until = now
+        return n > 0
+
+    cdef void *ctx_c(self) noexcept:
+        return &self.x
+
+    cdef int64_t *until_c(self) noexcept:
+        return &self.x.python_until
+
+    cdef list collect_c(self, dict stats):
+        """After the wait: the GIL-free turns' counts into ``stats``; the batches they took out
+        but could not queue, as ``[(node, [batch, ...]), ...]`` for the GIL turn to send (None
+        when there are none)."""
+        cdef list out = None
+        cdef dict by_node
+        cdef Py_ssize_t i
+        if self.x.requests:
+            stats["produce_requests"] += self.x.requests
+            stats["batches_sent"] += self.x.batches
+            self.turns_sent += self.x.requests
+            self.x.requests = 0
+            self.x.batches = 0
+            self.x.records = 0
+        self.x.write_pending = False
+        self._conns.clear()
+        self.x.nnodes = 0
+        if self.x.nstranded:
+            by_node = {}
+            for i in range(self.x.nstranded):
+                by_node.setdefault(self.x.stranded[i].node_id, []).append(express_take_batch(&self.x.stranded[i]))
+            self.x.nstranded = 0
+            out = list(by_node.items())
+        return out
+
+
+def _hold_gil_for_test(NetworkClient client, int ms):
+    """For tests only: busy-wait ``ms`` milliseconds holding the GIL (no Python code runs, so no
+    GIL turn of the I/O thread either), and return how many Produce requests the GIL-free turn
+    queued meanwhile (the network client's count not yet folded into its stats: only a GIL turn
+    folds it)."""
+    cdef long long before = client.st.express_requests
+    cdef int64_t end = monotonic_ms() + ms
+    while monotonic_ms() < end:
+        pass
+    return client.st.express_requests - before
