@@ -3,7 +3,8 @@ with the application thread busy or idle, on Apache Kafka and on tansu.
 
     python bench/latency.py [--broker kafka|tansu|both] [--rates 20000,200000] [--apps busy,idle]
                             [--seconds 5] [--warmup 1] [--size 100] [--partitions 6] [--rounds 3]
-                            [--tick-us 1000] [--broker-warmup 3] [--out bench/results/latency.md]
+                            [--tick-us 1000] [--broker-warmup 3] [--fk-gil-free-io on|off]
+                            [--out bench/results/latency.md]
 
 Latency of a record = the time its completion callback runs − the time just before its send call,
 both from ``time.perf_counter_ns()`` (CLOCK_MONOTONIC) in the same process: the send time on the
@@ -191,7 +192,8 @@ def run_child(client: str, app: str, rate: float, bootstrap: str, topic: str, ar
     elif client == "fk":
         from fastkafka import Producer
 
-        p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS)
+        p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS,
+                     gil_free_io=args.fk_gil_free_io == "on")
         p.send(topic, b"warm-up").get(timeout=30)
         produce = p.produce
         poll = None
@@ -285,7 +287,8 @@ def run_rounds(kind: str, broker, args, names) -> dict[str, list[dict]]:
             broker.create_topic(topic, args.partitions)
             cmd = [sys.executable, os.path.abspath(__file__), "--_child", client, app, str(rate),
                    broker.bootstrap, topic, "--seconds", str(args.seconds), "--warmup", str(args.warmup),
-                   "--size", str(args.size), "--tick-us", str(args.tick_us)]
+                   "--size", str(args.size), "--tick-us", str(args.tick_us),
+                   "--fk-gil-free-io", args.fk_gil_free_io]
             r = e2e.run_child(cmd, args.timeout)
             if "failed" not in r:
                 if r["errors"] or r["undelivered"] or r["completed"] != r["sent"]:
@@ -435,6 +438,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tick-us", type=float, default=1000.0, help="µs between bursts")
     ap.add_argument("--kafka-heap-mb", type=int, default=1536, help="Apache Kafka broker's JVM heap")
     ap.add_argument("--timeout", type=float, default=180.0, help="per-measurement limit, seconds")
+    ap.add_argument("--fk-gil-free-io", choices=("on", "off"), default="on",
+                    help="fastkafka's gil_free_io setting (off: every batch sent from the GIL turn)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "latency.md"))
     ap.add_argument("--_child", nargs=5, metavar=("CLIENT", "APP", "RATE", "BOOTSTRAP", "TOPIC"),
                     help=argparse.SUPPRESS)
@@ -466,9 +471,10 @@ def main(argv=None) -> int:
         f"`python bench/latency.py --broker {args.broker} --rates {args.rates} --apps {args.apps} "
         f"--seconds {args.seconds:g} --warmup {args.warmup:g} --size {args.size} --partitions "
         f"{args.partitions} --rounds {args.rounds} --tick-us {args.tick_us:g} --broker-warmup "
-        f"{args.broker_warmup:g}` — "
+        f"{args.broker_warmup:g} --fk-gil-free-io {args.fk_gil_free_io}` — "
         f"{time.strftime('%Y-%m-%d %H:%M')}, whole run {wall:.0f} s.",
         "",
+        f"fastkafka's gil_free_io {args.fk_gil_free_io}. "
         f"{args.size}-byte values, linger {LINGER_MS} ms, acks=all, idempotent, {args.partitions} "
         f"partitions; bursts every {args.tick_us:g} µs; {args.warmup:g} s warm-up then {args.seconds:g} s "
         "measured per measurement, each in its own process. Latency = completion callback time − "

@@ -676,6 +676,7 @@ class Producer(ProducerCore):
             # (fastkafka/_core/express_turn.pyx).
             "io_gil_free_turns": poller.express_turns,
             "gil_free_requests": self._sender.gil_free_requests,
+            "gil_free_answers": self._sender.gil_free_answers,
             "gil_handovers": handover_count(),
         })
         if self._sender.txn is not None:

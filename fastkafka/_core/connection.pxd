@@ -55,6 +55,10 @@ cdef struct ExpressEntry:
     PyObject **batches
     Py_ssize_t nbatches
     char *glue
+    # Answered without the GIL (all success): ``results`` holds each batch's base offset and log
+    # append time (2 per batch, libc malloc, freed with the entry); NULL until then.
+    bint answered
+    int64_t *results
 
 
 # The fields of a Connection that code without the GIL reads or writes: take ``&conn.st`` with the
@@ -102,6 +106,8 @@ cdef class ExpressRequest:
     cdef readonly int32_t node_id
     cdef readonly list batches
     cdef public object handler           # set by the network client: handler(node, batches, body, error)
+    # answered without the GIL: [(base_offset, log_append_time), ...] per batch, else None
+    cdef readonly list results
 
 
 @cython.final

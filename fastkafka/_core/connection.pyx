@@ -132,6 +132,8 @@ cdef int conn_express_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now
     e.batches = batches
     e.nbatches = nbatches
     e.glue = glue
+    e.answered = False
+    e.results = NULL
     c.ex_len += 1
     c.last_activity_ms = now
     return 0
@@ -196,6 +198,7 @@ cdef class Connection:
                 Py_XDECREF(e.batches[k])
             free(e.batches)
             free(e.glue)
+            free(e.results)
         free(self.st.ex)
         self.st.ex = NULL
         self.st.ex_len = 0
@@ -491,8 +494,12 @@ cdef class Connection:
         r.version = e.version
         r.node_id = self.node_id
         r.batches = batches
+        if e.answered:
+            r.results = [(e.results[2 * i], e.results[2 * i + 1]) for i in range(e.nbatches)]
         free(e.batches)
         free(e.glue)
+        free(e.results)
+        e.results = NULL
         e.batches = NULL
         e.glue = NULL
         self.st.ex_head = (self.st.ex_head + 1) % self.st.ex_cap

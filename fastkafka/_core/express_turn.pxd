@@ -6,8 +6,11 @@ cimport cython
 from cpython.ref cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t
 
-from fastkafka._core.accumulator cimport AccState, ExpressBatch, RecordAccumulator
+from fastkafka._core.accumulator cimport AccState, ExpressBatch, QueueState, RecordAccumulator
 from fastkafka._core.connection cimport ConnCore
+from fastkafka._core.ioloop cimport epoll_event
+from fastkafka._core.produce_codec cimport ProduceAnswerInfo, ProducePartAnswer
+from fastkafka._core.transport cimport ReaderCore
 from fastkafka._core.express cimport ExpressNode, ProducePart, Segment
 from fastkafka._core.network cimport NetCore, NetworkClient
 
@@ -15,6 +18,7 @@ from fastkafka._core.network cimport NetCore, NetworkClient
 # A broker in the table the GIL turn left: its connection and the Produce version it speaks.
 cdef struct XNode:
     ConnCore *conn
+    ReaderCore *rd              # its frame reader (answers are read without the GIL)
     int16_t version
 
 
@@ -37,13 +41,17 @@ cdef struct XCtx:
     ExpressBatch *out
     ProducePart *parts
     PyObject **order            # scratch: batches in request order
+    QueueState **order_qs       # scratch: their partitions
     unsigned char *placed       # scratch: placed in order yet
     Segment *segs
     Py_ssize_t segs_cap
+    ProducePartAnswer *answers  # scratch: a Produce answer's partitions, parsed without the GIL
+    Py_ssize_t answers_cap
     # since the GIL turn last looked
     int64_t requests
     int64_t batches
     int64_t records
+    int64_t answers_read        # answers read and matched without the GIL
     ExpressBatch *stranded      # taken out but not queued (no memory): the GIL turn sends them
     Py_ssize_t nstranded
     bint write_pending          # bytes wait on a send queue: the GIL turn writes them
@@ -51,7 +59,8 @@ cdef struct XCtx:
 
 
 # The GIL-free turn (an express_fn of fastkafka._core.ioloop): ``ctx`` is an ExpressTurn's XCtx.
-cdef int express_turn(void *ctx, int64_t now, int64_t *wait_ms) noexcept nogil
+cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int n,
+                      int64_t *wait_ms) noexcept nogil
 
 
 @cython.final
@@ -64,6 +73,7 @@ cdef class ExpressTurn:
     cdef int _min_version
     cdef list _conns                   # the table's connections, kept alive while it is set
     cdef readonly int64_t turns_sent   # requests sent by GIL-free turns (for metrics and tests)
+    cdef readonly int64_t answers_read # their answers read and matched by GIL-free turns
 
     cdef int init_c(self, RecordAccumulator acc, NetworkClient client, object config,
                     int min_version, int64_t *in_flight_batches) except -1

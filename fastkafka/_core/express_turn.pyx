@@ -32,7 +32,7 @@ not (that turn chose its own timeout for it: a node still connecting, for instan
 
 cimport cython
 from cpython.ref cimport PyObject
-from libc.stdint cimport int16_t, int32_t, int64_t, INT64_MAX
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, INT64_MAX
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
@@ -41,12 +41,15 @@ from fastkafka._core.accumulator cimport (AccState, ExpressBatch, QueueState, Re
                                           next_send_deadline_c, python_next_c)
 from fastkafka._core.batch cimport BatchState
 from fastkafka._core.clock cimport monotonic_ms
-from fastkafka._core.connection cimport READY, ConnCore, Connection, conn_in_flight_c
+from fastkafka._core.connection cimport READY, ConnCore, Connection, ExpressEntry, conn_in_flight_c
 from fastkafka._core.express cimport ExpressNode, ProducePart, Segment
-from fastkafka._core.ioloop cimport express_fn
+from fastkafka._core.ioloop cimport EPOLLIN, epoll_event, express_fn
 from fastkafka._core.network cimport (EXPRESS_NO_MEMORY, NetCore, NetworkClient, express_send_c,
                                       next_correlation_c)
-from fastkafka._core.produce_codec cimport encode_produce_c, produce_glue_bound, produce_segs_bound
+from fastkafka._core.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer, encode_produce_c,
+                                            parse_produce_response_c, produce_glue_bound,
+                                            produce_segs_bound)
+from fastkafka._core.transport cimport RD_EOF, ReaderCore, rd_consume_c, rd_fill_c, rd_peek_c
 
 from fastkafka.errors import KafkaError
 from fastkafka.protocol import ApiKey
@@ -54,6 +57,8 @@ from fastkafka.protocol import ApiKey
 cdef int API_PRODUCE = int(ApiKey.PRODUCE)
 # Batches one turn takes out at most (per drain; the turn drains again while it makes progress).
 cdef Py_ssize_t OUT_CAP = 256
+# Partitions of one answer parsed without the GIL at most (a larger answer is the GIL turn's).
+cdef Py_ssize_t ANSWERS_CAP = 1024
 
 
 cdef inline bint _topic_eq(const QueueState *a, const QueueState *b) noexcept nogil:
@@ -119,12 +124,15 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
                 x.parts[k].records2 = NULL
                 x.parts[k].records2_len = 0
                 x.order[k] = b[j].batch
+                x.order_qs[k] = b[j].qs
                 topic_bytes += b[j].qs.topic_len
                 records += bs.record_count
                 k += 1
     glue_cap = produce_glue_bound(n, topic_bytes, x.client_id_len, -1)
     glue = <char *>malloc(glue_cap)
-    owned = <PyObject **>malloc(n * sizeof(PyObject *))
+    # The request entry's batches, then each one's partition (QueueState *, read when its answer
+    # is matched without the GIL): one block, freed with the entry.
+    owned = <PyObject **>malloc(n * (sizeof(PyObject *) + sizeof(QueueState *)))
     if glue == NULL or owned == NULL:
         free(glue)
         free(owned)
@@ -132,6 +140,7 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
         return
     for i in range(n):
         owned[i] = x.order[i]
+        (<QueueState **>(owned + n))[i] = x.order_qs[i]
     corr = next_correlation_c(x.net)
     used = encode_produce_c(xn.version, corr, x.client_id, x.client_id_len, NULL, -1, x.acks,
                             x.timeout_ms, x.parts, n, glue, glue_cap, x.segs, x.segs_cap, &nsegs)
@@ -152,13 +161,100 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
         x.write_pending = True           # the rest (or an error) is the GIL turn's
 
 
-cdef int express_turn(void *ctx, int64_t now, int64_t *wait_ms) noexcept nogil:
-    """The GIL-free turn (an :data:`fastkafka._core.ioloop.express_fn`): send what is due, then
-    say how long to wait, or 1 when the GIL turn must run."""
+cdef inline int32_t _be32(const char *p) noexcept nogil:
+    cdef const unsigned char *u = <const unsigned char *>p
+    return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
+
+
+cdef int _match(XCtx *x, ExpressEntry *e, Py_ssize_t nparts) noexcept nogil:
+    """Each batch of ``e`` its partition's result among the ``nparts`` parsed answers (a
+    partition listed twice: its last entry) into a new ``e.results``: 0, or -1 when one has none
+    or there is no memory (nothing set: the GIL turn decodes the answer)."""
+    cdef QueueState **qs = <QueueState **>(e.batches + e.nbatches)
+    cdef QueueState *q
+    cdef ProducePartAnswer *a
+    cdef int64_t *res = <int64_t *>malloc(2 * e.nbatches * sizeof(int64_t))
+    cdef Py_ssize_t i, j, found
+    if res == NULL:
+        return -1
+    for i in range(e.nbatches):
+        q = qs[i]
+        found = -1
+        for j in range(nparts):
+            a = &x.answers[j]
+            if (a.partition == q.partition and a.topic_len == q.topic_len
+                    and memcmp(a.topic, q.topic, q.topic_len) == 0):
+                found = j
+        if found < 0:
+            free(res)
+            return -1
+        res[2 * i] = x.answers[found].base_offset
+        res[2 * i + 1] = x.answers[found].log_append_time_ms
+    e.results = res
+    e.answered = True
+    return 0
+
+
+cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
+    """Read what the socket of ``xn`` has and take, in order, the complete answers to its express
+    requests that are plain success (every partition written, no throttle): each request is marked
+    answered with its batches' offsets, its frame consumed. Stops at anything else (an error, a
+    throttle, an answer to a request queued with the GIL, a garbled frame), which the GIL turn
+    reads as it always did. The number of answers taken, or -1 when the GIL turn must read this
+    socket now (end of stream, a socket error, a frame left to it)."""
+    cdef ConnCore *c = xn.conn
+    cdef ReaderCore *rd = xn.rd
+    cdef ExpressEntry *e
+    cdef ProduceAnswerInfo info
+    cdef const char *p
+    cdef Py_ssize_t r, size, k, nparts, taken = 0
+    r = rd_fill_c(rd, c.fd)
+    if r != 0:
+        return -1
+    while True:
+        size = rd_peek_c(rd, &p)
+        if size == -1:
+            return taken                 # no complete frame yet
+        if size < 4 or c.n_requests > 0:
+            return -1                    # garbled, or a request queued with the GIL may be older
+        k = 0
+        while k < c.ex_len and c.ex[(c.ex_head + k) % c.ex_cap].answered:
+            k += 1
+        if k == c.ex_len:
+            return -1
+        e = &c.ex[(c.ex_head + k) % c.ex_cap]
+        if _be32(p) != e.correlation_id or c.sq.written_bytes < e.end_pos:
+            return -1
+        nparts = parse_produce_response_c(e.version, <const unsigned char *>p, size, x.answers,
+                                          x.answers_cap, &info)
+        if nparts < 0 or nparts > x.answers_cap or not info.all_plain or info.throttle_time_ms != 0:
+            return -1
+        if _match(x, e, nparts) < 0:
+            return -1
+        rd_consume_c(rd, size)
+        c.last_activity_ms = now
+        x.answers_read += 1
+        taken += 1
+
+
+cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
+                      int64_t *wait_ms) noexcept nogil:
+    """The GIL-free turn (an :data:`fastkafka._core.ioloop.express_fn`): read the answers that
+    are there, send what is due, then say how long to wait, or 1 when the GIL turn must run."""
     cdef XCtx *x = <XCtx *>ctx
-    cdef Py_ssize_t n, i, j
+    cdef Py_ssize_t n, i, j, got
     cdef int64_t xnext, pnext, until
     cdef int rounds
+    cdef bint gil = False
+    for i in range(nev):
+        got = -1
+        if evs[i].events == EPOLLIN:
+            for j in range(x.nnodes):
+                if x.xnodes[j].conn.fd == evs[i].data.fd:
+                    got = _read_answers(x, &x.xnodes[j], now)
+                    break
+        if got != 0:
+            gil = True                   # answers to complete, or the socket is the GIL turn's
     if now >= x.python_until:
         return 1
     # A deadline only the GIL turn can act on, passed since it ran: it runs now, and drains what
@@ -180,6 +276,8 @@ cdef int express_turn(void *ctx, int64_t now, int64_t *wait_ms) noexcept nogil:
             i = j
         if x.nstranded or x.write_pending:
             return 1
+    if gil:
+        return 1
     _rooms(x, now)
     xnext = next_send_deadline_c(x.acc, x.nodes, x.nnodes, now)
     if xnext <= now:
@@ -205,10 +303,14 @@ cdef class ExpressTurn:
         self.x.placed = <unsigned char *>malloc(OUT_CAP)
         self.x.parts = <ProducePart *>malloc(OUT_CAP * sizeof(ProducePart))
         self.x.order = <PyObject **>malloc(OUT_CAP * sizeof(PyObject *))
+        self.x.order_qs = <QueueState **>malloc(OUT_CAP * sizeof(QueueState *))
+        self.x.answers_cap = ANSWERS_CAP
+        self.x.answers = <ProducePartAnswer *>malloc(ANSWERS_CAP * sizeof(ProducePartAnswer))
         self.x.segs_cap = produce_segs_bound(OUT_CAP)
         self.x.segs = <Segment *>malloc(self.x.segs_cap * sizeof(Segment))
         if (self.x.out == NULL or self.x.stranded == NULL or self.x.parts == NULL
-                or self.x.order == NULL or self.x.segs == NULL or self.x.placed == NULL):
+                or self.x.order == NULL or self.x.segs == NULL or self.x.placed == NULL
+                or self.x.order_qs == NULL or self.x.answers == NULL):
             raise MemoryError()
         self._conns = []
 
@@ -217,6 +319,8 @@ cdef class ExpressTurn:
         free(self.x.stranded)
         free(self.x.parts)
         free(self.x.order)
+        free(self.x.order_qs)
+        free(self.x.answers)
         free(self.x.placed)
         free(self.x.segs)
         free(self.x.nodes)
@@ -278,6 +382,7 @@ cdef class ExpressTurn:
             self.x.nodes[n].node_id = conn.node_id
             self.x.nodes[n].room = 0
             self.x.xnodes[n].conn = &conn.st
+            self.x.xnodes[n].rd = &conn.reader.c
             self.x.xnodes[n].version = <int16_t>v
             self._conns.append(conn)
             n += 1
@@ -299,6 +404,9 @@ cdef class ExpressTurn:
         cdef list out = None
         cdef dict by_node
         cdef Py_ssize_t i
+        if self.x.answers_read:
+            self.answers_read += self.x.answers_read
+            self.x.answers_read = 0
         if self.x.requests:
             stats["produce_requests"] += self.x.requests
             stats["batches_sent"] += self.x.batches

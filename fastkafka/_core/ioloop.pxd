@@ -4,11 +4,28 @@ from libc.stdint cimport int64_t
 
 cdef void give_way() noexcept
 
+cdef extern from "<sys/epoll.h>" nogil:
+    ctypedef union epoll_data_t:
+        void *ptr
+        int fd
+        unsigned int u32
+        unsigned long long u64
+    cdef struct epoll_event:
+        unsigned int events
+        epoll_data_t data
+    enum:
+        EPOLLIN
+        EPOLLOUT
+
 # The GIL-free turn the I/O thread may run inside Poller.poll's wait (see Poller.set_express):
-# called without the GIL when the wait ended on a deadline or an express wake-up only; returns 0 to
-# go on waiting without the GIL for at most wait_ms[0] ms (negative: no limit), 1 to take the GIL
-# and return from poll.
-ctypedef int (*express_fn)(void *ctx, int64_t now_ms, int64_t *wait_ms) noexcept nogil
+# called without the GIL when the wait ended on anything but the general wake-up: ``evs[0:n]`` are
+# the sockets that are ready (their ``data.fd``; the timer and express wake-ups are consumed and
+# not among them), n == 0 for a deadline. It returns 0 to go on waiting without the GIL for at most
+# wait_ms[0] ms (negative: no limit) — the sockets it was given are then handled, and it must not
+# return 0 leaving one of them unhandled — or 1 to take the GIL and return from poll with every
+# event of the wait (the GIL turn handles the sockets: what the turn read is in their buffers).
+ctypedef int (*express_fn)(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
+                           int64_t *wait_ms) noexcept nogil
 
 
 cdef class Poller:
@@ -42,3 +59,4 @@ cdef class Poller:
     cpdef wake_express(self)
     cdef void set_express(self, express_fn fn, void *ctx) noexcept
     cdef bint _only_ours(self, int n) noexcept nogil
+    cdef int _sockets_first(self, int n) noexcept nogil

@@ -29,6 +29,7 @@ class Poller:
 
 class ExpressProbe:
     calls: int
+    sockets_seen: int
     span_ms: int
     def __init__(self, poller: Poller, gil_after: int, wait_ms: int) -> None: ...
     def remove(self) -> None: ...

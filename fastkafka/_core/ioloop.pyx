@@ -38,14 +38,6 @@ from fastkafka._core.clock cimport monotonic_ms
 import os
 
 cdef extern from "<sys/epoll.h>" nogil:
-    ctypedef union epoll_data_t:
-        void *ptr
-        int fd
-        unsigned int u32
-        unsigned long long u64
-    cdef struct epoll_event:
-        unsigned int events
-        epoll_data_t data
     int epoll_create1(int flags)
     int epoll_ctl(int epfd, int op, int fd, epoll_event *event)
     int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
@@ -53,8 +45,6 @@ cdef extern from "<sys/epoll.h>" nogil:
         EPOLL_CTL_ADD
         EPOLL_CTL_MOD
         EPOLL_CTL_DEL
-        EPOLLIN
-        EPOLLOUT
         EPOLL_CLOEXEC
 
 cdef extern from "<sys/eventfd.h>" nogil:
@@ -372,6 +362,33 @@ cdef class Poller:
                 read(self._xfd, &counter, 8)
         return True
 
+    cdef int _sockets_first(self, int n) noexcept nogil:
+        """For the GIL-free turn: consume the timer and express wake-ups among ``n`` events and
+        move the sockets to the front; how many sockets there are, or -1 when the general wake-up
+        is among them (the GIL turn is asked for: nothing is consumed or moved)."""
+        cdef epoll_event *evs = <epoll_event *>self._buf
+        cdef epoll_event tmp
+        cdef int i, fd, k = 0
+        cdef uint64_t counter
+        for i in range(n):
+            if evs[i].data.fd == self._evfd:
+                return -1
+        for i in range(n):
+            fd = evs[i].data.fd
+            if fd == self._tfd:
+                fk_store64(&self._timer_at_ms, NO_TIMER)
+                read(self._tfd, &counter, 8)
+            elif fd == self._xfd:
+                fk_store(&self._xwake_pending, 0)
+                read(self._xfd, &counter, 8)
+            else:
+                if i != k:
+                    tmp = evs[k]
+                    evs[k] = evs[i]
+                    evs[i] = tmp
+                k += 1
+        return k
+
     cpdef wake_at(self, long long deadline_ms):
         """Make the thread in :meth:`poll` return by ``deadline_ms`` (the monotonic clock of
         ``fastkafka._core.sendpath.monotonic_ms``) without waking it now: a timer, armed only when
@@ -401,7 +418,7 @@ cdef class Poller:
         cdef int n, i, fd, epfd = self._epfd
         cdef int maxev = self._max_events
         cdef unsigned int e
-        cdef int mask, wait
+        cdef int mask, wait, k
         cdef long long t0, waited
         cdef int64_t xwait
         cdef uint64_t counter
@@ -416,7 +433,7 @@ cdef class Poller:
             n = 0
             xwait = 0
             self.express_turns += 1
-            if self._xfn(self._xctx, monotonic_ms(), &xwait) != 0 or xwait == 0:
+            if self._xfn(self._xctx, monotonic_ms(), evs, 0, &xwait) != 0 or xwait == 0:
                 timeout_ms = 0
             elif timeout_ms != 0:
                 wait = -1 if xwait < 0 else (<int>xwait if xwait < 0x7FFFFFFF else 0x7FFFFFFF)
@@ -425,14 +442,17 @@ cdef class Poller:
             with nogil:
                 while True:
                     n = epoll_wait(epfd, evs, maxev, wait)
-                    # The GIL-free turn handles deadlines and express wake-ups; a socket, the
-                    # general wake-up or a failed wait need the GIL.
-                    if self._xfn == NULL or n < 0 or not self._only_ours(n):
+                    # The GIL-free turn handles deadlines, express wake-ups and the sockets it
+                    # knows; the general wake-up or a failed wait need the GIL.
+                    if self._xfn == NULL or n < 0:
+                        break
+                    k = self._sockets_first(n)
+                    if k < 0:
                         break
                     xwait = 0
                     self.express_turns += 1
-                    if self._xfn(self._xctx, monotonic_ms(), &xwait) != 0 or xwait == 0:
-                        n = 0
+                    if self._xfn(self._xctx, monotonic_ms(), evs, k, &xwait) != 0 or xwait == 0:
+                        n = k            # the sockets (the rest was consumed) go to the GIL turn
                         break
                     wait = -1 if xwait < 0 else (<int>xwait if xwait < 0x7FFFFFFF else 0x7FFFFFFF)
                 fk_waiting_add(1)
@@ -481,15 +501,20 @@ cdef class Poller:
 
 cdef struct _ProbeState:
     int calls
+    int sockets_seen
     int gil_after
     int64_t wait_ms
     int64_t first_ms
     int64_t last_ms
 
 
-cdef int _probe_turn(void *ctx, int64_t now_ms, int64_t *wait_ms) noexcept nogil:
+cdef int _probe_turn(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
+                     int64_t *wait_ms) noexcept nogil:
     cdef _ProbeState *st = <_ProbeState *>ctx
     st.calls += 1
+    if n > 0:
+        st.sockets_seen += n
+        return 1             # a socket: the GIL turn's
     if st.calls == 1:
         st.first_ms = now_ms
     st.last_ms = now_ms
@@ -501,13 +526,15 @@ cdef int _probe_turn(void *ctx, int64_t now_ms, int64_t *wait_ms) noexcept nogil
 @cython.no_gc_clear
 cdef class ExpressProbe:
     """For tests of :meth:`Poller.set_express` only: a GIL-free turn that counts its calls, asks to
-    wait ``wait_ms`` more each time, and ends the wait (takes the GIL) on its ``gil_after``-th call.
+    wait ``wait_ms`` more each time, and ends the wait (takes the GIL) on its ``gil_after``-th call
+    or when it is given a ready socket.
     Installed on ``poller`` until :meth:`remove`."""
     cdef _ProbeState st
     cdef Poller poller
 
     def __cinit__(self, Poller poller, int gil_after, int64_t wait_ms):
         self.st.calls = 0
+        self.st.sockets_seen = 0
         self.st.gil_after = gil_after
         self.st.wait_ms = wait_ms
         self.poller = poller
@@ -516,6 +543,11 @@ cdef class ExpressProbe:
     @property
     def calls(self):
         return self.st.calls
+
+    @property
+    def sockets_seen(self):
+        """Ready sockets the turns were given (the probe leaves each to the GIL turn)."""
+        return self.st.sockets_seen
 
     @property
     def span_ms(self):

@@ -380,7 +380,11 @@ cdef class NetworkClient:
         for r in pending:
             if type(r) is ExpressRequest:
                 (<ExpressRequest>r).handler = self.express_handler
-                self._completions.append((r, None, error))
+                if (<ExpressRequest>r).results is not None:
+                    # answered (and read) without the GIL before the close: delivered
+                    self._completions.append((r, (<ExpressRequest>r).results, None))
+                else:
+                    self._completions.append((r, None, error))
                 continue
             req = <InFlightRequest>r
             if req.api_key == API_METADATA:
@@ -803,6 +807,13 @@ cdef class NetworkClient:
         cdef bint got
         if _failpoint is not None:
             _failpoint("read", self, conn)
+        # Answers the GIL-free turn read and matched (all success: completed from C results)
+        # come first: they were the oldest requests, and their frames are consumed.
+        while conn.st.ex_len and conn.st.ex[conn.st.ex_head].answered:
+            r = conn.take_express_c()
+            (<ExpressRequest>r).handler = self.express_handler
+            self.stats["responses"] += 1
+            self._completions.append((r, (<ExpressRequest>r).results, None))
         try:
             if conn._tls is not None:
                 frames, eof = conn._tls.read(conn.sock, reader)   # decrypted frames, as bytes

@@ -2,7 +2,7 @@
 # Contract of fastkafka._core.produce_codec: the compiled Produce request encoder and response
 # decoder the sender hands to NetworkClient.send(..., codec=).
 cimport cython
-from libc.stdint cimport int16_t, int32_t, int64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 
 from fastkafka._core.express cimport ProducePart, Segment
 
@@ -40,8 +40,98 @@ cdef class ProduceCodec:
 
 
 # Decode a Produce response frame (without its size prefix) read in place; CorruptFrameError
-# when truncated or garbled.
+# when truncated or garbled. One pass of the parser below (validating strings as UTF-8), then the
+# objects built from its answers.
 cdef ProduceResult decode_frame(int version, const unsigned char *data, Py_ssize_t size)
+
+
+# ============================================================ the Produce response without the GIL
+# One partition's answer as parse_produce_response_c reads it, pointing into the frame (valid while
+# the frame's bytes are). Offsets are from the start of the frame (the correlation id).
+cdef struct ProducePartAnswer:
+    const unsigned char *topic          # the topic name's bytes in the frame: meant to be UTF-8 but
+                                        # NOT validated by parse_produce_response_c (decode_frame does)
+    Py_ssize_t topic_len
+    int32_t partition
+    int16_t error_code
+    int64_t base_offset
+    int64_t log_append_time_ms
+    int64_t log_start_offset            # -1 before v5
+    Py_ssize_t error_message_at         # offset of error_message's bytes (v8+); -1 when null
+    Py_ssize_t error_message_len        # its length in bytes; -1 when null
+    Py_ssize_t record_errors_at         # offset of record_errors' first element (after its count;
+                                        # v8+), -1 before v8
+    Py_ssize_t record_errors_count      # its elements (batch_index int32, message, v9+ tags); 0: none
+    int32_t leader_id                   # tagged current_leader (v10+; the last tag 0), -1 when absent
+    int32_t leader_epoch                # -1 when absent
+
+
+# What went wrong in a malformed frame (ProduceAnswerInfo.error), and the message decode_frame
+# raises for it: CorruptFrameError("cannot decode PRODUCE (0) v{version} response ({size} bytes): "
+# + the text below, {field} = err_field, {at} = err_at, {size} = err_size, {left} = err_left ...).
+cdef enum ProduceAnswerError:
+    PRODUCE_ANSWER_OK = 0
+    PRODUCE_ANSWER_VERSION = 1          # version outside 3-11 (UnsupportedVersionError)
+    PRODUCE_ANSWER_NEED = 2             # "needs {size} bytes at offset {at}, only {left} left"
+    PRODUCE_ANSWER_VARINT_END = 3       # "unsigned varint runs past the end at offset {at}"
+    PRODUCE_ANSWER_VARINT_LONG = 4      # "unsigned varint longer than 10 bytes at offset {at}"
+    PRODUCE_ANSWER_NULL_STRING = 5      # "null {field}"
+    PRODUCE_ANSWER_STRING_SIZE = 6      # "{field} of {size} bytes at offset {at}, only {left} left"
+    PRODUCE_ANSWER_BAD_LENGTH = 7       # "invalid {field} length {length}"
+    PRODUCE_ANSWER_NULL_ARRAY = 8       # "{field} is null"
+    PRODUCE_ANSWER_COUNT = 9            # "{field} claims {size} elements but only {left} bytes remain"
+    PRODUCE_ANSWER_TAG_SIZE = 10        # "tagged field of {size} bytes at offset {at} runs past the end"
+    PRODUCE_ANSWER_TAG_USED = 11        # "tagged field {field} has size {size} but used {used}"
+    PRODUCE_ANSWER_UTF8 = 12            # "{field} at offset {at} is not UTF-8 ({reason})", the reason
+                                        # Python's decoder gives for the {length} bytes at {at}
+                                        # (only from decode_frame's pass, which validates strings)
+
+
+# The frame as a whole, and where a malformed frame went wrong.
+cdef struct ProduceAnswerInfo:
+    int32_t correlation_id
+    int32_t throttle_time_ms
+    Py_ssize_t nparts                   # partitions in the frame (read so far, when malformed)
+    Py_ssize_t ntopics                  # topic entries (read so far, when malformed)
+    bint all_plain                      # every partition a plain success: error_code 0 or 46
+                                        # (DUPLICATE_SEQUENCE_NUMBER), a null error_message and no
+                                        # record_errors (true when there is no partition)
+    Py_ssize_t node_endpoints_at        # offset of the tagged node_endpoints' (v10+, the last tag 0)
+                                        # first element (after its count); -1 when the tag is absent
+    Py_ssize_t node_endpoints_count     # its elements (node_id, compact host, port, compact nullable
+                                        # rack, tags); -1 when the tag is absent, 0 when empty
+    Py_ssize_t end                      # offset where the body ends (bytes after it are ignored)
+    # When malformed (parse_produce_response_c returned -1):
+    int error                           # a ProduceAnswerError (PRODUCE_ANSWER_OK when well-formed)
+    const char *err_field               # the field's name as the message quotes it (static), or NULL
+    Py_ssize_t err_at                   # the offset the message quotes
+    uint64_t err_size                   # the bytes / elements claimed
+    Py_ssize_t err_left                 # the bytes left
+    int64_t err_length                  # BAD_LENGTH's length; UTF8's string length
+    Py_ssize_t err_used                 # TAG_USED's bytes used
+
+
+# Parse a Produce response frame (without its size prefix; version 3-11) in ONE pass without the
+# GIL, touching only C memory and reading nothing outside data[0:size]: the correlation id, the
+# flexible header's tags, the topics and their partitions, the throttle time and the body's tags
+# (tag 0 current_leader and node_endpoints decoded in v10+, unknown tags skipped by size), with
+# every check decode_frame makes, except that strings are not validated as UTF-8.
+# Returns the number of partitions (ProduceAnswerInfo.nparts) and fills `info`; the partitions are
+# in out[0:n] in the order of the frame (a partition listed twice appears twice: its last entry
+# counts). When n > out_cap only out[0:out_cap] were written (info is complete all the same): call
+# again with room for n. Returns -1 when the frame is malformed or the version unsupported, with
+# info.error and the err_ fields set (produce_answer_error makes the exception decode_frame raises);
+# out and info's other fields then hold what was read before the fault.
+cdef Py_ssize_t parse_produce_response_c(int version, const unsigned char *data, Py_ssize_t size,
+                                         ProducePartAnswer *out, Py_ssize_t out_cap,
+                                         ProduceAnswerInfo *info) noexcept nogil
+
+
+# The exception decode_frame raises for a frame parse_produce_response_c refused (returned -1 for):
+# UnsupportedVersionError, or CorruptFrameError with the message of ProduceAnswerError. Needs the GIL
+# (and, for PRODUCE_ANSWER_UTF8, the frame's bytes).
+cdef object produce_answer_error(int version, const unsigned char *data, Py_ssize_t size,
+                                 const ProduceAnswerInfo *info)
 
 
 # Encode a Produce request (version 3-11) without the GIL, as segments to write one after the

@@ -138,6 +138,12 @@ cdef class Sender:
         TLS, compression, acks=0, transactions)."""
         return self._express.turns_sent if self._express is not None else 0
 
+    @property
+    def gil_free_answers(self):
+        """Answers read, decoded and matched to their batches by the GIL-free turn (all success:
+        the GIL turn only completes them)."""
+        return self._express.answers_read if self._express is not None else 0
+
     cdef int64_t now_c(self) except? -1:
         if self._default_clock:
             return c_monotonic_ms()
@@ -437,6 +443,12 @@ cdef class Sender:
         if body is None:  # acks=0: complete once written
             for b in batches:
                 self._succeed(b, -1, -1)
+            return 0
+        if type(body) is list:
+            # read by the GIL-free turn: every partition succeeded, (base offset, log append
+            # time) per batch in request order
+            for b, (base_offset, log_append_time) in zip(batches, body):
+                self._succeed(b, base_offset, log_append_time)
             return 0
         # ``body`` is the codec's ProduceResult: get() looks a partition up by its (topic,
         # partition) key (the batch keeps that tuple); a partition answered twice counts once, by

@@ -52,13 +52,38 @@ cdef class SendQueue:
                 or self.core.done != self.core.head)
 
 
+# The frame reader's state as C memory, reachable without the GIL (&reader.c, taken with the GIL).
+cdef struct ReaderCore:
+    char *buf                  # libc malloc/realloc
+    Py_ssize_t cap
+    Py_ssize_t start           # first unconsumed byte
+    Py_ssize_t end             # one past the last received byte
+    Py_ssize_t max_frame_size
+    long long bytes_read
+
+cdef enum:
+    # rd_fill_c / rd_peek_c / rd_frame_size_c results besides sizes and -errno
+    RD_EOF = 1                 # rd_fill_c: the peer closed the stream
+    RD_CORRUPT = -1000002      # a size prefix negative or over max_frame_size (the GIL path names it)
+    RD_NO_MEMORY = -1000003
+
+# Without the GIL. Room for ``need`` more bytes after the received ones: 0, or -1 (no memory).
+cdef int rd_reserve_c(ReaderCore *c, Py_ssize_t need) noexcept nogil
+# The size of the frame at the start: -1 while its prefix is incomplete, RD_CORRUPT.
+cdef Py_ssize_t rd_frame_size_c(const ReaderCore *c) noexcept nogil
+# Read what the non-blocking ``fd`` has: 0 (drained for now), RD_EOF, -errno, RD_CORRUPT (a bad
+# size prefix is buffered: nothing read), RD_NO_MEMORY.
+cdef Py_ssize_t rd_fill_c(ReaderCore *c, int fd) noexcept nogil
+# The next complete frame's body in place (``frame[0]``), not consumed: its size, -1 when none is
+# complete, RD_CORRUPT.
+cdef Py_ssize_t rd_peek_c(ReaderCore *c, const char **frame) noexcept nogil
+# Consume the frame of ``n`` bytes rd_peek_c returned.
+cdef inline void rd_consume_c(ReaderCore *c, Py_ssize_t n) noexcept nogil:
+    c.start += 4 + n
+
+
 cdef class FrameReader:
-    cdef char *_buf
-    cdef Py_ssize_t _cap
-    cdef Py_ssize_t _start   # first unconsumed byte
-    cdef Py_ssize_t _end     # one past the last received byte
-    cdef readonly Py_ssize_t max_frame_size
-    cdef readonly long long bytes_read
+    cdef ReaderCore c
 
     cdef int _ensure_space(self, Py_ssize_t need) except -1
     cdef Py_ssize_t _pending_frame_size(self) except -2

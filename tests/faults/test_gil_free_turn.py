@@ -66,6 +66,7 @@ def test_steady_state_requests_go_out_without_the_gil_exactly_once(fb, make_prod
         f.get(10)
     m = p.metrics()
     assert m["gil_free_requests"] - before >= 10
+    assert m["gil_free_answers"] >= 10      # read, decoded and matched without the GIL too
     assert m["io_gil_free_turns"] >= m["gil_free_requests"] - before
     assert m["batches_sent"] >= m["gil_free_requests"]
     warm = [(b"warm-%d" % i, None) for i in range(3)]

@@ -206,17 +206,18 @@ def test_express_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_t
     p.close()
 
 
-def test_express_wake_runs_the_turn_a_socket_ends_the_wait_without_it(pair):
+def test_express_wake_runs_the_turn_and_a_socket_it_leaves_goes_to_the_gil_turn(pair):
     from fastkafka._core.ioloop import ExpressProbe
     a, b = pair
     p = Poller()
     p.register(a.fileno(), READ, "conn")
-    probe = ExpressProbe(p, 2, 10_000)
+    probe = ExpressProbe(p, 100, 10_000)   # leaves every socket to the GIL turn
     p.wake_express()
     p.wake_express()                     # one pending wake-up: written once
     threading.Timer(0.05, b.send, (b"x",)).start()
     assert p.poll(10_000) == [("conn", a.fileno(), READ)]
-    assert probe.calls == 1              # the wake-up ran a turn; the socket ended the wait
+    assert probe.calls == 2              # the wake-up, then the socket (handed back)
+    assert probe.sockets_seen == 1
     assert p.wakeups_written == 1
     probe.remove()
     p.close()
