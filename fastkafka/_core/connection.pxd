@@ -4,7 +4,7 @@
 # and writes these fields directly.
 cimport cython
 from cpython.ref cimport PyObject
-from libc.stdint cimport int16_t, int32_t, int64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastkafka._core.express cimport Segment
 from fastkafka._core.transport cimport FrameReader, SendQueue, SendQueueCore
@@ -91,6 +91,12 @@ cdef int conn_express_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now
 # connection: its next write fails the same way, or its read sees the close), or
 # CONN_WRITE_REFUSED (not READY, no socket, or TLS).
 cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil
+# A frame's big-endian int32 at ``p`` (its correlation id at offset 0).
+cdef inline int32_t be32_c(const char *p) noexcept nogil:
+    cdef const unsigned char *u = <const unsigned char *>p
+    return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
+
+
 # Without the GIL: requests in flight (both kinds and unacked writes), as in_flight_count_c().
 cdef inline int conn_in_flight_c(const ConnCore *c) noexcept nogil:
     return c.n_requests + <int>c.ex_len + c.unacked_writes

@@ -158,11 +158,6 @@ cdef class ExpressRequest:
                 f"corr={self.correlation_id})")
 
 
-cdef inline int32_t _be32(const char *p) noexcept:
-    cdef const unsigned char *u = <const unsigned char *>p
-    return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
-
-
 @cython.no_gc_clear   # __dealloc__ clears the send queue before it frees what it references
 cdef class Connection:
     """One connection to one broker: state, send queue, frame reader and in-flight requests.
@@ -430,7 +425,7 @@ cdef class Connection:
             raise CorruptFrameError(f"node {self.node_id} sent a response with no request in flight")
         if n < 4:
             raise CorruptFrameError(f"response of {n} bytes from node {self.node_id}")
-        corr = _be32(p)
+        corr = be32_c(p)
         if self.in_flight and corr == (<InFlightRequest>self.in_flight[0]).correlation_id:
             req = <InFlightRequest>self.in_flight[0]
         elif self.st.ex_len and corr == self.st.ex[self.st.ex_head].correlation_id:

@@ -50,7 +50,6 @@ cdef struct XCtx:
     # since the GIL turn last looked
     int64_t requests
     int64_t batches
-    int64_t records
     int64_t answers_read        # answers read and matched without the GIL
     ExpressBatch *stranded      # taken out but not queued (no memory): the GIL turn sends them
     Py_ssize_t nstranded

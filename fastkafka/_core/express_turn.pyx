@@ -41,7 +41,8 @@ from fastkafka._core.accumulator cimport (AccState, ExpressBatch, QueueState, Re
                                           next_send_deadline_c, python_next_c)
 from fastkafka._core.batch cimport BatchState
 from fastkafka._core.clock cimport monotonic_ms
-from fastkafka._core.connection cimport READY, ConnCore, Connection, ExpressEntry, conn_in_flight_c
+from fastkafka._core.connection cimport (READY, ConnCore, Connection, ExpressEntry, be32_c,
+                                         conn_in_flight_c)
 from fastkafka._core.express cimport ExpressNode, ProducePart, Segment
 from fastkafka._core.ioloop cimport EPOLLIN, epoll_event, express_fn
 from fastkafka._core.network cimport (EXPRESS_NO_MEMORY, NetCore, NetworkClient, express_send_c,
@@ -98,7 +99,6 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
     cdef PyObject **owned
     cdef int32_t corr
     cdef Py_ssize_t r
-    cdef int64_t records = 0
     for i in range(x.nnodes):
         if x.nodes[i].node_id == b[0].node_id:
             xn = &x.xnodes[i]
@@ -126,7 +126,6 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
                 x.order[k] = b[j].batch
                 x.order_qs[k] = b[j].qs
                 topic_bytes += b[j].qs.topic_len
-                records += bs.record_count
                 k += 1
     glue_cap = produce_glue_bound(n, topic_bytes, x.client_id_len, -1)
     glue = <char *>malloc(glue_cap)
@@ -156,14 +155,8 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
     x.in_flight_batches[0] += n
     x.requests += 1
     x.batches += n
-    x.records += records
     if xn.conn.sq.head != xn.conn.sq.tail:
         x.write_pending = True           # the rest (or an error) is the GIL turn's
-
-
-cdef inline int32_t _be32(const char *p) noexcept nogil:
-    cdef const unsigned char *u = <const unsigned char *>p
-    return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
 
 
 cdef int _match(XCtx *x, ExpressEntry *e, Py_ssize_t nparts) noexcept nogil:
@@ -223,7 +216,7 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
         if k == c.ex_len:
             return -1
         e = &c.ex[(c.ex_head + k) % c.ex_cap]
-        if _be32(p) != e.correlation_id or c.sq.written_bytes < e.end_pos:
+        if be32_c(p) != e.correlation_id or c.sq.written_bytes < e.end_pos:
             return -1
         nparts = parse_produce_response_c(e.version, <const unsigned char *>p, size, x.answers,
                                           x.answers_cap, &info)
@@ -413,7 +406,6 @@ cdef class ExpressTurn:
             self.turns_sent += self.x.requests
             self.x.requests = 0
             self.x.batches = 0
-            self.x.records = 0
         self.x.write_pending = False
         self._conns.clear()
         self.x.nnodes = 0

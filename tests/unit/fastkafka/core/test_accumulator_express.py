@@ -21,15 +21,7 @@ DELIVERY = 1000
 INT64_MAX = 2**63 - 1
 
 
-class Cluster:
-    def __init__(self, leaders):
-        self.leaders = dict(leaders)
-
-    def leader_for(self, topic, partition):
-        return self.leaders.get((topic, partition), -1)
-
-    def partitions_for_node(self, node):
-        return [tp for tp, n in sorted(self.leaders.items()) if n == node]
+from test_accumulator import Cluster   # leader_for / partitions_for_node over a fixed map
 
 
 LEADERS = {("t", 0): 1, ("t", 1): 1, ("u", 0): 2}

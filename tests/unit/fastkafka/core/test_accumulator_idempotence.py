@@ -12,15 +12,7 @@ from fastkafka.idempotence import (IdempotenceState, INVALID_PRODUCER_EPOCH,
 from reference_records import decode_batch
 
 
-class Cluster:
-    def __init__(self, leaders):
-        self.leaders = dict(leaders)
-
-    def leader_for(self, topic, partition):
-        return self.leaders.get((topic, partition), -1)
-
-    def partitions_for_node(self, node):
-        return [tp for tp, n in sorted(self.leaders.items()) if n == node]
+from test_accumulator import Cluster   # leader_for / partitions_for_node over a fixed map
 
 
 CLUSTER = Cluster({("t", 0): 1, ("t", 1): 1})
