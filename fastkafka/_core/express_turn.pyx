@@ -19,7 +19,14 @@ a full batch's express wake-up, it
 4. goes on waiting, without the GIL, until the next deadline it owns, a socket, or a deadline only
    the GIL turn can act on.
 
-The answer is read with the GIL (the one GIL turn per answer, where futures and callbacks run).
+Answers on those connections are read, framed and parsed here too (``_read_answers``); an
+all-success answer is matched to its request's batches, and the wait ends so that the GIL turn
+completes them (the one GIL turn per answer, where futures and callbacks run). Anything else in an
+answer (an error, a throttle) leaves the frame to the GIL turn's decoder.
+
+The turn never runs holding the GIL, not even when its wake-up was already there as the poll
+began: it takes the accumulator's lock, and an application thread in ``send()`` can hold that lock
+while it waits for the GIL.
 
 What stays with the GIL turn (the rare paths): the first batches of a partition whose leader is
 not known yet, compression (the codecs are Python modules), transactions, retries, splits, TLS

@@ -30,6 +30,10 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.errno cimport EEXIST, EINTR, ENOENT, errno
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
+
+
+cdef extern from "Python.h":
+    int PyGILState_Check() nogil
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close, read, write
 
@@ -428,12 +432,16 @@ cdef class Poller:
         n = epoll_wait(epfd, evs, maxev, 0)
         wait = <int>timeout_ms if timeout_ms < 0x7FFFFFFF else 0x7FFFFFFF
         if n > 0 and self._xfn != NULL and self._only_ours(n):
-            # The timer or an express wake-up, already there: the GIL-free turn runs now (the GIL
-            # held does not matter), then the wait goes on as it asks.
+            # The timer or an express wake-up, already there: the GIL-free turn runs now, then the
+            # wait goes on as it asks. The GIL is given up for it all the same: the turn takes the
+            # accumulator's lock, whose holder (an application thread in send()) may be waiting
+            # for the GIL; holding it here would be a deadlock.
             n = 0
             xwait = 0
             self.express_turns += 1
-            if self._xfn(self._xctx, monotonic_ms(), evs, 0, &xwait) != 0 or xwait == 0:
+            with nogil:
+                k = self._xfn(self._xctx, monotonic_ms(), evs, 0, &xwait)
+            if k != 0 or xwait == 0:
                 timeout_ms = 0
             elif timeout_ms != 0:
                 wait = -1 if xwait < 0 else (<int>xwait if xwait < 0x7FFFFFFF else 0x7FFFFFFF)
@@ -501,6 +509,7 @@ cdef class Poller:
 
 cdef struct _ProbeState:
     int calls
+    int calls_holding_gil
     int sockets_seen
     int gil_after
     int64_t wait_ms
@@ -512,6 +521,8 @@ cdef int _probe_turn(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
                      int64_t *wait_ms) noexcept nogil:
     cdef _ProbeState *st = <_ProbeState *>ctx
     st.calls += 1
+    if PyGILState_Check():
+        st.calls_holding_gil += 1
     if n > 0:
         st.sockets_seen += n
         return 1             # a socket: the GIL turn's
@@ -534,6 +545,7 @@ cdef class ExpressProbe:
 
     def __cinit__(self, Poller poller, int gil_after, int64_t wait_ms):
         self.st.calls = 0
+        self.st.calls_holding_gil = 0
         self.st.sockets_seen = 0
         self.st.gil_after = gil_after
         self.st.wait_ms = wait_ms
@@ -543,6 +555,11 @@ cdef class ExpressProbe:
     @property
     def calls(self):
         return self.st.calls
+
+    @property
+    def calls_holding_gil(self):
+        """Calls made while the calling thread held the GIL (a turn must never hold it)."""
+        return self.st.calls_holding_gil
 
     @property
     def sockets_seen(self):

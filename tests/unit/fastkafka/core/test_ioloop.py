@@ -201,6 +201,7 @@ def test_express_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_t
     assert p.express_turns == 4
     assert p.waits == 1                  # one blocking wait: the GIL was given up once
     assert probe.span_ms >= 25           # the turns were 10 ms apart (3 gaps)
+    assert probe.calls_holding_gil == 0
     assert elapsed >= 0.035
     probe.remove()
     p.close()
@@ -218,7 +219,26 @@ def test_express_wake_runs_the_turn_and_a_socket_it_leaves_goes_to_the_gil_turn(
     assert p.poll(10_000) == [("conn", a.fileno(), READ)]
     assert probe.calls == 2              # the wake-up, then the socket (handed back)
     assert probe.sockets_seen == 1
+    # The wake-up was already there when poll() began: that turn too ran without the GIL.
+    assert probe.calls_holding_gil == 0
     assert p.wakeups_written == 1
+    probe.remove()
+    p.close()
+
+
+def test_a_turn_already_due_when_poll_begins_runs_without_the_gil():
+    # The turn takes the accumulator's lock. An application thread may hold that lock while it
+    # waits for the GIL (send() takes the lock without the GIL, then takes the GIL back); a turn
+    # run with the GIL held would then wait for that lock forever, and the application for the
+    # GIL.
+    from fastkafka._core.ioloop import ExpressProbe
+    p = Poller()
+    probe = ExpressProbe(p, 100, 0)      # asks for no wait: poll() returns after the turn
+    p.wake_express()                     # due before poll() begins: the turn runs at once
+    assert p.poll(10_000) == []
+    assert probe.calls == 1
+    assert p.waits == 0                  # no blocking wait was entered
+    assert probe.calls_holding_gil == 0
     probe.remove()
     p.close()
 
