@@ -8,6 +8,10 @@ from libc.stdint cimport int32_t, int64_t
 from fastkafka._wire.records cimport BatchBuilder, BuilderCore
 
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *op)
+
+
 @cython.final
 cdef class RecordMetadata:
     cdef readonly str topic
@@ -159,6 +163,12 @@ cdef inline FutureRecordMetadata new_future(ProducerBatch batch, int64_t ts, Py_
             batch.thunks = [f]
         else:
             batch.thunks.append(f)
+    if not want:
+        # produce(): the caller never sees this future; only the batch's thunks hold it, and the
+        # batch drops them when it completes (which frees it and its callback). Left out of the
+        # cyclic garbage collector, which would otherwise count and scan one more object per
+        # record while its batch is in flight.
+        PyObject_GC_UnTrack(<void *>f)
     return f
 
 

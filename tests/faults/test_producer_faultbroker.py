@@ -465,6 +465,37 @@ def test_produce_without_futures_keeps_offsets_and_callbacks(fb, make_producer):
     assert p.metrics()["records_sent"] == 300
 
 
+def test_produce_futures_are_left_out_of_the_garbage_collector(fb, make_producer):
+    """produce() keeps a hidden future per record with a callback (in its batch until the answer);
+    it is left out of the cyclic garbage collector, which would otherwise count and scan it. send()'s
+    futures, which the caller holds, stay in. Every callback still runs once, and nothing stays
+    alive after the answers."""
+    import gc
+
+    from fastkafka._core.batch import FutureRecordMetadata
+
+    def tracked_futures():
+        return sum(1 for o in gc.get_objects() if type(o) is FutureRecordMetadata)
+
+    fb.create_topic("t", 1)
+    p = make_producer(fb, linger_ms=10_000)   # held in their batch until flush()
+    first = p.send("t", b"first")
+    assert p.flush(5) == 0 and first.get(0).offset == 0
+    seen = []
+    before = tracked_futures()
+    for i in range(200):
+        p.produce("t", b"p-%d" % i, on_delivery=lambda err, md: seen.append((err, md.offset)))
+    assert tracked_futures() == before
+    kept = [p.send("t", b"s-%d" % i) for i in range(50)]
+    assert tracked_futures() == before + 50
+    assert p.flush(20) == 0
+    assert sorted(off for _, off in seen) == list(range(1, 201))
+    assert all(err is None for err, _ in seen)
+    assert [f.get(1).offset for f in kept] == list(range(201, 251))
+    del kept
+    assert tracked_futures() == before
+
+
 def test_produce_rejects_bad_records_like_send(fb, make_producer):
     fb.create_topic("t", 2)
     p = make_producer(fb, max_request_size=10_000)
