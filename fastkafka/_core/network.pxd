@@ -96,7 +96,7 @@ cdef class NetworkClient:
     cdef int32_t _next_correlation_id(self) noexcept
     cdef int _fold_express_stats(self) except -1
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1
-    cdef int64_t _maybe_update_metadata(self, int64_t now) except? -1
+    cdef int64_t maybe_update_metadata_c(self, int64_t now) except? -1
     cdef int _io(self, Connection conn, int mask, int64_t now) except -1
     cdef int _write_all(self, int64_t now) except -1
     cdef int _write(self, Connection conn, int64_t now) except -1

@@ -570,7 +570,7 @@ cdef class NetworkClient:
         return can_connect
 
     # -- metadata --------------------------------------------------------------------------
-    cdef int64_t _maybe_update_metadata(self, int64_t now) except? -1:
+    cdef int64_t maybe_update_metadata_c(self, int64_t now) except? -1:
         """Send a Metadata request when one is due; returns ms until it should be looked at again."""
         cdef int64_t wait
         if not self.manage_metadata:
@@ -667,7 +667,7 @@ cdef class NetworkClient:
         cdef express_fn xfn = self._xfn
         self._xfn = NULL                 # set_express_c() holds for this poll only
         self._fold_express_stats()
-        net = self._maybe_update_metadata(now)
+        net = self.maybe_update_metadata_c(now)
         if self.request_timeout_ms < net:
             net = self.request_timeout_ms
         t = self._time_to_next_timeout(now)

@@ -228,6 +228,10 @@ cdef class Sender:
         cdef int64_t now = self.now_c(), timeout
         if _failpoint is not None:
             _failpoint("run_once", self)
+        # A metadata refresh that is due goes out before the batches: a retry after a stale-leader
+        # error that comes due in the same turn as the refresh it asked for follows the refresh
+        # (the network's poll would send the refresh only after them).
+        (<NetworkClient>self.client).maybe_update_metadata_c(now)
         if self.txn is not None:
             # The transaction manager gets the producer id (init_transactions) and adds partitions
             # to the transaction before their batches can be drained.
