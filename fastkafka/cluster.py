@@ -12,7 +12,7 @@ import socket
 import threading
 from dataclasses import dataclass
 
-from ._core.sendpath import VersionCell
+from ._core.sendpath import DueCell, VersionCell
 from ._core.sendpath import monotonic_ms as now_ms
 from .backoff import Backoff
 from .errors import InvalidBrokerResponseError, KafkaTimeoutError, error_for_code
@@ -237,6 +237,9 @@ class Metadata:
         self._connections: dict[tuple[str, int], object] = {}
         self._cond = threading.Condition()
         self._closed = False
+        # When the next refresh is due, readable from C (the network client's every turn).
+        self.refresh_due = DueCell()
+        self._set_due()
 
     # -- user side -------------------------------------------------------------------------
     def add_topic(self, topic: str) -> bool:
@@ -246,11 +249,13 @@ class Metadata:
                 return False
             self.topics[topic] = None
             self.need_update = True
+            self._set_due()
             return True
 
     def request_update(self) -> int:
         with self._cond:
             self.need_update = True
+            self._set_due()
             return self.version
 
     def await_update(self, last_version: int, timeout_s: float, stale=None) -> None:
@@ -273,12 +278,16 @@ class Metadata:
     # -- sender side -----------------------------------------------------------------------
     def time_to_next_update(self, now_ms: int) -> int:
         """Milliseconds until an update is due (0 = now), honouring the refresh backoff."""
-        if self.need_update:
-            due = 0
-        else:
-            due = max(self.last_successful_refresh_ms + self.max_age_ms - now_ms, 0)
-        backoff = max(self.last_refresh_ms + self._refresh_gap_ms - now_ms, 0)
-        return max(due, backoff)
+        return max(self.refresh_due.at_ms - now_ms, 0)
+
+    def _set_due(self) -> None:
+        """Recompute ``refresh_due`` (lock held, or during __init__): asked for, an update is due
+        once the refresh backoff since the last attempt has passed; otherwise also not before the
+        metadata is ``max_age_ms`` old."""
+        at = self.last_refresh_ms + self._refresh_gap_ms
+        if not self.need_update:
+            at = max(at, self.last_successful_refresh_ms + self.max_age_ms)
+        self.refresh_due.at_ms = at
 
     def update(self, cluster: Cluster, now_ms: int) -> None:
         with self._cond:
@@ -299,6 +308,7 @@ class Metadata:
             else:
                 self.backoff.succeeded()
                 self._refresh_gap_ms = self.refresh_backoff_ms
+            self._set_due()
             self._cond.notify_all()
 
     def rebootstrap(self) -> None:
@@ -308,11 +318,13 @@ class Metadata:
             self.cluster = Cluster.bootstrap(self.bootstrap_servers)
             self.need_update = True
             self.last_refresh_ms = 0
+            self._set_due()
 
     def failed_update(self, now_ms: int, error: Exception | None = None) -> None:
         with self._cond:
             self.last_refresh_ms = now_ms
             self._refresh_gap_ms = max(self.refresh_backoff_ms, self.backoff.failed())
+            self._set_due()
             if error is not None:
                 self.last_error = error
 

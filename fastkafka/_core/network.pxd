@@ -80,6 +80,7 @@ cdef class NetworkClient:
     cdef object _tls_context               # None: plaintext connections
     cdef readonly dict stats
     cdef object _unreachable_since         # every known broker failing since (rebootstrap)
+    cdef object _refresh_due               # the metadata's DueCell (fastkafka._core.sendpath)
     cdef readonly object sasl              # SaslSettings, None for PLAINTEXT/SSL
     cdef readonly dict auth_errors         # node -> its last authentication error
 
@@ -97,6 +98,7 @@ cdef class NetworkClient:
     cdef int _fold_express_stats(self) except -1
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1
     cdef int64_t maybe_update_metadata_c(self, int64_t now) except? -1
+    cdef int _maybe_rebootstrap(self, int64_t now) except -1
     cdef int _io(self, Connection conn, int mask, int64_t now) except -1
     cdef int _write_all(self, int64_t now) except -1
     cdef int _write(self, Connection conn, int64_t now) except -1

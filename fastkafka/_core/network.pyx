@@ -128,6 +128,7 @@ cdef class NetworkClient:
                       "contained_failures": 0, "authentication_failures": 0, "reauthentications": 0,
                       "throttled_responses": 0, "throttle_time_ms_total": 0, "rebootstraps": 0}
         self._unreachable_since = None
+        self._refresh_due = metadata.refresh_due if manage_metadata else None
         # SASL (fastkafka.sasl): None for PLAINTEXT/SSL. A node whose last authentication failed
         # keeps its error here until one of its connections authenticates.
         from fastkafka.sasl import SaslSettings
@@ -577,7 +578,7 @@ cdef class NetworkClient:
             return 1 << 30
         if self._rebootstrap:
             self._maybe_rebootstrap(now)
-        wait = self.metadata.time_to_next_update(now)
+        wait = self._refresh_due.at_ms - now     # Metadata.time_to_next_update, read from C
         if wait > 0 or self._metadata_in_flight:
             return wait if wait > 0 else self.request_timeout_ms
         node = self.least_loaded_node(now)
@@ -597,30 +598,35 @@ cdef class NetworkClient:
             return self.request_timeout_ms
         return self._reconnect_backoff_ms
 
-    def _maybe_rebootstrap(self, int64_t now):
+    cdef int _maybe_rebootstrap(self, int64_t now) except -1:
         """metadata_recovery_strategy=rebootstrap: once every broker known from metadata has been
         unreachable (its connection attempts failing) for metadata_recovery_rebootstrap_trigger_ms,
         the next Metadata request goes to the bootstrap addresses again."""
-        nodes = list(self.metadata.cluster.brokers)
-        if not nodes or all(n < 0 for n in nodes):
-            self._unreachable_since = None   # the bootstrap addresses are in use already
-            return
-        for node in nodes:
+        cdef bint known = False
+        cdef dict brokers = self.metadata.cluster.brokers
+        for node in brokers:              # (every turn: no list, no generator)
+            if node >= 0:
+                known = True
             conn = self.connections.get(node)
             if conn is None or (<Connection>conn).failures == 0:   # (0 again once it is ready)
                 self._unreachable_since = None
-                return
+                return 0
+        if not known:
+            self._unreachable_since = None   # the bootstrap addresses are in use already
+            return 0
+        nodes = list(brokers)
         if self._unreachable_since is None:
             self._unreachable_since = now
-            return
+            return 0
         if now - self._unreachable_since < self.config.metadata_recovery_rebootstrap_trigger_ms:
-            return
+            return 0
         log.warning("every known broker (%s) has been unreachable for %d ms: asking the bootstrap "
                     "addresses for metadata again", ", ".join(map(str, sorted(nodes))),
                     now - self._unreachable_since)
         self._unreachable_since = None
         self.stats["rebootstraps"] += 1
         self.metadata.rebootstrap()
+        return 0
 
     def _on_metadata(self, body, error):
         self._metadata_in_flight = False

@@ -124,6 +124,15 @@ cdef class VersionCell:
 
 
 @cython.final
+cdef class DueCell:
+    """When :class:`fastkafka.cluster.Metadata` next wants a refresh (``at_ms``, the producer's
+    monotonic milliseconds): Metadata sets it under its lock whenever a refresh is asked for,
+    answered or fails; the network client reads it every turn of the I/O thread instead of calling
+    into Python."""
+    cdef public int64_t at_ms
+
+
+@cython.final
 cdef class _TopicInfo:
     cdef int64_t version
     cdef int32_t partitions

@@ -81,6 +81,25 @@ def test_backoff_grows_to_the_cap_with_jitter_and_resets():
     assert Backoff(0, 1000).failed() == 0
 
 
+def test_refresh_due_readable_from_c_follows_every_change():
+    """The network client reads Metadata.refresh_due.at_ms every turn instead of calling
+    time_to_next_update(): asked for, answered, failed, rebootstrapped and aged, it says the same."""
+    m = Metadata([("h", 1)], metadata_max_age_ms=5000, refresh_backoff_ms=100)
+    m.backoff._rand = lambda: 0.5
+    assert m.time_to_next_update(0) == 100 and m.refresh_due.at_ms == 100   # first: asked for
+    m.update(cluster_from_response(_body([(1, "a", 9092)], [])), 1000)
+    assert m.refresh_due.at_ms == 6000                  # answered: due when it is 5000 ms old
+    assert m.time_to_next_update(5999) == 1 and m.time_to_next_update(7000) == 0
+    m.request_update()
+    assert m.refresh_due.at_ms == 1100                  # asked for: after the backoff only
+    m.failed_update(2000, InvalidBrokerResponseError("x"))
+    assert m.refresh_due.at_ms == 2100                  # failed: backoff from the attempt
+    m.update(cluster_from_response(_body([(1, "a", 9092)], [])), 3000)
+    assert m.add_topic("t") and m.refresh_due.at_ms == 3100   # a new topic asks for one
+    m.rebootstrap()
+    assert m.time_to_next_update(3000) == 0
+
+
 def test_metadata_refresh_backs_off_while_failing():
     m = Metadata([("h", 1)], refresh_backoff_ms=100, refresh_backoff_max_ms=1000)
     m.backoff._rand = lambda: 0.5
