@@ -8,6 +8,7 @@ from fastkafka._core.connection cimport (ConnCore, Connection, InFlightRequest,
                                          conn_express_enqueue_c, conn_write_c)
 from fastkafka._core.express cimport Segment
 from fastkafka._core.ioloop cimport Poller, express_fn
+from fastkafka._core.sendpath cimport DueCell
 
 
 # The client's fields that code without the GIL reads or writes: take ``&client.st`` with the GIL.
@@ -80,7 +81,7 @@ cdef class NetworkClient:
     cdef object _tls_context               # None: plaintext connections
     cdef readonly dict stats
     cdef object _unreachable_since         # every known broker failing since (rebootstrap)
-    cdef object _refresh_due               # the metadata's DueCell (fastkafka._core.sendpath)
+    cdef DueCell _refresh_due              # the metadata's: when its next refresh is due
     cdef readonly object sasl              # SaslSettings, None for PLAINTEXT/SSL
     cdef readonly dict auth_errors         # node -> its last authentication error
 

@@ -120,7 +120,6 @@ def check_column(list column, str name):
 cdef class VersionCell:
     """A metadata version readable from C: :class:`fastkafka.cluster.Metadata` sets ``value`` on
     every update, ``send()`` compares it with the version its topic cache entry was built from."""
-    cdef public int64_t value
 
 
 @cython.final
@@ -129,36 +128,19 @@ cdef class DueCell:
     monotonic milliseconds): Metadata sets it under its lock whenever a refresh is asked for,
     answered or fails; the network client reads it every turn of the I/O thread instead of calling
     into Python."""
-    cdef public int64_t at_ms
 
 
 @cython.final
 cdef class _TopicInfo:
-    cdef int64_t version
-    cdef int32_t partitions
-    cdef list available
+    """send()'s cache entry for one topic (fields in sendpath.pxd)."""
 
 
 cdef class ProducerCore:
     """Base class of :class:`fastkafka.Producer` holding the state ``send()`` touches per record.
 
     The subclass calls :meth:`_init_core` once its accumulator, metadata and sender exist, and
-    provides ``_topic_info``, ``_call_partitioner`` and ``_too_large``."""
-
-    cdef RecordAccumulator _acc
-    cdef VersionCell _meta_version        # the metadata's version, bumped on every update
-    cdef object _last_topic               # the topic of the previous send() and its info
-    cdef _TopicInfo _last_info
-    cdef Poller _poller                   # the I/O thread's: wake-ups and linger timers
-    cdef object _partitioner              # "murmur2", "random" or a callable
-    cdef int _part_kind
-    cdef readonly Py_ssize_t _max_record_size
-    cdef public bint _closed
-    # A transactional producer outside a transaction: send() raises _closed_error() (the subclass
-    # names the transaction state), at the cost of one flag test per record.
-    cdef public bint _txn_blocked
-    cdef public int64_t _max_block_ms
-    cdef dict _topics                     # topic -> _TopicInfo
+    provides ``_topic_info``, ``_call_partitioner`` and ``_too_large``. Its fields are declared in
+    sendpath.pxd."""
 
     def __cinit__(self, *args, **kwargs):
         self._closed = True               # until _init_core: a half-built producer is closed
