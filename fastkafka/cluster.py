@@ -209,7 +209,8 @@ class Metadata:
     """The current Cluster plus refresh bookkeeping, shared by user threads and the sender.
 
     User threads call :meth:`add_topic` / :meth:`request_update` and :meth:`await_update`; the
-    sender thread calls :meth:`update` / :meth:`failed_update` / :meth:`time_to_next_update`.
+    sender thread calls :meth:`update` / :meth:`failed_update` and reads ``refresh_due`` (when the
+    next refresh is due, from C; :meth:`time_to_next_update` is the same from Python).
     """
 
     def __init__(self, bootstrap_servers, metadata_max_age_ms=300_000, refresh_backoff_ms=100,

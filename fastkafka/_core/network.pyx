@@ -614,14 +614,13 @@ cdef class NetworkClient:
         if not known:
             self._unreachable_since = None   # the bootstrap addresses are in use already
             return 0
-        nodes = list(brokers)
         if self._unreachable_since is None:
             self._unreachable_since = now
             return 0
         if now - self._unreachable_since < self.config.metadata_recovery_rebootstrap_trigger_ms:
             return 0
         log.warning("every known broker (%s) has been unreachable for %d ms: asking the bootstrap "
-                    "addresses for metadata again", ", ".join(map(str, sorted(nodes))),
+                    "addresses for metadata again", ", ".join(map(str, sorted(brokers))),
                     now - self._unreachable_since)
         self._unreachable_since = None
         self.stats["rebootstraps"] += 1
