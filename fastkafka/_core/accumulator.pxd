@@ -2,7 +2,6 @@
 # Contract of fastkafka._core.accumulator: the RecordAccumulator (the batches and futures it makes
 # are declared in fastkafka._core.batch).
 cimport cython
-from cpython.pythread cimport PyThread_type_lock
 from cpython.ref cimport PyObject, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t
 
@@ -12,6 +11,7 @@ from fastkafka._core.express cimport ExpressNode
 from fastkafka._core.bufferpool cimport BufferPool
 from fastkafka._core.partitioner cimport StickyPartitioner
 from fastkafka._core.clock cimport clock_ms, monotonic_ms
+from fastkafka._core.mutex cimport pthread_mutex_t
 
 
 # A queued batch: an OWNED reference to a ProducerBatch and its BatchState (&batch.s).
@@ -67,7 +67,8 @@ cdef struct AccState:
     bint transactional               # drained only once added to the transaction
     bint closed
     int flushes                      # open begin_flush() calls: every batch is ready meanwhile
-    PyThread_type_lock lock
+    pthread_mutex_t lock             # initialised when lock_ready (see fastkafka._core.mutex)
+    bint lock_ready
     IdemState *idem                  # NULL without idempotence (set by IdempotenceState)
     Py_ssize_t express_start         # round-robin start of drain_express_c over ``queues``
 

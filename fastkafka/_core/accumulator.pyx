@@ -39,12 +39,11 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawRealloc, PyMem_RawFree
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_XDECREF
-from cpython.pythread cimport (
-    PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
-    PyThread_release_lock, NOWAIT_LOCK, WAIT_LOCK,
-)
 from libc.stdint cimport int16_t, int32_t, int64_t, INT64_MAX, INT64_MIN
 from posix.time cimport CLOCK_MONOTONIC
+
+from fastkafka._core.mutex cimport (pthread_mutex_init, pthread_mutex_destroy, pthread_mutex_lock,
+                                    pthread_mutex_unlock, mutex_lock_gil)
 
 from fastkafka._wire.records cimport (BatchBuilder, BuilderCore, EncodedHeaders, record_size_c,
                                       headers_encoded_size, get_view, BATCH_HEADER_SIZE,
@@ -539,7 +538,7 @@ cdef int64_t _express_head_at(AccState *st, QueueState *q, bint always, int64_t 
 
 
 cdef inline void _lock_nogil(AccState *st) noexcept nogil:
-    PyThread_acquire_lock(st.lock, WAIT_LOCK)
+    pthread_mutex_lock(&st.lock)
 
 
 cdef Py_ssize_t drain_express_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
@@ -558,7 +557,7 @@ cdef Py_ssize_t drain_express_c(AccState *st, const ExpressNode *nodes, Py_ssize
     _lock_nogil(st)
     n = st.nqueues
     if n == 0 or st.transactional or not _idem_steady(st):
-        PyThread_release_lock(st.lock)
+        pthread_mutex_unlock(&st.lock)
         return 0
     always = st.closed or st.flushes > 0
     start = st.express_start % n
@@ -592,7 +591,7 @@ cdef Py_ssize_t drain_express_c(AccState *st, const ExpressNode *nodes, Py_ssize
             size += bc.final_len
             taken += 1
     st.express_start = (start + 1) % n     # rotate where the next turn starts
-    PyThread_release_lock(st.lock)
+    pthread_mutex_unlock(&st.lock)
     return count
 
 
@@ -604,7 +603,7 @@ cdef int64_t next_send_deadline_c(AccState *st, const ExpressNode *nodes, Py_ssi
     cdef QueueState *q
     _lock_nogil(st)
     if st.transactional or not _idem_steady(st):
-        PyThread_release_lock(st.lock)
+        pthread_mutex_unlock(&st.lock)
         return INT64_MAX
     always = st.closed or st.flushes > 0
     for i in range(st.nqueues):
@@ -621,7 +620,7 @@ cdef int64_t next_send_deadline_c(AccState *st, const ExpressNode *nodes, Py_ssi
             if not led:
                 continue
         best = at
-    PyThread_release_lock(st.lock)
+    pthread_mutex_unlock(&st.lock)
     return best if best > 0 else 0
 
 
@@ -664,7 +663,7 @@ cdef int64_t python_next_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nn
             at = h.created_ms + st.linger_ms
         if after_ms < at < best:
             best = at
-    PyThread_release_lock(st.lock)
+    pthread_mutex_unlock(&st.lock)
     return best
 
 
@@ -726,9 +725,9 @@ cdef class RecordAccumulator:
         self._failed = []
         self._flush_threads = {}
         self._sticky = StickyPartitioner()
-        self.st.lock = PyThread_allocate_lock()
-        if self.st.lock == NULL:
-            raise MemoryError()
+        if pthread_mutex_init(&self.st.lock, NULL) != 0:
+            raise MemoryError("the accumulator's lock could not be created")
+        self.st.lock_ready = True
         global _open_accumulators
         _open_accumulators += 1
         self._counted = True
@@ -738,9 +737,9 @@ cdef class RecordAccumulator:
         if self._counted:
             self._counted = False
             _open_accumulators -= 1
-        if self.st.lock != NULL:
-            PyThread_free_lock(self.st.lock)
-            self.st.lock = NULL
+        if self.st.lock_ready:
+            pthread_mutex_destroy(&self.st.lock)
+            self.st.lock_ready = False
         # the queues' states are members of the _PartitionQueue objects (freed with them)
         PyMem_RawFree(self.st.queues)
         self.st.queues = NULL
@@ -772,12 +771,10 @@ cdef class RecordAccumulator:
         self.st.transactional = v
 
     cdef void _acquire(self) noexcept:
-        if not PyThread_acquire_lock(self.st.lock, NOWAIT_LOCK):
-            with nogil:
-                PyThread_acquire_lock(self.st.lock, WAIT_LOCK)
+        mutex_lock_gil(&self.st.lock)
 
     cdef void _release(self) noexcept:
-        PyThread_release_lock(self.st.lock)
+        pthread_mutex_unlock(&self.st.lock)
 
     cdef QueueState *qstate(self, str topic, int32_t partition) except NULL:
         cdef _PartitionQueue pq
@@ -919,7 +916,7 @@ cdef class RecordAccumulator:
                     raise UnknownPartitionError(
                         f"no available partitions known for topic {topic!r} "
                         f"(call sticky_partition() first)")
-                partition = self._sticky.partition(topic, ts.available)
+                partition = self._sticky.partition_c(topic, ts.available)
             batch = append_record_locked(self, ts, partition, sticky, True, timestamp, kp, kl, vp,
                                          vl, headers, -1, now_ms, max_block_ms)
             return new_future(batch, timestamp, kl, vl, on_delivery, want_future)

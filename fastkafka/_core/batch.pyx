@@ -436,7 +436,7 @@ cdef list record_owners(ProducerBatch b):
 # ---------------------------------------------------------------------------------------------
 
 @cython.final
-@cython.freelist(1024)
+@cython.freelist(4096)      # one per record in flight: a batch of ~1,000 filling while one is sent
 cdef class FutureRecordMetadata:
     """The result of one ``send``: ``get(timeout=None) -> RecordMetadata``.
 

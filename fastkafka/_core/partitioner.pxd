@@ -15,10 +15,19 @@ cdef class StickyPartitioner:
     """Per-topic sticky partition for records without a key (KIP-480 behaviour)."""
     cdef dict _sticky            # topic -> int current sticky partition
     cdef uint32_t _rng
+    cdef str _last_topic         # the topic of the last answer (the same object), and that answer:
+    cdef int32_t _last_p         # kept equal to _sticky[_last_topic]
 
     cpdef int32_t partition(self, str topic, list available) except -2
     cpdef int32_t next_partition(self, str topic, list available, int32_t prev) except -2
     cdef int32_t _choose(self, list available, int32_t avoid) except -2
+
+    # ``partition`` without a dict lookup when ``topic`` is the same object as last time (once
+    # per record on the send path).
+    cdef inline int32_t partition_c(self, str topic, list available) except -2:
+        if topic is self._last_topic:
+            return self._last_p
+        return self.partition(topic, available)
 
     # The topic's sticky partition (an int) or None.
     cdef inline object current_c(self, str topic):

@@ -135,9 +135,12 @@ cdef class StickyPartitioner:
         cdef object cur = self._sticky.get(topic)
         cdef int32_t p
         if cur is not None:
-            return <int32_t>cur
-        p = self._choose(available, -1)
-        self._sticky[topic] = p
+            p = <int32_t>cur
+        else:
+            p = self._choose(available, -1)
+            self._sticky[topic] = p
+        self._last_topic = topic
+        self._last_p = p
         return p
 
     cpdef int32_t next_partition(self, str topic, list available, int32_t prev) except -2:
@@ -147,8 +150,11 @@ cdef class StickyPartitioner:
         if cur is None or <int32_t>cur == prev:
             p = self._choose(available, prev)
             self._sticky[topic] = p
-            return p
-        return <int32_t>cur
+        else:
+            p = <int32_t>cur
+        self._last_topic = topic
+        self._last_p = p
+        return p
 
     def current(self, str topic):
         """The sticky partition of ``topic`` or None."""

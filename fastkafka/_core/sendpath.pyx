@@ -225,7 +225,7 @@ cdef class ProducerCore:
         cdef object o
         if self._closed or self._txn_blocked:
             raise self._closed_error()
-        if not isinstance(topic, str) or not topic:
+        if not isinstance(topic, str) or len(<str>topic) == 0:
             if isinstance(topic, str):
                 raise MalformedRecordError("topic must be a non-empty string, got ''")
             raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")

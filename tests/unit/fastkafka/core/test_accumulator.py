@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import array
+import itertools
 import logging
 import pickle
 import threading
@@ -549,6 +550,25 @@ def test_sticky_mode_append_spreads_whole_batches():
     parts = [f.batch.partition for f in futs]
     switches = sum(1 for a, b in zip(parts, parts[1:]) if a != b)
     assert switches == len(batches) - 1
+
+
+def test_sticky_mode_keeps_each_topics_partition_when_appends_alternate():
+    # the accumulator remembers the last topic's sticky partition; a record of the other topic
+    # must still go to that topic's own sticky partition, and each topic switches on its own
+    acc = make(batch_size=1024)
+    avail = list(range(8))
+    acc.sticky_partition("a", avail)
+    acc.sticky_partition("b", avail)
+    parts = {"a": [], "b": []}
+    for i in range(400):
+        t = "ab"[i % 2]
+        parts[t].append(add(acc, topic=t, partition=PARTITION_STICKY, value=b"x" * 100).batch.partition)
+    for t, seq in parts.items():
+        switches = sum(1 for x, y in zip(seq, seq[1:]) if x != y)
+        runs = [len(list(g)) for _, g in itertools.groupby(seq)]
+        assert switches >= 10, (t, seq)
+        assert all(n >= 8 for n in runs[:-1]), (t, runs)   # whole batches, not single records
+        assert seq[-1] == acc.sticky_partition(t, avail)
 
 
 def test_sticky_mode_without_available_partitions():
