@@ -69,6 +69,10 @@ MEASUREMENTS = {
     "aio_1":               ("aiokafka", "send() loop, acks=1", True),
 }
 REFERENCE = "ck_all"
+#: Ratios read round by round (a measurement against the one it is judged by): fastkafka's loops
+#: against confluent-kafka's, its send_batch against the raw ceiling.
+PAIRED = [("fk_send_all", REFERENCE), ("fk_produce_all", REFERENCE), ("fk_batch_list", "raw"),
+          ("fk_batch_arrow", "raw"), ("fk_send_all", "java_warm")]
 JAVA = "java"
 JAVA_WARM = "java_warm"
 BROKERS = ("kafka", "tansu")
@@ -761,6 +765,11 @@ def broker_section(title: str, names: list[str], results: dict[str, list[dict]],
         for name in others:
             client, variant, _ = MEASUREMENTS[name]
             lines.append(f"| {client} | {variant} | {ratio(med[name], java)} | {ratio(med[name], warm)} |")
+    paired = [(a, b) for a, b in PAIRED if a in names and b in names]
+    if paired:
+        lines += ["", "The same, paired round by round (each round's two measurements ran one after "
+                      "the other, so machine drift between rounds cancels):", "",
+                  *ratio_table(paired, results, lambda n: " ".join(MEASUREMENTS[n][:2]), "records/s")]
     send = med.get("fk_send_all")
     best = max((x for x in (java, warm) if x), default=None)
     if "fk_send_all" in names and (JAVA in names or JAVA_WARM in names):

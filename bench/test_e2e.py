@@ -55,6 +55,21 @@ def test_e2e_small_run(tmp_path):
         assert _num(mbs) == pytest.approx(_num(median) * SIZE / 1e6, abs=0.051), (name, mbs)
         assert _num(vs_raw) == pytest.approx(_num(median) / raw, abs=0.006), (name, vs_raw)
         assert _num(vs_ref) == pytest.approx(_num(median) / ref, abs=0.006), (name, vs_ref)
+    # the paired table: one row per pair whose two measurements ran, each round's ratio of the two
+    paired = {}
+    first_section = text.split("\n## ")[1]       # the first broker's, as parse_table reads
+    for ln in first_section.splitlines():
+        if ln.startswith("| fastkafka "):
+            cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+            if len(cells) == 7:
+                paired[(cells[0], cells[1])] = cells
+    label = {n: " ".join(e2e.MEASUREMENTS[n][:2]) for n in ONLY}
+    assert set(paired) == {(label["fk_send_all"], label["ck_all"]), (label["fk_batch_list"], label["raw"])}
+    for (a, b), cells in paired.items():
+        name_a = next(n for n in ONLY if label[n] == a)
+        name_b = next(n for n in ONLY if label[n] == b)
+        expect = _num(by_name[name_a][1]) / _num(by_name[name_b][1])
+        assert _num(cells[5]) == pytest.approx(expect, abs=0.006), cells
     assert "Machine:" in text and "- nproc:" in text
 
 
