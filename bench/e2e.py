@@ -70,7 +70,8 @@ MEASUREMENTS = {
 }
 REFERENCE = "ck_all"
 #: Ratios read round by round (a measurement against the one it is judged by): fastkafka's loops
-#: against confluent-kafka's, its send_batch against the raw ceiling.
+#: against confluent-kafka's, its send_batch against the raw ceiling, send() against the warmed-up
+#: Java producer.
 PAIRED = [("fk_send_all", REFERENCE), ("fk_produce_all", REFERENCE), ("fk_batch_list", "raw"),
           ("fk_batch_arrow", "raw"), ("fk_send_all", "java_warm")]
 JAVA = "java"
