@@ -679,6 +679,11 @@ class Producer(ProducerCore):
             "gil_free_answers": self._sender.gil_free_answers,
             "gil_handovers": handover_count(),
         })
+        # The TLS data path of the connections made so far (fastkafka/tls.py: TlsConnection.data_path).
+        direct, fallback = m["net_tls_openssl_direct"], m["net_tls_ssl_module"]
+        m["tls_data_path"] = ("openssl_direct" if direct and not fallback else
+                              "ssl_module" if fallback and not direct else
+                              "mixed" if direct else None)
         if self._sender.txn is not None:
             m.update(self._sender.txn.stats)
             m["txn_state"] = self._sender.txn.state.value

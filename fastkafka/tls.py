@@ -29,7 +29,7 @@ import os
 import socket
 import ssl
 
-from ._core.transport import TlsPipe, fd_recv_into, fd_send
+from ._core.transport import TlsPipe, fd_recv_into, fd_send, tls_attach_failure
 from .errors import ConfigError, KafkaError, TlsAuthenticationError, TlsError
 
 __all__ = ["TlsError", "TlsAuthenticationError", "TlsSession", "build_context", "TLS_PROTOCOLS"]
@@ -170,7 +170,7 @@ class TlsSession:
     on the socket and the tokens of requests whose last plaintext byte is in that ciphertext."""
 
     __slots__ = ("incoming", "outgoing", "sslobj", "established", "out", "out_off", "held_tokens",
-                 "where", "check_hostname", "bytes_in", "_rbuf", "_rview", "pipe")
+                 "where", "check_hostname", "bytes_in", "_rbuf", "_rview", "pipe", "fallback_reason")
 
     def __init__(self, context: ssl.SSLContext, host: str, where: str):
         self.incoming = ssl.MemoryBIO()
@@ -188,6 +188,14 @@ class TlsSession:
         self._rbuf = bytearray(_READ_CHUNK)
         self._rview = memoryview(self._rbuf)
         self.pipe = None        # TlsPipe, once the handshake is done (None: the SSLObject's calls)
+        self.fallback_reason = ""   # why the handshake's end attached no TlsPipe
+
+    @property
+    def data_path(self) -> str:
+        """The data phase's path: ``"openssl_direct"`` (TlsPipe: OpenSSL called on the queued
+        buffers where they lie) or ``"ssl_module"`` (the ssl.SSLObject's own read/write: the
+        portable fallback, for a Python whose _ssl object this build cannot read)."""
+        return "openssl_direct" if self.pipe is not None else "ssl_module"
 
     def wants_write(self) -> bool:
         if self.pipe is not None:
@@ -248,6 +256,7 @@ class TlsSession:
     def _attach_pipe(self) -> None:
         pipe = TlsPipe.attach(self.sslobj)
         if pipe is None:
+            self.fallback_reason = tls_attach_failure()
             return
         if self.out_off < len(self.out):   # ciphertext of the handshake's last flight goes first
             pipe.put_ciphertext(memoryview(self.out)[self.out_off:])

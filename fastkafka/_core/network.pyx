@@ -126,7 +126,8 @@ cdef class NetworkClient:
         self._tls_context = getattr(config, "tls_context", None)
         self.stats = {"requests": 0, "responses": 0, "disconnects": 0, "timeouts": 0, "bytes_sent": 0,
                       "contained_failures": 0, "authentication_failures": 0, "reauthentications": 0,
-                      "throttled_responses": 0, "throttle_time_ms_total": 0, "rebootstraps": 0}
+                      "throttled_responses": 0, "throttle_time_ms_total": 0, "rebootstraps": 0,
+                      "tls_openssl_direct": 0, "tls_ssl_module": 0}
         self._unreachable_since = None
         self._refresh_due = metadata.refresh_due if manage_metadata else None
         # SASL (fastkafka.sasl): None for PLAINTEXT/SSL. A node whose last authentication failed
@@ -862,8 +863,15 @@ cdef class NetworkClient:
             return
         conn.st.last_activity_ms = now
         if done:
-            log.debug("TLS handshake with node %s done (%s, %s)", conn.node_id,
-                      conn._tls.sslobj.version(), conn._tls.sslobj.cipher()[0])
+            path = conn._tls.data_path
+            self.stats["tls_" + path] += 1
+            if conn._tls.pipe is not None:
+                log.debug("TLS handshake with node %s done (%s, %s); data path: openssl_direct",
+                          conn.node_id, conn._tls.sslobj.version(), conn._tls.sslobj.cipher()[0])
+            else:
+                log.debug("TLS handshake with node %s done (%s, %s); data path: ssl_module (%s)",
+                          conn.node_id, conn._tls.sslobj.version(), conn._tls.sslobj.cipher()[0],
+                          conn._tls.fallback_reason)
             self.update_interest(conn)
             self._next_handshake_step(conn, now)
         else:

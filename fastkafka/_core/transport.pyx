@@ -30,6 +30,7 @@ from posix.uio cimport iovec, writev
 from posix.unistd cimport read as c_read, write as c_write
 
 from collections import deque
+import sys
 
 cdef extern from *:
     """
@@ -591,6 +592,9 @@ cdef f_err_clear p_ERR_clear_error = NULL
 cdef f_err_string p_ERR_reason_error_string = NULL
 cdef f_err_string p_ERR_lib_error_string = NULL
 cdef int _openssl_state = 0    # 0: not looked up yet, 1: usable, -1: not usable
+# Why the last TlsPipe.attach returned None ("" after one that succeeded): the TLS data path a
+# connection took is reported in Producer.metrics() and a DEBUG log line (fastkafka/tls.py).
+cdef str _attach_failure = ""
 
 cdef enum:
     SSL_ERROR_SSL = 1
@@ -648,6 +652,11 @@ cdef int _load_openssl() except -1:
     return 1
 
 
+def tls_attach_failure() -> str:
+    """Why the last :meth:`TlsPipe.attach` returned None, or "" when it attached."""
+    return _attach_failure
+
+
 cdef void *_ssl_pointer(inner):
     """The SSL* of an ``_ssl._SSLSocket`` made by ``SSLContext.wrap_bio``, or NULL. CPython lays the
     object out as {PyObject_HEAD; socket weakref; SSL *ssl; context; ...}: the pointer is taken
@@ -656,9 +665,9 @@ cdef void *_ssl_pointer(inner):
     cdef char *p
     cdef Py_ssize_t head = sizeof(PyObject)
     cdef void *ssl
-    ctx = inner.context
     if type(inner).__name__ != "_SSLSocket" or type(inner).__basicsize__ < head + 3 * sizeof(void *):
         return NULL
+    ctx = inner.context
     p = <char *><PyObject *>inner
     if (<void **>(p + head))[0] != NULL:                       # the socket: none for wrap_bio
         return NULL
@@ -721,16 +730,23 @@ cdef class TlsPipe:
     def attach(sslobj):
         """A TlsPipe on the SSL object of ``sslobj`` (an ssl.SSLObject whose handshake is done),
         or None when OpenSSL or that object cannot be reached with certainty here."""
+        global _attach_failure
         cdef TlsPipe pipe
         cdef void *ssl
         if _load_openssl() != 1:
+            _attach_failure = ("OpenSSL's SSL_read_ex/SSL_write_ex/BIO functions were not found in "
+                               "the library the interpreter's _ssl module loaded")
             return None
         inner = getattr(sslobj, "_sslobj", None)
         if inner is None:
+            _attach_failure = "ssl.SSLObject has no _sslobj attribute in this Python"
             return None
         ssl = _ssl_pointer(inner)
         if ssl == NULL:
+            _attach_failure = (f"the layout of _ssl.{type(inner).__name__} in this Python "
+                               f"({sys.version.split()[0]}) is not the one this build checks for")
             return None
+        _attach_failure = ""
         pipe = TlsPipe()
         pipe._ssl = ssl
         pipe._wbio = p_SSL_get_wbio(ssl)

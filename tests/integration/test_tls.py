@@ -133,11 +133,16 @@ class _NoPipe:
 
 
 @pytest.mark.parametrize("data_path", ["tls_pipe", "sslobject"])
-def test_kafka_tls_both_data_paths_carry_small_and_large_records(tls_kafka, pki, monkeypatch, data_path):
+def test_kafka_tls_both_data_paths_carry_small_and_large_records(tls_kafka, pki, monkeypatch, caplog,
+                                                                 data_path):
     """The TLS data phase has two paths, the compiled TlsPipe and the SSLObject fallback used
-    where the pipe cannot attach: both deliver records small and far larger than a TLS record."""
+    where the pipe cannot attach: both deliver records small and far larger than a TLS record, and
+    metrics() and a DEBUG log line say which one each connection took."""
+    import logging
+
     import fastkafka.tls
 
+    caplog.set_level(logging.DEBUG, logger="fastkafka")
     if data_path == "sslobject":
         monkeypatch.setattr(fastkafka.tls, "TlsPipe", _NoPipe)
     topic = unique_name("tls-path")
@@ -152,6 +157,14 @@ def test_kafka_tls_both_data_paths_carry_small_and_large_records(tls_kafka, pki,
         assert [f.get(timeout=60).offset for f in futures] == list(range(len(small)))
         pipes = [c.tls.pipe for c in p._client.connections.values() if c.tls is not None]
         assert pipes and all((pipe is None) == (data_path == "sslobject") for pipe in pipes)
+        m = p.metrics()
+        expected = "ssl_module" if data_path == "sslobject" else "openssl_direct"
+        assert m["tls_data_path"] == expected
+        assert m[f"net_tls_{expected}"] >= len(pipes)
+        other = "openssl_direct" if expected == "ssl_module" else "ssl_module"
+        assert m[f"net_tls_{other}"] == 0
+    lines = [r.getMessage() for r in caplog.records if "TLS handshake with node" in r.getMessage()]
+    assert lines and all(f"data path: {expected}" in line for line in lines)
     got = read_back(bootstrap, topic, 2, len(small) + len(large), timeout=60,
                     extra_config=tls_reader_config(pki))
     assert [m.value for m in got[0]] == small and [m.value for m in got[1]] == large

@@ -97,3 +97,29 @@ def test_reader_reads_from_socket_and_reports_eof():
     got, eof = r.read_from(b.fileno())
     assert got == [] and eof
     b.close()
+
+
+def test_tls_pipe_attach_says_why_it_could_not_attach():
+    """TlsPipe.attach returns None (the SSLObject fallback) where it cannot read the SSL*, and
+    tls_attach_failure() gives the reason the DEBUG log line and the docs show; a real SSLObject of
+    this interpreter attaches and clears the reason."""
+    import ssl
+
+    from fastkafka._core.transport import TlsPipe, tls_attach_failure
+
+    class NoInner:
+        pass
+
+    assert TlsPipe.attach(NoInner()) is None
+    assert "no _sslobj" in tls_attach_failure()
+
+    class ForeignInner:
+        _sslobj = object()
+
+    assert TlsPipe.attach(ForeignInner()) is None
+    assert "layout of _ssl.object" in tls_attach_failure()
+
+    ctx = ssl.create_default_context()
+    sslobj = ctx.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="localhost")
+    assert TlsPipe.attach(sslobj) is not None
+    assert tls_attach_failure() == ""
