@@ -12,6 +12,9 @@
   module-scoped, for the failover tests only.
 * ``fresh_topic(partitions=1, prefix="t") -> name``: a new topic on ``broker``.
 * ``mock_cluster``: a function-scoped 3-broker librdkafka mock cluster (``tests.mockcluster``).
+* ``spark``: one SparkSession for the whole session (master ``local[2,4]``: two cores, and a failed
+  task is retried up to 4 times, as on a cluster), started lazily by the first test that needs it
+  (tests/spark, the Spark examples of the documentation in tests/docs).
 
 Tests that need a real broker carry ``@pytest.mark.broker`` (added automatically to every test that
 uses one of these fixtures); ``-m "not broker"`` runs the rest.
@@ -150,3 +153,24 @@ def mock_cluster():
 def reader():
     """``read_back`` as a fixture, for tests that prefer injection over imports."""
     return read_back
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The session's one SparkSession, with the data source ``fastkafka`` registered."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    import spark_sink
+
+    session = (SparkSession.builder.master("local[2,4]").appName("fastkafka-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
+               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    spark_sink.register(session)
+    yield session
+    session.stop()
