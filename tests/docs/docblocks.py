@@ -69,6 +69,11 @@ class Block:
     def id(self) -> str:
         return f"{self.path}:{self.line}"
 
+    @property
+    def last_line(self) -> int:
+        """The line of the closing fence."""
+        return self.line + len(self.code.splitlines()) + 1
+
 
 class DocFormatError(ValueError):
     """A document breaks the examples' convention (named with its file and line)."""
@@ -97,7 +102,8 @@ def parse(path: str, root: str = ROOT) -> Document:
     while i < len(lines):
         m = _FENCE.match(lines[i])
         if not m:
-            if _ANY_MARK.search(lines[i]) and not (_DIRECTIVE.match(lines[i]) or _OUTPUT.match(lines[i])):
+            prose = re.sub(r"`[^`]*`", "", lines[i])      # a comment shown as inline code is text
+            if _ANY_MARK.search(prose) and not (_DIRECTIVE.match(lines[i]) or _OUTPUT.match(lines[i])):
                 doc.problems.append(f"{path}:{i + 1}: an example comment must stand alone on its line")
             i += 1
             continue
