@@ -1,0 +1,143 @@
+"""Smoke test of bench/partitions.py: a tiny run end to end (topics, child processes, counters,
+delivery checks, report) on one Apache Kafka node. No speed is asserted.
+
+    python -m pytest bench/test_partitions.py -q
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import partitions  # noqa: E402
+
+RECORDS = 2000
+SHAPES = ["100", "4x3"]   # one keyed topic of 100 partitions; 4 unkeyed topics of 3
+
+
+@pytest.fixture(scope="module")
+def kafka():
+    """One Apache Kafka node for the module, as tests/conftest.py's ``kafka_broker`` (bench/ has no
+    conftest of its own): the rig's default small heap, C1-only JIT."""
+    from fastkafka_tools.apachekafka import KafkaCluster
+
+    kc = KafkaCluster(nodes=1).start()
+    yield kc
+    kc.stop()
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _num(cell: str) -> float:
+    return float(cell.replace(",", ""))
+
+
+def table_after(text: str, header_start: str) -> list[list[str]]:
+    """The rows of the first markdown table whose header starts with ``header_start``."""
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith(header_start))
+    rows = []
+    for ln in lines[i + 2:]:
+        if not ln.startswith("| "):
+            break
+        rows.append(_cells(ln))
+    return rows
+
+
+@pytest.mark.timeout(600)
+def test_small_run(kafka, tmp_path):
+    args = partitions.parse_args(["--bootstrap-servers", kafka.bootstrap, "--records", str(RECORDS),
+                                  "--rounds", "1", "--shapes", ",".join(SHAPES), "--warmup-records", "0",
+                                  "--out", str(tmp_path / "partitions.md")])
+    report = partitions.run_benchmark(kafka.bootstrap, args, log=lambda s: None, broker_pid=kafka.pid)
+    names = list(partitions.MEASUREMENTS)
+    assert list(report["shapes"]) == SHAPES
+    for spec, res in report["shapes"].items():
+        assert list(res) == names
+        for name, rounds in res.items():
+            assert len(rounds) == 1, (spec, name)
+            r = rounds[0]
+            assert "failed" not in r, (spec, name, r.get("failed"))
+            # every record delivered and acknowledged, nothing left, no error
+            assert r["records"] == RECORDS and r["delivered"] == RECORDS, (spec, name, r)
+            assert r["undelivered"] == 0 and r["errors"] == 0, (spec, name, r)
+            # the counters add up: batches carry every record once (no retries in a clean run)
+            assert r["batch_records"] == RECORDS, (spec, name, r["batch_records"])
+            assert r["batches"] >= 1 and r["requests"] >= 1, (spec, name, r)
+            assert r["records_per_batch"] * r["batches"] == pytest.approx(RECORDS), (spec, name)
+            assert r["batches_per_request"] * r["requests"] == pytest.approx(r["batches"]), (spec, name)
+            assert r["requests_per_s"] * r["seconds"] == pytest.approx(r["requests"]), (spec, name)
+            assert r["rate"] * r["seconds"] == pytest.approx(RECORDS), (spec, name)
+            shape = partitions.parse_shape(spec)
+            # at least one batch per partition written to; at most one per record
+            assert r["batches"] <= RECORDS
+            if name.startswith("fk_"):
+                assert r["metrics"]["records_sent"] == RECORDS
+                assert r["metrics"]["batches_sent"] == r["batches"]
+                assert r["metrics"]["produce_requests"] == r["requests"]
+                assert r["metrics"]["retries"] == 0
+            if shape.keyed:
+                # the broker holds the records and the warm-up, in as many partitions as the topic has
+                assert len(r["partition_counts"]) == shape.partitions
+                assert sum(r["partition_counts"]) == RECORDS + r["warmup_records"]
+                assert r["batches"] >= sum(1 for c in r["partition_counts"] if c) - 1
+        if partitions.parse_shape(spec).keyed:
+            # both clients place keys by Java's murmur2: the same count in every partition
+            assert res["fk_produce"][0]["partition_counts"] == res["ck_produce"][0]["partition_counts"]
+
+    text = partitions.render(report, args, 1.0, "broker: test")
+    summary = table_after(text, "| shape |")
+    assert [row[0] for row in summary] == [partitions.parse_shape(s).label for s in SHAPES]
+    for spec in SHAPES:
+        label = partitions.parse_shape(spec).label
+        assert f"## {label}" in text
+        section = text.split(f"## {label}", 1)[1]
+        per_round = table_after(section, "| round | client |")
+        assert len(per_round) == len(names)
+        by_client = {row[1]: row for row in per_round}
+        for name in names:
+            row = by_client[" ".join(partitions.MEASUREMENTS[name])]
+            r = report["shapes"][spec][name][0]
+            records, batches, requests = _num(row[2]), _num(row[5]), _num(row[6])
+            assert records == RECORDS and batches == r["batches"] and requests == r["requests"], row
+            # records/batch x batches = records (to the table's two decimals)
+            assert _num(row[7]) * batches == pytest.approx(records, abs=0.005 * batches + 1e-9), row
+        medians = table_after(section, "| client | median records/s |")
+        assert [row[0] for row in medians] == [" ".join(partitions.MEASUREMENTS[n]) for n in names]
+        ck = next(row for row in medians if row[0].startswith("confluent-kafka"))
+        assert ck[2] == "1.00"
+        for row in medians:
+            assert _num(row[1]) > 0 and "FAILED" not in row[-1], row
+    assert "same key placement): yes." in text
+    assert "Machine:" in text and "- nproc:" in text and "load average" in text
+
+
+def test_shapes_and_round_order():
+    assert partitions.parse_shape("300") == partitions.Shape(1, 300, True)
+    assert partitions.parse_shape("100x6") == partitions.Shape(100, 6, False)
+    assert partitions.parse_shape("100x6").topic_names("t") == [f"t-{i}" for i in range(100)]
+    assert partitions.parse_shape("6").topic_names("t") == ["t"]
+    with pytest.raises(SystemExit):
+        partitions.parse_shape("lots")
+    names = ["a", "b", "c"]
+    assert partitions.round_order(names, 1) == names
+    assert partitions.round_order(names, 2) == ["c", "b", "a"]
+    tops, keys, values = partitions.workload(partitions.parse_shape("3x2"), ["t0", "t1", "t2"], 7, 10, 5)
+    assert tops == ["t0", "t1", "t2", "t0", "t1", "t2", "t0"] and keys == [None] * 7
+    assert all(len(v) == 10 for v in values)
+    tops, keys, values = partitions.workload(partitions.parse_shape("4"), ["t"], 7, 10, 5)
+    assert tops == ["t"] * 7 and len(set(keys)) == 5 and keys[0] == keys[5]
+
+
+def test_per_round_ratios_and_medians():
+    fk = [{"rate": 100.0}, {"rate": 300.0}, {"failed": "x"}]
+    ck = [{"rate": 50.0}, {"rate": 100.0}, {"rate": 10.0}]
+    assert partitions.per_round_ratios(fk, ck) == [2.0, 3.0, None]
+    s = partitions.summarize({"fk_produce": fk[:2], "ck_produce": ck[:2]})
+    assert s["fk_produce"]["ratio"] == 2.5 and s["fk_produce"]["rate"] == 200.0
+    assert partitions.summarize({"fk_produce": fk, "ck_produce": ck})["fk_produce"]["rate"] is None
