@@ -161,7 +161,7 @@ _BYTES_SERIALIZER = _Accepted(
 
 #: Settings of other clients (Java producer, librdkafka) accepted with the values listed: each
 #: value describes what this producer already does. Keyed by the dotted name; the snake_case
-#: spelling (``security_protocol``) works too. Documented in the README's Configuration section.
+#: spelling (``security_protocol``) works too. Documented in docs/configuration.md.
 ACCEPTED_FOREIGN: dict[str, _Accepted] = {
     "client.dns.lookup": _Accepted(
         ("use_all_dns_ips", "default"),

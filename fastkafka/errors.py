@@ -37,7 +37,7 @@ DeliveryTimeoutError                  -103   yes        no
 RecordTooLargeError                   -104   no         no
 InvalidRecordError (also TypeError)   -105   no         no
 MalformedRecordError (+ ValueError)   -130   no         no
-UnknownPartitionError (also ValueErr) -106   no         no
+UnknownPartitionError (+ ValueError)  -106   no         no
 ProducerClosedError                   -107   no         no
 NetworkError                          -108   yes        yes
 DisconnectedError                     -109   yes        yes

@@ -40,7 +40,7 @@ __all__ = ["KafkaCluster", "KafkaNode", "KafkaRigError", "ensure_jars", "kafka_v
            "DEFAULT_VERSION", "VERIFIED_VERSIONS", "java_command"]
 
 DEFAULT_VERSION = "4.4.0"
-# Versions the project's integration suite is run against (README: "Apache Kafka versions verified").
+# Versions the project's integration suite is run against (docs/tools.md).
 VERIFIED_VERSIONS = ("4.4.0", "3.9.1")
 # kafka-tools (ProducerPerformance, LeaderElectionCommand, ...) is published up to this version; for
 # a newer broker the tools (and the Java producer they run) are this release.

@@ -1,4 +1,4 @@
-"""Spark DataFrames to Kafka through fastkafka, with no JVM connector.
+"""Spark DataFrames to Kafka through fastkafka, with no JVM connector::
 
     import spark_sink
     spark_sink.register(spark)                      # the data source "fastkafka"
@@ -11,7 +11,7 @@
 Delivery is at-least-once by default: every task flushes before it returns and raises (so Spark
 retries it) if any of its records failed or is still undelivered. The data source (and
 ``batch_writer``) can also write exactly once, in Kafka transactions the driver commits
-(``delivery.guarantee=exactly_once``, :mod:`spark_sink.exactly_once`). See README.md, "Spark sink".
+(``delivery.guarantee=exactly_once``, :mod:`spark_sink.exactly_once`). See docs/spark.md.
 """
 
 from __future__ import annotations
