@@ -35,6 +35,7 @@ cdef struct QueueState:
     int32_t partition
     int32_t leader                   # leader node id, -1 unknown (refreshed by ready()/drain())
     const char *topic                # the topic as UTF-8 (the _PartitionQueue keeps the bytes)
+    int64_t last_batch_len           # bytes the last drained batch held (sizes the next buffer)
     Py_ssize_t topic_len
     # idempotence (IdempotenceState): the next sequence to give; the sequence after the last batch
     # acknowledged under the current epoch (-1: none acknowledged under it); that batch's last

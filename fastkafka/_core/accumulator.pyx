@@ -356,7 +356,8 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     cdef ProducerBatch batch
     cdef bint switched = False
     cdef int32_t np
-    cdef int64_t size
+    cdef int64_t size, hint
+    cdef BatchState *bs
     cdef object cur
     cdef char *buf = NULL
     while True:
@@ -380,8 +381,16 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     if hsize < 0:
         hsize = headers_encoded_size(headers) if headers is not None else 1
     size = BATCH_HEADER_SIZE + record_size_c(0, 0, kl, vl, hsize)
-    if size < acc.batch_size:
-        size = acc.batch_size
+    # The buffer: the pool's size class for what the partition's last batch held (the one just
+    # filled, else the last one drained), at least this record; it grows while records come
+    # (BufferPool.grow_buffer). Memory then follows what the batches hold, not partitions x
+    # batch_size.
+    hint = pq.q.last_batch_len
+    if q_len(&pq.q):
+        bs = &(<ProducerBatch>q_get(&pq.q, q_len(&pq.q) - 1)).s
+        if bs.bc != NULL and bs.bc.len > hint:
+            hint = bs.bc.len
+    size = acc.buffer_pool.class_for_c(hint if hint > size else size)
     # the bytes and (when one is free) the buffer, in one round of the pool's lock
     if not acc.buffer_pool.try_take_c(size, &buf):
         acc._release()
@@ -449,6 +458,8 @@ cdef QEntry take_head_c(AccState *st, QueueState *q, int64_t now_ms) noexcept no
     caller), is closed for appends, ``drained_ms`` = ``now_ms``; with ``ordered`` the partition is
     muted."""
     cdef QEntry e = q_pop_front(q)
+    if e.bs.bc != NULL:
+        q.last_batch_len = e.bs.bc.len
     e.bs.full = True
     e.bs.drained_ms = now_ms
     if st.ordered:

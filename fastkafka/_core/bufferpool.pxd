@@ -14,6 +14,11 @@ cdef class _Waiter:
     cdef char *buf                  # a free buffer handed over with the grant, or NULL
 
 
+cdef enum:
+    MIN_CLASS = 4096                # the smallest batch buffer the pool hands out (bytes)
+    MAX_CLASSES = 48
+
+
 cdef class BufferPool(BufferSource):
     cdef readonly int64_t total
     cdef readonly int64_t batch_size
@@ -31,9 +36,16 @@ cdef class BufferPool(BufferSource):
     # _buf_held + _free_bytes <= total; free buffers beyond available are freed at once).
     cdef readonly int64_t held_bytes
     cdef readonly int64_t free_bytes
-    cdef char **_free               # the free buffers, _free_n of them (array of _free_cap)
-    cdef Py_ssize_t _free_n
-    cdef Py_ssize_t _free_cap
+    # Buffer size classes: MIN_CLASS << k below batch_size, then batch_size itself. A new batch
+    # takes the class its partition's last batch needed (class_for); a batch that outgrows its
+    # buffer moves to the next class that holds it (grow_buffer). Each class keeps its own free
+    # buffers (_free[k]: _free_n[k] of them in an array of _free_cap[k]).
+    cdef Py_ssize_t _nclasses
+    cdef int64_t _class_size[MAX_CLASSES]
+    cdef char **_free[MAX_CLASSES]
+    cdef Py_ssize_t _free_n[MAX_CLASSES]
+    cdef Py_ssize_t _free_cap[MAX_CLASSES]
+    cdef Py_ssize_t _free_total     # sum of _free_n
     cdef readonly int64_t peak_bytes        # the most held_bytes + free_bytes ever was
     cdef readonly int64_t buffers_reused    # batch buffers handed out from the free ones
     cdef readonly int64_t buffers_made      # batch buffers the takers had to malloc
@@ -43,6 +55,16 @@ cdef class BufferPool(BufferSource):
     cdef void give_back(self, char *buf, Py_ssize_t cap) noexcept
     cdef int try_reserve(self, Py_ssize_t size) except -1
     cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1
+    cdef int grow_buffer(self, char **buf, Py_ssize_t used, Py_ssize_t old_cap, Py_ssize_t needed,
+                         Py_ssize_t *new_cap) except -1
+
+    # The buffer size for a batch that needs `need` bytes: the smallest class that holds them, or
+    # `need` itself beyond batch_size.
+    cdef int64_t class_for_c(self, int64_t need) noexcept
+    cdef Py_ssize_t _class_index(self, int64_t size) noexcept
+    cdef char *_pop_free_locked(self, Py_ssize_t k) noexcept
+    cdef bint _push_free_locked(self, char *buf, int64_t cap) noexcept
+    cdef void _trim_locked(self) noexcept
 
     cpdef allocate(self, int64_t size, int64_t max_block_ms)
     cdef int _allocate(self, int64_t size, int64_t max_block_ms, bint for_buffer,

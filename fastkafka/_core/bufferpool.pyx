@@ -1,12 +1,17 @@
 # cython: language_level=3
 """The memory of record batches, bounded by ``buffer_memory`` (the Java ``BufferPool``'s job).
 
-The pool hands out the batch buffers themselves: a batch's bytes are reserved here (``batch_size``,
-or a record's size when larger) and its builder's buffer is exactly that many bytes, given back
-with the reservation when the builder is freed. Free buffers of ``batch_size`` bytes are kept for
-the next batch (a fresh 64 KiB+ buffer would cost the producer's thread a page fault per 4 KiB it
-writes); they count against ``total`` too: the bytes held by live builders plus the free buffers
-never exceed it, and free buffers that would make them exceed it are freed.
+The pool hands out the batch buffers themselves: a batch's bytes are reserved here and its
+builder's buffer is exactly that many bytes, given back with the reservation when the builder is
+freed. Buffers come in size classes (4 KiB doubling up to ``batch_size``, then ``batch_size``; a
+record larger than that gets a buffer of its own size): a new batch takes the class its partition's
+last batch needed, and a batch that outgrows its buffer moves to a larger class while the pool has
+the bytes free at once (else it is full). So memory follows what the batches hold: a topic of a
+thousand partitions with a few records each in flight holds a few KiB per partition, not
+``batch_size``. Free buffers of each class are kept for the next batch (a fresh 64 KiB+ buffer would
+cost the producer's thread a page fault per 4 KiB it writes); they count against ``total`` too: the
+bytes held by live builders plus the free buffers never exceed it, and free buffers that would make
+them exceed it are freed.
 
 A thread that asks for more than is free waits (GIL released) in FIFO order: memory given back
 goes to the oldest waiter first, and a later, smaller request does not overtake it.
@@ -25,7 +30,8 @@ from cpython.pythread cimport (
     PyThread_release_lock, PyThread_get_thread_ident, NOWAIT_LOCK, WAIT_LOCK,
 )
 from libc.stdint cimport int64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
 
 from fastkafka._core.clock cimport monotonic_ms
 from fastkafka._wire.records cimport BufferSource
@@ -110,12 +116,20 @@ cdef class BufferPool(BufferSource):
 
     def __cinit__(self, int64_t total_bytes, int64_t batch_size):
         global _live_pools
+        cdef int64_t size = MIN_CLASS
         if total_bytes <= 0:
             raise ValueError(f"buffer_memory must be positive, got {total_bytes}")
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self.total = total_bytes
         self.batch_size = batch_size
+        self._nclasses = 0
+        while size < batch_size and self._nclasses < MAX_CLASSES - 1:
+            self._class_size[self._nclasses] = size
+            self._nclasses += 1
+            size *= 2
+        self._class_size[self._nclasses] = batch_size
+        self._nclasses += 1
         self._available = total_bytes
         self._waiters = deque()
         self._lock = PyThread_allocate_lock()
@@ -127,6 +141,7 @@ cdef class BufferPool(BufferSource):
 
     def __dealloc__(self):
         global _live_pools, _held_bytes, _over_bytes
+        cdef Py_ssize_t k
         if self._counted:
             self._counted = False
             _live_pools -= 1
@@ -134,9 +149,9 @@ cdef class BufferPool(BufferSource):
             _over_bytes -= self._over
             self._over = 0
         self._free_all_locked()     # nobody else can hold a reference any more
-        if self._free != NULL:
-            free(self._free)
-            self._free = NULL
+        for k in range(self._nclasses):
+            free(self._free[k])
+            self._free[k] = NULL
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
             self._lock = NULL
@@ -164,29 +179,88 @@ cdef class BufferPool(BufferSource):
         """Take ``size`` bytes of the available ones (the caller checked they are); for a buffer,
         hand over a free one of that size if there is one. Free buffers the available bytes no
         longer cover are freed. Lock held."""
-        global _held_bytes, _free_bufs, _free_bytes
+        global _held_bytes
         cdef char *b = NULL
         self._available -= size
         _held_bytes += size
         if for_buffer:
             self.held_bytes += size
-            if size == self.batch_size and self._free_n > 0:
-                self._free_n -= 1
-                b = self._free[self._free_n]
-                self.free_bytes -= size
-                _free_bufs -= 1
-                _free_bytes -= size
+            b = self._pop_free_locked(self._class_index(size))
+            if b != NULL:
                 self.buffers_reused += 1
             else:
                 self.buffers_made += 1
-        while self.free_bytes > self._available and self._free_n > 0:
-            self._free_n -= 1
-            free(self._free[self._free_n])
-            self.free_bytes -= self.batch_size
-            _free_bufs -= 1
-            _free_bytes -= self.batch_size
+        self._trim_locked()
         self._check_locked()
         return b
+
+    cdef Py_ssize_t _class_index(self, int64_t size) noexcept:
+        """The index of the class of exactly ``size`` bytes, or -1."""
+        cdef Py_ssize_t k
+        for k in range(self._nclasses):
+            if self._class_size[k] == size:
+                return k
+            if self._class_size[k] > size:
+                break
+        return -1
+
+    cdef int64_t class_for_c(self, int64_t need) noexcept:
+        cdef Py_ssize_t k
+        for k in range(self._nclasses):
+            if self._class_size[k] >= need:
+                return self._class_size[k]
+        return need
+
+    def class_for(self, int64_t need):
+        """class_for(need) -> int: the buffer size a batch needing ``need`` bytes is given."""
+        return self.class_for_c(need)
+
+    cdef char *_pop_free_locked(self, Py_ssize_t k) noexcept:
+        """A free buffer of class ``k`` (taken out of the free ones), or NULL. Lock held."""
+        global _free_bufs, _free_bytes
+        cdef char *b
+        if k < 0 or self._free_n[k] == 0:
+            return NULL
+        self._free_n[k] -= 1
+        self._free_total -= 1
+        b = self._free[k][self._free_n[k]]
+        self.free_bytes -= self._class_size[k]
+        _free_bufs -= 1
+        _free_bytes -= self._class_size[k]
+        return b
+
+    cdef bint _push_free_locked(self, char *buf, int64_t cap) noexcept:
+        """Keep ``buf`` (``cap`` bytes) as a free buffer when ``cap`` is a class's size, the pool is
+        open and the free buffers stay within the available bytes: True, else False (the caller
+        frees it). Lock held."""
+        global _free_bufs, _free_bytes
+        cdef Py_ssize_t k = self._class_index(cap), n
+        cdef char **arr
+        if buf == NULL or k < 0 or self._closed or self.free_bytes + cap > self._available:
+            return False
+        if self._free_n[k] == self._free_cap[k]:
+            n = self._free_cap[k] * 2 if self._free_cap[k] else 16
+            arr = <char **>realloc(self._free[k], <size_t>n * sizeof(char *))
+            if arr == NULL:
+                return False
+            self._free[k] = arr
+            self._free_cap[k] = n
+        self._free[k][self._free_n[k]] = buf
+        self._free_n[k] += 1
+        self._free_total += 1
+        self.free_bytes += cap
+        _free_bufs += 1
+        _free_bytes += cap
+        return True
+
+    cdef void _trim_locked(self) noexcept:
+        """Free the free buffers the available bytes no longer cover, largest first. Lock held."""
+        cdef Py_ssize_t k = self._nclasses - 1
+        while self.free_bytes > self._available and k >= 0:
+            if self._free_n[k] == 0:
+                k -= 1
+                continue
+            free(self._pop_free_locked(k))
 
     cdef void _check_locked(self) noexcept:
         """Keep ``peak_bytes`` and the overflow counter up to date. Lock held."""
@@ -202,13 +276,10 @@ cdef class BufferPool(BufferSource):
             self._over = over
 
     cdef void _free_all_locked(self) noexcept:
-        global _free_bufs, _free_bytes
-        while self._free_n > 0:
-            self._free_n -= 1
-            free(self._free[self._free_n])
-            _free_bufs -= 1
-            _free_bytes -= self.batch_size
-        self.free_bytes = 0
+        cdef Py_ssize_t k
+        for k in range(self._nclasses):
+            while self._free_n[k] > 0:
+                free(self._pop_free_locked(k))
         self._check_locked()
 
     # -- BufferSource: the builders' side ----------------------------------------------------------
@@ -216,28 +287,13 @@ cdef class BufferPool(BufferSource):
     cdef void give_back(self, char *buf, Py_ssize_t cap) noexcept:
         """A builder gives its buffer (NULL: none was made) and its ``cap`` reserved bytes back;
         the buffer is kept for the next batch when it has the usual size and the pool is open."""
-        global _held_bytes, _free_bufs, _free_bytes
-        cdef char **arr
-        cdef Py_ssize_t n
+        global _held_bytes
         self._lock_acquire()
         self._available += cap
         _held_bytes -= cap
         self.held_bytes -= cap
-        if (buf != NULL and cap == self.batch_size and not self._closed
-                and self.free_bytes + cap <= self._available):
-            if self._free_n == self._free_cap:
-                n = self._free_cap * 2 if self._free_cap else 16
-                arr = <char **>realloc(self._free, <size_t>n * sizeof(char *))
-                if arr != NULL:
-                    self._free = arr
-                    self._free_cap = n
-            if self._free_n < self._free_cap:
-                self._free[self._free_n] = buf
-                self._free_n += 1
-                self.free_bytes += cap
-                _free_bufs += 1
-                _free_bytes += cap
-                buf = NULL
+        if self._push_free_locked(buf, cap):
+            buf = NULL
         self._check_locked()
         try:
             self._grant_locked()
@@ -283,6 +339,45 @@ cdef class BufferPool(BufferSource):
                 raise
         PyThread_release_lock(self._lock)
         return ok
+
+    cdef int grow_buffer(self, char **buf, Py_ssize_t used, Py_ssize_t old_cap, Py_ssize_t needed,
+                         Py_ssize_t *new_cap) except -1:
+        global _held_bytes
+        cdef int64_t ncap = self.class_for_c(needed), more
+        cdef char *nb
+        cdef char *old = buf[0]
+        more = ncap - old_cap
+        self._lock_acquire()
+        # like try_reserve: no turn taken behind waiting threads (the batch is then full instead)
+        if self._closed or self._waiters or self._available < more:
+            PyThread_release_lock(self._lock)
+            return 0
+        self._available -= more
+        _held_bytes += more
+        self.held_bytes += more
+        nb = self._pop_free_locked(self._class_index(ncap))
+        if nb != NULL:
+            self.buffers_reused += 1
+        else:
+            self.buffers_made += 1
+        self._trim_locked()
+        self._check_locked()
+        PyThread_release_lock(self._lock)
+        if nb == NULL:
+            nb = <char *>malloc(<size_t>ncap)
+            if nb == NULL:
+                self.resize_reservation(ncap, old_cap)
+                raise MemoryError(f"cannot allocate a record batch buffer of {ncap} bytes")
+        memcpy(nb, old, <size_t>used)
+        self._lock_acquire()
+        if self._push_free_locked(old, old_cap):
+            old = NULL
+        self._check_locked()
+        PyThread_release_lock(self._lock)
+        free(old)
+        buf[0] = nb
+        new_cap[0] = ncap
+        return 1
 
     cdef int try_take_c(self, int64_t size, char **buf) except -1:
         cdef int ok = 0
@@ -446,7 +541,7 @@ cdef class BufferPool(BufferSource):
     @property
     def free_buffers(self):
         """Free batch buffers kept for the next batches (``free_bytes`` in all)."""
-        return self._free_n
+        return self._free_total
 
     def __repr__(self):
         return (f"BufferPool(total={self.total}, available={self._available}, "

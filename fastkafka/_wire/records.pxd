@@ -67,6 +67,13 @@ cdef class BufferSource:
     # 0 not (nothing changed; only an increase can be refused, when the bytes are not free; it does
     # not queue behind waiting threads). The buffers are the caller's.
     cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1
+    # Grow a pooled buffer `buf[0]` of `old_cap` reserved bytes whose first `used` bytes matter to
+    # at least `needed` bytes, without waiting: 1 done (buf[0] is the new buffer holding those
+    # bytes, new_cap[0] its size and reservation: the source's size class for `needed`; the old
+    # buffer is the source's again), 0 refused (nothing changed: the bytes are not free at once,
+    # or threads wait for memory). GIL held; MemoryError when no buffer can be made.
+    cdef int grow_buffer(self, char **buf, Py_ssize_t used, Py_ssize_t old_cap, Py_ssize_t needed,
+                         Py_ssize_t *new_cap) except -1
 
 
 # The BatchBuilder fields closing and stamping need, in one C struct so that code without the GIL
@@ -129,6 +136,7 @@ cdef class BatchBuilder:
     cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                 bint transactional=*)
     cdef int _reserve(self, Py_ssize_t needed) except -1
+    cdef int _grow(self, Py_ssize_t needed) except -1
     # The batch on the wire as buffers sent by reference: (builder,) with the whole batch in its
     # buffer, or (builder, payload) with the header in its buffer and the compressed records apart.
     cdef tuple pieces_c(self)

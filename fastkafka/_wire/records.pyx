@@ -102,6 +102,10 @@ cdef class BufferSource:
     cdef int resize_reservation(self, Py_ssize_t old, Py_ssize_t new) except -1:
         return 1 if new <= old else 0
 
+    cdef int grow_buffer(self, char **buf, Py_ssize_t used, Py_ssize_t old_cap, Py_ssize_t needed,
+                         Py_ssize_t *new_cap) except -1:
+        return 0
+
 
 cdef BatchBuilder pooled_builder(BufferSource source, char *buf, Py_ssize_t cap,
                                  Py_ssize_t batch_size, int codec, object level):
@@ -482,33 +486,39 @@ cdef class BatchBuilder:
     def __dealloc__(self):
         _drop_buffer(self)
 
-    cdef int _reserve(self, Py_ssize_t needed) except -1:
-        # make room for `needed` bytes in total: geometric growth for an own buffer; a pooled one
-        # grows by exactly what is missing, reserved in the pool first (without waiting)
+    cdef int _grow(self, Py_ssize_t needed) except -1:
+        # make room for `needed` bytes in total: 1, or 0 when a pooled buffer's source refuses the
+        # bytes at once (nothing changed). An own buffer grows geometrically; a pooled one moves to
+        # the source's size class for `needed` (BufferSource.grow_buffer: reserved there first,
+        # without waiting)
         global _live_buf_bytes
         cdef Py_ssize_t cap = self.c.cap
         cdef char *nb
         if needed <= cap:
-            return 0
+            return 1
         if self.c.buf == NULL:
             raise RuntimeError("this batch's buffer was handed over to the batches split from it")
         if self._source is not None:
-            cap = needed
-            if not self._source.try_reserve(cap - self.c.cap):
-                raise MemoryError(
-                    f"the buffer pool has no {cap - self.c.cap} bytes free to grow a batch buffer "
-                    f"of {self.c.cap} bytes")
+            nb = self.c.buf
+            if not self._source.grow_buffer(&nb, self.c.len, self.c.cap, needed, &cap):
+                return 0
         else:
             while cap < needed:
                 cap = cap * 2
-        nb = <char *>realloc(self.c.buf, <size_t>cap)
-        if nb == NULL:
-            if self._source is not None:
-                self._source.resize_reservation(cap, self.c.cap)
-            raise MemoryError(f"cannot grow record batch buffer to {cap} bytes")
+            nb = <char *>realloc(self.c.buf, <size_t>cap)
+            if nb == NULL:
+                raise MemoryError(f"cannot grow record batch buffer to {cap} bytes")
         _live_buf_bytes += cap - self.c.cap
         self.c.buf = nb
         self.c.cap = cap
+        return 1
+
+    cdef int _reserve(self, Py_ssize_t needed) except -1:
+        # _grow, with MemoryError when the buffer pool has not the bytes free at once
+        if not self._grow(needed):
+            raise MemoryError(
+                f"the buffer pool has no {needed - self.c.cap} bytes free to grow a batch buffer "
+                f"of {self.c.cap} bytes")
         return 0
 
     cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
@@ -537,8 +547,11 @@ cdef class BatchBuilder:
         total = size_uvarint(zigzag64(body)) + body
         if self.c.count > 0 and self.c.len + total > self.c.batch_size:
             return 0
-        if self.c.len + total > self.c.cap:
-            self._reserve(self.c.len + total)
+        if self.c.len + total > self.c.cap and not self._grow(self.c.len + total):
+            if self.c.count > 0:
+                return 0            # the pool has not the bytes free at once: this batch is full
+            raise MemoryError(f"the buffer pool has no {self.c.len + total - self.c.cap} bytes free "
+                              f"for the first record of a batch buffer of {self.c.cap} bytes")
         p = self.c.buf + self.c.len
         p += write_uvarint(p, zigzag64(body))
         p[0] = 0                                    # record attributes

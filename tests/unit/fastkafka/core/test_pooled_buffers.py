@@ -1,6 +1,7 @@
 """The buffer pool owns the batch buffers: a builder's buffer is what the pool reserved for its batch,
-free buffers of ``batch_size`` bytes are kept and reused, and the bytes held by live builders plus
-the free buffers never exceed ``buffer_memory`` (``BufferPool.total``)."""
+in size classes (4 KiB doubling up to ``batch_size``) that follow what the batches hold; free buffers
+of each class are kept and reused, and the bytes held by live builders plus the free buffers never
+exceed ``buffer_memory`` (``BufferPool.total``)."""
 from __future__ import annotations
 
 import gc
@@ -148,13 +149,14 @@ def test_a_second_batch_gets_the_first_ones_buffer_back_from_the_pool():
     cluster = Cluster([0])
     acc.append("t", 0, TS0, b"k", b"a" * 5000, None, None, 0, 0)
     assert (pool.buffers_made, pool.buffers_reused, pool.free_buffers) == (1, 0, 0)
-    assert pool.held_bytes == 64 * 1024
+    assert pool.held_bytes == 8192                  # the size class that holds the record
     assert drain_and_free(acc, cluster) == 1
-    assert pool.free_buffers == 1 and pool.free_bytes == 64 * 1024 and pool.held_bytes == 0
+    assert pool.free_buffers == 1 and pool.free_bytes == 8192 and pool.held_bytes == 0
     assert pool.available_memory == pool.total      # a free buffer is available memory
+    # the partition's last batch held ~5 KB: its next batch starts in that class, the same buffer
     acc.append("t", 0, TS0, b"k", b"b", None, None, 0, 0)
     assert (pool.buffers_made, pool.buffers_reused, pool.free_buffers) == (1, 1, 0)
-    assert pool.held_bytes == 64 * 1024
+    assert pool.held_bytes == 8192
     acc.close()
     for b in acc.abort_undrained():
         acc.deallocate(b)
@@ -168,11 +170,14 @@ def test_a_reused_buffer_carries_no_stale_bytes():
     for _ in range(20):
         acc.append("t", 0, TS0, b"k" * 40, bytes([0xAB]) * 5000, [("h", b"x" * 30)], None, 0, 0)
     drain_and_free(acc, cluster)
-    assert pool.free_buffers == 1
+    # the batch grew through the classes 8, 16, 32, 64 and 128 KiB: each buffer it left is free
+    assert pool.free_buffers == 5 and pool.free_bytes == (8 + 16 + 32 + 64 + 128) * 1024
+    assert pool.buffers_reused == 0
     new = [(TS0 + i, None if i % 2 else b"key", b"v%d" % i, None) for i in range(50)]
     for ts, k, v, h in new:
         acc.append("t", 0, ts, k, v, h, None, 0, 0)
-    assert pool.buffers_reused == 1
+    assert pool.buffers_reused == 1                 # the 128 KiB one: the last batch's class
+    assert pool.held_bytes == 1 << 17
     [b] = acc.drain(cluster, [1], 1 << 30, 0)[1]
     b.builder.stamp(-1, -1, -1)
     assert bytes(b.builder.buffer()) == ref.encode_batch(new)
@@ -246,7 +251,9 @@ def test_a_batch_that_does_not_compress_grows_from_the_pool_or_goes_out_uncompre
     b.complete(0, -1, None)
     acc.deallocate(b)
     assert pool.held_bytes == 0
-    assert pool.free_bytes == (0 if room else 4096)          # a grown buffer is not kept
+    # the 4096-byte buffer is kept either way: left by the growth (into a buffer of the odd size
+    # the compressed batch needed, which is freed), or the batch's own
+    assert pool.free_bytes == 4096 and pool.free_buffers == 1
     acc.close()
 
 
@@ -380,3 +387,70 @@ def test_closing_the_producer_returns_every_byte(mock_cluster, deliver):
     now = live_resources()
     for name in ("buffer_pool_bytes", "batch_buffers", "batch_buffer_bytes", "buffer_pool_overflow"):
         assert now[name] == before[name], name
+
+
+# ---- size classes: memory follows what the batches hold -------------------------------------------
+
+def test_size_classes_double_from_4_kib_up_to_batch_size():
+    pool = BufferPool(1 << 30, 100_000)
+    assert [pool.class_for(n) for n in (1, 4096, 4097, 50_000, 65_537, 100_000)] == \
+        [4096, 4096, 8192, 65536, 100_000, 100_000]
+    assert pool.class_for(100_001) == 100_001          # a record beyond batch_size: its own size
+    assert BufferPool(1 << 20, 1000).class_for(1) == 1000
+
+
+def test_a_thousand_partitions_of_small_batches_hold_a_small_buffer_each():
+    """Keyed records over many partitions: each open batch holds a buffer of the smallest class,
+    not batch_size, so a pool far smaller than partitions x batch_size takes them all at once."""
+    partitions = 1000
+    acc, pool = make(batch_size=256 * 1024, memory=8 << 20)      # 8 MiB < 1000 x 256 KiB
+    cluster = Cluster(range(partitions))
+    for i in range(5 * partitions):
+        acc.append("t", i % partitions, TS0, b"key%d" % i, b"v" * 100, None, None, 0, 0)
+    assert pool.held_bytes == partitions * 4096
+    assert pool.queued == 0 and pool.blocked_count == 0
+    assert [b.record_count for b in acc.queued("t", 7)] == [5]
+    assert drain_and_free(acc, cluster) == 5 * partitions
+    assert pool.held_bytes == 0 and pool.available_memory == pool.total
+    acc.close()
+
+
+def test_a_batch_grows_through_the_classes_and_keeps_every_record_in_order():
+    acc, pool = make(batch_size=64 * 1024, memory=1 << 20)
+    cluster = Cluster([0])
+    values = [bytes([i % 251]) * 1000 for i in range(60)]        # ~61 KB: 4 -> 8 -> ... -> 64 KiB
+    for i, v in enumerate(values):
+        acc.append("t", 0, TS0 + i, b"k%d" % i, v, None, None, 0, 0)
+    [batch] = acc.queued("t", 0)
+    assert batch.record_count == 60 and batch.builder.capacity == 64 * 1024
+    assert pool.held_bytes == 64 * 1024
+    assert pool.free_bytes == (4 + 8 + 16 + 32) * 1024            # the buffers it outgrew
+    [b] = acc.drain(cluster, [1], 1 << 30, 0)[1]
+    b.builder.stamp(-1, -1, -1)
+    assert bytes(b.builder.buffer()) == ref.encode_batch(
+        [(TS0 + i, b"k%d" % i, v, None) for i, v in enumerate(values)])
+    b.complete(0, -1, None)
+    acc.deallocate(b)
+    acc.close()
+
+
+def test_a_batch_the_pool_cannot_grow_at_once_is_full_and_the_next_record_starts_a_batch():
+    """Growth never waits: without the bytes free at once the batch is closed for appends (so it
+    is sendable at once) and the record goes into a new batch, which waits for memory like any new
+    batch (max_block_ms); the full batch's records are untouched."""
+    acc, pool = make(batch_size=64 * 1024, memory=12 * 1024)
+    cluster = Cluster([0, 1])
+    for i in range(3):                                           # 3 x ~1 KB: one 4 KiB buffer
+        acc.append("t", 0, TS0, None, b"a" * 1000, None, None, 0, 0)
+    acc.append("t", 1, TS0, None, b"b" * 6000, None, None, 0, 0)  # an 8 KiB buffer: pool full
+    assert pool.available_memory == 0
+    with pytest.raises(BufferExhaustedError):
+        acc.append("t", 0, TS0, None, b"c" * 1000, None, None, 0, 0)
+    [full] = acc.queued("t", 0)
+    assert full.record_count == 3 and full.is_full and full.builder.capacity == 4096
+    assert drain_and_free(acc, cluster) == 4                     # memory back: 12 KiB free
+    acc.append("t", 0, TS0, None, b"c" * 1000, None, None, 0, 0)
+    [b] = acc.queued("t", 0)
+    assert b.record_count == 1
+    assert drain_and_free(acc, cluster) == 1
+    acc.close()
