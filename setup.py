@@ -1,16 +1,39 @@
 """Build script: compiles every ``.pyx`` under ``fastkafka/`` (and ``spark_sink/``).
 
+Linux only: the compiled I/O loop uses epoll, eventfd, timerfd and futexes, so on any other platform
+this script stops at once with a message, before anything is compiled.
+
+The ``.pyx`` files are translated to C by the ``build_ext`` command (not when this file is loaded), so
+making an sdist or reading the metadata runs no Cython and puts no generated C into the sdist.
+
 Environment knobs (for development only):
   FASTKAFKA_EXT=a,b     build only the extensions whose dotted name contains one of these
   FASTKAFKA_DEBUG=1     keep Cython bounds/wraparound checks on and build with -O0 -g
+  FASTKAFKA_JOBS=n      compile n extensions at once (default: the CPUs this process may use)
 """
-import os
 import sys
-from pathlib import Path
 
-from setuptools import Extension, setup
 
-ROOT = Path(__file__).parent
+def unsupported_platform_message(platform: str) -> "str | None":
+    """Why fastkafka-producer cannot be built on ``platform`` (a ``sys.platform`` value), or None."""
+    if platform.startswith("linux"):
+        return None
+    return (f"fastkafka-producer builds and runs on Linux only (its I/O loop uses epoll, eventfd, "
+            f"timerfd and futexes); this platform is sys.platform == {platform!r}")
+
+
+_why = unsupported_platform_message(sys.platform)
+if _why is not None:
+    sys.exit("error: " + _why)
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from setuptools import Extension, setup  # noqa: E402
+from setuptools.command.build_ext import build_ext as _build_ext  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("FASTKAFKA_DEBUG") == "1"
 ONLY = [s for s in os.environ.get("FASTKAFKA_EXT", "").split(",") if s]
 
@@ -19,10 +42,18 @@ EXTRA_SOURCES = {
     "fastkafka._wire.crc32c": ["fastkafka/_wire/crc32c_impl.c"],
 }
 
+CYTHON_DIRECTIVES = {
+    "language_level": "3",
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": True,
+    "embedsignature": True,
+}
 
-def extensions():
-    from Cython.Build import cythonize
 
+def extensions() -> list:
+    """One Extension per .pyx, its sources still the .pyx (build_ext translates them)."""
     exts = []
     for pyx in sorted(ROOT.glob("fastkafka/**/*.pyx")) + sorted(ROOT.glob("spark_sink/**/*.pyx")):
         rel = pyx.relative_to(ROOT)
@@ -33,20 +64,84 @@ def extensions():
         exts.append(
             Extension(
                 name,
-                [str(rel)] + EXTRA_SOURCES.get(name, []),
+                [rel.as_posix()] + EXTRA_SOURCES.get(name, []),
                 include_dirs=["fastkafka/_wire", "fastkafka/_core"],
                 extra_compile_args=cflags + ["-Wno-unused-function"],
             )
         )
-    directives = {
-        "language_level": "3",
-        "boundscheck": DEBUG,
-        "wraparound": DEBUG,
-        "initializedcheck": DEBUG,
-        "cdivision": True,
-        "embedsignature": True,
-    }
-    return cythonize(exts, compiler_directives=directives, nthreads=0, quiet=True)
+    return exts
 
 
-setup(ext_modules=extensions())
+def _jobs() -> int:
+    if os.environ.get("FASTKAFKA_JOBS"):
+        return max(1, int(os.environ["FASTKAFKA_JOBS"]))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _without_rpath(args: list) -> list:
+    """A link command without its run-time search path options."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("-Wl,-rpath", "-Wl,-R", "-R"):
+            skip = True                     # the directory is the next argument
+        elif not a.startswith(("-Wl,-rpath,", "-Wl,-rpath=", "-Wl,-R", "-R")):
+            out.append(a)
+    return out
+
+
+class build_ext(_build_ext):
+    """Cythonizes the extensions' .pyx sources (all at once, with the project's directives) when
+    the command runs, then compiles them, several at a time.
+
+    The extensions link nothing but libc, so the link command loses the run-time search path some
+    interpreters put in their LDSHARED (pyenv builds name their own lib directory): a wheel must not
+    name a directory of the machine that built it. A build that is not in place (a wheel, ``pip
+    install .``) carries no debug information (-g0: the symbol table stays, for backtraces; the
+    wheel is a fifth of the size); the in-place development build and FASTKAFKA_DEBUG=1 keep it."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None and _jobs() > 1:
+            self.parallel = _jobs()
+
+    def run(self):
+        from Cython.Build import cythonize
+
+        templates = [Extension(e.name, list(e.sources), include_dirs=list(e.include_dirs),
+                               extra_compile_args=list(e.extra_compile_args)) for e in self.extensions]
+        translated = {e.name: e for e in cythonize(templates, compiler_directives=CYTHON_DIRECTIVES,
+                                                   nthreads=_jobs() if _jobs() > 1 else 0,
+                                                   force=self.force, quiet=True)}
+        for ext in self.extensions:            # keep setuptools' objects, swap in the C sources
+            ext.sources = list(translated[ext.name].sources)
+            ext.depends = list(translated[ext.name].depends)
+        # (setuptools' run() clears inplace while it compiles: decide here)
+        self._debug_info = DEBUG or bool(self.inplace) or bool(getattr(self, "editable_mode", False))
+        super().run()
+
+    def copy_file(self, infile, outfile, *args, **kwargs):
+        """An in-place build's compiled module replaces the old file (a new inode) instead of
+        overwriting it: a process that has the old one loaded (a test run in the same work tree)
+        keeps its mapping rather than crashing with SIGBUS."""
+        if not str(outfile).endswith(".so") or os.path.isdir(outfile):
+            return super().copy_file(infile, outfile, *args, **kwargs)
+        tmp = f"{outfile}.{os.getpid()}.tmp"
+        shutil.copyfile(infile, tmp)
+        shutil.copymode(infile, tmp)
+        os.replace(tmp, outfile)
+        return outfile, True
+
+    def build_extensions(self):
+        self.compiler.linker_so = _without_rpath(self.compiler.linker_so)
+        if not self._debug_info:
+            for ext in self.extensions:
+                ext.extra_compile_args = list(ext.extra_compile_args) + ["-g0"]
+        super().build_extensions()
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": build_ext})
