@@ -5,7 +5,17 @@
         p.send("events", b"hello").get(timeout=10)
 """
 
-__version__ = "0.1.0"
+# Linux only: the compiled I/O loop is built on epoll, eventfd, timerfd and futexes. Anywhere else
+# the import stops here, before any compiled module is loaded, saying so.
+import sys as _sys
+
+if not _sys.platform.startswith("linux"):
+    raise ImportError(
+        f"fastkafka supports Linux only (its I/O loop uses epoll, eventfd, timerfd and futexes); "
+        f"this platform is sys.platform == {_sys.platform!r}")
+del _sys
+
+__version__ = "0.2.0"
 
 from ._wire.records import EncodedHeaders  # noqa: E402
 from .errors import ConfigError, KafkaError, KafkaTimeoutError  # noqa: E402
