@@ -1,0 +1,168 @@
+"""What ``scripts/wheel.sh`` makes: the sdist's contents, the repaired wheels and their metadata.
+
+The builds are the session's (``dist`` in conftest.py): the sdist with the wheel of the interpreter
+running the tests, every other claimed version's wheel from that sdist.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from distbuild import (DIST_NAME, REPO, claimed_versions, project_version, pyproject, require_cpython,
+                       sdist_metadata, sdist_names, wheel_metadata, wheel_names)
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+pytestmark = pytest.mark.timeout(2400)     # the first test to ask for a wheel waits for its build
+
+VERSIONS = claimed_versions()
+MANYLINUX = re.compile(r"manylinux_2_\d+_x86_64|manylinux\d+_x86_64")
+
+
+def _sources(*patterns: str) -> set[str]:
+    """Source files of the work tree (repository-relative) that a build needs."""
+    out = set()
+    for pkg in ("fastkafka", "spark_sink", "fastkafka_tools"):
+        for pattern in patterns:
+            out |= {p.relative_to(REPO).as_posix() for p in (REPO / pkg).rglob(pattern)
+                    if "__pycache__" not in p.parts}
+    return out
+
+
+def _pyx_modules() -> set[str]:
+    return {p[:-len(".pyx")].replace("/", ".") for p in _sources("*.pyx")}
+
+
+# ------------------------------------------------------------------------------------ sdist
+def test_sdist_has_the_build_sources_and_no_generated_files(dist):
+    names = set(sdist_names(dist.get_sdist()))
+    needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "MANIFEST.in",
+              "fastkafka/_wire/crc32c_impl.c", "fastkafka/_wire/crc32c_impl.h", "fastkafka/py.typed"}
+    needed |= _sources("*.py", "*.pyx", "*.pxd", "*.pyi", "*.h", "*.xml")
+    assert needed - names == set(), "missing from the sdist"
+    assert {"fastkafka/_core/sendpath.pyx", "fastkafka/_core/mutex.pxd"} <= names
+    generated = sorted(n for n in names if n.endswith((".so", ".o", ".pyc", ".pyd", ".html"))
+                       or (n.endswith(".c") and n != "fastkafka/_wire/crc32c_impl.c"))
+    assert generated == [], "generated files in the sdist"
+    assert not any(n.startswith(("tests/", "bench/", "build/", "dist/", ".venv/", "docs/")) for n in names)
+
+
+def test_sdist_metadata(dist):
+    md = sdist_metadata(dist.get_sdist())
+    assert md["Name"] == DIST_NAME
+    assert md["Version"] == project_version()
+    assert md["License-Expression"] == "Apache-2.0"
+
+
+def test_license_is_apache_2(dist):
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    with tarfile.open(dist.get_sdist()) as t:
+        member = next(m for m in t.getmembers() if m.name.endswith("/LICENSE"))
+        assert t.extractfile(member).read().decode("utf-8") == text
+
+
+def test_build_prints_no_deprecation_warnings(dist):
+    log = dist.wheel(dist.primary).log
+    hits = [line for line in log.splitlines() if re.search(r"deprecat", line, re.I)]
+    assert hits == [], "the build warns of deprecations:\n" + "\n".join(hits)
+
+
+# ------------------------------------------------------------------------------------ wheels
+@pytest.mark.parametrize("version", VERSIONS)
+def test_wheel_is_manylinux_and_complete(dist, version):
+    built = dist.wheel(version)
+    name = built.wheel.name
+    cp = "cp" + version.replace(".", "")
+    m = re.fullmatch(r"fastkafka_producer-(?P<v>[^-]+)-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl", name)
+    assert m, name
+    assert m["v"] == project_version() and m["py"] == cp and m["abi"] == cp, name
+    assert all(MANYLINUX.fullmatch(tag) for tag in m["plat"].split(".")), f"not a manylinux tag: {name}"
+    # wheel.sh leaves only the repaired wheel (and the sdist) in its output directory
+    assert sorted(p.name for p in built.wheel.parent.iterdir()
+                  if p.suffix == ".whl") == [name], "an unrepaired wheel was left beside the repaired one"
+
+    names = set(wheel_names(built.wheel))
+    so = {n for n in names if n.endswith(".so")}
+    modules = {n.split(".cpython-")[0].replace("/", ".") for n in so}
+    assert modules == _pyx_modules(), "compiled modules of the wheel vs the .pyx files"
+    assert all(f".cpython-{cp[2:]}-x86_64-linux-gnu.so" in n for n in so), so
+    for needed in ("fastkafka/__init__.py", "fastkafka/py.typed", "fastkafka/producer.py",
+                   "fastkafka/_core/sendpath.pyi", "fastkafka/_core/sendpath.pxd",
+                   "spark_sink/__init__.py", "spark_sink/datasource.py",
+                   "fastkafka_tools/__init__.py", "fastkafka_tools/perf.py",
+                   "fastkafka_tools/rig/broker-pom.xml", "fastkafka_tools/rig/log4j2.xml"):
+        assert needed in names, needed
+    dist_info = f"fastkafka_producer-{project_version()}.dist-info/"
+    assert dist_info + "licenses/LICENSE" in names
+    assert dist_info + "entry_points.txt" in names
+    # the wheel carries compiled modules, not what made them; nothing of the tests or benchmarks
+    assert not [n for n in names if n.endswith((".pyx", ".c", ".o"))]
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]
+    # auditwheel vendored no library (the extensions need libc only); there would be a .libs dir
+    assert not [n for n in names if ".libs/" in n]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_wheel_names_no_directory_of_the_build_machine(dist, version):
+    """No run-time search path or other path of the build machine in the compiled modules (pyenv
+    interpreters put an rpath to their lib directory into every extension they link)."""
+    built = dist.wheel(version)
+    interpreter = Path(require_cpython(version)).resolve().parents[1]     # <prefix>/bin/python3.X
+    prefixes = {sys.base_prefix, sys.prefix, str(REPO), str(dist.root), str(interpreter)}
+    needles = {p.encode() for p in prefixes if len(p) > 4}
+    with zipfile.ZipFile(built.wheel) as z:
+        for n in z.namelist():
+            if n.endswith(".so"):
+                data = z.read(n)
+                assert b"/.pyenv/" not in data, n
+                for needle in needles:
+                    assert needle not in data, (n, needle)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_wheel_metadata(dist, version):
+    md = wheel_metadata(dist.wheel(version).wheel)
+    project = pyproject()["project"]
+    assert md["Metadata-Version"] and Version(md["Metadata-Version"]) >= Version("2.4")
+    assert md["Name"] == DIST_NAME
+    assert md["Version"] == project_version()
+    assert md["License-Expression"] == "Apache-2.0"
+    assert md.get_all("License-File") == ["LICENSE"]
+    assert not md.get_all("License"), "the deprecated License field next to License-Expression"
+    assert SpecifierSet(md["Requires-Python"]) == SpecifierSet(project["requires-python"])
+    classifiers = set(md.get_all("Classifier"))
+    for c in ("Operating System :: POSIX :: Linux", "Programming Language :: Python :: 3 :: Only",
+              "Programming Language :: Cython", "Programming Language :: Python :: Implementation :: CPython"):
+        assert c in classifiers, c
+    assert {f"Programming Language :: Python :: {v}" for v in VERSIONS} <= classifiers
+    assert any(c.startswith("Development Status :: ") for c in classifiers)
+    assert any(c.startswith("Topic :: ") for c in classifiers)
+    assert not any(c.startswith("License :: ") for c in classifiers), "license classifiers are deprecated"
+    assert md["Keywords"]
+    extras = set(md.get_all("Provides-Extra"))
+    assert {"spark", "arrow", "lz4", "snappy", "zstd", "all", "test", "bench"} <= extras
+    requires = md.get_all("Requires-Dist")
+    assert {"lz4>=4.3", "cramjam>=2.8"} <= set(requires)
+    for extra, wanted in {"spark": ("pyspark", "pyarrow"), "arrow": ("pyarrow",), "lz4": ("lz4",),
+                          "snappy": ("cramjam",), "zstd": ("cramjam",),
+                          "all": ("pyspark", "pyarrow", "lz4", "cramjam")}.items():
+        got = {r.split(";")[0].strip() for r in requires if f'extra == "{extra}"' in r}
+        names = {re.split(r"[<>=!~ \[]", r, maxsplit=1)[0] for r in got}
+        assert set(wanted) <= names, (extra, got)
+    assert md["Description-Content-Type"] == "text/markdown"
+
+
+def test_classifiers_and_requires_python_agree():
+    """requires-python admits exactly the CPython versions the classifiers claim (and tests here)."""
+    project = pyproject()["project"]
+    spec = SpecifierSet(project["requires-python"])
+    admitted = [f"3.{m}" for m in range(0, 40) if Version(f"3.{m}.0") in spec]
+    assert admitted == VERSIONS, (project["requires-python"], VERSIONS)
+    assert "Programming Language :: Python :: 3 :: Only" in project["classifiers"]
+    assert "urls" not in project or all(u.startswith("https://") for u in project["urls"].values())

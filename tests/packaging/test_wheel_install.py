@@ -1,0 +1,233 @@
+"""Each claimed CPython's repaired wheel, installed with pip into a fresh venv, works without the
+repository, a C compiler or Cython: a round trip against the session's Apache Kafka broker, read
+back with confluent-kafka (an independent client) in this process, record by record.
+
+The wheel is installed as the README says, ``pip install --find-links DIR "fastkafka-producer[spark]"``
+from the directory scripts/wheel.sh wrote (the sdist beside the wheel). The venv is not
+``--system-site-packages``; pip and the installed code run with a PATH that is the
+venv's ``bin`` alone (no cc, no gcc) and from a directory outside the repository, so
+``import fastkafka`` can only find the installed wheel. Every version gets the ``[spark]`` extra
+(pyspark, pyarrow: ``import spark_sink.datasource`` is checked; pip's cache makes it quick).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from brokers import read_back, unique_name
+from distbuild import DIST_NAME, REPO, claimed_versions, project_version, require_cpython
+
+pytestmark = pytest.mark.timeout(2400)     # the first test of a version waits for its wheel's build
+
+VERSIONS = claimed_versions()
+PARTITIONS = 3
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+PIP_TIMEOUT_S = 900
+
+
+def records() -> list[dict]:
+    """The records sent: keys (and a null key), values (empty, null, binary, 200 kB), headers (none,
+    several, a repeated name, a null value, a non-ASCII name), explicit partitions and timestamps."""
+    out = []
+    for i in range(60):
+        key = None if i % 11 == 3 else b"key-%d-\x00\xff" % i
+        if i % 13 == 5:
+            value = None
+        elif i % 17 == 7:
+            value = b""
+        elif i == 42:
+            value = bytes(range(256)) * 800
+        else:
+            value = b"value-%d-" % i + bytes([i % 256]) * (i % 50)
+        headers = [] if i % 4 == 0 else [("trace", b"t-%d" % i), ("n\u00e9", b"\xe2\x82\xac"),
+                                         ("trace", b"again"), ("empty", None)][: 1 + i % 4]
+        out.append({"key": key, "value": value, "headers": headers, "partition": i % PARTITIONS,
+                    "timestamp_ms": 1_700_000_000_000 + i, "codec": CODECS[i % len(CODECS)]})
+    return out
+
+
+def _b64(b: bytes | None):
+    return None if b is None else base64.b64encode(b).decode()
+
+
+# Runs inside the venv: no compiler, no Cython, outside the repository; prints one JSON line.
+ROUND_TRIP = r'''
+import base64, importlib, importlib.metadata as md, json, os, shutil, sys
+
+job = json.loads(sys.stdin.read())
+venv = os.path.realpath(sys.prefix)
+assert venv == os.path.realpath(job["venv"]), (venv, job["venv"])
+assert shutil.which("cc") is None and shutil.which("gcc") is None, "a C compiler is on PATH"
+try:
+    import Cython  # noqa: F401
+except ImportError:
+    pass
+else:
+    raise SystemExit("Cython is importable in the venv: " + Cython.__file__)
+
+import fastkafka
+from fastkafka import Producer
+
+def inside(path):
+    return os.path.realpath(path).startswith(venv + os.sep)
+
+assert inside(fastkafka.__file__), fastkafka.__file__
+compiled = {}
+for name in job["compiled"]:
+    mod = importlib.import_module(name)
+    assert inside(mod.__file__) and mod.__file__.endswith(".so"), mod.__file__
+    compiled[name] = os.path.basename(mod.__file__)
+names = sorted(d.metadata["Name"] for d in md.distributions())
+import spark_sink, spark_sink.datasource, pyspark       # the [spark] extra is enough for the sink
+assert inside(spark_sink.__file__) and inside(pyspark.__file__), (spark_sink.__file__, pyspark.__file__)
+spark = {"spark_sink": spark_sink.__file__, "pyspark": pyspark.__version__}
+
+dec = lambda s: None if s is None else base64.b64decode(s)
+sent = []
+for codec in job["codecs"]:
+    mine = [r for r in job["records"] if r["codec"] == codec]
+    with Producer(bootstrap_servers=job["bootstrap"], compression_type=codec, linger_ms=5) as p:
+        futures = [p.send(job["topic"], value=dec(r["value"]), key=dec(r["key"]),
+                          partition=r["partition"], timestamp_ms=r["timestamp_ms"],
+                          headers=[(k, dec(v)) for k, v in r["headers"]]) for r in mine]
+        for r, f in zip(mine, futures):
+            m = f.get(timeout=60)
+            sent.append({"i": r["i"], "partition": m.partition, "offset": m.offset, "topic": m.topic})
+
+print(json.dumps({"fastkafka": fastkafka.__file__, "version": fastkafka.__version__,
+                  "dist_version": md.version(job["dist"]), "dists": names, "compiled": compiled,
+                  "spark": spark, "sent": sent, "python": sys.version}))
+'''
+
+# Runs inside the venv: a non-Linux sys.platform stops the import, before any compiled module.
+NOT_LINUX = r'''
+import sys
+platform, module = sys.argv[1], sys.argv[2]
+sys.platform = platform
+try:
+    __import__(module)
+except ImportError as e:
+    loaded = sorted(m for m in sys.modules if m.startswith(("fastkafka.", "spark_sink")))
+    print(repr(str(e)))
+    print(loaded)
+else:
+    raise SystemExit(f"import {module} succeeded with sys.platform = {platform!r}")
+'''
+
+
+def bare_env(venv: Path) -> dict:
+    """The environment of pip and the code in the venv: PATH is the venv's bin alone."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONUSERBASE",
+                        "CC", "CXX", "LDSHARED")}
+    env.update(PATH=str(venv / "bin"), VIRTUAL_ENV=str(venv), PYTHONNOUSERSITE="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def run(cmd: list[str], *, env: dict, cwd: Path, timeout: float, input: str | None = None,
+        what: str) -> subprocess.CompletedProcess:
+    try:
+        r = subprocess.run(cmd, env=env, cwd=str(cwd), input=input, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"{what}: no answer in {timeout}s; output: {e.stdout!r} {e.stderr!r}") from None
+    assert r.returncode == 0, f"{what} failed (exit {r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-6000:]}"
+    return r
+
+
+def compiled_modules() -> list[str]:
+    """The dotted names of the Cython modules (setup.py compiles every .pyx of these packages)."""
+    return sorted(p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
+                  for pkg in ("fastkafka", "spark_sink") for p in (REPO / pkg).rglob("*.pyx"))
+
+
+@pytest.fixture(scope="session")
+def installed(dist, tmp_path_factory):
+    """version -> (venv path, a directory outside the repository): a fresh venv of that CPython with
+    its wheel and the [spark] extra installed (once per version)."""
+    done = {}
+
+    def install(version: str):
+        if version in done:
+            return done[version]
+        python = require_cpython(version)
+        wheel = dist.wheel(version).wheel
+        base = tmp_path_factory.mktemp(f"venv-{version}")
+        venv, outside = base / "venv", base / "run"
+        outside.mkdir()
+        assert REPO not in outside.resolve().parents, outside
+        r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"python{version} -m venv failed:\n{r.stdout}\n{r.stderr}"
+        cfg = (venv / "pyvenv.cfg").read_text()
+        assert "include-system-site-packages = false" in cfg, cfg
+        # The README's command: pip install --find-links dist "fastkafka-producer[spark]". The
+        # directory holds the sdist too; with no compiler on PATH only the wheel can install. The
+        # version is pinned so that a newer release on PyPI could not be the one installed.
+        links = sorted(p.name for p in wheel.parent.iterdir())
+        assert any(n.endswith(".tar.gz") for n in links) and wheel.name in links, links
+        r = run([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                 "--no-input", "--find-links", str(wheel.parent), f"{DIST_NAME}[spark]=={project_version()}"],
+                env=bare_env(venv), cwd=outside, timeout=PIP_TIMEOUT_S,
+                what=f"pip install --find-links of {DIST_NAME}[spark] into a fresh CPython {version} venv")
+        assert wheel.name in r.stdout, f"pip did not install {wheel.name}:\n{r.stdout[-3000:]}"
+        done[version] = (venv, outside)
+        return done[version]
+
+    return install
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_installed_wheel_round_trip(version, installed, kafka_broker):
+    venv, outside = installed(version)
+    topic = unique_name(f"pkg-{version.replace('.', '')}")
+    kafka_broker.create_topic(topic, PARTITIONS)
+    recs = records()
+    job = {
+        "venv": str(venv), "bootstrap": kafka_broker.bootstrap, "topic": topic, "codecs": list(CODECS),
+        "dist": DIST_NAME, "compiled": compiled_modules(),
+        "records": [{"i": i, "key": _b64(r["key"]), "value": _b64(r["value"]),
+                     "headers": [(k, _b64(v)) for k, v in r["headers"]], "partition": r["partition"],
+                     "timestamp_ms": r["timestamp_ms"], "codec": r["codec"]} for i, r in enumerate(recs)],
+    }
+    r = run([str(venv / "bin" / "python"), "-c", ROUND_TRIP], env=bare_env(venv), cwd=outside,
+            timeout=300, input=json.dumps(job), what=f"the round trip in the CPython {version} venv")
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["python"].startswith(version + "."), got["python"]
+    assert got["version"] == project_version() == got["dist_version"]
+    assert "fastkafka" not in got["dists"], "the old distribution name is installed too"
+    assert DIST_NAME in got["dists"]
+    assert set(got["compiled"]) == set(compiled_modules())
+    assert all(f.endswith(f"cpython-{version.replace('.', '')}-x86_64-linux-gnu.so")
+               for f in got["compiled"].values()), got["compiled"]
+    assert got["spark"]["pyspark"], got["spark"]
+    assert len(got["sent"]) == len(recs)
+
+    # read back with confluent-kafka, here; compare every record where the producer said it landed
+    back = read_back(kafka_broker.bootstrap, topic, PARTITIONS, len(recs), timeout=60)
+    by_position = {(m.partition, m.offset): m for msgs in back.values() for m in msgs}
+    assert len(by_position) == len(recs)
+    for s in got["sent"]:
+        want = recs[s["i"]]
+        assert s["topic"] == topic and s["partition"] == want["partition"], s
+        m = by_position[(s["partition"], s["offset"])]
+        assert m.key == want["key"], s
+        assert m.value == want["value"], s
+        assert m.headers == [(k, v) for k, v in want["headers"]], s
+        assert m.timestamp == want["timestamp_ms"], s
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32"])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_installed_wheel_refuses_other_platforms(version, platform, installed):
+    venv, outside = installed(version)
+    for module in ("fastkafka", "spark_sink"):
+        r = run([str(venv / "bin" / "python"), "-c", NOT_LINUX, platform, module], env=bare_env(venv),
+                cwd=outside, timeout=120, what=f"import {module} as {platform} in the CPython {version} venv")
+        message, loaded = r.stdout.strip().splitlines()[-2:]
+        assert repr(platform) in message and "Linux" in message, message
+        assert loaded == "[]", f"modules loaded before the platform check: {loaded}"
