@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Create .venv (if needed) and install fastkafka with its test dependencies, compiling the Cython
-# extensions in place, then fetch Apache Kafka (the reference broker of the tests, the demo's
-# `--broker kafka` and the benchmarks) from Maven Central into a cache outside the work tree.
+# Create .venv (if needed) and install fastkafka (the distribution fastkafka-producer, editable) with
+# its test dependencies, compiling the Cython extensions in place, then fetch Apache Kafka (the
+# reference broker of the tests, the demo's `--broker kafka` and the benchmarks) from Maven Central
+# into a cache outside the work tree.
 # Needs python3 (3.10+) with venv, a C compiler, the Python headers, Java 17+ and Maven (both
 # installed here with apt when missing and run as root).
 set -euo pipefail
@@ -38,6 +39,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
+# The distribution is fastkafka-producer since 0.2.0 (the import name stays fastkafka). A venv made
+# before that has the project installed as "fastkafka": that install goes first, or its metadata and
+# import hook would linger beside the new one; so does the old name's in-tree build metadata.
+if .venv/bin/python -m pip show -q fastkafka >/dev/null 2>&1; then
+  .venv/bin/python -m pip uninstall -y -q fastkafka
+fi
+rm -rf fastkafka.egg-info
 .venv/bin/python -m pip install -q -e ".[test]"
 .venv/bin/python -c "import fastkafka._wire.records, fastkafka._core.accumulator; print('fastkafka built:', fastkafka.__version__)" \
   || { echo "build check failed" >&2; exit 1; }
