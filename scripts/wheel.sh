@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
     --outdir=*) OUTDIR=${1#--outdir=}; shift ;;
     --sdist) SDIST=${2:?--sdist needs a file}; shift 2 ;;
     --sdist=*) SDIST=${1#--sdist=}; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "wheel.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
