@@ -1,5 +1,7 @@
 """fastkafka: a Kafka producer whose hot paths are compiled with Cython.
 
+Example::
+
     from fastkafka import Producer
     with Producer(bootstrap_servers="127.0.0.1:9092") as p:
         p.send("events", b"hello").get(timeout=10)
