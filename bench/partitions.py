@@ -3,7 +3,9 @@
 
     python bench/partitions.py [--records 200000] [--rounds 3] [--shapes 6,100,300,1000,100x6]
                                [--keys 20000] [--size 100] [--only fk_produce,ck_produce,fk_send]
+                               [--fresh-topics] [--fastkafka-path DIR]
                                [--bootstrap-servers HOST:PORT] [--write | --out FILE]
+    python bench/partitions.py --combine LABEL=RUN.md [LABEL=RUN.md ...] [--write | --out FILE]
 
 Shapes (``--shapes``): ``P`` is one topic of P partitions written with keys (``--keys`` distinct
 keys, record i has key i mod K, the default partitioner: murmur2 of the key, Java-compatible, for
@@ -13,11 +15,26 @@ Values are ``--size`` random bytes (1,024 distinct values cycled).
 
 Broker: one Apache Kafka KRaft node started for the run (``fastkafka_tools.apachekafka.KafkaCluster``,
 the rig's default heap, full JIT), or ``--bootstrap-servers``. Every measurement runs in its own
-child process against fresh topics created for it (and deleted after it): fastkafka ``produce()``
-(``fk_produce``), confluent-kafka ``produce()`` (``ck_produce``) and fastkafka ``send()``
-(``fk_send``), interleaved round by round, in reverse order in even rounds (A B C, C B A, ...). Before
-the measured rounds every measurement runs once untimed (``--warmup-records`` on a 100-partition
-topic: the broker's JIT, the page cache).
+child process: fastkafka ``produce()`` (``fk_produce``), confluent-kafka ``produce()``
+(``ck_produce``) and fastkafka ``send()`` (``fk_send``), interleaved round by round, in reverse order
+in even rounds (A B C, C B A, ...). Before the shapes every measurement runs once untimed
+(``--warmup-records`` on a fresh 100-partition topic: the broker's JIT, the page cache).
+
+Topics, two modes:
+
+- warm (the default): per shape, each measurement has its own topics, created once for the run.
+  Before the timed rounds each is written once, untimed, by its own client: one record into every
+  partition, then a full pass of the same records as a round (so every partition holds real data,
+  its segment and index files in use). Every timed round of that measurement then writes into the
+  same topics; they are deleted after the shape. This is the steady state of a long-lived topic.
+- fresh (``--fresh-topics``): every measurement gets topics created for it (and deleted after it),
+  so its timed records are the first real writes into each partition, which cost Apache Kafka far
+  more than later writes (at 1,000 partitions the broker, not the client, sets the rate).
+
+fastkafka is imported from ``--fastkafka-path DIR`` (a source tree with its extensions built in
+place; default: this repository): the children run with ``PYTHONPATH=DIR``, a fastkafka child checks
+that ``fastkafka.__file__`` lies under DIR, and the report gives the tree's ``git rev-parse --short
+HEAD`` (never the path).
 
 Timing: from the first produce() to flush() returning with every record acknowledged. Before the
 clock each producer connects, loads every topic's metadata and delivers one warm-up record per topic
@@ -28,13 +45,18 @@ fields).
 Delivery is checked after the clock stops: fastkafka's flush() must leave 0 records undelivered and
 ``metrics()`` must count every record sent and no error; confluent-kafka's flush() must leave 0 and
 no delivery report may be an error; and the broker must hold exactly the records sent plus the
-warm-ups (latest - earliest offsets over every partition of every topic). A measurement that fails a
-check shows FAILED. For keyed shapes the per-partition counts of fastkafka and confluent-kafka in
-the same round are compared (both place keys by Java's murmur2).
+warm-ups: fresh, latest - earliest offsets over every partition of every topic; warm, the latest
+offsets of every partition taken before and after the round, their differences summed. A measurement
+that fails a check shows FAILED. For keyed shapes the per-partition counts (fresh) or offset
+differences (warm) of fastkafka and confluent-kafka in the same round are compared (both place keys
+by Java's murmur2).
 
 Results: a markdown table per shape (median rates, the median of the per-round ratios to
 confluent-kafka, records per batch, requests per second) and every round's counts; printed, and
-written to bench/results/partitions.md with ``--write`` (or to ``--out FILE``).
+written to bench/results/partitions.md with ``--write`` (or to ``--out FILE``). ``--combine`` puts
+runs written with ``--out`` into one file: a summary of the ratios and records per batch of every
+run side by side, then each run's own text under a heading that names its label, fastkafka's commit,
+its mode and its load average.
 """
 
 from __future__ import annotations
@@ -43,6 +65,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -146,14 +169,17 @@ def workload(shape: Shape, topics: list[str], records: int, size: int, keys: int
 
 # ------------------------------------------------------------------------------------ children
 def run_fastkafka(bootstrap: str, shape: Shape, topics: list[str], tops: list, keys: list,
-                  values: list, mode: str) -> dict:
+                  values: list, mode: str, cover: bool = False) -> dict:
     """``produce()`` or ``send()`` of every record, then flush(); fastkafka's defaults except
-    linger_ms=5 (its default too, given explicitly)."""
+    linger_ms=5 (its default too, given explicitly). ``cover``: before the per-topic warm-up record,
+    one record into every partition of every topic (the warm mode's prefill)."""
     from fastkafka import Producer
 
     p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS)
     try:
-        warm = [p.send(t, b"warm-up", b"warm-up" if shape.keyed else None) for t in topics]
+        warm = [p.send(t, b"warm-up", None, part) for t in topics for part in range(shape.partitions)
+                ] if cover else []
+        warm += [p.send(t, b"warm-up", b"warm-up" if shape.keyed else None) for t in topics]
         for f in warm:
             f.get(timeout=60)
         m0 = p.metrics()
@@ -171,7 +197,7 @@ def run_fastkafka(bootstrap: str, shape: Shape, topics: list[str], tops: list, k
     return {"seconds": elapsed, "undelivered": undelivered, "delivered": counters["records_sent"],
             "errors": counters["errors"], "batches": counters["batches_sent"],
             "requests": counters["produce_requests"], "batch_records": counters["records_sent"],
-            "metrics": counters, "warmup_records": len(topics), "client_cpu_s": cpu}
+            "metrics": counters, "warmup_records": len(warm), "client_cpu_s": cpu}
 
 
 def _ck_stats_after(p, stats: list, t_mono: float, timeout: float = 30.0) -> dict:
@@ -195,11 +221,11 @@ def _ck_produce_requests(st: dict) -> tuple[int, int]:
 
 
 def run_confluent(bootstrap: str, shape: Shape, topics: list[str], tops: list, keys: list,
-                  values: list) -> dict:
+                  values: list, cover: bool = False) -> dict:
     """confluent-kafka's produce() loop set like fastkafka's defaults (CK_CONFIG), ``poll(0)``
     every CK_CHUNK records, ``poll(0.01)`` and retry on BufferError, then flush(). Batches and
     requests come from its statistics (``statistics.interval.ms``; raw JSON strings kept while
-    the clock runs, parsed after it stopped)."""
+    the clock runs, parsed after it stopped). ``cover``: as run_fastkafka's."""
     from confluent_kafka import Producer
 
     failed = [0]
@@ -211,9 +237,16 @@ def run_confluent(bootstrap: str, shape: Shape, topics: list[str], tops: list, k
 
     p = Producer({"bootstrap.servers": bootstrap, **CK_CONFIG, "on_delivery": on_error_report,
                   "statistics.interval.ms": CK_STATS_MS, "stats_cb": stats.append})
+    warmup = 0
     for t in topics:
         p.list_topics(t, timeout=30)
+        for part in range(shape.partitions if cover else 0):
+            p.produce(t, b"warm-up", None, partition=part)
+            warmup += 1
+            if warmup % CK_CHUNK == 0:
+                p.poll(0)
         p.produce(t, b"warm-up", b"warm-up" if shape.keyed else None)
+        warmup += 1
     if p.flush(60) != 0 or failed[0]:
         raise RuntimeError("warm-up records not delivered")
     # A statistics emit after the warm-up: its windows (batch counts) are rolled over, so the
@@ -251,19 +284,35 @@ def run_confluent(bootstrap: str, shape: Shape, topics: list[str], tops: list, k
             "errors": failed[0], "batches": batches, "requests": req1 - req0,
             "batch_records": batch_records,
             "metrics": {"requests_all": all1 - all0, "stats_emits": len(emits)},
-            "warmup_records": len(topics), "client_cpu_s": cpu}
+            "warmup_records": warmup, "client_cpu_s": cpu}
+
+
+def import_fastkafka_from(tree: str):
+    """Import fastkafka with ``tree`` first on sys.path (the parent also sets ``PYTHONPATH``; this
+    script's own directory and the repository it inserted come before PYTHONPATH otherwise), and
+    check that it came from there: a tree without its extensions built, or a stale install found
+    first, must not be measured under that tree's name."""
+    tree = os.path.realpath(tree)
+    sys.path[:] = [tree] + [x for x in sys.path if os.path.realpath(x or ".") != tree]
+    import fastkafka
+
+    got = os.path.realpath(fastkafka.__file__ or "")   # None: a namespace package, no __init__.py
+    if not fastkafka.__file__ or os.path.commonpath([got, tree]) != tree:
+        print(f"fastkafka imported from {got}, not under {tree}", file=sys.stderr)
+        # the message that reaches the report names no machine path
+        raise RuntimeError("fastkafka was imported from outside --fastkafka-path (is the tree built?)")
+    return fastkafka
 
 
 def child(name: str, bootstrap: str, shape: Shape, prefix: str, records: int, size: int,
-          keys: int) -> dict:
+          keys: int, fastkafka_path: str = ROOT, cover: bool = False) -> dict:
     topics = shape.topic_names(prefix)
     tops, ks, vs = workload(shape, topics, records, size, keys)
-    if name == "fk_produce":
-        r = run_fastkafka(bootstrap, shape, topics, tops, ks, vs, "produce")
-    elif name == "fk_send":
-        r = run_fastkafka(bootstrap, shape, topics, tops, ks, vs, "send")
+    if name in ("fk_produce", "fk_send"):
+        import_fastkafka_from(fastkafka_path)
+        r = run_fastkafka(bootstrap, shape, topics, tops, ks, vs, name[3:], cover)
     elif name == "ck_produce":
-        r = run_confluent(bootstrap, shape, topics, tops, ks, vs)
+        r = run_confluent(bootstrap, shape, topics, tops, ks, vs, cover)
     else:
         raise SystemExit(f"unknown measurement {name!r}")
     r["records"] = records
@@ -326,6 +375,11 @@ class Topics:
         earliest = self._offsets(names, partitions, "earliest", 60)
         return [latest[(t, p)] - earliest[(t, p)] for t in names for p in range(partitions)]
 
+    def latest(self, names: list[str], partitions: int) -> list[int]:
+        """The latest offset (the next record's) of every partition, topic by topic."""
+        latest = self._offsets(names, partitions, "latest", 60)
+        return [latest[(t, p)] for t in names for p in range(partitions)]
+
     def delete(self, names: list[str]) -> None:
         admin = self._admin()
         for f in admin.delete_topics(names, operation_timeout=60).values():
@@ -333,10 +387,17 @@ class Topics:
 
 
 # ------------------------------------------------------------------------------------ parent
-def run_child(cmd: list[str], timeout: float) -> dict:
+def child_env(fastkafka_path: str) -> dict:
+    """The children's environment: ``PYTHONPATH`` starts with the fastkafka tree."""
+    tree = os.path.abspath(fastkafka_path)
+    rest = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=tree + (os.pathsep + rest if rest else ""))
+
+
+def run_child(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
     """One measurement's child process: the JSON of its ``RESULT `` line, or ``{"failed": why}``."""
     try:
-        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         return {"failed": f"timed out after {timeout:.0f}s"}
     line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -400,10 +461,45 @@ def settle(pid: int | None, below: float = 0.15, window: float = 0.25, limit: fl
     return time.monotonic() - t0
 
 
-def measure(topics: Topics, name: str, shape: Shape, prefix: str, args, broker_pid: int | None = None) -> dict:
-    """Fresh topics, one child process of ``name`` against them, the checks, the topics deleted.
-    With ``broker_pid``, the broker's CPU seconds while the child ran (connection, warm-up and the
+def child_cmd(name: str, bootstrap: str, shape: Shape, prefix: str, args, cover: bool = False) -> list[str]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--_child", name, bootstrap, shape.spec, prefix,
+           "--records", str(args.records), "--size", str(args.size), "--keys", str(args.keys),
+           "--fastkafka-path", args.fastkafka_path]
+    return cmd + (["--_cover"] if cover else [])
+
+
+def run_measured(topics: Topics, name: str, shape: Shape, prefix: str, args, broker_pid: int | None,
+                 held, cover: bool = False) -> dict:
+    """The broker left to go idle, one child process of ``name`` against ``prefix``'s topics, then
+    ``held()`` (the records the broker took per partition, topic by topic) and the checks. With
+    ``broker_pid``, the broker's CPU seconds while the child ran (connection, warm-up and the
     child's start included) are kept as ``broker_cpu_s``."""
+    r_settle = settle(broker_pid)
+    b0 = process_cpu_s(broker_pid)
+    r = run_child(child_cmd(name, topics.bootstrap, shape, prefix, args, cover), args.timeout,
+                  child_env(args.fastkafka_path))
+    b1 = process_cpu_s(broker_pid)
+    if b0 is not None and b1 is not None:
+        r["broker_cpu_s"] = b1 - b0
+    counts = None
+    if "failed" not in r:
+        try:
+            counts = held()
+        except Exception as e:  # noqa: BLE001
+            r["failed"] = f"counting the records: {type(e).__name__}: {e}"
+    r = check(r, counts)
+    if counts is not None:
+        r["empty_partitions"] = sum(1 for c in counts if not c)
+        if shape.keyed:
+            r["partition_counts"] = counts
+    r["settle_s"] = r_settle
+    r["load"] = os.getloadavg()[0]
+    return r
+
+
+def measure(topics: Topics, name: str, shape: Shape, prefix: str, args, broker_pid: int | None = None) -> dict:
+    """Fresh topics, one child process of ``name`` against them, the checks (latest - earliest
+    offsets), the topics deleted."""
     names = shape.topic_names(prefix)
     t0 = time.monotonic()
     try:
@@ -411,26 +507,9 @@ def measure(topics: Topics, name: str, shape: Shape, prefix: str, args, broker_p
     except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
         return {"failed": f"creating the topics: {type(e).__name__}: {e}", "load": os.getloadavg()[0]}
     setup = time.monotonic() - t0
-    r_settle = settle(broker_pid)
-    cmd = [sys.executable, os.path.abspath(__file__), "--_child", name, topics.bootstrap, shape.spec,
-           prefix, "--records", str(args.records), "--size", str(args.size), "--keys", str(args.keys)]
-    b0 = process_cpu_s(broker_pid)
-    r = run_child(cmd, args.timeout)
-    b1 = process_cpu_s(broker_pid)
-    if b0 is not None and b1 is not None:
-        r["broker_cpu_s"] = b1 - b0
-    held = None
-    if "failed" not in r:
-        try:
-            held = topics.counts(names, shape.partitions)
-        except Exception as e:  # noqa: BLE001
-            r["failed"] = f"counting the records: {type(e).__name__}: {e}"
-    r = check(r, held)
-    if held is not None and shape.keyed:
-        r["partition_counts"] = held
+    r = run_measured(topics, name, shape, prefix, args, broker_pid,
+                     lambda: topics.counts(names, shape.partitions))
     r["topic_setup_s"] = setup
-    r["settle_s"] = r_settle
-    r["load"] = os.getloadavg()[0]
     try:
         topics.delete(names)
     except Exception as e:  # noqa: BLE001 - a topic left over costs disk only
@@ -438,13 +517,100 @@ def measure(topics: Topics, name: str, shape: Shape, prefix: str, args, broker_p
     return r
 
 
+def measure_warm(topics: Topics, name: str, shape: Shape, prefix: str, args,
+                 broker_pid: int | None = None) -> dict:
+    """One child process of ``name`` against ``prefix``'s existing topics; the records the broker
+    took are the differences of every partition's latest offset before and after the round."""
+    names = shape.topic_names(prefix)
+    try:
+        before = topics.latest(names, shape.partitions)
+    except Exception as e:  # noqa: BLE001
+        return {"failed": f"offsets before the round: {type(e).__name__}: {e}", "load": os.getloadavg()[0]}
+
+    def held():
+        after = topics.latest(names, shape.partitions)
+        return [a - b for a, b in zip(after, before)]
+
+    return run_measured(topics, name, shape, prefix, args, broker_pid, held)
+
+
+def _log_line(r: dict) -> str:
+    if "failed" in r:
+        return "FAILED: " + r["failed"]
+    return (f"{r['rate']:>10,.0f} rec/s  {r['seconds']:6.2f} s  batches {r['batches']:,}  "
+            f"requests {r['requests']:,}  records/batch {r['records_per_batch']:.2f}")
+
+
+def prefill(topics: Topics, shape: Shape, prefixes: dict[str, str], args, log, broker_pid) -> dict:
+    """Warm mode, once per shape: every measurement's topics created, then written once by that
+    measurement's own client: one record into every partition, then the same records as a round
+    (untimed for the results; its counts are kept and shown). ``{name: result}``; a failure to
+    create is kept as that measurement's ``failed``."""
+    out: dict[str, dict] = {}
+    for name, prefix in prefixes.items():
+        t0 = time.monotonic()
+        try:
+            topics.create(shape.topic_names(prefix), shape.partitions)
+        except Exception as e:  # noqa: BLE001
+            out[name] = {"failed": f"creating the topics: {type(e).__name__}: {e}"}
+            continue
+        out[name] = {"topic_setup_s": time.monotonic() - t0}
+    for name, prefix in prefixes.items():
+        if "failed" in out[name]:
+            log(f"{shape.spec:<6} prefill {name:<11} FAILED: {out[name]['failed']}")
+            continue
+        names = shape.topic_names(prefix)
+        r = run_measured(topics, name, shape, prefix, args, broker_pid,
+                         lambda: topics.counts(names, shape.partitions), cover=True)
+        r["topic_setup_s"] = out[name]["topic_setup_s"]
+        if "failed" not in r and r.get("empty_partitions"):
+            r["failed"] = f"{r['empty_partitions']} partition(s) still empty after the prefill"
+        out[name] = r
+        log(f"{shape.spec:<6} prefill {name:<11} {_log_line(r)}")
+    return out
+
+
+def tree_commit(path: str) -> str:
+    """``git rev-parse --short HEAD`` of the source tree at ``path``, naming the files with
+    uncommitted changes under its fastkafka/ (the package measured), "?" without git."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=path, capture_output=True,
+                                text=True).stdout.strip() or "?"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "fastkafka"],
+                               cwd=path, capture_output=True, text=True).stdout.splitlines()
+    except OSError:
+        return "?"
+    changed = [ln[3:].strip() for ln in dirty if ln.strip()]
+    if changed:
+        more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+        commit += f" (uncommitted changes in {', '.join(changed[:4])}{more})"
+    return commit
+
+
+def build_fingerprint(path: str) -> list:
+    """Names, sizes and modification times of the tree's compiled extensions: a rebuild during the
+    run (another build in a shared checkout) changes it."""
+    out = []
+    for d, _, files in os.walk(os.path.join(path, "fastkafka")):
+        for f in files:
+            if f.endswith((".so", ".pyd")):
+                st = os.stat(os.path.join(d, f))
+                out.append([os.path.relpath(os.path.join(d, f), path), st.st_size, st.st_mtime_ns])
+    return sorted(out)
+
+
 def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None) -> dict:
     """Every shape's rounds (after the untimed warm-up pass). Returns ``{"shapes": {spec:
-    {name: [round result, ...]}}, "warmup": [...], "loads": [...]}``."""
+    {name: [round result, ...]}}, "prefill": {spec: {name: result}} (warm mode), "warmup": [...],
+    "loads": [...], "mode": "warm" | "fresh", "fastkafka_commit": ...}``."""
     topics = Topics(bootstrap)
     run_id = uuid.uuid4().hex[:6]
     names = args.names
-    out = {"shapes": {}, "warmup": [], "loads": [os.getloadavg()[0]]}
+    fingerprint = build_fingerprint(args.fastkafka_path)
+    out = {"shapes": {}, "prefill": {}, "warmup": [], "loads": [os.getloadavg()[0]],
+           "mode": "fresh" if args.fresh_topics else "warm",
+           "fastkafka_commit": tree_commit(args.fastkafka_path),
+           "fastkafka_is_repo": os.path.realpath(args.fastkafka_path) == os.path.realpath(ROOT)}
     if args.warmup_records:
         wargs = argparse.Namespace(**{**vars(args), "records": args.warmup_records})
         for name in names:
@@ -455,20 +621,34 @@ def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None
     for spec in args.shapes:
         shape = parse_shape(spec)
         res: dict[str, list[dict]] = {n: [] for n in names}
-        for rnd in range(1, args.rounds + 1):
-            for order, name in enumerate(round_order(names, rnd)):
-                prefix = f"pw-{run_id}-{shape.spec}-{name}-r{rnd}".replace("_", "-")
-                r = measure(topics, name, shape, prefix, args, broker_pid)
-                r["round"], r["order"] = rnd, order
-                res[name].append(r)
-                out["loads"].append(r["load"])
-                if "failed" in r:
-                    msg = "FAILED: " + r["failed"]
-                else:
-                    msg = (f"{r['rate']:>10,.0f} rec/s  {r['seconds']:6.2f} s  batches {r['batches']:,}  "
-                           f"requests {r['requests']:,}  records/batch {r['records_per_batch']:.2f}")
-                log(f"{shape.spec:<6} round {rnd} {name:<11} {msg}")
+        prefixes = {n: f"pw-{run_id}-{shape.spec}-{n}".replace("_", "-") for n in names}
+        pre = {}
+        if not args.fresh_topics:
+            pre = out["prefill"][shape.spec] = prefill(topics, shape, prefixes, args, log, broker_pid)
+        try:
+            for rnd in range(1, args.rounds + 1):
+                for order, name in enumerate(round_order(names, rnd)):
+                    if args.fresh_topics:
+                        prefix = f"pw-{run_id}-{shape.spec}-{name}-r{rnd}".replace("_", "-")
+                        r = measure(topics, name, shape, prefix, args, broker_pid)
+                    elif "creating the topics" in pre[name].get("failed", ""):
+                        r = {"failed": pre[name]["failed"], "load": os.getloadavg()[0]}
+                    else:
+                        r = measure_warm(topics, name, shape, prefixes[name], args, broker_pid)
+                    r["round"], r["order"] = rnd, order
+                    res[name].append(r)
+                    out["loads"].append(r["load"])
+                    log(f"{shape.spec:<6} round {rnd} {name:<11} {_log_line(r)}")
+        finally:
+            for name, r in pre.items():
+                if "creating the topics" in r.get("failed", ""):
+                    continue
+                try:
+                    topics.delete(shape.topic_names(prefixes[name]))
+                except Exception as e:  # noqa: BLE001 - a topic left over costs disk only
+                    print(f"  (could not delete {prefixes[name]}: {e})", flush=True)
         out["shapes"][shape.spec] = res
+    out["rebuilt_during_run"] = build_fingerprint(args.fastkafka_path) != fingerprint
     return out
 
 
@@ -528,10 +708,26 @@ def summary_table(report: dict, names: list[str]) -> list[str]:
     return lines
 
 
-def shape_section(spec: str, res: dict[str, list[dict]], names: list[str]) -> list[str]:
+def prefill_lines(pre: dict[str, dict], names: list[str]) -> list[str]:
+    """Warm mode: one line on the untimed prefill pass of each measurement's topics."""
+    parts = []
+    for n in names:
+        r = pre.get(n, {})
+        label = " ".join(MEASUREMENTS[n])
+        if "failed" in r:
+            parts.append(f"{label} FAILED ({r['failed'].replace('|', '/')})")
+        else:
+            parts.append(f"{label} {fmt_rate(r['rate'])} records/s, {_num(r['records_per_batch'], '{:,.1f}')} "
+                         f"records/batch, broker CPU {_num(r.get('broker_cpu_s'), '{:.2f}')} s")
+    return ["Prefill (untimed; each client's own topics, fresh, one record into every partition before its "
+            "clock, then the same records as a round; every partition held data afterwards unless marked "
+            "FAILED): " + "; ".join(parts) + ".", ""]
+
+
+def shape_section(spec: str, res: dict[str, list[dict]], names: list[str], pre: dict | None = None) -> list[str]:
     shape = parse_shape(spec)
     s = summarize(res)
-    lines = [f"## {shape.label}", "",
+    lines = [f"## {shape.label}", ""] + (prefill_lines(pre, names) if pre else []) + [
              "| client | median records/s | vs confluent-kafka: median of per-round ratios | per-round ratios "
              "| median records/batch | median batches/request | median Produce requests/s | rounds (records/s) |",
              "|---|---:|---:|---|---:|---:|---:|---|"]
@@ -577,13 +773,15 @@ def shape_section(spec: str, res: dict[str, list[dict]], names: list[str]) -> li
     if shape.keyed and "fk_produce" in res and REFERENCE in res:
         same = [a.get("partition_counts") is not None and a.get("partition_counts") == b.get("partition_counts")
                 for a, b in zip(res["fk_produce"], res[REFERENCE])]
-        lines += ["", "Per-partition record counts of fastkafka produce() and confluent-kafka in the same "
+        what = ("records each partition took in the round (latest offset after - before)" if pre is not None
+                else "record counts")
+        lines += ["", f"Per-partition {what} of fastkafka produce() and confluent-kafka in the same "
                   "round identical (same key placement): " + ", ".join("yes" if x else "no" for x in same) + "."]
     lines.append("")
     return lines
 
 
-def machine_lines(broker_line: str, loads: list[float], note: str | None) -> list[str]:
+def machine_lines(broker_line: str, loads: list[float], note: str | None, report: dict | None = None) -> list[str]:
     import importlib.metadata as md
 
     try:
@@ -591,15 +789,15 @@ def machine_lines(broker_line: str, loads: list[float], note: str | None) -> lis
         ck = f"confluent-kafka {md.version('confluent-kafka')}, librdkafka {confluent_kafka.libversion()[0]}"
     except Exception:  # noqa: BLE001
         ck = "confluent-kafka (not installed)"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip() or "?"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        if dirty:
-            commit += " (with uncommitted changes in the tree)"
-    except OSError:
-        commit = "?"
+    report = report or {}
+    commit = report.get("fastkafka_commit") or tree_commit(ROOT)
+    if report.get("fastkafka_is_repo", True):
+        where = "built in place in this repository"
+    else:
+        where = (f"imported from `--fastkafka-path` (a separate source tree built in place); this script at "
+                 f"git {tree_commit(ROOT)}")
+    if report.get("rebuilt_during_run"):
+        where += "; WARNING: its compiled extensions changed during the run (a rebuild)"
     cpu = "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -609,7 +807,7 @@ def machine_lines(broker_line: str, loads: list[float], note: str | None) -> lis
     lines = ["Machine:",
              f"- nproc: {os.cpu_count()} ({cpu})",
              f"- Python {platform.python_version()}, {platform.platform()}",
-             f"- fastkafka at git {commit}; {ck}",
+             f"- fastkafka at git {commit}, {where}; {ck}",
              f"- {broker_line}",
              f"- load average (1 min), at the start / after each measurement: min {min(loads):.2f}, "
              f"median {statistics.median(loads):.2f}, max {max(loads):.2f} (start {loads[0]:.2f}, "
@@ -619,12 +817,29 @@ def machine_lines(broker_line: str, loads: list[float], note: str | None) -> lis
     return lines + [""]
 
 
+MODE_TEXT = {
+    "warm": ("Warm topics (the default mode): per shape, each client measurement has its own topics, created "
+             "once for the run and written once, untimed, by that client before the rounds (one record into "
+             "every partition, then the same records as a round), so every partition holds data; every timed "
+             "round writes into those same topics (the steady state of a long-lived topic); deleted after the "
+             "shape."),
+    "fresh": ("Fresh topics per measurement (`--fresh-topics`): created for it and deleted after it, so the "
+              "timed records are the first real writes into each partition, which cost the broker far more "
+              "than later writes."),
+}
+
+
 def render(report: dict, args, wall: float, broker_line: str) -> str:
     names = args.names
+    mode = report.get("mode", "fresh" if getattr(args, "fresh_topics", False) else "warm")
     cmd = (f"python bench/partitions.py --records {args.records} --rounds {args.rounds} "
            f"--shapes {','.join(args.shapes)} --keys {args.keys} --size {args.size}")
     if names != list(MEASUREMENTS):
         cmd += f" --only {','.join(names)}"
+    if mode == "fresh":
+        cmd += " --fresh-topics"
+    if not report.get("fastkafka_is_repo", True):
+        cmd += " --fastkafka-path DIR"
     lines = [
         "# Throughput over many partitions: fastkafka and confluent-kafka",
         "",
@@ -635,10 +850,12 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         "Java-compatible murmur2 placement (confluent-kafka: `partitioner=murmur2_random`). Unkeyed "
         "shape: record i goes to topic i mod T, no key (fastkafka's sticky null-key partitioner, "
         "confluent-kafka's `murmur2_random`, which is random for null keys, made sticky by its default "
-        "`sticky.partitioning.linger.ms=10`). Fresh topics per measurement. Rate = records / (first "
+        f"`sticky.partitioning.linger.ms=10`). {MODE_TEXT[mode]} Rate = records / (first "
         "produce() -> flush() returned, every record acknowledged); medians over "
         f"{args.rounds} interleaved rounds (order reversed in even rounds); the ratio to confluent-kafka "
         "is the median of the per-round ratios (the two ran one after the other in that round).",
+        "",
+        f"Mode: **{mode}**. fastkafka at git {report.get('fastkafka_commit', '?')}.",
         "",
         "Noise: a 2-core machine shared with the broker (which needs most of a core at these rates) and "
         "with whatever else runs on it; compare the clients by the ratios, measured in the same rounds.",
@@ -649,7 +866,7 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         "",
     ]
     for spec, res in report["shapes"].items():
-        lines += shape_section(spec, res, names)
+        lines += shape_section(spec, res, names, report.get("prefill", {}).get(spec) if mode == "warm" else None)
     lines += [
         "Settings and counters:",
         "- fastkafka: `Producer(bootstrap_servers=..., linger_ms=5)`, otherwise its defaults (acks=all, "
@@ -676,24 +893,115 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         "type, in the detail column). Statistics at this interval cost it a little (a JSON of every "
         "partition twice a second).",
         "- Delivery: fastkafka: `flush()` returned 0 undelivered, `records_sent` = records and no "
-        "error; confluent-kafka: `flush()` left 0 and no error report; both: latest - earliest offsets "
-        "over every partition of the measurement's topics (confluent-kafka's `AdminClient.list_offsets`) "
-        "equal to the records plus one warm-up record per topic.",
+        "error; confluent-kafka: `flush()` left 0 and no error report; both: "
+        + ("the differences of every partition's latest offset before and after the round "
+           if mode == "warm" else "latest - earliest offsets over every partition of the measurement's topics ")
+        + "(confluent-kafka's `AdminClient.list_offsets`), summed, equal to the records plus one warm-up "
+        "record per topic" + ("; the prefill also had to leave no partition empty." if mode == "warm" else "."),
         "- Detail column: client CPU = the child process's CPU time (all its threads) over the timed part; "
         "broker CPU = the broker process's user + system CPU time while the child ran (its start, "
         "connection and warm-up included), when the broker's process is known.",
         "- Topics are created (one CreateTopics for all of a measurement's topics, then waiting until "
-        "every partition answers ListOffsets) before the child process starts and deleted after the "
-        "count; neither is timed. After creating them and before starting the child, the benchmark waits "
+        "every partition answers ListOffsets) "
+        + ("once per shape for each measurement, before its prefill, and deleted after the shape's rounds"
+           if mode == "warm" else "before the child process starts and deleted after the count")
+        + "; neither is timed. Before starting each child, the benchmark waits "
         "until the broker process is idle (below 0.15 of a core in two successive 0.25 s windows, at most "
         "20 s; only when it knows the broker's process). Each measurement runs in a fresh child process. "
         + (f"Before the rounds, every measurement ran once untimed with {args.warmup_records:,} records "
-           "on a 100-partition topic (broker JIT, page cache)." if args.warmup_records else
+           "on a fresh 100-partition topic (broker JIT, page cache)." if args.warmup_records else
            "No untimed warm-up pass (`--warmup-records 0`)."),
         "",
-        *machine_lines(broker_line, report["loads"], args.note),
+        *machine_lines(broker_line, report["loads"], args.note, report),
     ]
     return "\n".join(lines)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def parse_run(text: str) -> dict:
+    """What ``combine`` needs from one run's markdown (as ``render`` writes it, or an older run of
+    this script): the summary rows by shape label ({column header: cell}), fastkafka's commit, the
+    mode, the command and the load average."""
+    lines = text.splitlines()
+    i = next((k for k, ln in enumerate(lines) if ln.startswith("| shape |")), None)
+    if i is None:
+        raise SystemExit("--combine: a file without the summary table (| shape | ...) of a run")
+    head = _cells(lines[i])
+    rows = {}
+    for ln in lines[i + 2:]:
+        if not ln.startswith("| "):
+            break
+        cells = _cells(ln)
+        rows[cells[0]] = dict(zip(head, cells))
+    commit = re.search(r"fastkafka at git ([0-9a-f?]+(?: \(uncommitted[^)]*\))?)", text)
+    mode = re.search(r"^Mode: \*\*(\w+)\*\*", text, re.M)
+    load = re.search(r"load average \(1 min\)[^:]*: min ([\d.]+), median ([\d.]+), max ([\d.]+)", text)
+    cmd = re.search(r"^`(python bench/partitions\.py[^`]*)` — (.*)$", text, re.M)
+    return {"rows": rows,
+            "commit": commit.group(1) if commit else "?",
+            "mode": mode.group(1) if mode else ("fresh" if "Fresh topics per measurement" in text else "?"),
+            "load": tuple(float(x) for x in load.groups()) if load else None,
+            "cmd": cmd.group(1) if cmd else "?", "when": cmd.group(2).rstrip(".") if cmd else "?"}
+
+
+def demote(text: str) -> list[str]:
+    """A run's lines under a heading of the combined file: its own title dropped, every other
+    heading one level down."""
+    lines = text.rstrip("\n").splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    while lines and not lines[0].strip():
+        lines = lines[1:]
+    return ["#" + ln if re.match(r"#+ ", ln) else ln for ln in lines]
+
+
+def combine(runs: list[tuple[str, str]], note: str | None = None) -> str:
+    """One results file from several runs' markdown (``[(label, text)]``): the summary of the
+    ratios to confluent-kafka and the records per batch of every run side by side, shape by shape,
+    then each run's own text."""
+    parsed = [(label, parse_run(text), text) for label, text in runs]
+    shapes: list[str] = []
+    for _, pr, _ in parsed:
+        shapes += [sh for sh in pr["rows"] if sh not in shapes]
+    fk, ck, fks = (" ".join(MEASUREMENTS[n]) for n in ("fk_produce", "ck_produce", "fk_send"))
+    labels = [label for label, _, _ in parsed]
+    head = (["shape"] + [f"produce() / ck: {lb}" for lb in labels] + [f"send() / ck: {lb}" for lb in labels]
+            + [f"records/batch fastkafka produce() / ck: {lb}" for lb in labels])
+    table = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for sh in shapes:
+        cells = [sh]
+        for col in (f"{fk} / confluent-kafka", f"{fks} / confluent-kafka"):
+            cells += [pr["rows"].get(sh, {}).get(col, "") or "-" for _, pr, _ in parsed]
+        for _, pr, _ in parsed:
+            row = pr["rows"].get(sh, {})
+            a, b = row.get(f"{fk} records/batch"), row.get(f"{ck} records/batch")
+            cells.append(f"{a} / {b}" if a and b else "-")
+        table.append("| " + " | ".join(cells) + " |")
+
+    def load(pr):
+        lo = pr["load"]
+        return f"load average (1 min) median {lo[1]:.2f} (min {lo[0]:.2f}, max {lo[2]:.2f})" if lo else "load ?"
+
+    out = ["# Throughput over many partitions: fastkafka and confluent-kafka, warm and fresh topics", ""]
+    if note:
+        out += [note, ""]
+    out += ["Runs of `bench/partitions.py` side by side (`--combine`); each run's full text follows under its "
+            "label. Ratios: fastkafka's rate over confluent-kafka's, the median of the per-round ratios (the "
+            "clients ran one after the other in every round); records/batch: medians over the rounds, "
+            "fastkafka produce() / confluent-kafka. Warm: every partition written before the timed rounds "
+            "(a long-lived topic); fresh: the timed records are each partition's first writes.", "",
+            "## Summary", "", *table, "", "Runs:", ""]
+    for label, pr, _ in parsed:
+        out.append(f"- **{label}**: fastkafka at git {pr['commit']}, {pr['mode']} topics, {pr['when']}, "
+                   f"{load(pr)}; `{pr['cmd']}`")
+    out.append("")
+    for label, pr, text in parsed:
+        out += [f"## {label}: fastkafka at git {pr['commit']}, {pr['mode']} topics, {load(pr)}", ""]
+        out += demote(text) + [""]
+    return "\n".join(out)
 
 
 def kafka_line(version: str, heap_mb: int, jit: str) -> str:
@@ -716,6 +1024,15 @@ def parse_args(argv=None):
     ap.add_argument("--only", default="", help="comma-separated measurements: " + ",".join(MEASUREMENTS))
     ap.add_argument("--warmup-records", type=int, default=50_000,
                     help="records of the untimed warm-up pass before the rounds (0: none)")
+    ap.add_argument("--fresh-topics", action="store_true",
+                    help="fresh topics for every measurement (default: warm topics, created and written once "
+                         "per shape and client, then written by every round)")
+    ap.add_argument("--fastkafka-path", default=ROOT, metavar="DIR",
+                    help="import fastkafka in the children from this source tree (extensions built in place); "
+                         "default: this repository")
+    ap.add_argument("--combine", nargs="+", metavar="LABEL=FILE", default=None,
+                    help="instead of measuring: put runs written with --out into one results file "
+                         "(--write or --out), a side-by-side summary first")
     ap.add_argument("--bootstrap-servers", default=None,
                     help="use this broker instead of starting one Apache Kafka node")
     ap.add_argument("--kafka-heap-mb", type=int, default=None,
@@ -729,7 +1046,11 @@ def parse_args(argv=None):
     ap.add_argument("--note", default=None, help="a line added to the results' Machine section")
     ap.add_argument("--_child", nargs=4, metavar=("NAME", "BOOTSTRAP", "SHAPE", "PREFIX"),
                     help=argparse.SUPPRESS)
+    ap.add_argument("--_cover", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.fastkafka_path = os.path.abspath(args.fastkafka_path)
+    if not os.path.isdir(os.path.join(args.fastkafka_path, "fastkafka")):
+        raise SystemExit("--fastkafka-path: no fastkafka/ package in that directory")
     args.names = [n.strip() for n in args.only.split(",") if n.strip()] or list(MEASUREMENTS)
     for n in args.names:
         if n not in MEASUREMENTS:
@@ -743,8 +1064,25 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args._child:
         name, bootstrap, spec, prefix = args._child
-        r = child(name, bootstrap, parse_shape(spec), prefix, args.records, args.size, args.keys)
+        r = child(name, bootstrap, parse_shape(spec), prefix, args.records, args.size, args.keys,
+                  args.fastkafka_path, args._cover)
         print("RESULT " + json.dumps(r), flush=True)
+        return 0
+    if args.combine:
+        out = args.out or (RESULTS if args.write else None)
+        runs = []
+        for item in args.combine:
+            label, sep, path = item.partition("=")
+            if not sep or not label.strip():
+                raise SystemExit(f"--combine: {item!r} is not LABEL=FILE")
+            with open(path) as f:
+                runs.append((label.strip(), f.read()))
+        text = combine(runs, args.note)
+        if out:
+            with open(out, "w") as f:
+                f.write(text)
+        else:
+            print(text)
         return 0
 
     wall0 = time.monotonic()

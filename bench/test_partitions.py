@@ -1,11 +1,14 @@
-"""Smoke test of bench/partitions.py: a tiny run end to end (topics, child processes, counters,
-delivery checks, report) on one Apache Kafka node. No speed is asserted.
+"""Smoke test of bench/partitions.py: a tiny run end to end in each topic mode (warm, the default:
+each client's topics written once before the rounds, then by every round; fresh: new topics per
+measurement) with topics, child processes, counters, delivery checks and the report; ``--combine``;
+``--fastkafka-path``'s import check. One Apache Kafka node. No speed is asserted.
 
     python -m pytest bench/test_partitions.py -q
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -49,48 +52,38 @@ def table_after(text: str, header_start: str) -> list[list[str]]:
     return rows
 
 
-@pytest.mark.timeout(600)
-def test_small_run(kafka, tmp_path):
-    args = partitions.parse_args(["--bootstrap-servers", kafka.bootstrap, "--records", str(RECORDS),
-                                  "--rounds", "1", "--shapes", ",".join(SHAPES), "--warmup-records", "0",
-                                  "--out", str(tmp_path / "partitions.md")])
-    report = partitions.run_benchmark(kafka.bootstrap, args, log=lambda s: None, broker_pid=kafka.pid)
-    names = list(partitions.MEASUREMENTS)
-    assert list(report["shapes"]) == SHAPES
-    for spec, res in report["shapes"].items():
-        assert list(res) == names
-        for name, rounds in res.items():
-            assert len(rounds) == 1, (spec, name)
-            r = rounds[0]
-            assert "failed" not in r, (spec, name, r.get("failed"))
-            # every record delivered and acknowledged, nothing left, no error
-            assert r["records"] == RECORDS and r["delivered"] == RECORDS, (spec, name, r)
-            assert r["undelivered"] == 0 and r["errors"] == 0, (spec, name, r)
-            # the counters add up: batches carry every record once (no retries in a clean run)
-            assert r["batch_records"] == RECORDS, (spec, name, r["batch_records"])
-            assert r["batches"] >= 1 and r["requests"] >= 1, (spec, name, r)
-            assert r["records_per_batch"] * r["batches"] == pytest.approx(RECORDS), (spec, name)
-            assert r["batches_per_request"] * r["requests"] == pytest.approx(r["batches"]), (spec, name)
-            assert r["requests_per_s"] * r["seconds"] == pytest.approx(r["requests"]), (spec, name)
-            assert r["rate"] * r["seconds"] == pytest.approx(RECORDS), (spec, name)
-            shape = partitions.parse_shape(spec)
-            # at least one batch per partition written to; at most one per record
-            assert r["batches"] <= RECORDS
-            if name.startswith("fk_"):
-                assert r["metrics"]["records_sent"] == RECORDS
-                assert r["metrics"]["batches_sent"] == r["batches"]
-                assert r["metrics"]["produce_requests"] == r["requests"]
-                assert r["metrics"]["retries"] == 0
-            if shape.keyed:
-                # the broker holds the records and the warm-up, in as many partitions as the topic has
-                assert len(r["partition_counts"]) == shape.partitions
-                assert sum(r["partition_counts"]) == RECORDS + r["warmup_records"]
-                assert r["batches"] >= sum(1 for c in r["partition_counts"] if c) - 1
-        if partitions.parse_shape(spec).keyed:
-            # both clients place keys by Java's murmur2: the same count in every partition
-            assert res["fk_produce"][0]["partition_counts"] == res["ck_produce"][0]["partition_counts"]
+def check_round(spec: str, name: str, r: dict) -> None:
+    """One timed round's counts add up (either mode)."""
+    assert "failed" not in r, (spec, name, r.get("failed"))
+    # every record delivered and acknowledged, nothing left, no error
+    assert r["records"] == RECORDS and r["delivered"] == RECORDS, (spec, name, r)
+    assert r["undelivered"] == 0 and r["errors"] == 0, (spec, name, r)
+    # the counters add up: batches carry every record once (no retries in a clean run)
+    assert r["batch_records"] == RECORDS, (spec, name, r["batch_records"])
+    assert r["batches"] >= 1 and r["requests"] >= 1, (spec, name, r)
+    assert r["records_per_batch"] * r["batches"] == pytest.approx(RECORDS), (spec, name)
+    assert r["batches_per_request"] * r["requests"] == pytest.approx(r["batches"]), (spec, name)
+    assert r["requests_per_s"] * r["seconds"] == pytest.approx(r["requests"]), (spec, name)
+    assert r["rate"] * r["seconds"] == pytest.approx(RECORDS), (spec, name)
+    shape = partitions.parse_shape(spec)
+    # one warm-up record per topic before the clock (the prefill's cover records are not a round's)
+    assert r["warmup_records"] == shape.topics, (spec, name)
+    # at least one batch per partition written to; at most one per record
+    assert r["batches"] <= RECORDS
+    if name.startswith("fk_"):
+        assert r["metrics"]["records_sent"] == RECORDS
+        assert r["metrics"]["batches_sent"] == r["batches"]
+        assert r["metrics"]["produce_requests"] == r["requests"]
+        assert r["metrics"]["retries"] == 0
+    if shape.keyed:
+        # the broker took the records and the warm-up (fresh: holds; warm: offset differences), in as
+        # many partitions as the topic has
+        assert len(r["partition_counts"]) == shape.partitions
+        assert sum(r["partition_counts"]) == RECORDS + r["warmup_records"]
+        assert r["batches"] >= sum(1 for c in r["partition_counts"] if c) - 1
 
-    text = partitions.render(report, args, 1.0, "broker: test")
+
+def check_text(text: str, report: dict, names: list[str], rounds: int) -> None:
     summary = table_after(text, "| shape |")
     assert [row[0] for row in summary] == [partitions.parse_shape(s).label for s in SHAPES]
     for spec in SHAPES:
@@ -98,11 +91,10 @@ def test_small_run(kafka, tmp_path):
         assert f"## {label}" in text
         section = text.split(f"## {label}", 1)[1]
         per_round = table_after(section, "| round | client |")
-        assert len(per_round) == len(names)
-        by_client = {row[1]: row for row in per_round}
-        for name in names:
-            row = by_client[" ".join(partitions.MEASUREMENTS[name])]
-            r = report["shapes"][spec][name][0]
+        assert len(per_round) == len(names) * rounds
+        for row in per_round:
+            name = next(n for n in names if " ".join(partitions.MEASUREMENTS[n]) == row[1])
+            r = report["shapes"][spec][name][int(row[0]) - 1]
             records, batches, requests = _num(row[2]), _num(row[5]), _num(row[6])
             assert records == RECORDS and batches == r["batches"] and requests == r["requests"], row
             # records/batch x batches = records (to the table's two decimals)
@@ -113,8 +105,90 @@ def test_small_run(kafka, tmp_path):
         assert ck[2] == "1.00"
         for row in medians:
             assert _num(row[1]) > 0 and "FAILED" not in row[-1], row
-    assert "same key placement): yes." in text
+    assert "same key placement): " + ", ".join(["yes"] * rounds) + "." in text
     assert "Machine:" in text and "- nproc:" in text and "load average" in text
+    assert "fastkafka at git " in text and "built in place in this repository" in text
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("mode", ["warm", "fresh"])
+def test_small_run(kafka, tmp_path, mode):
+    rounds = 2 if mode == "warm" else 1   # warm: round 2 writes into topics written twice already
+    args = partitions.parse_args(["--bootstrap-servers", kafka.bootstrap, "--records", str(RECORDS),
+                                  "--rounds", str(rounds), "--shapes", ",".join(SHAPES),
+                                  "--warmup-records", "0", "--out", str(tmp_path / "partitions.md")]
+                                 + (["--fresh-topics"] if mode == "fresh" else []))
+    report = partitions.run_benchmark(kafka.bootstrap, args, log=lambda s: None, broker_pid=kafka.pid)
+    names = list(partitions.MEASUREMENTS)
+    assert report["mode"] == mode and report["fastkafka_is_repo"]
+    assert list(report["shapes"]) == SHAPES
+    if mode == "warm":
+        assert list(report["prefill"]) == SHAPES
+        for spec, pre in report["prefill"].items():
+            shape = partitions.parse_shape(spec)
+            for name in names:
+                r = pre[name]
+                assert "failed" not in r, (spec, name, r.get("failed"))
+                # one record into every partition, one per topic, then the records of a round
+                assert r["warmup_records"] == shape.topics * (shape.partitions + 1), (spec, name)
+                assert r["delivered"] == RECORDS and r["empty_partitions"] == 0, (spec, name)
+    else:
+        assert report["prefill"] == {}
+    for spec, res in report["shapes"].items():
+        assert list(res) == names
+        for name, rs in res.items():
+            assert [r["round"] for r in rs] == list(range(1, rounds + 1)), (spec, name)
+            for r in rs:
+                check_round(spec, name, r)
+        if partitions.parse_shape(spec).keyed:
+            # both clients place keys by Java's murmur2: the same count in every partition, every round
+            for a, b in zip(res["fk_produce"], res["ck_produce"]):
+                assert a["partition_counts"] == b["partition_counts"]
+
+    text = partitions.render(report, args, 1.0, "broker: test")
+    check_text(text, report, names, rounds)
+    assert f"Mode: **{mode}**" in text
+    assert ("Prefill (untimed" in text) == (mode == "warm")
+    assert ("--fresh-topics" in text.split("\n", 3)[2]) == (mode == "fresh")
+
+    if mode == "warm":
+        combined = partitions.combine([("warm A", text), ("warm B", text)], note="Two of the same.")
+        summary = table_after(combined, "| shape |")
+        assert [row[0] for row in summary] == [partitions.parse_shape(s).label for s in SHAPES]
+        head = _cells(next(ln for ln in combined.splitlines() if ln.startswith("| shape |")))
+        assert head[1:3] == ["produce() / ck: warm A", "produce() / ck: warm B"]
+        run_summary = table_after(text, "| shape |")
+        for row, run_row in zip(summary, run_summary):
+            assert row[1] == row[2] == run_row[4]            # fastkafka produce() / confluent-kafka
+            assert row[3] == row[4] == run_row[5]            # fastkafka send() / confluent-kafka
+            assert row[5] == f"{run_row[7]} / {run_row[8]}"  # records/batch, fastkafka / ck
+        assert "Two of the same." in combined
+        assert combined.count("\n## warm A: fastkafka at git ") == 1
+        assert combined.count("\n### Summary\n") == 2 and "\n# " not in combined
+
+
+def test_fastkafka_path_import_check(tmp_path):
+    """A child imports fastkafka from --fastkafka-path and refuses one found elsewhere."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import partitions; "
+            "m = partitions.import_fastkafka_from(sys.argv[2]); print('FROM', m.__file__)")
+    bench = os.path.dirname(os.path.abspath(__file__))
+    ok = subprocess.run([sys.executable, "-c", code, bench, partitions.ROOT], capture_output=True, text=True,
+                        env=partitions.child_env(partitions.ROOT))
+    assert ok.returncode == 0, ok.stderr
+    assert os.path.realpath(ok.stdout.split("FROM ", 1)[1].strip()).startswith(os.path.realpath(partitions.ROOT))
+    other = tmp_path / "tree"
+    (other / "fastkafka").mkdir(parents=True)   # no package there: fastkafka comes from elsewhere or not at all
+    bad = subprocess.run([sys.executable, "-c", code, bench, str(other)], capture_output=True, text=True,
+                         env=partitions.child_env(str(other)))
+    assert bad.returncode != 0
+    assert "outside --fastkafka-path" in bad.stderr or "No module named" in bad.stderr, bad.stderr
+    # the report names the tree's commit, never its path
+    args = partitions.parse_args(["--fastkafka-path", str(other), "--records", "10"])
+    assert args.fastkafka_path == str(other)
+    report = {"shapes": {}, "prefill": {}, "loads": [0.5], "mode": "warm", "fastkafka_commit": "abc1234",
+              "fastkafka_is_repo": False}
+    text = partitions.render(report, args, 1.0, "broker: test")
+    assert str(tmp_path) not in text and "--fastkafka-path DIR" in text and "git abc1234" in text
 
 
 def test_shapes_and_round_order():
