@@ -98,7 +98,15 @@ for codec in job["codecs"]:
             m = f.get(timeout=60)
             sent.append({"i": r["i"], "partition": m.partition, "offset": m.offset, "topic": m.topic})
 
-print(json.dumps({"fastkafka": fastkafka.__file__, "version": fastkafka.__version__,
+# Which TLS data path this CPython gets: the compiled one reads the SSL* out of the interpreter's
+# private _ssl object (fastkafka._core.transport), checked field by field; else the ssl module's own
+# calls (a fallback that works everywhere, slower).
+import ssl
+from fastkafka._core.transport import TlsPipe, tls_attach_failure
+probe = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="localhost")
+tls_path = "openssl_direct" if TlsPipe.attach(probe) is not None else "ssl_module: " + tls_attach_failure()
+
+print(json.dumps({"tls_path": tls_path, "fastkafka": fastkafka.__file__, "version": fastkafka.__version__,
                   "dist_version": md.version(job["dist"]), "dists": names, "compiled": compiled,
                   "spark": spark, "sent": sent, "python": sys.version}))
 '''
@@ -205,6 +213,8 @@ def test_installed_wheel_round_trip(version, installed, kafka_broker):
     assert all(f.endswith(f"cpython-{version.replace('.', '')}-x86_64-linux-gnu.so")
                for f in got["compiled"].values()), got["compiled"]
     assert got["spark"]["pyspark"], got["spark"]
+    # the compiled TLS path attaches on every claimed CPython (docs/security.md says so)
+    assert got["tls_path"] == "openssl_direct", got["tls_path"]
     assert len(got["sent"]) == len(recs)
 
     # read back with confluent-kafka, here; compare every record where the producer said it landed
