@@ -24,7 +24,7 @@ from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumula
 from ._core.bufferpool import BufferPool
 from ._core.partitioner import partitions_for_keys
 from ._core.ioloop import handover_count, yield_to_io
-from ._core.sendpath import (REQUEST_OVERHEAD, ProducerCore, check_column, monotonic_ms,
+from ._core.sendpath import (MAX_PARTITION, REQUEST_OVERHEAD, ProducerCore, check_column, monotonic_ms,
                              validate_headers, validate_timestamp)
 from .cluster import Metadata, topic_error
 from .config import ProducerConfig
@@ -270,6 +270,10 @@ class Producer(ProducerCore):
         elif isinstance(partition, bool):
             raise InvalidRecordError("partition must be None, an int, or one int/None per record, "
                                      "got bool")
+        elif partition is not None and not 0 <= partition <= MAX_PARTITION:
+            raise UnknownPartitionError(  # no topic has it: no metadata wait
+                f"partition {partition} of topic {topic!r} cannot exist: Kafka numbers partitions "
+                f"0 to {MAX_PARTITION}")
         start = monotonic_ms()
         _, n, available = self._topic_info(topic, None if per_record else partition, self._max_block_ms)
         if per_record:

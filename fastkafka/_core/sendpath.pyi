@@ -3,6 +3,7 @@ from typing import Any, Callable, Sequence
 from .accumulator import FutureRecordMetadata, RecordAccumulator
 
 REQUEST_OVERHEAD: int
+MAX_PARTITION: int
 
 def monotonic_ms() -> int: ...
 def validate_timestamp(timestamp_ms: int | None) -> int: ...

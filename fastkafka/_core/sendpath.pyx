@@ -26,6 +26,9 @@ from fastkafka.errors import (InvalidRecordError, MalformedRecordError, Producer
 
 #: Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
 REQUEST_OVERHEAD = 61 + 256
+
+# The highest partition number Kafka can have (an int32 on the wire).
+MAX_PARTITION = 2147483647
 cdef Py_ssize_t _REQUEST_OVERHEAD = REQUEST_OVERHEAD
 
 cdef enum:
@@ -242,6 +245,10 @@ cdef class ProducerCore:
                                               or not isinstance(partition, int)):
                     raise InvalidRecordError(
                         f"partition must be an int or None, got {type(partition).__name__}")
+                if partition is not None and not 0 <= partition <= 2147483647:   # MAX_PARTITION
+                    raise UnknownPartitionError(  # no topic has it: no metadata wait
+                        f"partition {partition} of topic {topic!r} cannot exist: Kafka numbers "
+                        f"partitions 0 to {MAX_PARTITION}")
                 info = self._last_info if topic is self._last_topic else self._topics.get(topic)
                 if (info is None or info.version != self._meta_version.value
                         or (partition is not None and not 0 <= partition < info.partitions)):

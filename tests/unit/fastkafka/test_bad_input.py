@@ -165,9 +165,11 @@ ALREADY_TYPED = [
     ("partition-bool", lambda p: p.send(TOPIC, b"v", partition=True),
      InvalidRecordError, ["partition must be an int or None", "bool"]),
     ("partition-negative", lambda p: p.send(TOPIC, b"v", partition=-1),
-     UnknownPartitionError, ["partition -1 of topic 't' does not exist", "2 partitions"]),
+     UnknownPartitionError, ["partition -1 of topic 't' cannot exist", "0 to 2147483647"]),
     ("partition-too-big", lambda p: p.send(TOPIC, b"v", partition=2**70),
-     UnknownPartitionError, ["does not exist", "2 partitions"]),
+     UnknownPartitionError, ["cannot exist", "0 to 2147483647"]),
+    ("partition-past-the-topic", lambda p: p.send(TOPIC, b"v", partition=2),
+     UnknownPartitionError, ["partition 2 of topic 't' does not exist", "2 partitions"]),
     ("timestamp-float", lambda p: p.send(TOPIC, b"v", timestamp_ms=1.5),
      InvalidRecordError, ["timestamp_ms must be an int or None", "float"]),
     ("produce-timestamp-str", lambda p: p.produce(TOPIC, b"v", timestamp="1"),
@@ -180,7 +182,9 @@ ALREADY_TYPED = [
     ("batch-partition-list-item-out-of-range", lambda p: p.send_batch(TOPIC, [b"a", b"b", b"c"], partition=[0, 1, 7]),
      UnknownPartitionError, ["partition[2] = 7 of topic 't' does not exist"]),
     ("batch-partition-single-out-of-range", lambda p: p.send_batch(TOPIC, [b"a"], partition=-3),
-     UnknownPartitionError, ["partition -3", "does not exist"]),
+     UnknownPartitionError, ["partition -3", "cannot exist"]),
+    ("batch-partition-single-past-the-topic", lambda p: p.send_batch(TOPIC, [b"a"], partition=5),
+     UnknownPartitionError, ["partition 5", "does not exist", "2 partitions"]),
     ("batch-headers-dict", lambda p: p.send_batch(TOPIC, [b"a"], headers={"k": b"v"}),
      InvalidRecordError, ["headers", "list or tuple", "dict"]),
     ("batch-timestamp-str", lambda p: p.send_batch(TOPIC, [b"a"], timestamp_ms="1"),
@@ -314,3 +318,20 @@ def test_malformed_record_error_class():
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is MalformedRecordError and str(back) == str(e)
     assert str(e).startswith("MALFORMED_RECORD_ARGUMENT (-130): values[1]")
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: p.send("t", b"v", partition=2**40),
+    lambda p: p.produce("t", b"v", partition=-1),
+    lambda p: p.send_batch("t", [b"v"], partition=2**31),
+], ids=["send-2**40", "produce--1", "send_batch-2**31"])
+def test_a_partition_outside_int32_is_refused_without_waiting_for_metadata(call):
+    """No topic has such a partition: the error comes before any metadata is asked for, so with no
+    broker reachable it is still UnknownPartitionError, not the KafkaTimeoutError of a metadata
+    wait (max_block_ms)."""
+    p = Producer(bootstrap_servers="127.0.0.1:1", max_block_ms=2000, reconnect_backoff_ms=1000)
+    try:
+        with pytest.raises(UnknownPartitionError, match="cannot exist: Kafka numbers partitions"):
+            call(p)
+    finally:
+        p.close(1)
