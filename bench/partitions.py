@@ -794,8 +794,10 @@ def machine_lines(broker_line: str, loads: list[float], note: str | None, report
     if report.get("fastkafka_is_repo", True):
         where = "built in place in this repository"
     else:
-        where = (f"imported from `--fastkafka-path` (a separate source tree built in place); this script at "
-                 f"git {tree_commit(ROOT)}")
+        script = subprocess.run(["git", "log", "-1", "--format=%h", "--", "bench/partitions.py"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip() or "?"
+        where = (f"imported from `--fastkafka-path` (a separate source tree built in place); this script as of "
+                 f"git {script}")
     if report.get("rebuilt_during_run"):
         where += "; WARNING: its compiled extensions changed during the run (a rebuild)"
     cpu = "?"
@@ -968,8 +970,8 @@ def combine(runs: list[tuple[str, str]], note: str | None = None) -> str:
         shapes += [sh for sh in pr["rows"] if sh not in shapes]
     fk, ck, fks = (" ".join(MEASUREMENTS[n]) for n in ("fk_produce", "ck_produce", "fk_send"))
     labels = [label for label, _, _ in parsed]
-    head = (["shape"] + [f"produce() / ck: {lb}" for lb in labels] + [f"send() / ck: {lb}" for lb in labels]
-            + [f"records/batch fastkafka produce() / ck: {lb}" for lb in labels])
+    head = (["shape"] + [f"produce()/ck {lb}" for lb in labels] + [f"send()/ck {lb}" for lb in labels]
+            + [f"records/batch fk/ck {lb}" for lb in labels])
     table = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for sh in shapes:
         cells = [sh]
@@ -990,8 +992,8 @@ def combine(runs: list[tuple[str, str]], note: str | None = None) -> str:
         out += [note, ""]
     out += ["Runs of `bench/partitions.py` side by side (`--combine`); each run's full text follows under its "
             "label. Ratios: fastkafka's rate over confluent-kafka's, the median of the per-round ratios (the "
-            "clients ran one after the other in every round); records/batch: medians over the rounds, "
-            "fastkafka produce() / confluent-kafka. Warm: every partition written before the timed rounds "
+            "clients ran one after the other in every round); records/batch fk/ck: medians over the rounds, "
+            "fastkafka produce() / confluent-kafka produce(). Warm: every partition written before the timed rounds "
             "(a long-lived topic); fresh: the timed records are each partition's first writes.", "",
             "## Summary", "", *table, "", "Runs:", ""]
     for label, pr, _ in parsed:

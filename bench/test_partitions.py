@@ -156,7 +156,7 @@ def test_small_run(kafka, tmp_path, mode):
         summary = table_after(combined, "| shape |")
         assert [row[0] for row in summary] == [partitions.parse_shape(s).label for s in SHAPES]
         head = _cells(next(ln for ln in combined.splitlines() if ln.startswith("| shape |")))
-        assert head[1:3] == ["produce() / ck: warm A", "produce() / ck: warm B"]
+        assert head[1:3] == ["produce()/ck warm A", "produce()/ck warm B"]
         run_summary = table_after(text, "| shape |")
         for row, run_row in zip(summary, run_summary):
             assert row[1] == row[2] == run_row[4]            # fastkafka produce() / confluent-kafka
