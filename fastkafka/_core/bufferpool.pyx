@@ -369,11 +369,10 @@ cdef class BufferPool(BufferSource):
                 self.resize_reservation(ncap, old_cap)
                 raise MemoryError(f"cannot allocate a record batch buffer of {ncap} bytes")
         memcpy(nb, old, <size_t>used)
-        self._lock_acquire()
-        if self._push_free_locked(old, old_cap):
-            old = NULL
-        self._check_locked()
-        PyThread_release_lock(self._lock)
+        # The buffer grown out of is freed, not kept: the free buffers are those batches went out
+        # with, the sizes the next batches take. Kept, these leftovers would count against the
+        # available bytes and, with the pool full, push out the batch_size buffers a busy producer
+        # reuses (each one then made anew, a page fault per 4 KiB written).
         free(old)
         buf[0] = nb
         new_cap[0] = ncap

@@ -70,7 +70,7 @@ cdef class BufferSource:
     # Grow a pooled buffer `buf[0]` of `old_cap` reserved bytes whose first `used` bytes matter to
     # at least `needed` bytes, without waiting: 1 done (buf[0] is the new buffer holding those
     # bytes, new_cap[0] its size and reservation: the source's size class for `needed`; the old
-    # buffer is the source's again), 0 refused (nothing changed: the bytes are not free at once,
+    # buffer is freed), 0 refused (nothing changed: the bytes are not free at once,
     # or threads wait for memory). GIL held; MemoryError when no buffer can be made.
     cdef int grow_buffer(self, char **buf, Py_ssize_t used, Py_ssize_t old_cap, Py_ssize_t needed,
                          Py_ssize_t *new_cap) except -1

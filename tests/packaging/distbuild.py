@@ -30,6 +30,22 @@ BUILD_TIMEOUT_S = 1800          # one wheel.sh run (a cold tooling venv, Cython,
 DIST_NAME = "fastkafka-producer"
 DIST_FILE_PREFIX = "fastkafka_producer-"
 
+# ``python -c IMPORT_AS PLATFORM MODULE``: import MODULE with sys.platform set to PLATFORM first; it
+# must raise ImportError, whose message is printed, then the fastkafka/spark_sink modules left
+# loaded (``[]``: the check ran before any compiled module).
+IMPORT_AS = r'''
+import sys
+platform, module = sys.argv[1], sys.argv[2]
+sys.platform = platform
+try:
+    __import__(module)
+except ImportError as e:
+    print(repr(str(e)))
+    print(sorted(m for m in sys.modules if m.startswith(("fastkafka", "spark_sink"))))
+else:
+    raise SystemExit(f"import {module} succeeded with sys.platform = {platform!r}")
+'''
+
 
 # ------------------------------------------------------------------------------ what is claimed
 def pyproject_text() -> str:

@@ -12,22 +12,10 @@ import tarfile
 import time
 
 import pytest
-from distbuild import REPO
+from distbuild import IMPORT_AS, REPO
 
 PLATFORMS = ["darwin", "win32", "freebsd14", "cygwin"]
 
-IMPORT_AS = r'''
-import sys
-platform, module = sys.argv[1], sys.argv[2]
-sys.platform = platform
-try:
-    __import__(module)
-except ImportError as e:
-    print(repr(str(e)))
-    print(sorted(m for m in sys.modules if m.startswith(("fastkafka", "spark_sink"))))
-else:
-    raise SystemExit(f"import {module} succeeded with sys.platform = {platform!r}")
-'''
 
 # setup.py as a build frontend runs it (``__main__``), with a patched platform.
 SETUP_AS = r'''

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from brokers import read_back, unique_name
-from distbuild import DIST_NAME, REPO, claimed_versions, project_version, require_cpython
+from distbuild import DIST_NAME, IMPORT_AS, REPO, claimed_versions, project_version, require_cpython
 
 pytestmark = pytest.mark.timeout(2400)     # the first test of a version waits for its wheel's build
 
@@ -110,22 +110,6 @@ print(json.dumps({"tls_path": tls_path, "fastkafka": fastkafka.__file__, "versio
                   "dist_version": md.version(job["dist"]), "dists": names, "compiled": compiled,
                   "spark": spark, "sent": sent, "python": sys.version}))
 '''
-
-# Runs inside the venv: a non-Linux sys.platform stops the import, before any compiled module.
-NOT_LINUX = r'''
-import sys
-platform, module = sys.argv[1], sys.argv[2]
-sys.platform = platform
-try:
-    __import__(module)
-except ImportError as e:
-    loaded = sorted(m for m in sys.modules if m.startswith(("fastkafka.", "spark_sink")))
-    print(repr(str(e)))
-    print(loaded)
-else:
-    raise SystemExit(f"import {module} succeeded with sys.platform = {platform!r}")
-'''
-
 
 def bare_env(venv: Path) -> dict:
     """The environment of pip and the code in the venv: PATH is the venv's bin alone."""
@@ -236,7 +220,7 @@ def test_installed_wheel_round_trip(version, installed, kafka_broker):
 def test_installed_wheel_refuses_other_platforms(version, platform, installed):
     venv, outside = installed(version)
     for module in ("fastkafka", "spark_sink"):
-        r = run([str(venv / "bin" / "python"), "-c", NOT_LINUX, platform, module], env=bare_env(venv),
+        r = run([str(venv / "bin" / "python"), "-c", IMPORT_AS, platform, module], env=bare_env(venv),
                 cwd=outside, timeout=120, what=f"import {module} as {platform} in the CPython {version} venv")
         message, loaded = r.stdout.strip().splitlines()[-2:]
         assert repr(platform) in message and "Linux" in message, message

@@ -170,8 +170,9 @@ def test_a_reused_buffer_carries_no_stale_bytes():
     for _ in range(20):
         acc.append("t", 0, TS0, b"k" * 40, bytes([0xAB]) * 5000, [("h", b"x" * 30)], None, 0, 0)
     drain_and_free(acc, cluster)
-    # the batch grew through the classes 8, 16, 32, 64 and 128 KiB: each buffer it left is free
-    assert pool.free_buffers == 5 and pool.free_bytes == (8 + 16 + 32 + 64 + 128) * 1024
+    # the batch grew through the classes 8, 16, 32, 64 and 128 KiB: the buffers it outgrew were
+    # freed, the one it went out with is kept
+    assert pool.free_buffers == 1 and pool.free_bytes == 128 * 1024
     assert pool.buffers_reused == 0
     new = [(TS0 + i, None if i % 2 else b"key", b"v%d" % i, None) for i in range(50)]
     for ts, k, v, h in new:
@@ -251,9 +252,9 @@ def test_a_batch_that_does_not_compress_grows_from_the_pool_or_goes_out_uncompre
     b.complete(0, -1, None)
     acc.deallocate(b)
     assert pool.held_bytes == 0
-    # the 4096-byte buffer is kept either way: left by the growth (into a buffer of the odd size
-    # the compressed batch needed, which is freed), or the batch's own
-    assert pool.free_bytes == 4096 and pool.free_buffers == 1
+    # a grown buffer of an odd size (what the compressed batch needed) is not kept, nor the one it
+    # outgrew; without room the batch kept its 4096-byte buffer, which is
+    assert pool.free_bytes == (0 if room else 4096)
     acc.close()
 
 
@@ -424,7 +425,7 @@ def test_a_batch_grows_through_the_classes_and_keeps_every_record_in_order():
     [batch] = acc.queued("t", 0)
     assert batch.record_count == 60 and batch.builder.capacity == 64 * 1024
     assert pool.held_bytes == 64 * 1024
-    assert pool.free_bytes == (4 + 8 + 16 + 32) * 1024            # the buffers it outgrew
+    assert pool.free_bytes == 0                                   # the buffers it outgrew: freed
     [b] = acc.drain(cluster, [1], 1 << 30, 0)[1]
     b.builder.stamp(-1, -1, -1)
     assert bytes(b.builder.buffer()) == ref.encode_batch(
