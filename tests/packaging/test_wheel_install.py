@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,11 @@ VERSIONS = claimed_versions()
 PARTITIONS = 3
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PIP_TIMEOUT_S = 900
+
+
+# Recent timestamps: the broker deletes records older than its retention (7 days) at its next
+# retention check, even from the active segment, so a fixed date years back would race that check.
+T0 = int(time.time() * 1000) - 60_000
 
 
 def records() -> list[dict]:
@@ -46,7 +52,7 @@ def records() -> list[dict]:
         headers = [] if i % 4 == 0 else [("trace", b"t-%d" % i), ("n\u00e9", b"\xe2\x82\xac"),
                                          ("trace", b"again"), ("empty", None)][: 1 + i % 4]
         out.append({"key": key, "value": value, "headers": headers, "partition": i % PARTITIONS,
-                    "timestamp_ms": 1_700_000_000_000 + i, "codec": CODECS[i % len(CODECS)]})
+                    "timestamp_ms": T0 + i, "codec": CODECS[i % len(CODECS)]})
     return out
 
 
