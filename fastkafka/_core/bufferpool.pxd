@@ -61,6 +61,7 @@ cdef class BufferPool(BufferSource):
     # The buffer size for a batch that needs `need` bytes: the smallest class that holds them, or
     # `need` itself beyond batch_size.
     cdef int64_t class_for_c(self, int64_t need) noexcept
+    cdef Py_ssize_t _class_at_least(self, int64_t size) noexcept
     cdef Py_ssize_t _class_index(self, int64_t size) noexcept
     cdef char *_pop_free_locked(self, Py_ssize_t k) noexcept
     cdef bint _push_free_locked(self, char *buf, int64_t cap) noexcept
@@ -75,7 +76,7 @@ cdef class BufferPool(BufferSource):
     # try_allocate() of the bytes for a batch buffer, in one lock round: 1 (and *buf as above)
     # or 0 (nothing taken).
     cdef int try_take_c(self, int64_t size, char **buf) except -1
-    cdef char *_reserve_locked(self, int64_t size, bint for_buffer) noexcept
+    cdef char *_reserve_locked(self, int64_t size, int64_t buffer_of) noexcept
     cdef void _check_locked(self) noexcept
     cdef void _free_all_locked(self) noexcept
     cpdef bint try_allocate(self, int64_t size) except -1

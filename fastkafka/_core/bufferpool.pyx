@@ -170,22 +170,23 @@ cdef class BufferPool(BufferSource):
             if w.size > self._available:
                 break
             self._waiters.popleft()
-            w.buf = self._reserve_locked(w.size, w.for_buffer)
+            w.buf = self._reserve_locked(w.size, w.size if w.for_buffer else 0)
             w.granted = True
             PyThread_release_lock(w.sem)
         return 0
 
-    cdef char *_reserve_locked(self, int64_t size, bint for_buffer) noexcept:
-        """Take ``size`` bytes of the available ones (the caller checked they are); for a buffer,
-        hand over a free one of that size if there is one. Free buffers the available bytes no
-        longer cover are freed. Lock held."""
+    cdef char *_reserve_locked(self, int64_t size, int64_t buffer_of) noexcept:
+        """Take ``size`` bytes of the available ones (the caller checked they are); with
+        ``buffer_of`` > 0 they are for a batch buffer of that many bytes (a new one: ``size``; a
+        grown one: more than ``size``), and a free buffer of that size is handed over if there is
+        one. Free buffers the available bytes no longer cover are freed. Lock held."""
         global _held_bytes
         cdef char *b = NULL
         self._available -= size
         _held_bytes += size
-        if for_buffer:
+        if buffer_of > 0:
             self.held_bytes += size
-            b = self._pop_free_locked(self._class_index(size))
+            b = self._pop_free_locked(self._class_index(buffer_of))
             if b != NULL:
                 self.buffers_reused += 1
             else:
@@ -194,22 +195,21 @@ cdef class BufferPool(BufferSource):
         self._check_locked()
         return b
 
+    cdef Py_ssize_t _class_at_least(self, int64_t size) noexcept:
+        """The index of the smallest class of at least ``size`` bytes (_nclasses: none)."""
+        cdef Py_ssize_t k = 0
+        while k < self._nclasses and self._class_size[k] < size:
+            k += 1
+        return k
+
     cdef Py_ssize_t _class_index(self, int64_t size) noexcept:
         """The index of the class of exactly ``size`` bytes, or -1."""
-        cdef Py_ssize_t k
-        for k in range(self._nclasses):
-            if self._class_size[k] == size:
-                return k
-            if self._class_size[k] > size:
-                break
-        return -1
+        cdef Py_ssize_t k = self._class_at_least(size)
+        return k if k < self._nclasses and self._class_size[k] == size else -1
 
     cdef int64_t class_for_c(self, int64_t need) noexcept:
-        cdef Py_ssize_t k
-        for k in range(self._nclasses):
-            if self._class_size[k] >= need:
-                return self._class_size[k]
-        return need
+        cdef Py_ssize_t k = self._class_at_least(need)
+        return self._class_size[k] if k < self._nclasses else need
 
     def class_for(self, int64_t need):
         """class_for(need) -> int: the buffer size a batch needing ``need`` bytes is given."""
@@ -307,7 +307,7 @@ cdef class BufferPool(BufferSource):
         cdef int ok = 0
         self._lock_acquire()
         if not self._closed and not self._waiters and self._available >= size:
-            self._reserve_locked(size, False)
+            self._reserve_locked(size, 0)
             self.held_bytes += size
             self._check_locked()
             ok = 1
@@ -322,7 +322,7 @@ cdef class BufferPool(BufferSource):
             # no turn taken behind waiting threads: this is the I/O thread splitting a batch it
             # holds, whose pieces, once sent, are what frees memory for them
             if not self._closed and self._available >= new - old:
-                self._reserve_locked(new - old, False)
+                self._reserve_locked(new - old, 0)
                 self.held_bytes += new - old
                 self._check_locked()
             else:
@@ -342,7 +342,6 @@ cdef class BufferPool(BufferSource):
 
     cdef int grow_buffer(self, char **buf, Py_ssize_t used, Py_ssize_t old_cap, Py_ssize_t needed,
                          Py_ssize_t *new_cap) except -1:
-        global _held_bytes
         cdef int64_t ncap = self.class_for_c(needed), more
         cdef char *nb
         cdef char *old = buf[0]
@@ -352,16 +351,7 @@ cdef class BufferPool(BufferSource):
         if self._closed or self._waiters or self._available < more:
             PyThread_release_lock(self._lock)
             return 0
-        self._available -= more
-        _held_bytes += more
-        self.held_bytes += more
-        nb = self._pop_free_locked(self._class_index(ncap))
-        if nb != NULL:
-            self.buffers_reused += 1
-        else:
-            self.buffers_made += 1
-        self._trim_locked()
-        self._check_locked()
+        nb = self._reserve_locked(more, ncap)
         PyThread_release_lock(self._lock)
         if nb == NULL:
             nb = <char *>malloc(<size_t>ncap)
@@ -382,7 +372,7 @@ cdef class BufferPool(BufferSource):
         cdef int ok = 0
         self._lock_acquire()
         if not self._closed and not self._waiters and self._available >= size:
-            buf[0] = self._reserve_locked(size, True)
+            buf[0] = self._reserve_locked(size, size)
             ok = 1
         PyThread_release_lock(self._lock)
         return ok
@@ -395,7 +385,7 @@ cdef class BufferPool(BufferSource):
         cdef bint ok = False
         self._lock_acquire()
         if not self._closed and not self._waiters and self._available >= size:
-            self._reserve_locked(size, False)
+            self._reserve_locked(size, 0)
             ok = True
         PyThread_release_lock(self._lock)
         return ok
@@ -422,7 +412,7 @@ cdef class BufferPool(BufferSource):
             PyThread_release_lock(self._lock)
             raise ProducerClosedError("the producer is closed: no memory can be allocated")
         if not self._waiters and self._available >= size:
-            b = self._reserve_locked(size, for_buffer)
+            b = self._reserve_locked(size, size if for_buffer else 0)
             PyThread_release_lock(self._lock)
             if buf != NULL:
                 buf[0] = b
