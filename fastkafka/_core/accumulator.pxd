@@ -33,7 +33,7 @@ cdef struct QueueState:
     bint muted
     bint txn_added                   # transactional: added to the current transaction
     int32_t partition
-    int32_t leader                   # leader node id, -1 unknown (refreshed by ready()/drain())
+    int32_t leader                   # leader node id, -1 unknown (kept by RecordAccumulator._sync_leaders)
     const char *topic                # the topic as UTF-8 (the _PartitionQueue keeps the bytes)
     int64_t last_batch_len           # bytes the last drained batch held (sizes the next buffer)
     Py_ssize_t topic_len
@@ -45,6 +45,13 @@ cdef struct QueueState:
     int32_t last_acked_end
     int64_t last_acked_offset
     int32_t rewrite_epoch
+    # the list of partitions with queued batches (AccState.act_head), in drain order: a partition
+    # joins at the tail when a batch is queued, goes back to the tail when its head is drained and
+    # leaves when found empty (lock held)
+    QueueState *act_prev
+    QueueState *act_next
+    bint active
+    PyObject *owner                  # the _PartitionQueue holding this state (borrowed)
 
 
 # The idempotent producer's id and epoch (IdempotenceState); the I/O thread's only.
@@ -71,10 +78,12 @@ cdef struct AccState:
     pthread_mutex_t lock             # initialised when lock_ready (see fastkafka._core.mutex)
     bint lock_ready
     IdemState *idem                  # NULL without idempotence (set by IdempotenceState)
-    Py_ssize_t express_start         # round-robin start of drain_express_c over ``queues``
+    QueueState *act_head             # the partitions with queued batches (QueueState.act_*)
+    QueueState *act_tail
+    Py_ssize_t nactive
 
 
-# One batch drain_express_c took out: the batch (the queue's owned reference, moved here: the
+# One batch drain_c took out: the batch (the queue's owned reference, moved here: the
 # consumer owns it), its BatchState, its partition's QueueState, the node it goes to.
 cdef struct ExpressBatch:
     PyObject *batch
@@ -177,7 +186,8 @@ cdef class RecordAccumulator:
     cdef _TopicState _last_topic     # the one _topic_locked returned last
     cdef list _queues                # every _PartitionQueue
     cdef set _incomplete
-    cdef dict _drain_index           # node -> int
+    cdef object _leaders_of          # the cluster QueueState.leader was read from
+    cdef Py_ssize_t _nresolved       # _queues[:_nresolved] have had their leader looked up
     cdef list _failed                # (batch, error): drained, not closable; see take_failed
     cdef StickyPartitioner _sticky
 
@@ -188,6 +198,8 @@ cdef class RecordAccumulator:
     cdef _PartitionQueue _find_locked(self, str topic, int32_t partition)
     # The partition's QueueState (made if need be), taking the lock.
     cdef QueueState *qstate(self, str topic, int32_t partition) except NULL
+    # QueueState.leader of every partition (``cluster`` not the last one) or of the new ones.
+    cdef int _sync_leaders(self, cluster) except -1
     # A new batch whose builder takes over `reserved` bytes of the buffer pool and `buf` (a free
     # buffer of that size from the pool, or NULL), giving them back on failure.
     cdef ProducerBatch _new_batch(self, _PartitionQueue pq, int64_t now_ms, int64_t reserved,
@@ -210,41 +222,47 @@ cdef class RecordAccumulator:
 # partition must be muted (a stale resend, or no batch of the partition acknowledged under this
 # epoch yet: IdempotenceState.awaiting_first_ack), 0 when not, -1 when it cannot stamp (no builder,
 # or not closed; nothing changed). Mutes nothing itself: the caller sets q.muted under the
-# accumulator lock (drain_express_c does, holding it). Takes no lock.
+# accumulator lock (drain_c does, holding it). Takes no lock.
 cdef int stamp_for_send_c(AccState *st, QueueState *q, BatchState *bs) noexcept nogil
 
-# The GIL-free drain: under the accumulator lock (acquired here: call WITHOUT the GIL, or with
-# nothing else able to hold that lock while waiting for the GIL), for each of ``nodes`` with
-# room > 0, in order: at most one batch per partition led by that node (QueueState.leader),
-# partitions visited round-robin over st.queues, stopping before ``max_request_size`` would be
-# exceeded (a node's first batch is always taken). Only head batches that: are sendable by the
-# ready() rule at ``now_ms`` (linger passed, full, or closing/flushing), are on their first attempt
-# and never stamped nor closed (attempts 0, not in_retry, base_sequence -1: split pieces and
-# retries are the GIL turn's), have not reached delivery_timeout_ms, belong to an unmuted partition
-# of a non-transactional accumulator, have an uncompressed builder, and only when the idempotence
-# state has a producer id and no epoch bump pending. Each is popped (the queue's owned reference
-# MOVES into ``out``, no refcount change), closed (builder_close_plain_c), stamped
-# (stamp_for_send_c), marked drained (drained_ms, full), and its partition muted when ``ordered``
-# or stamp_for_send_c says so. ``out`` gets them grouped by node in ``nodes`` order; at most
-# ``out_cap`` are taken (fewer when the output is full). Returns how many were written. Anything
-# skipped is left exactly as it was for the GIL turn.
-cdef Py_ssize_t drain_express_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
-                                int64_t max_request_size, int64_t now_ms, ExpressBatch *out,
-                                Py_ssize_t out_cap) noexcept nogil
+# What scan_c answers (the one readiness scan; ``ready``/``ready_cap`` are set by the caller).
+cdef struct Readiness:
+    int32_t *ready          # the leaders with a head batch sendable now, distinct (NULL: not wanted)
+    Py_ssize_t ready_cap
+    Py_ssize_t nready       # how many there are (more than ready_cap: only ready_cap written)
+    int64_t next_ready      # the earliest time a head not sendable now becomes sendable
+    int64_t next_nogil      # the earliest time the GIL-free drain may take a head for ``nodes``
+    int64_t next_gil        # the earliest time after ``after_ms`` only the GIL turn can act on
+    int64_t first_expiry    # the earliest delivery timeout of a head batch
+    Py_ssize_t unknown      # drainable partitions with queued batches and no known leader
 
-# The earliest time (ms, the producer's monotonic clock) at which drain_express_c would take a
-# head batch from a partition led by one of ``nodes`` (NULL: any known leader) with room > 0:
-# its linger deadline, or 0 when one may be taken now; INT64_MAX when none will be (the rest is
-# the GIL turn's: retries, compressed, transactional, expired...). Takes the accumulator lock
-# (same rule as drain_express_c).
-cdef int64_t next_send_deadline_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
-                                  int64_t now_ms) noexcept nogil
+# The one readiness scan, over the partitions with queued batches only (it drops the ones found
+# empty from that list). Takes the accumulator lock (call WITHOUT the GIL, or with nothing else
+# able to hold that lock while waiting for the GIL). A head batch is sendable by head_sendable_at_c
+# (``force``, closing or flushing: at once). Times are ms on the producer's monotonic clock,
+# INT64_MAX for none. ``next_nogil``: heads nogil_sendable_c lets go without the GIL whose leader
+# is one of ``nodes`` with room > 0 (0 when one may go now). ``next_gil``: a head the GIL-free
+# turn leaves to the GIL turn (led by none of ``nodes``, or not nogil_sendable_c) becoming
+# sendable (one sendable at once counts from its linger deadline), or any head reaching its
+# delivery timeout; what was due at ``after_ms`` is not counted (the GIL turn that ran then saw it).
+cdef void scan_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes, bint force,
+                 int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil
 
-# The earliest time after ``after_ms`` at which the queues need the GIL turn (a head batch the
-# GIL-free turn leaves to it becoming sendable, or any head batch reaching its delivery timeout);
-# INT64_MAX when none. Takes the accumulator lock (same rule as drain_express_c).
-cdef int64_t python_next_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
-                           int64_t after_ms) noexcept nogil
+# The one drain (both turns), under the accumulator lock (taken here: same rule as scan_c). For
+# each of ``nodes`` with room > 0, in order: at most one batch per partition led by that node
+# (QueueState.leader), partitions taken in the list's order (one drained goes to the tail, so the
+# next drain starts with the ones left), stopping before ``max_request_size`` would be exceeded (a
+# node's first batch is always taken). Only head batches sendable at ``now_ms`` (linger passed,
+# full, retry backoff passed, or ``force``/closing/flushing) of unmuted partitions (transactional:
+# added to the transaction) that have not reached delivery_timeout_ms. Each is popped (the queue's
+# owned reference MOVES into ``out``), marked drained (take_head_c: drained_ms, full, muted when
+# ``ordered``). ``nogil_only`` (the GIL-free turn): only what nogil_sendable_c allows, and each is
+# closed (builder_close_plain_c) and stamped (stamp_for_send_c, muting as it says) here; otherwise
+# (the GIL turn) the caller closes and stamps. ``out`` gets them grouped by node in ``nodes``
+# order, at most ``out_cap``. Returns how many were written. Anything skipped is left as it was.
+cdef Py_ssize_t drain_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
+                        int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
+                        ExpressBatch *out, Py_ssize_t out_cap) noexcept nogil
 
 # The GIL path's stamp (Sender._send_produce): stamp_for_send_c on ``batch`` (its partition's
 # QueueState looked up under the lock), muting the partition under the lock when it says so.

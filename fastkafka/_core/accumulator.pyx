@@ -15,9 +15,9 @@ C state
 -------
 What the I/O thread's GIL-free turn needs is in C memory (``accumulator.pxd``): the settings in
 ``AccState``, each partition's queue as a ring of owned batch references plus its leader, topic and
-idempotence sequence state in a ``QueueState``, each batch's fields in its ``BatchState``. The GIL
-code uses the same C rules (``queue_drainable_c``, ``head_sendable_at_c``, ``take_head_c``,
-``stamp_for_send_c``) as the GIL-free ``drain_express_c`` / ``next_send_deadline_c``.
+idempotence sequence state in a ``QueueState``, each batch's fields in its ``BatchState``. Both
+turns of the I/O thread use the one readiness scan ``scan_c`` and the one drain ``drain_c``
+(``accumulator_drain.pxi``; docs/internals.md, "One send pipeline").
 :class:`IdempotenceState` (re-exported by :mod:`fastkafka.idempotence`) keeps its partitions' state
 there.
 
@@ -416,55 +416,13 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
         set_builder(batch, None)
         raise
     q_push_back(&pq.q, batch)
+    act_join(&acc.st, &pq.q)
     acc._incomplete.add(batch)
     if acc.wakeup_pending == WAKE_NONE or (acc.wakeup_pending == WAKE_BY
                                            and batch.s.created_ms + acc.st.linger_ms < acc.wake_deadline_ms):
         acc.wakeup_pending = WAKE_BY
         acc.wake_deadline_ms = batch.s.created_ms + acc.st.linger_ms
     return batch
-
-
-# ---------------------------------------------------------------------------------------------
-# The rules on a partition's head batch, in C: the GIL turn (ready/drain) and the GIL-free turn
-# (drain_express_c, next_send_deadline_c) use the same ones. Accumulator lock held.
-# ---------------------------------------------------------------------------------------------
-
-cdef inline bint queue_drainable_c(AccState *st, QueueState *q) noexcept nogil:
-    """A batch of ``q`` may be drained: it has one, is not muted and (transactional) the partition
-    was added to the transaction."""
-    return q.count > 0 and not q.muted and not (st.transactional and not q.txn_added)
-
-
-cdef int64_t head_sendable_at_c(AccState *st, QueueState *q, bint always) noexcept nogil:
-    """When the head batch of ``q`` becomes sendable by the ready() rule: a retried batch once its
-    retry backoff has passed; a first attempt at once (INT64_MIN) when it is full, is not the only
-    batch, or ``always`` (the accumulator closing or flushing, or memory waited for), else once its
-    linger has passed. INT64_MAX for an empty queue. Muting is not looked at."""
-    cdef BatchState *h
-    cdef int64_t since
-    if q.count == 0:
-        return INT64_MAX
-    h = q_bs(q, 0)
-    since = h.last_attempt_ms if h.last_attempt_ms > h.created_ms else h.created_ms
-    if h.attempts > 0:
-        return since + st.retry_backoff_ms
-    if always or q.count > 1 or bs_full_c(h):
-        return INT64_MIN
-    return since + st.linger_ms
-
-
-cdef QEntry take_head_c(AccState *st, QueueState *q, int64_t now_ms) noexcept nogil:
-    """Drain the head of ``q`` (it has one): it leaves the queue (its owned reference moves to the
-    caller), is closed for appends, ``drained_ms`` = ``now_ms``; with ``ordered`` the partition is
-    muted."""
-    cdef QEntry e = q_pop_front(q)
-    if e.bs.bc != NULL:
-        q.last_batch_len = e.bs.bc.len
-    e.bs.full = True
-    e.bs.drained_ms = now_ms
-    if st.ordered:
-        q.muted = True
-    return e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,163 +477,7 @@ cdef inline void _idem_break(QueueState *q, BatchState *bs) noexcept nogil:
         q.rewrite_epoch = bs.producer_epoch
 
 
-# ---------------------------------------------------------------------------------------------
-# The GIL-free drain (see accumulator.pxd)
-# ---------------------------------------------------------------------------------------------
-
-cdef inline bint _idem_steady(AccState *st) noexcept nogil:
-    return st.idem == NULL or (st.idem.producer_id >= 0 and not st.idem.bump_required)
-
-
-cdef int64_t _express_head_at(AccState *st, QueueState *q, bint always, int64_t now_ms) noexcept nogil:
-    """When drain_express_c may take the head of ``q`` (INT64_MIN: now), INT64_MAX when it never
-    will (the GIL turn's). Lock held; st.transactional and the idempotence state checked by the
-    caller."""
-    cdef BatchState *h
-    cdef BuilderCore *bc
-    cdef int64_t at, expiry
-    if not queue_drainable_c(st, q) or q.leader < 0:
-        return INT64_MAX
-    h = q_bs(q, 0)
-    bc = h.bc
-    if h.attempts != 0 or h.in_retry or h.base_sequence >= 0 or bc == NULL or bc.closed \
-            or bc.compression != 0 or bc.buf == NULL:
-        return INT64_MAX
-    expiry = h.created_ms + st.delivery_timeout_ms
-    at = head_sendable_at_c(st, q, always)
-    if now_ms >= expiry or at >= expiry:
-        return INT64_MAX        # expired (or will be before it is sendable): the GIL turn fails it
-    return at
-
-
-cdef inline void _lock_nogil(AccState *st) noexcept nogil:
-    pthread_mutex_lock(&st.lock)
-
-
-cdef Py_ssize_t drain_express_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
-                                int64_t max_request_size, int64_t now_ms, ExpressBatch *out,
-                                Py_ssize_t out_cap) noexcept nogil:
-    cdef Py_ssize_t count = 0, k, j, n, start, taken
-    cdef int32_t node
-    cdef int64_t size, bsize
-    cdef bint always
-    cdef QueueState *q
-    cdef BuilderCore *bc
-    cdef QEntry e
-    cdef int mute
-    if nnodes <= 0 or out_cap <= 0:
-        return 0
-    _lock_nogil(st)
-    n = st.nqueues
-    if n == 0 or st.transactional or not _idem_steady(st):
-        pthread_mutex_unlock(&st.lock)
-        return 0
-    always = st.closed or st.flushes > 0
-    start = st.express_start % n
-    for k in range(nnodes):
-        if nodes[k].room <= 0:
-            continue
-        node = nodes[k].node_id
-        size = 0
-        taken = 0
-        for j in range(n):
-            if count == out_cap:
-                break
-            q = st.queues[(start + j) % n]
-            if q.leader != node or _express_head_at(st, q, always, now_ms) > now_ms:
-                continue
-            bc = q_bs(q, 0).bc
-            bsize = bc.len
-            if taken and size + bsize > max_request_size:
-                break
-            if builder_close_plain_c(bc) != 0:
-                continue                # cannot be closed here: left for the GIL turn
-            e = take_head_c(st, q, now_ms)
-            mute = stamp_for_send_c(st, q, e.bs)
-            if mute > 0:
-                q.muted = True
-            out[count].batch = e.batch
-            out[count].bs = e.bs
-            out[count].qs = q
-            out[count].node_id = node
-            count += 1
-            size += bc.final_len
-            taken += 1
-    st.express_start = (start + 1) % n     # rotate where the next turn starts
-    pthread_mutex_unlock(&st.lock)
-    return count
-
-
-cdef int64_t next_send_deadline_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
-                                  int64_t now_ms) noexcept nogil:
-    cdef int64_t best = INT64_MAX, at
-    cdef Py_ssize_t i, k
-    cdef bint always, led
-    cdef QueueState *q
-    _lock_nogil(st)
-    if st.transactional or not _idem_steady(st):
-        pthread_mutex_unlock(&st.lock)
-        return INT64_MAX
-    always = st.closed or st.flushes > 0
-    for i in range(st.nqueues):
-        q = st.queues[i]
-        at = _express_head_at(st, q, always, now_ms)
-        if at >= best:
-            continue
-        if nodes != NULL:
-            led = False
-            for k in range(nnodes):
-                if nodes[k].node_id == q.leader and nodes[k].room > 0:
-                    led = True
-                    break
-            if not led:
-                continue
-        best = at
-    pthread_mutex_unlock(&st.lock)
-    return best if best > 0 else 0
-
-
-cdef int64_t python_next_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
-                           int64_t after_ms) noexcept nogil:
-    """The earliest time after ``after_ms`` at which the queues need the GIL turn: a head batch the
-    GIL-free turn leaves to it (a partition led by none of ``nodes``, or a batch drain_express_c
-    does not take) becoming sendable by the ready() rule (one that is sendable at once counts from
-    its linger deadline), or any head batch reaching its delivery timeout. INT64_MAX when none.
-    What was due at ``after_ms`` already is not counted: the GIL turn that ran then saw it. Takes
-    the accumulator lock (same rule as drain_express_c)."""
-    cdef int64_t best = INT64_MAX, at
-    cdef Py_ssize_t i, k
-    cdef bint always, led, steady
-    cdef QueueState *q
-    cdef BatchState *h
-    _lock_nogil(st)
-    always = st.closed or st.flushes > 0
-    steady = not st.transactional and _idem_steady(st)
-    for i in range(st.nqueues):
-        q = st.queues[i]
-        if q.count == 0:
-            continue
-        h = q_bs(q, 0)
-        at = h.created_ms + st.delivery_timeout_ms
-        if after_ms < at < best:
-            best = at
-        if not queue_drainable_c(st, q):
-            continue                    # muted (or not in the transaction): the GIL turn unmutes it
-        led = False
-        if steady:
-            for k in range(nnodes):
-                if nodes[k].node_id == q.leader:
-                    led = True
-                    break
-        if led and _express_head_at(st, q, always, after_ms) != INT64_MAX:
-            continue                    # the GIL-free turn's
-        at = head_sendable_at_c(st, q, always)
-        if at <= after_ms:
-            at = h.created_ms + st.linger_ms
-        if after_ms < at < best:
-            best = at
-    pthread_mutex_unlock(&st.lock)
-    return best
+include "accumulator_drain.pxi"
 
 
 cdef int stamp_batch_for_send(RecordAccumulator acc, ProducerBatch batch) except -1:
@@ -732,7 +534,6 @@ cdef class RecordAccumulator:
         self._topics = {}
         self._queues = []
         self._incomplete = set()
-        self._drain_index = {}
         self._failed = []
         self._flush_threads = {}
         self._sticky = StickyPartitioner()
@@ -831,6 +632,7 @@ cdef class RecordAccumulator:
         pq.q.topic_len = len(pq.topic_utf8)
         pq.q.partition = partition
         pq.q.leader = -1
+        pq.q.owner = <PyObject *>pq
         pq.q.next_sequence = 0
         pq.q.last_acked_end = -1
         pq.q.last_acked_offset = -1
@@ -1085,127 +887,131 @@ cdef class RecordAccumulator:
 
     # -- sender side ----------------------------------------------------------------------------
 
-    def ready(self, cluster, int64_t now_ms):
-        """ready(cluster, now_ms) -> (ready_nodes: set, next_ready_check_ms: int,
-        unknown_leader_topics: set)
-
-        ``next_ready_check_ms`` is a delay: the time until the first not-yet-sendable head batch
-        becomes sendable (``NO_DEADLINE`` if none). The leaders found are kept in the partitions'
-        states (QueueState.leader) for drain_express_c."""
-        cdef list cands = []
-        cdef list leaders = []
-        cdef _PartitionQueue pq
-        cdef int64_t at, next_check = _NO_DEADLINE
-        cdef bint always
-        cdef set ready_nodes = set()
-        cdef set unknown = set()
+    cdef int _sync_leaders(self, cluster) except -1:
+        """Each partition's leader (QueueState.leader, what scan_c and drain_c go by) from
+        ``cluster.leader_for`` (-1 when unknown): every partition's when ``cluster`` is not the one
+        they were read from (metadata changed), else those of partitions made since. Calls into
+        ``cluster`` outside the lock."""
+        cdef list pqs
+        cdef list leaders
+        cdef Py_ssize_t i, n
         cdef object leader
-        cdef Py_ssize_t i
-        always = self.buffer_pool.has_waiters_c()
         self._acquire()
-        try:
-            always = always or self.st.closed or self.st.flushes > 0
-            for pq in self._queues:
-                if not queue_drainable_c(&self.st, &pq.q):
-                    continue
-                at = head_sendable_at_c(&self.st, &pq.q, always)
-                pq._sendable = now_ms >= at
-                pq._time_left = at - now_ms if at > now_ms else 0
-                cands.append(pq)
-        finally:
-            self._release()
-        for pq in cands:
-            leader = cluster.leader_for(pq.topic, pq.partition)
-            leaders.append(leader)
-            if leader is None or leader < 0:
-                unknown.add(pq.topic)
-            elif leader in ready_nodes:
-                continue
-            elif pq._sendable:
-                ready_nodes.add(leader)
-            elif pq._time_left < next_check:
-                next_check = pq._time_left
-        if cands:
-            self._acquire()
-            for i in range(len(cands)):
-                leader = leaders[i]
-                (<_PartitionQueue>cands[i]).q.leader = -1 if leader is None or leader < 0 else leader
-            self._release()
-        return ready_nodes, next_check, unknown
-
-    def refresh_leaders(self, cluster):
-        """refresh_leaders(cluster): every partition's leader (QueueState.leader, what
-        drain_express_c goes by) from ``cluster.leader_for`` (-1 when unknown). ready() and drain()
-        refresh the partitions they look at; call this after a metadata update for the others."""
-        cdef list pqs, leaders
-        cdef _PartitionQueue pq
-        cdef Py_ssize_t i
-        self._acquire()
-        pqs = list(self._queues)
+        n = len(self._queues)
+        if cluster is self._leaders_of:
+            pqs = self._queues[self._nresolved:n] if self._nresolved < n else None
+        else:
+            pqs = self._queues[:n]
         self._release()
-        leaders = [cluster.leader_for(pq.topic, pq.partition) for pq in pqs]
+        if pqs is None:
+            return 0
+        leaders = [cluster.leader_for((<_PartitionQueue>pq).topic, (<_PartitionQueue>pq).partition)
+                   for pq in pqs]
         self._acquire()
         for i in range(len(pqs)):
             leader = leaders[i]
             (<_PartitionQueue>pqs[i]).q.leader = -1 if leader is None or leader < 0 else leader
+        self._leaders_of = cluster
+        self._nresolved = n
         self._release()
+        return 0
+
+    def ready(self, cluster, int64_t now_ms):
+        """ready(cluster, now_ms) -> (ready_nodes: set, next_ready_check_ms: int,
+        unknown_leader_topics: set)
+
+        scan_c for the GIL turn: the leaders with a sendable head batch; ``next_ready_check_ms`` is
+        a delay, the time until the first not-yet-sendable head batch becomes sendable
+        (``NO_DEADLINE`` if none); the topics of partitions with batches and no known leader."""
+        cdef Readiness r
+        cdef int32_t small[16]
+        cdef int32_t *buf = small
+        cdef Py_ssize_t cap = 16, i
+        cdef bint force = self.buffer_pool.has_waiters_c()
+        cdef set unknown = set()
+        cdef QueueState *q
+        self._sync_leaders(cluster)
+        try:
+            while True:
+                r.ready = buf
+                r.ready_cap = cap
+                with nogil:
+                    scan_c(&self.st, NULL, 0, force, now_ms, now_ms, &r)
+                if r.nready <= cap:
+                    break
+                if buf != small:
+                    PyMem_RawFree(buf)
+                cap = r.nready * 2
+                buf = <int32_t *>PyMem_RawMalloc(cap * sizeof(int32_t))
+                if buf == NULL:
+                    raise MemoryError()
+            ready_nodes = {buf[i] for i in range(r.nready)}
+        finally:
+            if buf != small:
+                PyMem_RawFree(buf)
+        if r.unknown:
+            self._acquire()
+            q = self.st.act_head
+            while q != NULL:
+                if q.leader < 0 and queue_drainable_c(&self.st, q):
+                    unknown.add((<_PartitionQueue>q.owner).topic)
+                q = q.act_next
+            self._release()
+        return (ready_nodes, r.next_ready - now_ms if r.next_ready != INT64_MAX else _NO_DEADLINE,
+                unknown)
+
+    def refresh_leaders(self, cluster):
+        """refresh_leaders(cluster): every partition's leader (QueueState.leader) from
+        ``cluster.leader_for`` (-1 when unknown). ready() and drain() do it when given another
+        cluster than the last one."""
+        self._leaders_of = None
+        self._sync_leaders(cluster)
 
     def drain(self, cluster, nodes, int64_t max_request_size, int64_t now_ms):
         """drain(cluster, nodes, max_request_size, now_ms) -> dict[node, list[ProducerBatch]]
 
-        Per node: at most one batch per partition, partitions visited round-robin from where the
-        previous drain of that node stopped, stopping before ``max_request_size`` would be
-        exceeded (a first batch is always taken). Drained batches are closed (compressed)
-        outside the lock; with ``ordered`` their partitions are muted."""
+        drain_c for the GIL turn: per node, at most one sendable batch per partition it leads, the
+        partitions drained least recently first, stopping before ``max_request_size`` would be
+        exceeded (a first batch is always taken). Drained batches are closed (compressed) outside
+        the lock; with ``ordered`` their partitions are muted."""
         cdef dict result = {}
-        cdef list parts, out, closed_ok
-        cdef Py_ssize_t n, start, idx, k
-        cdef int64_t size, bsize
-        cdef _PartitionQueue pq
+        cdef list closed_ok
+        cdef Py_ssize_t nn = len(nodes), i, got, cap
+        cdef ExpressNode *ns
+        cdef ExpressBatch *out
         cdef ProducerBatch first
-        cdef BatchState *h
-        cdef QEntry qe
-        cdef object tp
+        cdef bint force = self.buffer_pool.has_waiters_c()
         for node in nodes:
-            parts = list(cluster.partitions_for_node(node))
-            n = len(parts)
-            out = []
-            if n == 0:
-                result[node] = out
-                continue
-            start = self._drain_index.get(node, 0) % n
-            idx = start
-            size = 0
-            self._acquire()
-            try:
-                for k in range(n):
-                    tp = parts[idx]
-                    idx = (idx + 1) % n
-                    pq = self._find_locked(tp[0], tp[1])
-                    if pq is None:
-                        continue
-                    pq.q.leader = node
-                    if not queue_drainable_c(&self.st, &pq.q):
-                        continue
-                    h = q_bs(&pq.q, 0)
-                    if h.attempts > 0 and now_ms - h.last_attempt_ms < self.st.retry_backoff_ms:
-                        continue
-                    bsize = (<ProducerBatch>q_get(&pq.q, 0)).builder.estimated_size_c()
-                    if out and size + bsize > max_request_size:
-                        idx = (idx + n - 1) % n     # start with this one next time
-                        break
-                    qe = take_head_c(&self.st, &pq.q, now_ms)
-                    size += bsize
-                    out.append(<object>qe.batch)
-                    Py_XDECREF(qe.batch)             # the queue's reference moved into ``out``
-                else:
-                    idx = (start + 1) % n           # full round: rotate the start
-                self._drain_index[node] = idx
-            finally:
-                self._release()
-            # compress outside the lock (the codec releases the GIL)
+            result[node] = []
+        if nn == 0:
+            return result
+        self._sync_leaders(cluster)
+        self._acquire()
+        cap = self.st.nactive
+        self._release()
+        if cap <= 0:
+            return result
+        ns = <ExpressNode *>PyMem_RawMalloc(nn * sizeof(ExpressNode))
+        out = <ExpressBatch *>PyMem_RawMalloc(cap * sizeof(ExpressBatch))
+        try:
+            if ns == NULL or out == NULL:
+                raise MemoryError()
+            i = 0
+            for node in nodes:
+                ns[i].node_id = node
+                ns[i].room = 1
+                i += 1
+            with nogil:
+                got = drain_c(&self.st, ns, nn, max_request_size, force, False, now_ms, out, cap)
+            for i in range(got):
+                (<list>result[out[i].node_id]).append(express_take_batch(&out[i]))
+        finally:
+            PyMem_RawFree(ns)
+            PyMem_RawFree(out)
+        # compress outside the lock (the codec releases the GIL)
+        for node in result:
             closed_ok = []
-            for first in out:
+            for first in result[node]:
                 try:
                     first.builder.close()
                 except Exception as e:
@@ -1228,6 +1034,7 @@ cdef class RecordAccumulator:
             batch.s.last_attempt_ms = now_ms
             batch.s.in_retry = True
             q_insert(&pq.q, _retry_position(&pq.q, batch.s.base_sequence), batch)
+            act_join(&self.st, &pq.q)
         finally:
             self._release()
 
@@ -1341,6 +1148,7 @@ cdef class RecordAccumulator:
             j = _retry_position(&pq.q, batch.s.base_sequence)
             for c in pieces:
                 q_insert(&pq.q, j, c)
+                act_join(&self.st, &pq.q)
                 j += 1
                 c.reserved = c.builder.c.cap
                 self._incomplete.add(c)
@@ -1421,27 +1229,27 @@ cdef class RecordAccumulator:
         ``created_ms + delivery_timeout_ms <= now_ms``; the caller completes them with
         ``DeliveryTimeoutError`` and deallocates them."""
         cdef list out = []
-        cdef _PartitionQueue pq
+        cdef QueueState *q
         cdef BatchState *bs
         cdef PyObject *o
         cdef Py_ssize_t i, nb
         self._acquire()
         try:
-            for pq in self._queues:
-                nb = q_len(&pq.q)
-                if not nb:
-                    continue
+            q = self.st.act_head       # only partitions with queued batches
+            while q != NULL:
+                nb = q_len(q)
                 i = 0
                 while i < nb:
-                    bs = q_bs(&pq.q, i)
+                    bs = q_bs(q, i)
                     if bs.created_ms + self.st.delivery_timeout_ms <= now_ms:
                         bs.full = True
-                        o = q_remove(&pq.q, i)
+                        o = q_remove(q, i)
                         out.append(<object>o)
                         Py_XDECREF(o)           # the queue's reference moved into ``out``
                         nb -= 1
                     else:
                         i += 1
+                q = q.act_next
         finally:
             self._release()
         return out
@@ -1537,15 +1345,13 @@ cdef class RecordAccumulator:
         return left
 
     def has_undrained(self):
-        cdef _PartitionQueue pq
+        cdef QueueState *q
         self._acquire()
-        try:
-            for pq in self._queues:
-                if q_len(&pq.q):
-                    return True
-            return False
-        finally:
-            self._release()
+        q = self.st.act_head
+        while q != NULL and q.count == 0:
+            q = q.act_next
+        self._release()
+        return q != NULL
 
     def has_incomplete(self):
         return len(self._incomplete) > 0
@@ -1851,15 +1657,16 @@ cdef class IdempotenceState:
 
 def _drain_express_for_test(RecordAccumulator acc, nodes, int64_t max_request_size,
                             int64_t now_ms, Py_ssize_t out_cap=64):
-    """FOR TESTS ONLY: run drain_express_c (without the GIL) for ``nodes`` (a list of
-    (node_id, room)) and return its output as a list of (node_id, batch); the batches' owned
-    references move into the list. Also returns next_send_deadline_c for the same nodes before
+    """FOR TESTS ONLY: run drain_c in its GIL-free mode (without the GIL) for ``nodes`` (a list
+    of (node_id, room)) and return its output as a list of (node_id, batch); the batches' owned
+    references move into the list. Also returns scan_c's ``next_nogil`` for the same nodes before
     the drain: ``(deadline, [(node_id, batch), ...])``."""
     cdef Py_ssize_t n = len(nodes), i, got
     cdef ExpressNode *ns = <ExpressNode *>PyMem_RawMalloc((n if n else 1) * sizeof(ExpressNode))
     cdef ExpressBatch *out = <ExpressBatch *>PyMem_RawMalloc((out_cap if out_cap > 0 else 1)
                                                              * sizeof(ExpressBatch))
     cdef int64_t deadline
+    cdef Readiness r
     cdef list res = []
     if ns == NULL or out == NULL:
         PyMem_RawFree(ns)
@@ -1869,9 +1676,12 @@ def _drain_express_for_test(RecordAccumulator acc, nodes, int64_t max_request_si
         for i in range(n):
             ns[i].node_id = nodes[i][0]
             ns[i].room = nodes[i][1]
+        r.ready = NULL
+        r.ready_cap = 0
         with nogil:
-            deadline = next_send_deadline_c(&acc.st, ns, n, now_ms)
-            got = drain_express_c(&acc.st, ns, n, max_request_size, now_ms, out, out_cap)
+            scan_c(&acc.st, ns, n, False, now_ms, now_ms, &r)
+            got = drain_c(&acc.st, ns, n, max_request_size, False, True, now_ms, out, out_cap)
+        deadline = r.next_nogil
         for i in range(got):
             res.append((out[i].node_id, express_take_batch(&out[i])))
     finally:

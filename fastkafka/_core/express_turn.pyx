@@ -10,7 +10,7 @@ a full batch's express wake-up, it
 
 1. works out which brokers may take a Produce request now (READY plaintext connections with room,
    not throttled, no re-authentication due — the table the GIL turn left, re-read live);
-2. drains the sendable head batches led by them (``drain_express_c``: the accumulator's lock is a
+2. drains the sendable head batches led by them (``drain_c`` in its GIL-free mode: the accumulator's lock is a
    plain lock; batches move by pointer, their references untouched), closes, sequences and stamps
    them (CRC-32C) — the same C functions the GIL turn uses;
 3. encodes the request around the batches (``encode_produce_c``: the glue in one malloc'd buffer,
@@ -43,9 +43,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, INT64_MAX
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
-from fastkafka._core.accumulator cimport (AccState, ExpressBatch, QueueState, RecordAccumulator,
-                                          drain_express_c, express_take_batch,
-                                          next_send_deadline_c, python_next_c)
+from fastkafka._core.accumulator cimport (AccState, ExpressBatch, QueueState, Readiness,
+                                          RecordAccumulator, drain_c, express_take_batch, scan_c)
 from fastkafka._core.batch cimport BatchState
 from fastkafka._core.clock cimport monotonic_ms
 from fastkafka._core.connection cimport (READY, ConnCore, Connection, ExpressEntry, be32_c,
@@ -246,6 +245,9 @@ cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
     cdef int64_t xnext, pnext, until
     cdef int rounds
     cdef bint gil = False
+    cdef Readiness r
+    r.ready = NULL
+    r.ready_cap = 0
     for i in range(nev):
         got = -1
         if evs[i].events == EPOLLIN:
@@ -259,12 +261,14 @@ cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
         return 1
     # A deadline only the GIL turn can act on, passed since it ran: it runs now, and drains what
     # is due here with it (one request, as without the GIL-free turn).
-    pnext = python_next_c(x.acc, x.nodes, x.nnodes, x.gil_now)
+    _rooms(x, now)
+    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_now, &r)
+    pnext = r.next_gil
     if pnext <= now:
         return 1
     for rounds in range(16):
         _rooms(x, now)
-        n = drain_express_c(x.acc, x.nodes, x.nnodes, x.max_request_size, now, x.out, OUT_CAP)
+        n = drain_c(x.acc, x.nodes, x.nnodes, x.max_request_size, False, True, now, x.out, OUT_CAP)
         if n <= 0:
             break
         i = 0
@@ -279,7 +283,8 @@ cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
     if gil:
         return 1
     _rooms(x, now)
-    xnext = next_send_deadline_c(x.acc, x.nodes, x.nnodes, now)
+    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_now, &r)
+    xnext = r.next_nogil
     if xnext <= now:
         return 1                         # could not take it (the turn's output was full)
     until = x.python_until

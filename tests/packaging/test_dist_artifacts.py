@@ -42,7 +42,7 @@ def test_sdist_has_the_build_sources_and_no_generated_files(dist):
     names = set(sdist_names(dist.get_sdist()))
     needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "MANIFEST.in",
               "fastkafka/_wire/crc32c_impl.c", "fastkafka/_wire/crc32c_impl.h", "fastkafka/py.typed"}
-    needed |= _sources("*.py", "*.pyx", "*.pxd", "*.pyi", "*.h", "*.xml")
+    needed |= _sources("*.py", "*.pyx", "*.pxd", "*.pxi", "*.pyi", "*.h", "*.xml")
     assert needed - names == set(), "missing from the sdist"
     assert {"fastkafka/_core/sendpath.pyx", "fastkafka/_core/mutex.pxd"} <= names
     generated = sorted(n for n in names if n.endswith((".so", ".o", ".pyc", ".pyd", ".html"))

@@ -220,15 +220,23 @@ def test_drain_respects_max_request_size_and_rotates():
     assert all(b.builder.is_closed and b.drained_ms == 0 for b in first + everything)
 
 
-def test_drain_full_rounds_rotate_start_so_no_partition_is_always_first():
+def test_drain_takes_the_partitions_drained_least_recently_first():
+    # A request with room for one batch: the partitions take turns while they all have batches,
+    # and one that had nothing and gets a batch waits behind those drained before it.
     acc = make(linger=0)
-    cluster = Cluster({("t", p): 1 for p in range(3)})
-    firsts = []
-    for _ in range(3):
-        for p in range(3):
-            add(acc, partition=p)
-        firsts.append(acc.drain(cluster, [1], 1 << 30, 0)[1][0].partition)
-    assert sorted(firsts) == [0, 1, 2]
+    cluster = Cluster({("t", p): 1 for p in range(4)})
+    for p in range(3):
+        for _ in range(3):
+            add(acc, partition=p, value=b"x" * 900)        # one record per batch
+    order = [acc.drain(cluster, [1], 1, 0)[1][0].partition for _ in range(4)]
+    assert order == [0, 1, 2, 0]
+    add(acc, partition=3, value=b"x" * 900)
+    order = [acc.drain(cluster, [1], 1, 0)[1][0].partition for _ in range(4)]
+    assert order == [1, 2, 0, 3]
+    # a full round takes every partition once, and the next round starts again with the oldest
+    for p in range(4):
+        add(acc, partition=p, value=b"x" * 900)
+    assert sorted(b.partition for b in acc.drain(cluster, [1], 1 << 30, 0)[1]) == [0, 1, 2, 3]
 
 
 def test_drain_groups_by_node_and_closes_with_compression():
@@ -318,11 +326,11 @@ def test_reenqueue_keeps_sequence_order():
 # ---- expiry / completion -----------------------------------------------------------------------------
 
 def test_expired_batches_only_queued_and_at_deadline():
-    acc = make(linger=10_000)
+    acc = make(linger=0)
     cluster = Cluster({("t", 0): 1, ("t", 1): 1})
     add(acc, partition=0, now=0)
     add(acc, partition=1, now=500)
-    inflight = acc.drain(cluster, [1], 1 << 20, 0)[1]    # both partitions drained
+    inflight = acc.drain(cluster, [1], 1 << 20, 500)[1]  # both partitions drained
     assert len(inflight) == 2
     add(acc, partition=0, now=100)
     add(acc, partition=1, now=600)
