@@ -228,6 +228,12 @@ class Metadata:
         self.last_successful_refresh_ms = 0
         self.need_update = True
         self.topics: dict[str, None] = {}
+        # Topics tracked since the last Metadata request was built (a refresh for them is due at
+        # once, not after the backoff: each first send to a new topic would otherwise wait for
+        # it), and the topics that request asked for.
+        self._fresh_topics = 0
+        self._asked: frozenset = frozenset()
+        self._failing = False             # the last refresh failed (the backoff holds for all)
         self.last_error: Exception | None = None
         # A connection failure that retrying does not fix (a TLS certificate not accepted): sends
         # waiting for metadata raise it at once instead of waiting max_block_ms. Cleared by the
@@ -249,9 +255,19 @@ class Metadata:
             if topic in self.topics:
                 return False
             self.topics[topic] = None
+            self._fresh_topics += 1
             self.need_update = True
             self._set_due()
             return True
+
+    def request_topics(self) -> list:
+        """The topics a Metadata request being built asks for (every tracked topic); the sender
+        calls it as it builds the request."""
+        with self._cond:
+            self._fresh_topics = 0
+            self._asked = frozenset(self.topics)
+            self._set_due()
+            return list(self._asked)
 
     def request_update(self) -> int:
         with self._cond:
@@ -286,6 +302,8 @@ class Metadata:
         once the refresh backoff since the last attempt has passed; otherwise also not before the
         metadata is ``max_age_ms`` old."""
         at = self.last_refresh_ms + self._refresh_gap_ms
+        if self._fresh_topics and not self._failing:
+            at = self.last_refresh_ms     # a topic not asked for yet: no backoff to wait out
         if not self.need_update:
             at = max(at, self.last_successful_refresh_ms + self.max_age_ms)
         self.refresh_due.at_ms = at
@@ -297,14 +315,16 @@ class Metadata:
             self.version_cell.value = self.version
             self.last_refresh_ms = now_ms
             self.last_successful_refresh_ms = now_ms
-            # A tracked topic the broker does not know yet (being auto-created) keeps us asking.
-            self.need_update = any(
-                t not in cluster.topics or cluster.topic_error(t) != 0 or
-                any(p.leader < 0 for p in cluster.topics[t].partitions)
-                for t in self.topics)
+            # A tracked topic the broker does not know yet (being auto-created) keeps us asking;
+            # one the request did not ask for (tracked while it was under way) is asked at once.
+            lacking = [t for t in self.topics
+                       if t not in cluster.topics or cluster.topic_error(t) != 0 or
+                       any(p.leader < 0 for p in cluster.topics[t].partitions)]
+            self.need_update = bool(lacking)
             self.last_error = None
             self.fatal_error = None
-            if self.need_update:
+            self._failing = False
+            if lacking and (not self._asked or any(t in self._asked for t in lacking)):
                 self._refresh_gap_ms = max(self.refresh_backoff_ms, self.backoff.failed())
             else:
                 self.backoff.succeeded()
@@ -324,6 +344,7 @@ class Metadata:
     def failed_update(self, now_ms: int, error: Exception | None = None) -> None:
         with self._cond:
             self.last_refresh_ms = now_ms
+            self._failing = True
             self._refresh_gap_ms = max(self.refresh_backoff_ms, self.backoff.failed())
             self._set_due()
             if error is not None:

@@ -89,6 +89,3 @@ class IdempotenceState:
     def sequence_state(self, topic: str, partition: int
                        ) -> tuple[int, Optional[int], Optional[int], Optional[int]]: ...
 
-def _drain_express_for_test(acc: RecordAccumulator, nodes: Sequence[Sequence[int]],
-                            max_request_size: int, now_ms: int,
-                            out_cap: int = ...) -> tuple[int, list[tuple[int, ProducerBatch]]]: ...

@@ -428,15 +428,3 @@ cdef class ExpressTurn:
             self.x.nstranded = 0
             out = list(by_node.items())
         return out
-
-
-def _hold_gil_for_test(NetworkClient client, int ms):
-    """For tests only: busy-wait ``ms`` milliseconds holding the GIL (no Python code runs, so no
-    GIL turn of the I/O thread either), and return how many Produce requests the GIL-free turn
-    queued meanwhile (the network client's count not yet folded into its stats: only a GIL turn
-    folds it)."""
-    cdef long long before = client.st.express_requests
-    cdef int64_t end = monotonic_ms() + ms
-    while monotonic_ms() < end:
-        pass
-    return client.st.express_requests - before

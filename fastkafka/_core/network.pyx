@@ -423,63 +423,6 @@ cdef class NetworkClient:
             self.st.express_requests = self.st.express_bytes = 0
         return 0
 
-    def send_express(self, int32_t node_id, list batches, frame, int version, int64_t now):
-        """Queue and write a Produce request the way the I/O thread's GIL-free turn does
-        (``express_send_c``, see network.pxd), with the GIL: ``frame`` (bytes, or a list
-        of buffers) is the whole request, size prefix included, its correlation id (bytes 8..12)
-        overwritten with the one allocated here; it is copied into one glue buffer the connection
-        frees. The connection owns references to ``batches`` until the answer, or a failure,
-        reaches ``express_handler(node_id, batches, body, error)`` from :meth:`poll`. What the
-        socket does not take now is written by :meth:`poll`. Returns the correlation id."""
-        cdef Connection conn
-        cdef Segment seg
-        cdef char *glue
-        cdef PyObject **arr
-        cdef Py_ssize_t i, nb = len(batches)
-        cdef int32_t corr
-        cdef uint32_t u
-        cdef Py_ssize_t r
-        c = self.connections.get(node_id)
-        if c is None or (<Connection>c).st.status != READY:
-            raise NetworkError(f"node {node_id} is not ready")
-        if self.express_handler is None:
-            raise ValueError("set express_handler before sending express requests")
-        conn = <Connection>c
-        data = bytes(frame) if not isinstance(frame, (list, tuple)) else b"".join(
-            [bytes(b) for b in frame])
-        if len(data) < 12 or data[4:6] != b"\x00\x00" or int.from_bytes(data[6:8], "big") != version:
-            raise ValueError(f"not a Produce v{version} request frame")
-        glue = <char *>malloc(len(data))
-        arr = <PyObject **>malloc((nb if nb else 1) * sizeof(PyObject *))
-        if glue == NULL or arr == NULL:
-            free(glue)
-            free(arr)
-            raise MemoryError()
-        memcpy(glue, PyBytes_AS_STRING(data), len(data))
-        corr = self._next_correlation_id()
-        u = <uint32_t>corr
-        glue[8] = <char>(u >> 24)
-        glue[9] = <char>(u >> 16)
-        glue[10] = <char>(u >> 8)
-        glue[11] = <char>u
-        for i in range(nb):
-            b = batches[i]
-            Py_INCREF(b)
-            arr[i] = <PyObject *>b
-        seg.p = glue
-        seg.n = len(data)
-        r = express_send_c(&self.st, &conn.st, corr, now, <int16_t>version, arr, nb, glue, &seg, 1)
-        if r == EXPRESS_NO_MEMORY:
-            for i in range(nb):
-                Py_XDECREF(arr[i])
-            free(arr)
-            free(glue)
-            raise MemoryError()
-        # What the socket did not take (or a socket error: the write fails again and closes the
-        # connection) is left to poll(), which writes queued bytes before it waits.
-        self._fold_express_stats()
-        return corr
-
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1:
         if req.codec is None:
             frame = encode_request(req.api_key, req.version, req.correlation_id, self.client_id, body)
@@ -586,7 +529,7 @@ cdef class NetworkClient:
         if node is None:
             return self._reconnect_backoff_ms
         if self.ready_c(node, now):
-            topics = [{"name": t} for t in self.metadata.topics]
+            topics = [{"name": t} for t in self.metadata.request_topics()]
             body = {"topics": topics, "allow_auto_topic_creation": True,
                     "include_topic_authorized_operations": False}
             self._metadata_in_flight = True

@@ -173,3 +173,8 @@ cdef inline Py_ssize_t produce_glue_bound(Py_ssize_t nparts, Py_ssize_t topic_by
 # segment before each, and the glue after the last.
 cdef inline Py_ssize_t produce_segs_bound(Py_ssize_t nparts) noexcept nogil:
     return 4 * nparts + 1
+
+# parse_produce_response_c, and with ``utf8`` decode_frame's pass (strings validated as UTF-8 too).
+cdef Py_ssize_t _parse(int version, const unsigned char *data, Py_ssize_t size,
+                       ProducePartAnswer *out, Py_ssize_t out_cap, ProduceAnswerInfo *info,
+                       bint utf8) noexcept nogil

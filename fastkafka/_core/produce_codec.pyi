@@ -54,12 +54,6 @@ class ProduceCodec:
     def decode(self, version: int, frame: _Buffer) -> ProduceResult: ...
 
 # Tests only: encode_produce_c with buffers of the given sizes (see its docstring).
-def _encode_segments_for_test(version: int, correlation_id: int, client_id: bytes | None,
-                              transactional_id: bytes | None, acks: int, timeout_ms: int,
-                              parts: list[tuple[bytes, int, bytes | None, bytes | None]],
-                              glue_cap: int, segs_cap: int) -> dict[str, object]: ...
 
 # Tests only: parse_produce_response_c (validate_utf8: decode_frame's pass) over a copy of frame
 # that ends right before an unreadable page, into out_cap answers (see its docstring).
-def _parse_for_test(version: int, frame: _Buffer, out_cap: int | None = ...,
-                    validate_utf8: bool = ...) -> dict[str, object]: ...

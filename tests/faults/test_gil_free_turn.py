@@ -11,7 +11,7 @@ import time
 import pytest
 
 from faultbroker import disconnect_before_response, no_response, partition_error
-from fastkafka._core.express_turn import _hold_gil_for_test
+from fastkafka._core.testing import hold_gil
 from fastkafka.protocol import ApiKey
 
 from test_producer_faultbroker import (NOT_LEADER_OR_FOLLOWER, OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -51,7 +51,7 @@ def test_linger_deadline_met_while_the_application_holds_the_gil(fb, make_produc
     warm_up(p, "t", 1)
     fut = p.send("t", b"held")
     # 300 ms with the GIL held by this thread: the request can only have gone out without it
-    assert _hold_gil_for_test(p._client, 300) == 1
+    assert hold_gil(p._client, 300) == 1
     assert fut.get(10).offset == 1
     assert gil_free(p) >= 1
 

@@ -95,9 +95,29 @@ def test_refresh_due_readable_from_c_follows_every_change():
     m.failed_update(2000, InvalidBrokerResponseError("x"))
     assert m.refresh_due.at_ms == 2100                  # failed: backoff from the attempt
     m.update(cluster_from_response(_body([(1, "a", 9092)], [])), 3000)
-    assert m.add_topic("t") and m.refresh_due.at_ms == 3100   # a new topic asks for one
+    assert m.add_topic("t") and m.refresh_due.at_ms == 3000   # a new topic: at once, no backoff
     m.rebootstrap()
     assert m.time_to_next_update(3000) == 0
+
+
+def test_a_new_topic_is_asked_for_at_once_and_one_still_missing_backs_off():
+    # Each first send to a topic waits for its metadata: with the backoff between refreshes, 100
+    # new topics took 100 x 100 ms. A topic not yet asked for is due at once; one that was asked
+    # for and is still missing (being created) backs off exponentially.
+    m = Metadata([("h", 1)], refresh_backoff_ms=100, refresh_backoff_max_ms=1000)
+    m.backoff._rand = lambda: 0.5
+    m.update(cluster_from_response(_body([(1, "a", 9092)], [])), 1000)
+    assert m.add_topic("a") and m.time_to_next_update(1001) == 0
+    assert m.request_topics() == ["a"]                 # the request being built asks for "a"
+    assert m.add_topic("b")                            # tracked while that request is under way
+    m.update(cluster_from_response(_body([(1, "a", 9092)], [])), 1002)    # neither known yet
+    assert m.backoff.failures == 1                     # "a" was asked for: it backs off...
+    assert m.time_to_next_update(1002) == 0            # ...but "b" was not: asked for at once
+    assert sorted(m.request_topics()) == ["a", "b"]
+    m.update(cluster_from_response(_body([(1, "a", 9092)], [])), 1003)
+    assert m.backoff.failures == 2 and m.time_to_next_update(1003) == 200   # both asked, missing
+    m.failed_update(1004, InvalidBrokerResponseError("x"))
+    assert m.add_topic("c") and m.time_to_next_update(1004) > 0   # failing: the backoff holds
 
 
 def test_metadata_refresh_backs_off_while_failing():

@@ -1,6 +1,6 @@
 """The accumulator's C side of the GIL-free turn: the partition queues as C rings of owned
 references, and drain_express_c / next_send_deadline_c through their test seam
-(``_drain_express_for_test``), each skip rule shown to hold a batch back."""
+(``fastkafka._core.testing.drain_nogil``), each skip rule shown to hold a batch back."""
 from __future__ import annotations
 
 import gc
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from fastkafka._core.accumulator import (RecordAccumulator, IdempotenceState, live_resources,
-                                         _drain_express_for_test)
+from fastkafka._core.accumulator import RecordAccumulator, IdempotenceState, live_resources
+from fastkafka._core.testing import drain_nogil
 from fastkafka._core.bufferpool import BufferPool
 from fastkafka.errors import KafkaError
 
@@ -37,7 +37,7 @@ def add(acc, topic="t", partition=0, value=b"v" * 100, now=0):
 
 
 def express(acc, nodes=((1, 1),), now=LINGER, max_size=1 << 20, out_cap=64):
-    return _drain_express_for_test(acc, [list(n) for n in nodes], max_size, now, out_cap)
+    return drain_nogil(acc, [list(n) for n in nodes], max_size, now, out_cap)
 
 
 def finish(acc, batches):

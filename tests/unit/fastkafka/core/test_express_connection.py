@@ -18,6 +18,7 @@ import pytest
 from faultbroker import (FaultBroker, disconnect_before_response, no_response, rewrite_response,
                          wrong_correlation_id)
 from fastkafka._core.produce_codec import ProduceCodec, ProduceResult
+from fastkafka._core.testing import send_express
 from fastkafka._core.transport import SendQueue
 from fastkafka.cluster import Metadata
 from fastkafka.config import ProducerConfig
@@ -112,9 +113,9 @@ def test_interleaved_express_and_python_requests_reach_their_handlers_in_order(f
     b1, b2 = [Batch(1), Batch(2)], [Batch(3)]
     before = [sys.getrefcount(b) for b in b1 + b2]
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m1"))
-    c1 = client.send_express(-1, list(b1), produce_frame(version), version, client.clock())
+    c1 = send_express(client, -1, list(b1), produce_frame(version), version, client.clock())
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m2"))
-    c2 = client.send_express(-1, list(b2), produce_frame(version), version, client.clock())
+    c2 = send_express(client, -1, list(b2), produce_frame(version), version, client.clock())
     assert c2 == c1 + 2                      # one correlation counter for both kinds
     assert conn.express_count == 2 and client.in_flight_count(-1) == 4
     poll_until(client, lambda: len(rec.events) == 4)
@@ -146,9 +147,9 @@ def test_disconnect_fails_express_entries_in_order_and_leaks_nothing(fbroker, cl
     batches = [Batch(i) for i in range(3)]
     before = [sys.getrefcount(b) for b in batches]
     fbroker.script.on(ApiKey.PRODUCE, disconnect_before_response())
-    client.send_express(-1, batches[:2], produce_frame(version), version, client.clock())
+    send_express(client, -1, batches[:2], produce_frame(version), version, client.clock())
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m"))
-    client.send_express(-1, batches[2:], produce_frame(version), version, client.clock())
+    send_express(client, -1, batches[2:], produce_frame(version), version, client.clock())
     assert [sys.getrefcount(b) for b in batches] == [n + 1 for n in before]
     poll_until(client, lambda: len(rec.events) == 3)
     assert [e[0] for e in rec.events] == ["express", "python", "express"]
@@ -170,7 +171,7 @@ def test_request_timeout_fails_an_express_request(fbroker):
         c.express_handler = rec.express
         fbroker.script.on(ApiKey.PRODUCE, no_response())
         t0 = c.clock()
-        c.send_express(-1, [Batch(0)], produce_frame(version), version, t0)
+        send_express(c, -1, [Batch(0)], produce_frame(version), version, t0)
         assert conn.due(t0 + 301, 10_000, 300, 10**9) is not None     # judged by the express head
         assert conn.due(t0 + 299, 10_000, 300, 10**9) is None
         assert "ExpressRequest" in conn.oldest_request()
@@ -189,7 +190,7 @@ def test_correlation_mismatch_on_an_express_answer_fails_everything_in_flight(fb
     rec = Recorder()
     client.express_handler = rec.express
     fbroker.script.on(ApiKey.PRODUCE, wrong_correlation_id(5))
-    client.send_express(-1, [Batch(0)], produce_frame(version), version, client.clock())
+    send_express(client, -1, [Batch(0)], produce_frame(version), version, client.clock())
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m"))
     poll_until(client, lambda: len(rec.events) == 2)
     assert [e[0] for e in rec.events] == ["express", "python"]
@@ -208,7 +209,7 @@ def test_throttle_of_an_express_answer_is_accounted_as_for_any_answer(fbroker, c
 
     fbroker.script.on(ApiKey.PRODUCE, rewrite_response(throttle), times=1)
     now = client.clock()
-    client.send_express(-1, [Batch(0)], produce_frame(version), version, now)
+    send_express(client, -1, [Batch(0)], produce_frame(version), version, now)
     poll_until(client, lambda: rec.events)
     assert rec.events[0][3].throttle_time_ms == 700 and rec.events[0][4] is None
     assert client.stats["throttled_responses"] == 1 and client.stats["throttle_time_ms_total"] == 700
@@ -221,12 +222,12 @@ def test_send_express_checks_its_arguments(fbroker, client):
     conn = connect(client)
     version = conn.produce_version
     with pytest.raises(ValueError, match="express_handler"):
-        client.send_express(-1, [], produce_frame(version), version, client.clock())
+        send_express(client, -1, [], produce_frame(version), version, client.clock())
     client.express_handler = Recorder().express
     with pytest.raises(ValueError, match="Produce"):
-        client.send_express(-1, [], produce_frame(version), version - 1, client.clock())
+        send_express(client, -1, [], produce_frame(version), version - 1, client.clock())
     with pytest.raises(Exception, match="not ready"):
-        client.send_express(99, [], produce_frame(version), version, client.clock())
+        send_express(client, 99, [], produce_frame(version), version, client.clock())
     assert conn.express_count == 0 and conn.send_queue.pending_bytes == 0
 
 
@@ -283,7 +284,7 @@ def test_partial_write_finishes_later_and_the_answer_completes_it(pair):
     frame = produce_frame(VERSION, records=bytes(range(256)) * 4096)     # 1 MiB of records
     batches = [Batch(0)]
     before = sys.getrefcount(batches[0])
-    corr = c.send_express(7, batches, frame, VERSION, c.clock())
+    corr = send_express(c, 7, batches, frame, VERSION, c.clock())
     left = conn.send_queue.pending_bytes
     assert 0 < left < len(frame)           # the socket took part of it
     got = peer.recv(100000)
@@ -313,11 +314,11 @@ def test_acks_zero_request_between_express_requests_completes_once_written(pair)
     requests written by the same writev path; the answers then go to the express requests."""
     c, conn, peer, rec = pair
     conn.versions = {int(ApiKey.PRODUCE): VERSION}
-    e1 = c.send_express(7, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
+    e1 = send_express(c, 7, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
     c.send(7, ApiKey.PRODUCE, (None, 0, 30000, [(TOPIC, 0, b"z" * 64)]), c.clock(),
            rec.python("acks0"), expect_response=False, min_version=VERSION, max_version=VERSION,
            codec=CODEC)
-    e2 = c.send_express(7, [Batch(2)], produce_frame(VERSION), VERSION, c.clock())
+    e2 = send_express(c, 7, [Batch(2)], produce_frame(VERSION), VERSION, c.clock())
     assert conn.in_flight_count() == 3 and conn.unacked_writes == 1
     poll_until(c, lambda: rec.events)
     assert rec.events == [("python", "acks0", None, None)] and conn.unacked_writes == 0
@@ -333,7 +334,7 @@ def test_garbled_express_answer_closes_the_connection_and_fails_the_request(pair
     c, conn, peer, rec = pair
     batches = [Batch(0), Batch(1)]
     before = [sys.getrefcount(b) for b in batches]
-    corr = c.send_express(7, batches, produce_frame(VERSION), VERSION, c.clock())
+    corr = send_express(c, 7, batches, produce_frame(VERSION), VERSION, c.clock())
     c.poll(0)
     read_frame(peer)
     answer = produce_answer(corr)
@@ -353,7 +354,7 @@ def test_garbled_express_answer_closes_the_connection_and_fails_the_request(pair
 def test_an_answer_before_the_request_is_fully_written_is_refused(pair):
     c, conn, peer, rec = pair
     frame = produce_frame(VERSION, records=b"x" * (1 << 20))
-    corr = c.send_express(7, [Batch(0)], frame, VERSION, c.clock())
+    corr = send_express(c, 7, [Batch(0)], frame, VERSION, c.clock())
     assert conn.send_queue.pending_bytes > 0
     peer.sendall(produce_answer(corr))     # answered while its bytes still wait: a hostile peer
     poll_until(c, lambda: rec.events)
@@ -373,7 +374,7 @@ def test_connection_freed_with_express_entries_releases_the_batches():
         c.express_handler = Recorder().express
         batches = [Batch(0), Batch(1)]
         before = [sys.getrefcount(b) for b in batches]
-        c.send_express(7, batches, produce_frame(VERSION, records=b"x" * (1 << 20)), VERSION,
+        send_express(c, 7, batches, produce_frame(VERSION, records=b"x" * (1 << 20)), VERSION,
                        c.clock())
         assert [sys.getrefcount(b) for b in batches] == [n + 1 for n in before]
         q = conn.send_queue
@@ -400,8 +401,8 @@ def test_reset_returns_both_kinds_in_correlation_order():
         c.connections[3] = conn
         c.express_handler = Recorder().express
         c.send(3, ApiKey.METADATA, metadata_body(), c.clock(), lambda b, e: None)
-        e1 = c.send_express(3, [Batch(0)], produce_frame(VERSION), VERSION, c.clock())
-        e2 = c.send_express(3, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
+        e1 = send_express(c, 3, [Batch(0)], produce_frame(VERSION), VERSION, c.clock())
+        e2 = send_express(c, 3, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
         c.send(3, ApiKey.METADATA, metadata_body(), c.clock(), lambda b, e: None)
         assert conn.in_flight_count() == 4
         pending = conn.reset()
