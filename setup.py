@@ -65,7 +65,7 @@ def extensions() -> list:
             Extension(
                 name,
                 [rel.as_posix()] + EXTRA_SOURCES.get(name, []),
-                include_dirs=["fastkafka/_wire", "fastkafka/_core"],
+                include_dirs=["fastkafka/_wire", "fastkafka/protocol", "fastkafka/_net", "fastkafka/_producer"],
                 extra_compile_args=cflags + ["-Wno-unused-function"],
             )
         )

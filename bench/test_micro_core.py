@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from fastkafka._core.accumulator import BatchFuture, RecordAccumulator
-from fastkafka._core.bufferpool import BufferPool
-from fastkafka._core.partitioner import murmur2, partitions_for_keys
+from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.bufferpool import BufferPool
+from fastkafka._producer.partitioner import murmur2, partitions_for_keys
 
 KEY16 = b"0123456789abcdef"
 KEY16_MURMUR2 = 1438427052      # from the independent reference in tests/unit/fastkafka/core/test_partitioner.py

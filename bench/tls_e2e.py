@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     import confluent_kafka
     import ssl
 
-    from fastkafka._core.transport import TlsPipe
+    from fastkafka._net.transport import TlsPipe
 
     probe = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(),
                                                   server_hostname="probe")

@@ -17,11 +17,11 @@ if not _sys.platform.startswith("linux"):
         f"this platform is sys.platform == {_sys.platform!r}")
 del _sys
 
-__version__ = "0.2.0"
-
-from ._wire.records import EncodedHeaders  # noqa: E402
-from .errors import ConfigError, KafkaError, KafkaTimeoutError  # noqa: E402
-from .producer import BatchFuture, FutureRecordMetadata, Producer, RecordMetadata  # noqa: E402
+from fastkafka._version import __version__  # noqa: E402
+from fastkafka._wire.records import EncodedHeaders  # noqa: E402
+from fastkafka.errors import ConfigError, KafkaError, KafkaTimeoutError  # noqa: E402
+from fastkafka.producer import BatchFuture, FutureRecordMetadata, Producer, RecordMetadata  # noqa: E402
+from fastkafka._producer.transactions import GroupMetadata, PreparedTransaction  # noqa: E402
 
 __all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "BatchFuture", "EncodedHeaders", "KafkaError",
-           "KafkaTimeoutError", "ConfigError", "__version__"]
+           "KafkaTimeoutError", "ConfigError", "GroupMetadata", "PreparedTransaction", "__version__"]

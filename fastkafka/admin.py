@@ -22,14 +22,14 @@ import threading
 import time
 from typing import Any, Callable
 
-from .backoff import Backoff
-from .cluster import Cluster, Metadata, PartitionInfo, cluster_from_response
-from .config import ProducerConfig, canonical_name
-from .errors import (ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_class_for_code,
+from fastkafka._net.backoff import Backoff
+from fastkafka._net.cluster import Cluster, Metadata, PartitionInfo, cluster_from_response
+from fastkafka.config import ProducerConfig, canonical_name
+from fastkafka.errors import (ConfigError, KafkaError, KafkaTimeoutError, NetworkError, error_class_for_code,
                      error_for_code)
-from .network import NetworkClient, now_ms
-from .connection import State as ConnState
-from .protocol import ApiKey
+from fastkafka._net.network import NetworkClient, now_ms
+from fastkafka._net.connection import State as ConnState
+from fastkafka.protocol import ApiKey
 
 EARLIEST = -2
 LATEST = -1
@@ -460,9 +460,9 @@ class Admin:
         """Take the transactional id over (InitProducerId): any producer still using it is fenced,
         and a transaction it left open is aborted (the coordinator writes the abort markers before
         answering; CONCURRENT_TRANSACTIONS until then is retried). Returns the new
-        :class:`~fastkafka.transactions.PreparedTransaction`-like identity (producer id, epoch)
+        :class:`~fastkafka._producer.transactions.PreparedTransaction`-like identity (producer id, epoch)
         with no transaction open."""
-        from .transactions import PreparedTransaction
+        from fastkafka._producer.transactions import PreparedTransaction
 
         body = {"transactional_id": transactional_id, "transaction_timeout_ms": transaction_timeout_ms,
                 "producer_id": -1, "producer_epoch": -1}

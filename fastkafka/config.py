@@ -14,8 +14,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ._wire.compression import CODECS, LEVEL_RANGES, validate_level  # noqa: F401 (re-exported)
-from .errors import ConfigError
+from fastkafka._wire.compression import CODECS, LEVEL_RANGES, validate_level  # noqa: F401 (re-exported)
+from fastkafka.errors import ConfigError
 
 INT32_MAX = 2**31 - 1
 
@@ -79,7 +79,7 @@ _SETTINGS = [
                  "the broker's transaction.max.timeout.ms)"),
     _Setting("security_protocol", "security_protocol", "PLAINTEXT",
              doc="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
-    # TLS (security_protocol SSL / SASL_SSL): fastkafka.tls.build_context, checked at construction.
+    # TLS (security_protocol SSL / SASL_SSL): fastkafka._net.tls.build_context, checked at construction.
     _Setting("ssl_cafile", "path", None, doc="PEM file of the CA certificates that sign the brokers'"),
     _Setting("ssl_certfile", "path", None, doc="PEM file of the client certificate (mutual TLS)"),
     _Setting("ssl_keyfile", "path", None, doc="PEM file of the client certificate's private key"),
@@ -88,7 +88,7 @@ _SETTINGS = [
              doc="check that the broker's certificate names the host connected to"),
     _Setting("ssl_context", "ssl_context", None,
              doc="a ready ssl.SSLContext; wins over the other ssl_* settings"),
-    # SASL (security_protocol SASL_PLAINTEXT / SASL_SSL): fastkafka.sasl, checked at construction.
+    # SASL (security_protocol SASL_PLAINTEXT / SASL_SSL): fastkafka._net.sasl, checked at construction.
     _Setting("sasl_mechanism", "sasl_mechanism", None,
              doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
     _Setting("sasl_plain_username", "opt_str", None, doc="user name (PLAIN, SCRAM)"),
@@ -348,7 +348,7 @@ def _parse(setting: _Setting, value: Any) -> Any:
         raise ConfigError(f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
                           f"got {value!r}")
     if kind == "sasl_mechanism":
-        from .sasl import MECHANISMS
+        from fastkafka._net.sasl import MECHANISMS
 
         if value is None:
             return None
@@ -458,14 +458,14 @@ class ProducerConfig:
         self._check_tls(v)
 
     def _check_sasl(self, v: dict[str, Any]) -> None:
-        """SASL settings: consistent with security_protocol and the mechanism (fastkafka.sasl)."""
-        from .sasl import check_settings
+        """SASL settings: consistent with security_protocol and the mechanism (fastkafka._net.sasl)."""
+        from fastkafka._net.sasl import check_settings
 
         check_settings(v, self._explicit)
 
     def _check_tls(self, v: dict[str, Any]) -> None:
         """The TLS context, built once here so that a bad file is a ConfigError at construction."""
-        from .tls import TLS_PROTOCOLS, build_context
+        from fastkafka._net.tls import TLS_PROTOCOLS, build_context
 
         ssl_given = sorted(n for n in self._explicit if n.startswith("ssl_") and v[n] is not None)
         if v["security_protocol"] in TLS_PROTOCOLS:

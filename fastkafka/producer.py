@@ -20,23 +20,24 @@ import weakref
 from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Sequence
 
-from ._core.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
-from ._core.bufferpool import BufferPool
-from ._core.partitioner import partitions_for_keys
-from ._core.ioloop import handover_count, yield_to_io
-from ._core.sendpath import (MAX_PARTITION, REQUEST_OVERHEAD, ProducerCore, check_column, monotonic_ms,
-                             validate_headers, validate_timestamp)
-from .cluster import Metadata, topic_error
-from .config import ProducerConfig
-from .errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError, KafkaTimeoutError, ProducerClosedError,
-                     RecordTooLargeError, UnknownPartitionError)
-from .errors import MalformedRecordError
-from .network import NetworkClient
-from .protocol import ApiKey
-from .sender import Sender
-from .transactions import (TRANSACTION, GroupMetadata, PreparedTransaction, State as TxnState,
-                           offsets_by_topic)
-from .errors import TransactionAbortableError
+from fastkafka._producer.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
+from fastkafka._producer.bufferpool import BufferPool
+from fastkafka._producer.partitioner import partitions_for_keys
+from fastkafka._net.ioloop import handover_count, yield_to_io
+from fastkafka._net.cells import monotonic_ms
+from fastkafka._producer.sendpath import (MAX_PARTITION, REQUEST_OVERHEAD, ProducerCore, check_column,
+                                          validate_headers, validate_timestamp)
+from fastkafka._net.cluster import Metadata, topic_error
+from fastkafka.config import ProducerConfig
+from fastkafka.errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError,
+                              KafkaTimeoutError, ProducerClosedError, RecordTooLargeError, UnknownPartitionError)
+from fastkafka.errors import MalformedRecordError
+from fastkafka._net.network import NetworkClient
+from fastkafka.protocol import ApiKey
+from fastkafka._producer.sender import Sender
+from fastkafka._producer.transactions import (TRANSACTION, GroupMetadata, PreparedTransaction, State as TxnState,
+                                              offsets_by_topic)
+from fastkafka.errors import TransactionAbortableError
 
 log = logging.getLogger("fastkafka")
 
@@ -93,7 +94,7 @@ class Producer(ProducerCore):
                                      required_apis=(ApiKey.METADATA, ApiKey.PRODUCE))
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
-        # send()/produce() are compiled (fastkafka/_core/sendpath.pyx); they use this state.
+        # send()/produce() are compiled (fastkafka/_producer/sendpath.pyx); they use this state.
         self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
         self._close_lock = threading.Lock()
@@ -669,7 +670,7 @@ class Producer(ProducerCore):
         poller = self._client.poller
         m.update({
             # The I/O thread's blocking waits, and how long it took to get the GIL back after
-            # them (fastkafka/_core/ioloop.pyx); gil_handovers is process-wide.
+            # them (fastkafka/_net/ioloop.pyx); gil_handovers is process-wide.
             "io_waits": poller.waits,
             "io_gil_wait_ms_total": poller.gil_wait_ns / 1e6,
             "io_gil_wait_max_ms": poller.gil_wait_max_ns / 1e6,
@@ -677,13 +678,13 @@ class Producer(ProducerCore):
             "io_wakeups_written": poller.wakeups_written,
             "io_timers_armed": poller.timers_armed,
             # Inside those waits: GIL-free turns run, and the Produce requests they sent
-            # (fastkafka/_core/express_turn.pyx).
+            # (fastkafka/_producer/express_turn.pyx).
             "io_gil_free_turns": poller.express_turns,
             "gil_free_requests": self._sender.gil_free_requests,
             "gil_free_answers": self._sender.gil_free_answers,
             "gil_handovers": handover_count(),
         })
-        # The TLS data path of the connections made so far (fastkafka/tls.py: TlsConnection.data_path).
+        # The TLS data path of the connections made so far (fastkafka/_net/tls.py: TlsConnection.data_path).
         direct, fallback = m["net_tls_openssl_direct"], m["net_tls_ssl_module"]
         m["tls_data_path"] = ("openssl_direct" if direct and not fallback else
                               "ssl_module" if fallback and not direct else

@@ -47,7 +47,7 @@ if .venv/bin/python -m pip show -q fastkafka >/dev/null 2>&1; then
 fi
 rm -rf fastkafka.egg-info
 .venv/bin/python -m pip install -q -e ".[test]"
-.venv/bin/python -c "import fastkafka._wire.records, fastkafka._core.accumulator; print('fastkafka built:', fastkafka.__version__)" \
+.venv/bin/python -c "import fastkafka._wire.records, fastkafka._producer.accumulator; print('fastkafka built:', fastkafka.__version__)" \
   || { echo "build check failed" >&2; exit 1; }
 # Apache Kafka's broker and tools jars ($FASTKAFKA_KAFKA_VERSION, default 4.4.0); a no-op once cached.
 .venv/bin/python -m fastkafka_tools.apachekafka fetch --tools

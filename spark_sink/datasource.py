@@ -15,7 +15,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
                                     WriterCommitMessage)
 
 from fastkafka.errors import ConfigError
-from fastkafka.transactions import PreparedTransaction
+from fastkafka import PreparedTransaction
 
 from .exactly_once import TransactionCommitter
 from .options import check_schema, settings_from_options

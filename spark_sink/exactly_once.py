@@ -47,7 +47,7 @@ from typing import Iterable
 from fastkafka.admin import _ADMIN_KEYS, Admin
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import ConfigError, KafkaError
-from fastkafka.transactions import PreparedTransaction
+from fastkafka import PreparedTransaction
 
 #: How many committed micro-batches the log keeps (older files are removed).
 LOG_KEEP = 100

@@ -1,7 +1,7 @@
 """pytest plugin: every test leaves the compiled core's live resources as it found them.
 
 Registered from ``tests/conftest.py`` (``pytest_plugins``). The counters are those of
-:func:`fastkafka._core.accumulator.live_resources` (open accumulators, producer I/O threads, live
+:func:`fastkafka._producer.accumulator.live_resources` (open accumulators, producer I/O threads, live
 ProducerBatch objects, buffer pools and the bytes they hold, batch buffers, free pool buffers beyond
 buffer_memory), the uvloop habit of counting live resources and asserting them back at teardown.
 
@@ -31,7 +31,7 @@ import time
 
 import pytest
 
-from fastkafka._core.accumulator import LIVE_COUNTERS, live_resources
+from fastkafka._producer.accumulator import LIVE_COUNTERS, live_resources
 
 #: Seconds a raised counter is given to come back before the test is failed.
 SETTLE_S = 5.0

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import cramjam
 import lz4.frame
 
-from ..errors import ConfigError
+from fastkafka.errors import ConfigError
 
 __all__ = [
     "CodecSpec",

@@ -54,7 +54,7 @@ cdef class EncodedHeaders:
 
 
 # Where a pooled BatchBuilder's buffer comes from and goes back to: the producer's buffer pool
-# (fastkafka._core.bufferpool.BufferPool implements it; this module knows only this contract).
+# (fastkafka._producer.bufferpool.BufferPool implements it; this module knows only this contract).
 # A pooled builder owns `cap` bytes reserved in its source and a buffer of that size; it gives both
 # back exactly once, when it is freed (or earlier when split() hands them over to its pieces).
 cdef class BufferSource:

@@ -90,7 +90,7 @@ def buffer_counters():
 
 cdef class BufferSource:
     """The contract between a pooled ``BatchBuilder`` and the buffer pool it takes its buffer from
-    (``fastkafka._core.bufferpool.BufferPool``). This base class has no memory to give."""
+    (``fastkafka._producer.bufferpool.BufferPool``). This base class has no memory to give."""
 
     cdef void give_back(self, char *buf, Py_ssize_t cap) noexcept:
         if buf != NULL:

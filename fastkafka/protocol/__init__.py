@@ -33,10 +33,10 @@ from __future__ import annotations
 import struct
 from enum import IntEnum
 
-from ..errors import CorruptFrameError, UnsupportedVersionError
-from . import codec as _codec
-from . import messages as _messages
-from .codec import Writer, _Corrupt
+from fastkafka.errors import CorruptFrameError, UnsupportedVersionError
+from fastkafka.protocol import codec as _codec
+from fastkafka.protocol import messages as _messages
+from fastkafka.protocol.codec import Writer, _Corrupt
 
 __all__ = [
     "ApiKey", "SUPPORTED_VERSIONS", "encode_request", "decode_response", "decode_request",

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Mapping
 import uuid as _uuid
 
-from .schema import Field, MISSING, in_versions
+from fastkafka.protocol.schema import Field, MISSING, in_versions
 
 _FIXED = {
     "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d", "bool": "?",

@@ -8,9 +8,9 @@ are described with their full version ranges so a later version bump only touche
 
 from __future__ import annotations
 
-from .schema import Field as F
-from .schema import Message
-from .codec import row_type
+from fastkafka.protocol.schema import Field as F
+from fastkafka.protocol.schema import Message
+from fastkafka.protocol.codec import row_type
 
 # ------------------------------------------------------------------------------------------ Produce
 PRODUCE_REQUEST = Message("ProduceRequest", 0, "3-11", "9+", [

@@ -186,10 +186,10 @@ def many_partitions():
 def raising_handlers():
     """A step of response handling raises once at each stage (ApiVersions, Metadata, Produce answer,
     a connection's reads): the thread survives, each failure is contained, every record arrives."""
-    import fastkafka._core.network as netcore
-    import fastkafka.cluster as cluster_mod
-    import fastkafka.network as network
-    import fastkafka.sender as sender
+    import fastkafka._net.network as netcore
+    import fastkafka._net.cluster as cluster_mod
+    import fastkafka._net.network as network
+    import fastkafka._producer.sender as sender
 
     armed = {"api_versions": 1, "metadata": 1, "produce": 1, "read": 1}
     lock = threading.Lock()
@@ -268,7 +268,7 @@ def init_producer_id_minus_one():
 def sender_thread_dies():
     """The last resort: a bug kills the I/O thread mid-stream. Every queued and in-flight record
     gets an outcome, later sends are refused at once, close returns."""
-    import fastkafka.sender as sender
+    import fastkafka._producer.sender as sender
 
     with FaultBroker() as fb:
         fb.create_topic("t", 1)

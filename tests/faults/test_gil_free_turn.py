@@ -1,4 +1,4 @@
-"""The I/O thread's GIL-free turn (fastkafka/_core/express_turn.pyx) against the in-process fault
+"""The I/O thread's GIL-free turn (fastkafka/_producer/express_turn.pyx) against the in-process fault
 broker: the steady state's Produce requests go out without the GIL, and every fault on them
 (disconnects, partition errors, sequence errors, missing answers) ends as on the GIL path: each
 record stored exactly once, in order, at the offset its future reported (checked with kafka-python's
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from faultbroker import disconnect_before_response, no_response, partition_error
-from fastkafka._core.testing import hold_gil
+from fastkafka._producer.testing import hold_gil
 from fastkafka.protocol import ApiKey
 
 from test_producer_faultbroker import (NOT_LEADER_OR_FOLLOWER, OUT_OF_ORDER_SEQUENCE_NUMBER,

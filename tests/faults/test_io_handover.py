@@ -4,7 +4,7 @@ send(), and the producer's metrics show the waits."""
 
 import time
 
-from fastkafka._core.ioloop import handover_count
+from fastkafka._net.ioloop import handover_count
 
 
 def busy(seconds: float) -> int:

@@ -472,7 +472,7 @@ def test_produce_futures_are_left_out_of_the_garbage_collector(fb, make_producer
     alive after the answers."""
     import gc
 
-    from fastkafka._core.batch import FutureRecordMetadata
+    from fastkafka._producer.batch import FutureRecordMetadata
 
     def tracked_futures():
         return sum(1 for o in gc.get_objects() if type(o) is FutureRecordMetadata)
@@ -558,7 +558,7 @@ def test_send_batch_per_record_partitions(fb, make_producer, as_arrow):
     """partition= one per record: explicit ones are kept, null ones are partitioned by key."""
     import pyarrow as pa
 
-    from fastkafka._core.partitioner import java_partition
+    from fastkafka._producer.partitioner import java_partition
     fb.create_topic("t", 3)
     p = make_producer(fb)
     values = [b"v%03d" % i for i in range(60)]
@@ -678,7 +678,7 @@ def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch, requ
     """connect_ex may return 0 at once (loopback); the client must go on to the handshake without
     waiting for a connect event that never comes."""
     import socket as socket_mod
-    import fastkafka.network as network
+    import fastkafka._net.network as network
     fb.create_topic("t", 1)
 
     def connect_ex(sock, addr):        # complete the connect synchronously, then report success

@@ -10,7 +10,7 @@ import pytest
 
 from brokers import read_back
 from fastkafka import Producer
-from fastkafka._core.partitioner import java_partition
+from fastkafka._producer.partitioner import java_partition
 from mockcluster import ApiKeys
 
 pytestmark = pytest.mark.mock

@@ -9,11 +9,12 @@ import pytest
 
 from faultbroker import (FaultBroker, delay, no_response, oversized_size_prefix, split_frames,
                          wrong_correlation_id)
-from fastkafka.cluster import Metadata
+from fastkafka._net.cluster import Metadata
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import (CorrelationIdMismatchError, CorruptFrameError, RequestTimedOutError,
                               UnsupportedVersionError)
-from fastkafka.network import NetworkClient, State
+from fastkafka._net.network import NetworkClient
+from fastkafka._net.connection import State
 from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey
 
 pytestmark = pytest.mark.faultbroker

@@ -20,8 +20,8 @@ import pytest
 
 from faultbroker import delay, parse_batches, partition_error
 from fastkafka import Producer
-from fastkafka._core.accumulator import BatchFuture, RecordAccumulator
-from fastkafka._core.bufferpool import BufferPool
+from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.errors import KafkaError, MessageTooLargeError, RecordListTooLargeError
 from fastkafka.protocol import ApiKey
 

@@ -275,7 +275,7 @@ def test_send_batch_lists_and_arrow(broker):
     want = sorted(((k, v, list(h), ts) for k, v, h, ts in expected), key=repr)
     assert read == want
     # Keyed records of send_batch follow the Java partitioner, like send() does.
-    from fastkafka._core.partitioner import java_partition
+    from fastkafka._producer.partitioner import java_partition
     for part, msgs in got.items():
         for m in msgs:
             if m.key is not None:

@@ -125,7 +125,7 @@ def test_kafka_tls_large_records_cross_many_tls_records(tls_kafka, pki):
 
 class _NoPipe:
     """Stands in for transport.TlsPipe where it cannot attach: the SSLObject's own calls carry the
-    data (the fallback of fastkafka.tls)."""
+    data (the fallback of fastkafka._net.tls)."""
 
     @staticmethod
     def attach(sslobj):
@@ -140,11 +140,11 @@ def test_kafka_tls_both_data_paths_carry_small_and_large_records(tls_kafka, pki,
     metrics() and a DEBUG log line say which one each connection took."""
     import logging
 
-    import fastkafka.tls
+    import fastkafka._net.tls
 
     caplog.set_level(logging.DEBUG, logger="fastkafka")
     if data_path == "sslobject":
-        monkeypatch.setattr(fastkafka.tls, "TlsPipe", _NoPipe)
+        monkeypatch.setattr(fastkafka._net.tls, "TlsPipe", _NoPipe)
     topic = unique_name("tls-path")
     tls_kafka.create_topic(topic, 2)
     bootstrap = tls_kafka.bootstrap_for("SSL")

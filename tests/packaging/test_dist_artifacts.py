@@ -44,7 +44,7 @@ def test_sdist_has_the_build_sources_and_no_generated_files(dist):
               "fastkafka/_wire/crc32c_impl.c", "fastkafka/_wire/crc32c_impl.h", "fastkafka/py.typed"}
     needed |= _sources("*.py", "*.pyx", "*.pxd", "*.pxi", "*.pyi", "*.h", "*.xml")
     assert needed - names == set(), "missing from the sdist"
-    assert {"fastkafka/_core/sendpath.pyx", "fastkafka/_core/mutex.pxd"} <= names
+    assert {"fastkafka/_producer/sendpath.pyx", "fastkafka/_net/mutex.pxd"} <= names
     generated = sorted(n for n in names if n.endswith((".so", ".o", ".pyc", ".pyd", ".html"))
                        or (n.endswith(".c") and n != "fastkafka/_wire/crc32c_impl.c"))
     assert generated == [], "generated files in the sdist"
@@ -93,7 +93,7 @@ def test_wheel_is_manylinux_and_complete(dist, version):
     assert modules == _pyx_modules(), "compiled modules of the wheel vs the .pyx files"
     assert all(f".cpython-{cp[2:]}-x86_64-linux-gnu.so" in n for n in so), so
     for needed in ("fastkafka/__init__.py", "fastkafka/py.typed", "fastkafka/producer.py",
-                   "fastkafka/_core/sendpath.pyi", "fastkafka/_core/sendpath.pxd",
+                   "fastkafka/_producer/sendpath.pyi", "fastkafka/_producer/sendpath.pxd",
                    "spark_sink/__init__.py", "spark_sink/datasource.py",
                    "fastkafka_tools/__init__.py", "fastkafka_tools/perf.py",
                    "fastkafka_tools/rig/broker-pom.xml", "fastkafka_tools/rig/log4j2.xml"):

@@ -57,7 +57,7 @@ def test_import_on_linux_is_unchanged():
 
 def fastkafka_version() -> str:
     import re
-    text = (REPO / "fastkafka" / "__init__.py").read_text(encoding="utf-8")
+    text = (REPO / "fastkafka" / "_version.py").read_text(encoding="utf-8")
     return re.search(r'^__version__ = "([^"]+)"', text, re.M).group(1)
 
 

@@ -105,10 +105,10 @@ for codec in job["codecs"]:
             sent.append({"i": r["i"], "partition": m.partition, "offset": m.offset, "topic": m.topic})
 
 # Which TLS data path this CPython gets: the compiled one reads the SSL* out of the interpreter's
-# private _ssl object (fastkafka._core.transport), checked field by field; else the ssl module's own
+# private _ssl object (fastkafka._net.transport), checked field by field; else the ssl module's own
 # calls (a fallback that works everywhere, slower).
 import ssl
-from fastkafka._core.transport import TlsPipe, tls_attach_failure
+from fastkafka._net.transport import TlsPipe, tls_attach_failure
 probe = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="localhost")
 tls_path = "openssl_direct" if TlsPipe.attach(probe) is not None else "ssl_module: " + tls_attach_failure()
 

@@ -12,7 +12,7 @@ from pyspark.errors import AnalysisException, PythonException
 
 import spark_sink
 from brokers import read_back, unique_name
-from fastkafka._core.partitioner import java_partition
+from fastkafka._producer.partitioner import java_partition
 from fastkafka.errors import ConfigError
 
 pytestmark = pytest.mark.spark

@@ -6,7 +6,7 @@ import pytest
 from fastkafka.admin import Admin, RequestFuture
 from fastkafka.errors import (KafkaError, KafkaTimeoutError, NotLeaderOrFollowerError, RequestTimedOutError,
                               TopicAlreadyExistsError, UnknownTopicOrPartitionError, error_for_code)
-from fastkafka.network import now_ms
+from fastkafka._net.network import now_ms
 
 
 def test_complete_and_listeners():

@@ -16,8 +16,8 @@ import pytest
 
 from faultbroker import FaultBroker
 from fastkafka import Producer
-from fastkafka._core.accumulator import BatchFuture, RecordAccumulator
-from fastkafka._core.bufferpool import BufferPool
+from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._wire.records import BatchBuilder
 from fastkafka.errors import (InvalidRecordError, KafkaError, MalformedRecordError, RecordTooLargeError,
                               UnknownPartitionError, error_class_for_code, error_for_code)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastkafka.backoff import Backoff
-from fastkafka.cluster import Metadata, broker_address_problem, cluster_from_response
+from fastkafka._net.backoff import Backoff
+from fastkafka._net.cluster import Metadata, broker_address_problem, cluster_from_response
 from fastkafka.errors import InvalidBrokerResponseError, error_for_code
 
 

@@ -12,7 +12,7 @@ from fastkafka import Producer
 from fastkafka.admin import Admin
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import ConfigError, KafkaError, SaslAuthenticationError
-from fastkafka.sasl import OAuthBearer, Plain, Scram, TokenSource
+from fastkafka._net.sasl import OAuthBearer, Plain, Scram, TokenSource
 
 SECRET = "s3cr3t-Pa55"
 

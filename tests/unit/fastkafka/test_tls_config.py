@@ -133,7 +133,7 @@ def _pump(session, sock, reader, send_queue=None, *, until, seconds=30):
 
 class _Collect:
     def __init__(self, max_size):
-        from fastkafka._core.transport import FrameReader
+        from fastkafka._net.transport import FrameReader
 
         self.fr = FrameReader(max_size)
         self.frames = []
@@ -146,8 +146,8 @@ class _Collect:
 def test_tls_session_frames_both_ways(pki):
     """Frames (size-prefixed) far larger than a TLS record go through the session intact; a
     request's token completes once its ciphertext is written."""
-    from fastkafka._core.transport import SendQueue
-    from fastkafka.tls import TlsSession
+    from fastkafka._net.transport import SendQueue
+    from fastkafka._net.tls import TlsSession
 
     a, b = socket.socketpair()
     a.setblocking(False)
@@ -183,7 +183,7 @@ def test_tls_session_frames_both_ways(pki):
 
 def test_tls_session_rejects_an_untrusted_server(pki):
     from fastkafka.errors import TlsAuthenticationError
-    from fastkafka.tls import TlsSession, describe_handshake_error
+    from fastkafka._net.tls import TlsSession, describe_handshake_error
 
     a, b = socket.socketpair()
     a.setblocking(False)
@@ -212,7 +212,7 @@ def test_tls_session_rejects_an_untrusted_server(pki):
 def test_frame_reader_names_tls_bytes_read_as_a_size_prefix():
     """A plaintext client reading a TLS alert: the size prefix is refused before any allocation
     and the error asks whether the port speaks TLS; other oversized prefixes do not say so."""
-    from fastkafka._core.transport import FrameReader
+    from fastkafka._net.transport import FrameReader
     from fastkafka.errors import CorruptFrameError
 
     for record in (bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]),      # alert, TLS 1.2

@@ -11,7 +11,7 @@ import pytest
 from fastkafka import Producer
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import ConfigError, IllegalStateError, ProducerClosedError
-from fastkafka.transactions import GroupMetadata, PreparedTransaction, State, offsets_by_topic
+from fastkafka._producer.transactions import GroupMetadata, PreparedTransaction, State, offsets_by_topic
 
 NOWHERE = "127.0.0.1:1"
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from fastkafka.errors import ConfigError
-from fastkafka.transactions import PreparedTransaction
+from fastkafka._producer.transactions import PreparedTransaction
 from spark_sink import exactly_once as eo
 from spark_sink.options import settings_from_options
 

@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from fastkafka._core.accumulator import (
+from fastkafka._producer.accumulator import (
     NO_DEADLINE, PARTITION_STICKY, BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata,
 )
-from fastkafka._core.bufferpool import BufferPool
-from fastkafka._core.partitioner import java_partition, partitions_for_keys
+from fastkafka._producer.bufferpool import BufferPool
+from fastkafka._producer.partitioner import java_partition, partitions_for_keys
 from fastkafka.errors import (
     BufferExhaustedError, DeliveryTimeoutError, InvalidRecordError, KafkaError, KafkaTimeoutError,
     ProducerClosedError, RecordTooLargeError, UnknownPartitionError,

@@ -1,6 +1,6 @@
 """The accumulator's C side of the GIL-free turn: the partition queues as C rings of owned
 references, and drain_express_c / next_send_deadline_c through their test seam
-(``fastkafka._core.testing.drain_nogil``), each skip rule shown to hold a batch back."""
+(``fastkafka._producer.testing.drain_nogil``), each skip rule shown to hold a batch back."""
 from __future__ import annotations
 
 import gc
@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from fastkafka._core.accumulator import RecordAccumulator, IdempotenceState, live_resources
-from fastkafka._core.testing import drain_nogil
-from fastkafka._core.bufferpool import BufferPool
+from fastkafka._producer.accumulator import RecordAccumulator, IdempotenceState, live_resources
+from fastkafka._producer.testing import drain_nogil
+from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.errors import KafkaError
 
 from reference_records import decode_batch

@@ -1,13 +1,16 @@
 """IdempotenceState with its state in C (the producer id/epoch in a struct, each partition's sequence
-state in the accumulator's partition state): the semantics fastkafka.idempotence documents."""
+state in the accumulator's partition state): the semantics accumulator_idempotence.pxi documents."""
 from __future__ import annotations
 
 import pytest
 
-from fastkafka._core.accumulator import RecordAccumulator
-from fastkafka._core.bufferpool import BufferPool
-from fastkafka.idempotence import (IdempotenceState, INVALID_PRODUCER_EPOCH,
-                                   OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID)
+from fastkafka._producer.accumulator import IdempotenceState, RecordAccumulator
+from fastkafka._producer.bufferpool import BufferPool
+from fastkafka.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, UnknownProducerIdError
+
+INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
+OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.code
+UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
 
 from reference_records import decode_batch
 
@@ -186,7 +189,7 @@ def test_on_sequence_error(rig):
 def test_sender_path_mutes_first_batch_and_stale_resend(rig):
     """_send_produce's rule (stamp_for_send_c): the partition's first batch under an epoch, and a
     stale resend, mute the partition."""
-    from fastkafka._core.sender import Sender
+    from fastkafka._producer.sender import Sender
     import types
     acc, _ = rig()
     sent = []

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fastkafka._core.bufferpool import BufferPool
+from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.errors import BufferExhaustedError, ProducerClosedError, RecordTooLargeError
 
 

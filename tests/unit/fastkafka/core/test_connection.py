@@ -1,8 +1,8 @@
-"""The connection state machine (fastkafka.connection.Connection), fed frames and time, no sockets."""
+"""The connection state machine (fastkafka._net.handshake.Connection), fed frames and time, no sockets."""
 
 import pytest
 
-from fastkafka.connection import Connection, Due, InFlightRequest, State
+from fastkafka._net.connection import Connection, Due, InFlightRequest, State
 from fastkafka.errors import CorrelationIdMismatchError, CorruptFrameError, UnsupportedVersionError
 from fastkafka.protocol import ApiKey
 

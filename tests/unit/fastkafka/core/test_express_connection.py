@@ -17,14 +17,15 @@ import pytest
 
 from faultbroker import (FaultBroker, disconnect_before_response, no_response, rewrite_response,
                          wrong_correlation_id)
-from fastkafka._core.produce_codec import ProduceCodec, ProduceResult
-from fastkafka._core.testing import send_express
-from fastkafka._core.transport import SendQueue
-from fastkafka.cluster import Metadata
+from fastkafka.protocol.produce_codec import ProduceCodec, ProduceResult
+from fastkafka._producer.testing import send_express
+from fastkafka._net.transport import SendQueue
+from fastkafka._net.cluster import Metadata
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError,
                               RequestTimedOutError)
-from fastkafka.network import Connection, ExpressRequest, NetworkClient, State
+from fastkafka._net.connection import Connection, ExpressRequest, State
+from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey, encode_response
 
 pytestmark = pytest.mark.faultbroker

@@ -1,4 +1,4 @@
-"""The I/O thread's compiled wait (fastkafka/_core/ioloop.pyx): epoll readiness, the eventfd
+"""The I/O thread's compiled wait (fastkafka/_net/ioloop.pyx): epoll readiness, the eventfd
 wake-up, and the GIL handed over by the application's send()."""
 
 import socket
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fastkafka._core.ioloop import READ, WRITE, Poller, handover_count, yield_to_io
+from fastkafka._net.ioloop import READ, WRITE, Poller, handover_count, yield_to_io
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_a_forked_child_inherits_no_waiting_io_thread():
     import os
     import sys
 
-    from fastkafka._core.ioloop import waiting_io_threads
+    from fastkafka._net.ioloop import waiting_io_threads
 
     p = Poller()
     old = sys.getswitchinterval()
@@ -166,7 +166,7 @@ def test_a_forked_child_inherits_no_waiting_io_thread():
 
 
 def test_wake_at_ends_a_wait_at_the_deadline_without_waking_now():
-    from fastkafka._core.sendpath import monotonic_ms
+    from fastkafka._net.cells import monotonic_ms
 
     p = Poller()
     now = monotonic_ms()
@@ -191,7 +191,7 @@ def test_wake_at_ends_a_wait_at_the_deadline_without_waking_now():
 # -- the GIL-free turn inside the wait (Poller.set_express) ----------------------------------------
 
 def test_express_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_the_gil():
-    from fastkafka._core.testing import ExpressProbe
+    from fastkafka._producer.testing import ExpressProbe
     p = Poller()
     probe = ExpressProbe(p, 4, 10)   # each turn: wait 10 ms more; the 4th takes the GIL
     t0 = time.monotonic()
@@ -208,7 +208,7 @@ def test_express_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_t
 
 
 def test_express_wake_runs_the_turn_and_a_socket_it_leaves_goes_to_the_gil_turn(pair):
-    from fastkafka._core.testing import ExpressProbe
+    from fastkafka._producer.testing import ExpressProbe
     a, b = pair
     p = Poller()
     p.register(a.fileno(), READ, "conn")
@@ -231,7 +231,7 @@ def test_a_turn_already_due_when_poll_begins_runs_without_the_gil():
     # waits for the GIL (send() takes the lock without the GIL, then takes the GIL back); a turn
     # run with the GIL held would then wait for that lock forever, and the application for the
     # GIL.
-    from fastkafka._core.testing import ExpressProbe
+    from fastkafka._producer.testing import ExpressProbe
     p = Poller()
     probe = ExpressProbe(p, 100, 0)      # asks for no wait: poll() returns after the turn
     p.wake_express()                     # due before poll() begins: the turn runs at once
@@ -254,7 +254,7 @@ def test_without_a_turn_an_express_wake_ends_the_wait_like_a_wakeup():
 
 
 def test_a_general_wakeup_ends_the_wait_without_the_turn():
-    from fastkafka._core.testing import ExpressProbe
+    from fastkafka._producer.testing import ExpressProbe
     p = Poller()
     probe = ExpressProbe(p, 100, 10_000)
     threading.Timer(0.02, p.wakeup).start()

@@ -1,4 +1,4 @@
-"""The live-resource counters (``fastkafka._core.accumulator.live_resources``) and the teardown check
+"""The live-resource counters (``fastkafka._producer.accumulator.live_resources``) and the teardown check
 built on them (``tests/live_resources.py``): the check must fail a test that leaks, naming the
 counter, and pass one that closes what it opened (also with a producer shared by a module)."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import textwrap
 import pytest
 
 from fastkafka import Producer
-from fastkafka._core.accumulator import (LIVE_COUNTERS, BatchFuture, RecordAccumulator,
+from fastkafka._producer.accumulator import (LIVE_COUNTERS, BatchFuture, RecordAccumulator,
                                          live_resources)
-from fastkafka._core.bufferpool import BufferPool, pool_counters
+from fastkafka._producer.bufferpool import BufferPool, pool_counters
 from fastkafka._wire.records import BatchBuilder, buffer_counters
 from live_resources import LiveResourceLeak, check_released
 
@@ -106,8 +106,8 @@ def test_allowed_counters_are_not_checked():
 
 PLUGIN_CASES = '''
     import pytest
-    from fastkafka._core.accumulator import RecordAccumulator
-    from fastkafka._core.bufferpool import BufferPool
+    from fastkafka._producer.accumulator import RecordAccumulator
+    from fastkafka._producer.bufferpool import BufferPool
 
     KEPT = []
 

@@ -9,7 +9,7 @@ import confluent_kafka
 import pyarrow as pa
 import pytest
 
-from fastkafka._core.partitioner import StickyPartitioner, java_partition, murmur2
+from fastkafka._producer.partitioner import StickyPartitioner, java_partition, murmur2
 
 # Utils.murmur2 results from the Java client's UtilsTest.testMurmur2, plus the empty input.
 JAVA_VECTORS = [
@@ -154,7 +154,7 @@ def test_sticky_partitioner_sticks_and_switches():
 
 
 def test_partitions_for_keys_list_and_arrow():
-    from fastkafka._core.partitioner import partitions_for_keys
+    from fastkafka._producer.partitioner import partitions_for_keys
     from fastkafka.errors import InvalidRecordError
 
     keys = [None if i % 4 == 0 else b"key-%d" % i for i in range(200)]

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from fastkafka import Producer
-from fastkafka._core.accumulator import RecordAccumulator, live_resources
-from fastkafka._core.bufferpool import BufferPool, pool_counters
+from fastkafka._producer.accumulator import RecordAccumulator, live_resources
+from fastkafka._producer.bufferpool import BufferPool, pool_counters
 from fastkafka._wire.records import BatchBuilder, buffer_counters, record_size
 from fastkafka.errors import BufferExhaustedError
 

@@ -1,4 +1,4 @@
-"""The compiled Produce codec (fastkafka._core.produce_codec) against the generic schema codec.
+"""The compiled Produce codec (fastkafka.protocol.produce_codec) against the generic schema codec.
 
 The generic codec (``protocol.encode_request`` / ``decode_response``) is the reference: for every
 Produce version the client sends, the compiled encoder must write the same bytes, and the compiled
@@ -15,9 +15,9 @@ import types
 import pytest
 
 from fastkafka import errors
-from fastkafka._core.accumulator import RecordAccumulator
-from fastkafka._core.bufferpool import BufferPool
-from fastkafka._core.produce_codec import ProduceCodec, ProduceResult
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.bufferpool import BufferPool
+from fastkafka.protocol.produce_codec import ProduceCodec, ProduceResult
 from fastkafka.errors import CorruptFrameError, UnsupportedVersionError
 from fastkafka.protocol import (SUPPORTED_VERSIONS, ApiKey, codec, decode_response, encode_request,
                                 encode_response, messages)
@@ -444,7 +444,7 @@ class FakeClient:
 
 @pytest.fixture
 def sender_rig():
-    from fastkafka.sender import Sender
+    from fastkafka._producer.sender import Sender
     made = []
 
     def make(version=9, acks=-1, retries=0, leaders=None):

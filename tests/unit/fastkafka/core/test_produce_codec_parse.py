@@ -1,6 +1,6 @@
 """The Produce response parser without the GIL (parse_produce_response_c) and decode_frame on top of it.
 
-``parse_produce_response_c`` is reached through the test seam ``fastkafka._core.testing.parse_answer``, which copies the
+``parse_produce_response_c`` is reached through the test seam ``fastkafka._producer.testing.parse_answer``, which copies the
 frame so that it ends right before an unreadable page (a read past ``size`` crashes the test run)
 and puts guard entries after the ``out_cap`` answers (a write past them fails the call).
 
@@ -17,8 +17,8 @@ import struct
 
 import pytest
 
-from fastkafka._core.produce_codec import ProduceCodec
-from fastkafka._core.testing import parse_answer as parse
+from fastkafka.protocol.produce_codec import ProduceCodec
+from fastkafka._producer.testing import parse_answer as parse
 from fastkafka.errors import CorruptFrameError, UnsupportedVersionError
 from fastkafka.protocol import ApiKey, encode_response
 

@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from fastkafka._core.produce_codec import ProduceCodec
-from fastkafka._core.testing import encode_segments
+from fastkafka.protocol.produce_codec import ProduceCodec
+from fastkafka._producer.testing import encode_segments
 from fastkafka._wire.records import BatchBuilder, BatchView
 from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey, encode_request
 

@@ -5,7 +5,7 @@ import struct
 import pytest
 from hypothesis import given, strategies as st
 
-from fastkafka._core.transport import FrameReader, SendQueue
+from fastkafka._net.transport import FrameReader, SendQueue
 from fastkafka.errors import CorruptFrameError
 
 
@@ -105,7 +105,7 @@ def test_tls_pipe_attach_says_why_it_could_not_attach():
     this interpreter attaches and clears the reason."""
     import ssl
 
-    from fastkafka._core.transport import TlsPipe, tls_attach_failure
+    from fastkafka._net.transport import TlsPipe, tls_attach_failure
 
     class NoInner:
         pass

@@ -9,9 +9,9 @@ import crc32c as crc32c_pkg
 import pytest
 
 import fastkafka._wire.records as records_mod
-from fastkafka._core.accumulator import RecordAccumulator
-from fastkafka._core.bufferpool import BufferPool
-from fastkafka._core.produce_codec import ProduceCodec
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.bufferpool import BufferPool
+from fastkafka.protocol.produce_codec import ProduceCodec
 from fastkafka._wire.compression import decompress
 from fastkafka._wire.records import BatchBuilder, BatchView
 

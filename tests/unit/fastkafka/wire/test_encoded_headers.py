@@ -3,9 +3,9 @@
 import pytest
 
 from fastkafka import EncodedHeaders
-from fastkafka._core.accumulator import BatchFuture, RecordAccumulator
-from fastkafka._core.bufferpool import BufferPool
-from fastkafka._core.sendpath import validate_headers
+from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.bufferpool import BufferPool
+from fastkafka._producer.sendpath import validate_headers
 from fastkafka._wire.records import BatchBuilder, headers_size
 from fastkafka.errors import InvalidRecordError
 

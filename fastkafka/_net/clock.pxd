@@ -1,0 +1,16 @@
+# cython: language_level=3
+# The producer's one clock, as inline C: every monotonic reading of the compiled core and of the
+# Python layer (through fastkafka._producer.sendpath.monotonic_ms) is CLOCK_MONOTONIC, in milliseconds;
+# CLOCK_REALTIME gives record timestamps.
+from libc.stdint cimport int64_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+
+cdef inline int64_t clock_ms(int clock) noexcept nogil:
+    cdef timespec t
+    clock_gettime(clock, &t)
+    return <int64_t>t.tv_sec * 1000 + t.tv_nsec // 1000000
+
+
+cdef inline int64_t monotonic_ms() noexcept nogil:
+    return clock_ms(CLOCK_MONOTONIC)

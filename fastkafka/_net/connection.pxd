@@ -1,0 +1,165 @@
+# cython: language_level=3
+# Contract of fastkafka._net.connection: one connection to one broker as a state machine fed
+# frames and time (see the .pyx docstring). The network client (fastkafka._net.network) reads
+# and writes these fields directly.
+cimport cython
+from cpython.ref cimport PyObject
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
+
+from fastkafka._wire.segment cimport Segment
+from fastkafka._net.transport cimport FrameReader, SendQueue, SendQueueCore
+
+cdef enum:
+    # Connection.status (the State enum's values)
+    DISCONNECTED = 0
+    CONNECTING = 1
+    HANDSHAKE = 2      # TLS, ApiVersions, SASL steps in progress
+    READY = 3
+
+cdef enum:
+    # Connection.due_c(): which deadline has passed (the Due enum's members, in this order)
+    DUE_NONE = 0
+    DUE_CONNECT = 1
+    DUE_TLS_HANDSHAKE = 2
+    DUE_REQUEST = 3
+    DUE_REAUTHENTICATE = 4
+    DUE_IDLE = 5
+
+@cython.final
+cdef class InFlightRequest:
+    cdef readonly int32_t correlation_id
+    cdef readonly int api_key
+    cdef readonly int version
+    cdef readonly bint expect_response
+    cdef readonly int64_t created_ms
+    cdef readonly object callback        # callback(body or None, error or None)
+    cdef readonly int32_t node_id
+    cdef readonly bint internal          # handshake requests are allowed before READY
+    cdef readonly object codec           # None: the generic schema codec
+
+
+cdef enum:
+    # conn_write_c(): the connection cannot be written without the GIL (not READY, no socket, TLS)
+    CONN_WRITE_REFUSED = -1000000
+
+
+# A Produce request queued without the GIL ("express"), awaiting its answer. ``batches``: owned
+# references (moved in; moved out into ExpressRequest.batches); ``glue``: the request's non-batch
+# bytes (libc malloc by the enqueuer, freed by the connection once the entry is finished and the
+# send queue no longer references it).
+cdef struct ExpressEntry:
+    int32_t correlation_id
+    int16_t version
+    int64_t created_ms
+    long long end_pos          # the send queue's queued_bytes after its last byte
+    PyObject **batches
+    Py_ssize_t nbatches
+    char *glue
+    # Answered without the GIL (all success): ``results`` holds each batch's base offset and log
+    # append time (2 per batch, libc malloc, freed with the entry); NULL until then.
+    bint answered
+    int64_t *results
+
+
+# The fields of a Connection that code without the GIL reads or writes: take ``&conn.st`` with the
+# GIL while the connection is known alive. Python sees them as the Connection's attributes.
+cdef struct ConnCore:
+    int status                 # DISCONNECTED / CONNECTING / HANDSHAKE / READY
+    int fd                     # the socket's descriptor while there is one, else -1
+    bint tls                   # a TLS session is attached (express writes: plaintext only)
+    int n_requests             # len(Connection.in_flight): requests awaiting an answer (GIL kind)
+    int unacked_writes         # requests expecting no response, not yet fully written
+    int64_t throttle_until_ms  # broker quota (KIP-219)
+    int64_t reauth_at_ms       # SASL session: no new requests from then on
+    int64_t last_activity_ms
+    int16_t produce_version    # Produce version negotiated with the broker, -1 before
+    SendQueueCore *sq          # &send_queue.core (the queue lives as long as the connection)
+    ExpressEntry *ex           # express in-flight ring (libc malloc): ex_len entries from ex_head
+    Py_ssize_t ex_cap
+    Py_ssize_t ex_head
+    Py_ssize_t ex_len
+
+
+# Without the GIL. Queue an express Produce request: its segments (raw: glue and batch buffers)
+# go on the send queue, an in-flight entry takes ownership of ``batches`` (references moved in)
+# and ``glue``. Returns 0, or -1 (no memory: nothing changed, the caller keeps both).
+cdef int conn_express_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
+                                PyObject **batches, Py_ssize_t nbatches, char *glue,
+                                const Segment *segs, Py_ssize_t nsegs) noexcept nogil
+# Without the GIL. Write the send queue (writev) of a READY plaintext connection: the bytes
+# written (0: the socket takes nothing now), -errno for a socket error (the GIL path closes the
+# connection: its next write fails the same way, or its read sees the close), or
+# CONN_WRITE_REFUSED (not READY, no socket, or TLS).
+cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil
+# A frame's big-endian int32 at ``p`` (its correlation id at offset 0).
+cdef inline int32_t be32_c(const char *p) noexcept nogil:
+    cdef const unsigned char *u = <const unsigned char *>p
+    return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
+
+
+# Without the GIL: requests in flight (both kinds and unacked writes), as in_flight_count_c().
+cdef inline int conn_in_flight_c(const ConnCore *c) noexcept nogil:
+    return c.n_requests + <int>c.ex_len + c.unacked_writes
+
+
+@cython.final
+cdef class ExpressRequest:
+    """An express Produce request handed back by the connection (answered or failed): the
+    ``batches`` list holds the references the entry owned."""
+    cdef readonly int32_t correlation_id
+    cdef readonly int64_t created_ms
+    cdef readonly int version
+    cdef readonly int32_t node_id
+    cdef readonly list batches
+    cdef public object handler           # set by the network client: handler(node, batches, body, error)
+    # answered without the GIL: [(base_offset, log_append_time), ...] per batch, else None
+    cdef readonly list results
+
+
+@cython.final
+cdef class Connection:
+    cdef ConnCore st                     # status, fd, counts, deadlines: see ConnCore
+    cdef readonly int32_t node_id
+    cdef public object host
+    cdef public int port
+    cdef public object sock              # owned by the client
+    cdef readonly Py_ssize_t max_frame_size
+    cdef readonly SendQueue send_queue
+    cdef public FrameReader reader
+    cdef readonly object in_flight       # deque of InFlightRequest awaiting a response, oldest first
+    cdef public bint unconfirmed         # such a request was written and no response came after it
+    cdef public dict api_versions
+    cdef public dict versions            # negotiated version per api key
+    cdef public object handshake         # deque of handshake steps
+    cdef public int64_t connect_started_ms
+    cdef public int failures
+    cdef public int address_index        # which resolved address the next attempt uses
+    cdef public int64_t next_attempt_ms
+    cdef public int registered_events
+    cdef object _tls                     # TlsSession (SSL / SASL_SSL), once connected: .tls
+
+    cdef inline int in_flight_count_c(self) noexcept:
+        return conn_in_flight_c(&self.st)
+
+    cdef inline bint can_send_c(self, int64_t now, int max_in_flight) noexcept:
+        return (self.st.status == READY
+                and conn_in_flight_c(&self.st) < max_in_flight
+                and not (self.st.reauth_at_ms and now >= self.st.reauth_at_ms)
+                and not (self.st.throttle_until_ms and now < self.st.throttle_until_ms))
+
+    cdef int set_tls_c(self, object tls) except -1
+    cdef bint express_is_older_c(self) noexcept   # the oldest request in flight is express
+    cdef str oldest_text_c(self)                  # the oldest request in flight (either kind), as text
+    cdef ExpressRequest take_express_c(self)      # the express head leaves the ring (as an object)
+    cdef int64_t _oldest_created_ms(self) noexcept
+    cpdef int version_for(self, int api_key, int min_version=*, object max_version=*) except -1
+    cdef int enqueue_c(self, InFlightRequest req, object frame, int64_t now) except -1
+    cdef list written_c(self, list done, int64_t now)
+    cdef tuple receive_c(self, object frame, int64_t now)
+    cdef tuple receive_frame_c(self, const char *p, Py_ssize_t n, object frame, int64_t now)
+    cdef int64_t deadline_c(self, int64_t now, int64_t setup_timeout_ms, int64_t request_timeout_ms,
+                            int64_t max_idle_ms) noexcept
+    # (INT64_MAX: no deadline)
+    cdef int due_c(self, int64_t now, int64_t setup_timeout_ms, int64_t request_timeout_ms,
+                   int64_t max_idle_ms) except -1
+    cdef list reset_c(self)

@@ -1,0 +1,62 @@
+# The contract of fastkafka/_net/ioloop.pyx (see its docstring).
+
+from libc.stdint cimport int64_t
+
+cdef void give_way() noexcept
+
+cdef extern from "<sys/epoll.h>" nogil:
+    ctypedef union epoll_data_t:
+        void *ptr
+        int fd
+        unsigned int u32
+        unsigned long long u64
+    cdef struct epoll_event:
+        unsigned int events
+        epoll_data_t data
+    enum:
+        EPOLLIN
+        EPOLLOUT
+
+# The GIL-free turn the I/O thread may run inside Poller.poll's wait (see Poller.set_express):
+# called without the GIL when the wait ended on anything but the general wake-up: ``evs[0:n]`` are
+# the sockets that are ready (their ``data.fd``; the timer and express wake-ups are consumed and
+# not among them), n == 0 for a deadline. It returns 0 to go on waiting without the GIL for at most
+# wait_ms[0] ms (negative: no limit) — the sockets it was given are then handled, and it must not
+# return 0 leaving one of them unhandled — or 1 to take the GIL and return from poll with every
+# event of the wait (the GIL turn handles the sockets: what the turn read is in their buffers).
+ctypedef int (*express_fn)(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
+                           int64_t *wait_ms) noexcept nogil
+
+
+cdef class Poller:
+    cdef int _epfd
+    cdef int _evfd
+    cdef int _xfd                   # eventfd: wake_express() (a batch filled: GIL-free turn)
+    cdef int _xwake_pending
+    cdef express_fn _xfn            # set_express(): the GIL-free turn, NULL: none
+    cdef void *_xctx
+    cdef readonly long long express_turns   # GIL-free turns run inside waits
+    cdef int _tfd                   # timerfd: wake_at() deadlines
+    cdef long long _timer_at_ms     # the deadline it is armed for (LLONG_MAX: none)
+    cdef int _wake_pending          # 1 while a wakeup is written and not yet consumed
+    cdef dict _data                 # fd -> the object registered with it
+    cdef dict _events               # fd -> the events registered (READ / WRITE bits)
+    cdef void *_buf                 # epoll_event[_max_events]
+    cdef int _max_events
+    cdef readonly long long waits           # polls that blocked (released the GIL)
+    cdef readonly long long gil_wait_ns     # total time taking the GIL back after those
+    cdef readonly long long gil_wait_max_ns
+    cdef readonly long long slow_gil_waits  # of those, the ones over 1 ms
+    cdef readonly long long wakeups_written
+    cdef readonly long long timers_armed
+
+    cdef int _check_open(self) except -1
+    cdef int _watch(self, int fd, int events, data, int op, int retry_errno, int retry_op) except -1
+    cdef void _close_fds(self) noexcept
+    cpdef list poll(self, long timeout_ms)
+    cpdef wakeup(self)
+    cpdef wake_at(self, long long deadline_ms)
+    cpdef wake_express(self)
+    cdef void set_express(self, express_fn fn, void *ctx) noexcept
+    cdef bint _only_ours(self, int n) noexcept nogil
+    cdef int _sockets_first(self, int n) noexcept nogil

@@ -1,0 +1,111 @@
+# cython: language_level=3
+# Contract of fastkafka._net.network: the client that owns the sockets, the poller and the
+# connections (fastkafka._net.connection), and runs the network part of each I/O turn.
+from cpython.ref cimport PyObject
+from libc.stdint cimport int16_t, int32_t, int64_t
+
+from fastkafka._net.connection cimport (ConnCore, Connection, InFlightRequest,
+                                         conn_express_enqueue_c, conn_write_c)
+from fastkafka._wire.segment cimport Segment
+from fastkafka._net.ioloop cimport Poller, express_fn
+from fastkafka._net.cells cimport DueCell
+
+
+# The client's fields that code without the GIL reads or writes: take ``&client.st`` with the GIL.
+cdef struct NetCore:
+    int32_t correlation        # the last correlation id allocated (ids run 1 .. 2**31-1, wrapping)
+    long long express_requests # express requests queued without the GIL, not yet in stats
+    long long express_bytes    # bytes written without the GIL, not yet in stats["bytes_sent"]
+
+
+# Without the GIL: the next correlation id (every request of the client takes its id here).
+cdef inline int32_t next_correlation_c(NetCore *n) noexcept nogil:
+    n.correlation = (n.correlation + 1) & 0x7FFFFFFF
+    return n.correlation
+
+
+cdef enum:
+    # express_send_c(): the request could not be queued (no memory; the caller keeps batches and glue)
+    EXPRESS_NO_MEMORY = -1000001
+
+
+# Without the GIL: queue an express Produce request on a READY plaintext connection and write it.
+# The caller took ``correlation_id`` from next_correlation_c(n) and encoded it in ``glue``; the
+# segments (glue and batch buffers, in order) are the whole request, size prefix included.
+# Returns the bytes written now (0: the socket takes nothing now; the rest waits on the send
+# queue: the GIL turn writes it, so go back to it, or ask for write readiness, while
+# c.sq.head != c.sq.tail), EXPRESS_NO_MEMORY (nothing changed), or conn_write_c()'s negative
+# codes (queued; the GIL turn's next write or read of this connection closes it on an error).
+cdef inline Py_ssize_t express_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
+                                      int16_t version, PyObject **batches, Py_ssize_t nbatches,
+                                      char *glue, const Segment *segs,
+                                      Py_ssize_t nsegs) noexcept nogil:
+    cdef Py_ssize_t r
+    if conn_express_enqueue_c(c, correlation_id, now, version, batches, nbatches, glue,
+                              segs, nsegs) < 0:
+        return EXPRESS_NO_MEMORY
+    n.express_requests += 1
+    r = conn_write_c(c)
+    if r > 0:
+        n.express_bytes += r
+    return r
+
+
+cdef class NetworkClient:
+    cdef readonly object config
+    cdef readonly tuple required_apis      # a node whose ApiVersions lacks one is closed
+    cdef readonly object metadata
+    cdef public object clock               # () -> int ms; monotonic_ms unless a test passes one
+    cdef bint _default_clock               # clock is monotonic_ms: read it in C
+    cdef readonly bint manage_metadata
+    cdef readonly int max_in_flight
+    cdef readonly int64_t request_timeout_ms
+    cdef int64_t _setup_timeout_ms
+    cdef int64_t _max_idle_ms
+    cdef int64_t _reconnect_backoff_ms
+    cdef bint _rebootstrap                 # metadata_recovery_strategy == "rebootstrap"
+    cdef readonly object client_id
+    cdef readonly dict connections         # node id -> Connection
+    cdef readonly Poller poller
+    cdef NetCore st                        # the correlation id counter, GIL-free counters
+    cdef public object express_handler     # handler(node_id, batches, body, error): express answers
+    # set_express_c(): the GIL-free turn for the next poll's wait (NULL: none)
+    cdef express_fn _xfn
+    cdef void *_xctx
+    cdef int64_t *_x_until
+    cdef int64_t _x_python_timeout
+    cdef list _completions                 # (callback, body, error) to run after the I/O
+    cdef bint _metadata_in_flight
+    cdef tuple _last_metadata_problems
+    cdef bint _closed
+    cdef object _tls_context               # None: plaintext connections
+    cdef readonly dict stats
+    cdef object _unreachable_since         # every known broker failing since (rebootstrap)
+    cdef DueCell _refresh_due              # the metadata's: when its next refresh is due
+    cdef readonly object sasl              # SaslSettings, None for PLAINTEXT/SSL
+    cdef readonly dict auth_errors         # node -> its last authentication error
+
+    cdef int64_t now_c(self) except? -1
+    cdef Connection conn_for(self, int32_t node_id)
+    cdef bint ready_c(self, int32_t node_id, int64_t now) except -1
+    cdef int update_interest(self, Connection conn) except -1
+    cdef InFlightRequest send_c(self, int32_t node_id, int api_key, object body, int64_t now,
+                                object callback, bint expect_response, int min_version,
+                                object max_version, object codec)
+    cdef int set_express_c(self, express_fn fn, void *ctx, int64_t *until_ms,
+                           int64_t python_timeout_ms) except -1
+    cdef int poll_c(self, int64_t timeout_ms, int64_t now) except -1
+    cdef int32_t _next_correlation_id(self) noexcept
+    cdef int _fold_express_stats(self) except -1
+    cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1
+    cdef int64_t maybe_update_metadata_c(self, int64_t now) except? -1
+    cdef int _maybe_rebootstrap(self, int64_t now) except -1
+    cdef int _io(self, Connection conn, int mask, int64_t now) except -1
+    cdef int _write_all(self, int64_t now) except -1
+    cdef int _write(self, Connection conn, int64_t now) except -1
+    cdef int _read(self, Connection conn, int64_t now) except -1
+    cdef int _io_failed(self, Connection conn, int64_t now, error, str what) except -1
+    cdef bint _handle_frame(self, Connection conn, const char *p, Py_ssize_t n, object frame,
+                            int64_t now) except -1
+    cdef int64_t _time_to_next_timeout(self, int64_t now) except? -1
+    cdef int _handle_timeouts(self, int64_t now) except -1

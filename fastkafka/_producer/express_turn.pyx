@@ -1,0 +1,430 @@
+# cython: language_level=3
+"""The I/O thread's GIL-free steady-state turn (the "express turn").
+
+Why. The producer's I/O thread shares the GIL with the application. In the steady state a batch
+needed the I/O thread twice: at its linger deadline (drain, stamp, encode, write) and at its
+answer (read, complete, callbacks). Each time it had to take the GIL back from a busy application
+first. The express turn does the first of the two without the GIL: inside the poller's wait
+(:meth:`fastkafka._net.ioloop.Poller.set_express`), when the wait ends on a linger deadline or on
+a full batch's express wake-up, it
+
+1. works out which brokers may take a Produce request now (READY plaintext connections with room,
+   not throttled, no re-authentication due — the table the GIL turn left, re-read live);
+2. drains the sendable head batches led by them (``drain_c`` in its GIL-free mode: the accumulator's lock is a
+   plain lock; batches move by pointer, their references untouched), closes, sequences and stamps
+   them (CRC-32C) — the same C functions the GIL turn uses;
+3. encodes the request around the batches (``encode_produce_c``: the glue in one malloc'd buffer,
+   the batches by reference), queues it on the connection as an express request in flight, and
+   writes it (``writev``);
+4. goes on waiting, without the GIL, until the next deadline it owns, a socket, or a deadline only
+   the GIL turn can act on.
+
+Answers on those connections are read, framed and parsed here too (``_read_answers``); an
+all-success answer is matched to its request's batches, and the wait ends so that the GIL turn
+completes them (the one GIL turn per answer, where futures and callbacks run). Anything else in an
+answer (an error, a throttle) leaves the frame to the GIL turn's decoder.
+
+The turn never runs holding the GIL, not even when its wake-up was already there as the poll
+began: it takes the accumulator's lock, and an application thread in ``send()`` can hold that lock
+while it waits for the GIL.
+
+What stays with the GIL turn (the rare paths): the first batches of a partition whose leader is
+not known yet, compression (the codecs are Python modules), transactions, retries, splits, TLS
+and acks=0 connections, metadata, connection set-up and handshakes, producer ids and epoch bumps,
+errors and timeouts. A partition's next deadline belongs to one side: the express turn's when its
+head batch is one it can send to a broker in its table, else the GIL turn's. A deadline of the GIL
+turn's makes the express turn end the wait; one that had already passed at the last GIL turn does
+not (that turn chose its own timeout for it: a node still connecting, for instance).
+"""
+
+cimport cython
+from cpython.ref cimport PyObject
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, INT64_MAX
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp
+
+from fastkafka._producer.accumulator cimport (AccState, ExpressBatch, QueueState, Readiness,
+                                          RecordAccumulator, drain_c, express_take_batch, scan_c)
+from fastkafka._producer.batch cimport BatchState
+from fastkafka._net.clock cimport monotonic_ms
+from fastkafka._net.connection cimport (READY, ConnCore, Connection, ExpressEntry, be32_c,
+                                         conn_in_flight_c)
+from fastkafka._wire.segment cimport Segment
+from fastkafka._net.ioloop cimport EPOLLIN, epoll_event, express_fn
+from fastkafka._net.network cimport (EXPRESS_NO_MEMORY, NetCore, NetworkClient, express_send_c,
+                                      next_correlation_c)
+from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer, encode_produce_c,
+                                            parse_produce_response_c, produce_glue_bound,
+                                            produce_segs_bound)
+from fastkafka._net.transport cimport RD_EOF, ReaderCore, rd_consume_c, rd_fill_c, rd_peek_c
+
+from fastkafka.errors import KafkaError
+from fastkafka.protocol import ApiKey
+
+cdef int API_PRODUCE = int(ApiKey.PRODUCE)
+# Batches one turn takes out at most (per drain; the turn drains again while it makes progress).
+cdef Py_ssize_t OUT_CAP = 256
+# Partitions of one answer parsed without the GIL at most (a larger answer is the GIL turn's).
+cdef Py_ssize_t ANSWERS_CAP = 1024
+
+
+cdef inline bint _topic_eq(const QueueState *a, const QueueState *b) noexcept nogil:
+    return a == b or (a.topic_len == b.topic_len and memcmp(a.topic, b.topic, a.topic_len) == 0)
+
+
+cdef void _rooms(XCtx *x, int64_t now) noexcept nogil:
+    """Each broker's room for requests now (0 when it may not take one: closed, throttled, a
+    re-authentication due, or bytes still waiting on its socket)."""
+    cdef Py_ssize_t i
+    cdef ConnCore *c
+    cdef int room
+    for i in range(x.nnodes):
+        c = x.xnodes[i].conn
+        room = 0
+        if (c.status == READY and c.fd >= 0 and not c.tls and c.sq.head == c.sq.tail
+                and not (c.reauth_at_ms and now >= c.reauth_at_ms)
+                and not (c.throttle_until_ms and now < c.throttle_until_ms)):
+            room = x.max_in_flight - conn_in_flight_c(c)
+        x.nodes[i].room = room if room > 0 else 0
+
+
+cdef void _strand(XCtx *x, ExpressBatch *b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        x.stranded[x.nstranded] = b[i]
+        x.nstranded += 1
+
+
+cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
+    """One Produce request to ``b[0].node_id`` with the ``n`` batches of ``b`` (grouped there by
+    topic), queued and written; on failure the batches are stranded for the GIL turn."""
+    cdef Py_ssize_t i, j, k = 0, topic_bytes = 0, nsegs = 0, used, glue_cap
+    cdef XNode *xn = NULL
+    cdef BatchState *bs
+    cdef char *glue
+    cdef PyObject **owned
+    cdef int32_t corr
+    cdef Py_ssize_t r
+    for i in range(x.nnodes):
+        if x.nodes[i].node_id == b[0].node_id:
+            xn = &x.xnodes[i]
+            break
+    if xn == NULL:
+        _strand(x, b, n)
+        return
+    # parts grouped by topic, in the order each topic first appears
+    for i in range(n):
+        x.placed[i] = 0
+    for i in range(n):
+        if x.placed[i]:
+            continue
+        for j in range(i, n):
+            if not x.placed[j] and _topic_eq(b[i].qs, b[j].qs):
+                x.placed[j] = 1
+                bs = b[j].bs
+                x.parts[k].topic = b[j].qs.topic
+                x.parts[k].topic_len = b[j].qs.topic_len
+                x.parts[k].partition = b[j].qs.partition
+                x.parts[k].records = bs.bc.buf
+                x.parts[k].records_len = bs.bc.final_len
+                x.parts[k].records2 = NULL
+                x.parts[k].records2_len = 0
+                x.order[k] = b[j].batch
+                x.order_qs[k] = b[j].qs
+                topic_bytes += b[j].qs.topic_len
+                k += 1
+    glue_cap = produce_glue_bound(n, topic_bytes, x.client_id_len, -1)
+    glue = <char *>malloc(glue_cap)
+    # The request entry's batches, then each one's partition (QueueState *, read when its answer
+    # is matched without the GIL): one block, freed with the entry.
+    owned = <PyObject **>malloc(n * (sizeof(PyObject *) + sizeof(QueueState *)))
+    if glue == NULL or owned == NULL:
+        free(glue)
+        free(owned)
+        _strand(x, b, n)
+        return
+    for i in range(n):
+        owned[i] = x.order[i]
+        (<QueueState **>(owned + n))[i] = x.order_qs[i]
+    corr = next_correlation_c(x.net)
+    used = encode_produce_c(xn.version, corr, x.client_id, x.client_id_len, NULL, -1, x.acks,
+                            x.timeout_ms, x.parts, n, glue, glue_cap, x.segs, x.segs_cap, &nsegs)
+    if used <= 0:
+        r = EXPRESS_NO_MEMORY
+    else:
+        r = express_send_c(x.net, xn.conn, corr, now, xn.version, owned, n, glue, x.segs, nsegs)
+    if r == EXPRESS_NO_MEMORY:
+        free(glue)
+        free(owned)
+        _strand(x, b, n)
+        return
+    x.in_flight_batches[0] += n
+    x.requests += 1
+    x.batches += n
+    if xn.conn.sq.head != xn.conn.sq.tail:
+        x.write_pending = True           # the rest (or an error) is the GIL turn's
+
+
+cdef int _match(XCtx *x, ExpressEntry *e, Py_ssize_t nparts) noexcept nogil:
+    """Each batch of ``e`` its partition's result among the ``nparts`` parsed answers (a
+    partition listed twice: its last entry) into a new ``e.results``: 0, or -1 when one has none
+    or there is no memory (nothing set: the GIL turn decodes the answer)."""
+    cdef QueueState **qs = <QueueState **>(e.batches + e.nbatches)
+    cdef QueueState *q
+    cdef ProducePartAnswer *a
+    cdef int64_t *res = <int64_t *>malloc(2 * e.nbatches * sizeof(int64_t))
+    cdef Py_ssize_t i, j, found
+    if res == NULL:
+        return -1
+    for i in range(e.nbatches):
+        q = qs[i]
+        found = -1
+        for j in range(nparts):
+            a = &x.answers[j]
+            if (a.partition == q.partition and a.topic_len == q.topic_len
+                    and memcmp(a.topic, q.topic, q.topic_len) == 0):
+                found = j
+        if found < 0:
+            free(res)
+            return -1
+        res[2 * i] = x.answers[found].base_offset
+        res[2 * i + 1] = x.answers[found].log_append_time_ms
+    e.results = res
+    e.answered = True
+    return 0
+
+
+cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
+    """Read what the socket of ``xn`` has and take, in order, the complete answers to its express
+    requests that are plain success (every partition written, no throttle): each request is marked
+    answered with its batches' offsets, its frame consumed. Stops at anything else (an error, a
+    throttle, an answer to a request queued with the GIL, a garbled frame), which the GIL turn
+    reads as it always did. The number of answers taken, or -1 when the GIL turn must read this
+    socket now (end of stream, a socket error, a frame left to it)."""
+    cdef ConnCore *c = xn.conn
+    cdef ReaderCore *rd = xn.rd
+    cdef ExpressEntry *e
+    cdef ProduceAnswerInfo info
+    cdef const char *p
+    cdef Py_ssize_t r, size, k, nparts, taken = 0
+    r = rd_fill_c(rd, c.fd)
+    if r != 0:
+        return -1
+    while True:
+        size = rd_peek_c(rd, &p)
+        if size == -1:
+            return taken                 # no complete frame yet
+        if size < 4 or c.n_requests > 0:
+            return -1                    # garbled, or a request queued with the GIL may be older
+        k = 0
+        while k < c.ex_len and c.ex[(c.ex_head + k) % c.ex_cap].answered:
+            k += 1
+        if k == c.ex_len:
+            return -1
+        e = &c.ex[(c.ex_head + k) % c.ex_cap]
+        if be32_c(p) != e.correlation_id or c.sq.written_bytes < e.end_pos:
+            return -1
+        nparts = parse_produce_response_c(e.version, <const unsigned char *>p, size, x.answers,
+                                          x.answers_cap, &info)
+        if nparts < 0 or nparts > x.answers_cap or not info.all_plain or info.throttle_time_ms != 0:
+            return -1
+        if _match(x, e, nparts) < 0:
+            return -1
+        rd_consume_c(rd, size)
+        c.last_activity_ms = now
+        x.answers_read += 1
+        taken += 1
+
+
+cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
+                      int64_t *wait_ms) noexcept nogil:
+    """The GIL-free turn (an :data:`fastkafka._net.ioloop.express_fn`): read the answers that
+    are there, send what is due, then say how long to wait, or 1 when the GIL turn must run."""
+    cdef XCtx *x = <XCtx *>ctx
+    cdef Py_ssize_t n, i, j, got
+    cdef int64_t xnext, pnext, until
+    cdef int rounds
+    cdef bint gil = False
+    cdef Readiness r
+    r.ready = NULL
+    r.ready_cap = 0
+    for i in range(nev):
+        got = -1
+        if evs[i].events == EPOLLIN:
+            for j in range(x.nnodes):
+                if x.xnodes[j].conn.fd == evs[i].data.fd:
+                    got = _read_answers(x, &x.xnodes[j], now)
+                    break
+        if got != 0:
+            gil = True                   # answers to complete, or the socket is the GIL turn's
+    if now >= x.python_until:
+        return 1
+    # A deadline only the GIL turn can act on, passed since it ran: it runs now, and drains what
+    # is due here with it (one request, as without the GIL-free turn).
+    _rooms(x, now)
+    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_now, &r)
+    pnext = r.next_gil
+    if pnext <= now:
+        return 1
+    for rounds in range(16):
+        _rooms(x, now)
+        n = drain_c(x.acc, x.nodes, x.nnodes, x.max_request_size, False, True, now, x.out, OUT_CAP)
+        if n <= 0:
+            break
+        i = 0
+        while i < n:
+            j = i + 1
+            while j < n and x.out[j].node_id == x.out[i].node_id:
+                j += 1
+            _send(x, x.out + i, j - i, now)
+            i = j
+        if x.nstranded or x.write_pending:
+            return 1
+    if gil:
+        return 1
+    _rooms(x, now)
+    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_now, &r)
+    xnext = r.next_nogil
+    if xnext <= now:
+        return 1                         # could not take it (the turn's output was full)
+    until = x.python_until
+    if pnext < until:
+        until = pnext
+    if xnext < until:
+        until = xnext
+    wait_ms[0] = until - now if until - now > 0 else 1
+    return 0
+
+
+@cython.final
+@cython.no_gc_clear
+cdef class ExpressTurn:
+    """The GIL-free turn's state for one sender (see the module docstring). The GIL turn calls
+    :meth:`prepare_c` before it waits (the table of brokers it may use) and :meth:`collect_c`
+    after (its counts and anything it left)."""
+    def __cinit__(self):
+        self.x.out = <ExpressBatch *>malloc(OUT_CAP * sizeof(ExpressBatch))
+        self.x.stranded = <ExpressBatch *>malloc(OUT_CAP * sizeof(ExpressBatch))
+        self.x.placed = <unsigned char *>malloc(OUT_CAP)
+        self.x.parts = <ProducePart *>malloc(OUT_CAP * sizeof(ProducePart))
+        self.x.order = <PyObject **>malloc(OUT_CAP * sizeof(PyObject *))
+        self.x.order_qs = <QueueState **>malloc(OUT_CAP * sizeof(QueueState *))
+        self.x.answers_cap = ANSWERS_CAP
+        self.x.answers = <ProducePartAnswer *>malloc(ANSWERS_CAP * sizeof(ProducePartAnswer))
+        self.x.segs_cap = produce_segs_bound(OUT_CAP)
+        self.x.segs = <Segment *>malloc(self.x.segs_cap * sizeof(Segment))
+        if (self.x.out == NULL or self.x.stranded == NULL or self.x.parts == NULL
+                or self.x.order == NULL or self.x.segs == NULL or self.x.placed == NULL
+                or self.x.order_qs == NULL or self.x.answers == NULL):
+            raise MemoryError()
+        self._conns = []
+
+    def __dealloc__(self):
+        free(self.x.out)
+        free(self.x.stranded)
+        free(self.x.parts)
+        free(self.x.order)
+        free(self.x.order_qs)
+        free(self.x.answers)
+        free(self.x.placed)
+        free(self.x.segs)
+        free(self.x.nodes)
+        free(self.x.xnodes)
+
+    cdef int init_c(self, RecordAccumulator acc, NetworkClient client, object config,
+                    int min_version, int64_t *in_flight_batches) except -1:
+        """Bind to the sender's accumulator, network client and settings; ``in_flight_batches``
+        is the sender's count, kept alive by the sender (which owns this object)."""
+        self.acc = acc
+        self.client = client
+        cid = client.client_id
+        self._client_id = cid.encode() if isinstance(cid, str) else (bytes(cid) if cid is not None else None)
+        if self._client_id is None:
+            self.x.client_id = NULL
+            self.x.client_id_len = -1
+        else:
+            self.x.client_id = self._client_id
+            self.x.client_id_len = len(self._client_id)
+        self.x.acc = &acc.st
+        self.x.net = &client.st
+        self.x.max_in_flight = client.max_in_flight
+        self.x.max_request_size = config.max_request_size
+        self.x.acks = config.acks
+        self.x.timeout_ms = min(config.request_timeout_ms, 2**31 - 1)
+        self.x.in_flight_batches = in_flight_batches
+        self._min_version = min_version
+        return 0
+
+    cdef bint prepare_c(self, int64_t now) except -1:
+        """Before the GIL turn waits: the brokers the GIL-free turn may send to (READY plaintext
+        connections that speak a Produce version we send). False when there is none: the wait
+        runs no GIL-free turn."""
+        cdef Connection conn
+        cdef Py_ssize_t n = 0, want = len(self.client.connections)
+        cdef int v
+        self._conns.clear()
+        self.x.nnodes = 0
+        if self.x.acc.transactional or (self.x.acc.idem != NULL and (
+                self.x.acc.idem.producer_id < 0 or self.x.acc.idem.bump_required)):
+            return False                 # nothing the GIL-free drain may take now
+        if want > self.x.nodes_cap:
+            free(self.x.nodes)
+            free(self.x.xnodes)
+            self.x.nodes_cap = 0
+            self.x.nodes = <ExpressNode *>malloc(want * sizeof(ExpressNode))
+            self.x.xnodes = <XNode *>malloc(want * sizeof(XNode))
+            if self.x.nodes == NULL or self.x.xnodes == NULL:
+                raise MemoryError()
+            self.x.nodes_cap = want
+        for c in self.client.connections.values():
+            conn = <Connection>c
+            if conn.st.status != READY or conn.st.fd < 0 or conn.st.tls or conn.st.sq == NULL:
+                continue
+            try:
+                v = conn.version_for(API_PRODUCE, self._min_version)
+            except KafkaError:
+                continue
+            self.x.nodes[n].node_id = conn.node_id
+            self.x.nodes[n].room = 0
+            self.x.xnodes[n].conn = &conn.st
+            self.x.xnodes[n].rd = &conn.reader.c
+            self.x.xnodes[n].version = <int16_t>v
+            self._conns.append(conn)
+            n += 1
+        self.x.nnodes = n
+        self.x.gil_now = now
+        self.x.python_until = now
+        return n > 0
+
+    cdef void *ctx_c(self) noexcept:
+        return &self.x
+
+    cdef int64_t *until_c(self) noexcept:
+        return &self.x.python_until
+
+    cdef list collect_c(self, dict stats):
+        """After the wait: the GIL-free turns' counts into ``stats``; the batches they took out
+        but could not queue, as ``[(node, [batch, ...]), ...]`` for the GIL turn to send (None
+        when there are none)."""
+        cdef list out = None
+        cdef dict by_node
+        cdef Py_ssize_t i
+        if self.x.answers_read:
+            self.answers_read += self.x.answers_read
+            self.x.answers_read = 0
+        if self.x.requests:
+            stats["produce_requests"] += self.x.requests
+            stats["batches_sent"] += self.x.batches
+            self.turns_sent += self.x.requests
+            self.x.requests = 0
+            self.x.batches = 0
+        self.x.write_pending = False
+        self._conns.clear()
+        self.x.nnodes = 0
+        if self.x.nstranded:
+            by_node = {}
+            for i in range(self.x.nstranded):
+                by_node.setdefault(self.x.stranded[i].node_id, []).append(express_take_batch(&self.x.stranded[i]))
+            self.x.nstranded = 0
+            out = list(by_node.items())
+        return out

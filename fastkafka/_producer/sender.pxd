@@ -1,0 +1,51 @@
+# cython: language_level=3
+# Contract of fastkafka._producer.sender: the producer's I/O thread (see the .pyx docstring).
+from libc.stdint cimport int32_t, int64_t
+
+from fastkafka._producer.express_turn cimport ExpressTurn
+
+
+cimport cython
+
+
+@cython.final
+cdef class Sender:
+    cdef readonly object config
+    cdef readonly object acc               # RecordAccumulator
+    cdef readonly object metadata
+    cdef readonly object client            # NetworkClient (or a test's stand-in)
+    cdef public object clock
+    cdef bint _default_clock
+    cdef readonly object idem              # IdempotenceState, None without idempotence
+    cdef readonly object transactional_id
+    cdef readonly object txn               # TransactionManager, None unless transactional
+    cdef readonly int acks
+    cdef readonly int min_produce_version
+    cdef public bint running
+    cdef public bint force_close
+    cdef public int64_t in_flight_batches
+    cdef int64_t _init_retry_ms
+    cdef object _init_backoff
+    cdef public object _thread
+    cdef public object fatal_error
+    cdef readonly object on_error
+    cdef public object on_fatal            # told when this thread dies of a bug
+    cdef readonly dict in_flight           # id(batch) -> batch, in unanswered Produce requests
+    cdef readonly dict stats
+    cdef int64_t _max_request_size
+    cdef int64_t _delivery_timeout_ms
+    cdef int64_t _retry_backoff_ms
+    cdef int64_t _request_timeout_ms
+    cdef int _retries
+    cdef ExpressTurn _express           # the GIL-free turn, None where it does not apply
+    cdef int64_t _other_timeout         # the last turn's timeout apart from linger deadlines
+
+    cdef int64_t now_c(self) except? -1
+    cdef int64_t _send_producer_data(self, int64_t now) except? -1
+    cdef int _succeed(self, batch, int64_t base_offset, int64_t log_append_time) except -1
+    cdef int _fail(self, batch, error) except -1
+    cdef int _fail_unclosable(self) except -1
+    cpdef int _send_produce(self, int32_t node, list batches, int64_t now) except -1
+    cdef int _handle_produce_response(self, int32_t node, list batches, body, error,
+                                      int64_t now) except -1
+    cdef int _unmute(self, batch) except -1

@@ -1,0 +1,284 @@
+# cython: language_level=3
+"""The compiled half of :class:`fastkafka.Producer`: ``send()`` and ``produce()`` as one C call.
+
+Per record, everything the Python layer used to do in several frames happens here without leaving C
+on the common path: type checks of key and value (bytes take no buffer request), the wall clock for
+the timestamp and the monotonic clock for ``max_block_ms``, the per-topic cache check, murmur2 or
+sticky partitioning, the size check against ``max_request_size``, the append into the accumulator,
+and the sender wake-up when a batch filled or started.
+
+Rare paths call back into the Python subclass: ``_topic_info`` (metadata missing or stale, may
+block), ``_call_partitioner`` (a user partitioner) and ``_too_large`` (the error message).
+"""
+cimport cython
+from cpython.buffer cimport PyBuffer_Release
+from libc.stdint cimport int32_t, int64_t
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME
+
+from fastkafka._producer.accumulator cimport WAKE_NONE, WAKE_NOW, RecordAccumulator
+from fastkafka._net.clock cimport clock_ms
+from fastkafka._net.ioloop cimport Poller, give_way
+from fastkafka._producer.partitioner cimport java_partition_c
+from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
+
+from fastkafka.errors import (InvalidRecordError, MalformedRecordError, ProducerClosedError,
+                              UnknownPartitionError)
+
+#: Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
+REQUEST_OVERHEAD = 61 + 256
+
+# The highest partition number Kafka can have (an int32 on the wire).
+MAX_PARTITION = 2147483647
+cdef Py_ssize_t _REQUEST_OVERHEAD = REQUEST_OVERHEAD
+
+cdef enum:
+    PART_MURMUR2 = 0
+    PART_RANDOM = 1
+    PART_CALLABLE = 2
+
+
+cdef int64_t check_timestamp(object timestamp_ms) except -1:
+    """The record timestamp: now (wall clock, ms) for None; InvalidRecordError for a non-int or a
+    negative one."""
+    if timestamp_ms is None:
+        return clock_ms(CLOCK_REALTIME)
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
+        raise InvalidRecordError(
+            f"timestamp_ms must be an int or None, got {type(timestamp_ms).__name__}")
+    if timestamp_ms < 0:
+        raise MalformedRecordError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
+    if timestamp_ms > 9223372036854775807:
+        raise MalformedRecordError(f"timestamp_ms must fit in 64 bits, got {timestamp_ms}")
+    return <int64_t>timestamp_ms
+
+
+def validate_timestamp(timestamp_ms):
+    """validate_timestamp(timestamp_ms) -> int: ``timestamp_ms``, or now for None (see send)."""
+    return check_timestamp(timestamp_ms)
+
+
+cdef Py_ssize_t check_headers(object headers) except -1:
+    """The encoded size of ``headers`` (a list or tuple of (key, value) pairs); InvalidRecordError
+    naming the header for a wrong type, MalformedRecordError for a str key that is not valid
+    Unicode (a lone surrogate cannot be encoded as UTF-8)."""
+    try:
+        return headers_encoded_size(headers)
+    except TypeError as e:  # the same error type as every other bad field
+        raise InvalidRecordError(f"headers: {e}") from None
+    except (ValueError, BufferError) as e:  # a lone surrogate in a key, a released memoryview
+        raise _header_error(headers, e) from None
+
+
+def validate_headers(headers):
+    """validate_headers(headers) -> int: the encoded size of ``headers`` (1 for None or none);
+    raises what ``send`` raises for them."""
+    return 1 if headers is None else check_headers(headers)
+
+
+cdef object _header_error(object headers, object exc):
+    """The MalformedRecordError naming the header whose key or value could not be read."""
+    cdef Py_ssize_t i
+    for i, item in enumerate(headers):
+        key, value = item
+        if isinstance(key, str):
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return MalformedRecordError(
+                    f"headers: header {i}: key {key!r} cannot be encoded as UTF-8 ({e.reason} at "
+                    f"position {e.start}); a header key must be str of valid Unicode or bytes")
+        if value is not None and not isinstance(value, bytes):
+            try:
+                bytes(value)
+            except (ValueError, BufferError) as e:
+                if isinstance(value, memoryview) and isinstance(e, ValueError):
+                    return MalformedRecordError(
+                        f"headers: header {i}: the value's memoryview has been released; "
+                        f"expected bytes, bytearray, memoryview or None")
+                return MalformedRecordError(f"headers: header {i}: the value cannot be read ({e})")
+    return MalformedRecordError(f"headers: {exc}")
+
+
+def check_column(list column, str name):
+    """check_column(column, name): raise what send() raises for the first entry of a list of
+    keys or values that is not bytes-like or None, naming it ``name[index]``; the error path of
+    callers that read the list elsewhere first."""
+    cdef Py_buffer view
+    cdef const char *p
+    cdef Py_ssize_t i, n
+    for i in range(len(column)):
+        x = column[i]
+        if x is None or type(x) is bytes:
+            continue
+        if get_view(x, f"{name}[{i}]", &view, &p, &n):
+            PyBuffer_Release(&view)
+
+
+@cython.final
+cdef class _TopicInfo:
+    """send()'s cache entry for one topic (fields in sendpath.pxd)."""
+
+
+cdef class ProducerCore:
+    """Base class of :class:`fastkafka.Producer` holding the state ``send()`` touches per record.
+
+    The subclass calls :meth:`_init_core` once its accumulator, metadata and sender exist, and
+    provides ``_topic_info``, ``_call_partitioner`` and ``_too_large``. Its fields are declared in
+    sendpath.pxd."""
+
+    def __cinit__(self, *args, **kwargs):
+        self._closed = True               # until _init_core: a half-built producer is closed
+
+    def _init_core(self, RecordAccumulator acc not None, VersionCell metadata_version not None,
+                   Poller poller not None, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms):
+        self._acc = acc
+        self._meta_version = metadata_version
+        self._poller = poller
+        self._partitioner = partitioner
+        if partitioner == "murmur2":
+            self._part_kind = PART_MURMUR2
+        elif partitioner == "random":
+            self._part_kind = PART_RANDOM
+        else:
+            self._part_kind = PART_CALLABLE
+        self._max_record_size = max_record_size
+        self._max_block_ms = max_block_ms
+        self._topics = {}
+        self._closed = False
+
+    def _closed_error(self):
+        """The error a send on a closed producer raises (a subclass says why it is closed)."""
+        return ProducerClosedError("cannot send: the producer is closed")
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+             on_delivery=None):
+        """send(topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
+        on_delivery=None) -> FutureRecordMetadata
+
+        Queue one record; returns a future of its :class:`RecordMetadata`.
+
+        ``value`` and ``key`` are bytes-like or None (any C-contiguous buffer, taken as its raw
+        bytes); ``headers`` a list of (str|bytes, bytes|None) pairs. ``on_delivery(err,
+        metadata)`` runs on the I/O thread once the record is acknowledged or has failed. Raises
+        at once (sending nothing) for a record of the wrong type (InvalidRecordError) or an
+        unusable value (MalformedRecordError, also a ValueError), too large, or for a partition
+        that does not exist; the message names the argument. Blocks up to ``max_block_ms`` for
+        metadata and buffer memory, except on the producer's I/O thread (from a delivery
+        callback), which never waits: BufferExhaustedError (KafkaTimeoutError for metadata)
+        at once instead, since waiting there would stop the thread that frees memory.
+        """
+        return self._send(topic, value, key, partition, timestamp_ms, headers, on_delivery, True)
+
+    def produce(self, topic, value=None, key=None, partition=None, on_delivery=None,
+                timestamp=None, headers=None):
+        """produce(topic, value=None, key=None, partition=None, on_delivery=None, timestamp=None,
+        headers=None) -> None
+
+        confluent-kafka-style :meth:`send` that returns nothing and, without ``on_delivery``,
+        allocates no future: the fastest way to queue one record. Same checks and errors as
+        :meth:`send`; delivery failures are seen through ``on_delivery``, ``flush()`` and
+        ``metrics()``."""
+        self._send(topic, value, key, partition, timestamp, headers, on_delivery, False)
+
+    cdef _TopicInfo _refresh_topic(self, object topic, object partition):
+        """Metadata of ``topic`` (waiting up to max_block_ms for it) into the cache."""
+        cdef _TopicInfo info = _TopicInfo.__new__(_TopicInfo)
+        version, n, available = self._topic_info(topic, partition, self._max_block_ms)
+        info.version = version
+        info.partitions = n
+        info.available = available
+        self._topics[topic] = info
+        return info
+
+    def _topic_cache(self, topic):
+        """(metadata version, partitions, available partitions) cached for ``topic``, or None."""
+        cdef _TopicInfo info = self._topics.get(topic)
+        return None if info is None else (info.version, info.partitions, info.available)
+
+    cdef object _send(self, object topic, object value, object key, object partition,
+                      object timestamp_ms, object headers, object on_delivery, bint want_future):
+        cdef int w
+        cdef Py_buffer kview, vview
+        cdef const char *kp = NULL
+        cdef const char *vp = NULL
+        cdef Py_ssize_t kl = -1, vl = -1, hsize = 1, size
+        cdef int krel = 0, vrel = 0
+        cdef int64_t ts, max_block, start = 0
+        cdef int32_t p, n
+        cdef _TopicInfo info
+        cdef object o
+        if self._closed or self._txn_blocked:
+            raise self._closed_error()
+        if not isinstance(topic, str) or len(<str>topic) == 0:
+            if isinstance(topic, str):
+                raise MalformedRecordError("topic must be a non-empty string, got ''")
+            raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+        if on_delivery is not None and not callable(on_delivery):
+            raise InvalidRecordError(
+                f"on_delivery must be a callable(err, metadata) or None, got "
+                f"{type(on_delivery).__name__}")
+        krel = get_view(key, "key", &kview, &kp, &kl)
+        try:
+            vrel = get_view(value, "value", &vview, &vp, &vl)
+            try:
+                ts = check_timestamp(timestamp_ms)
+                if partition is not None and (isinstance(partition, bool)
+                                              or not isinstance(partition, int)):
+                    raise InvalidRecordError(
+                        f"partition must be an int or None, got {type(partition).__name__}")
+                if partition is not None and not 0 <= partition <= 2147483647:   # MAX_PARTITION
+                    raise UnknownPartitionError(  # no topic has it: no metadata wait
+                        f"partition {partition} of topic {topic!r} cannot exist: Kafka numbers "
+                        f"partitions 0 to {MAX_PARTITION}")
+                info = self._last_info if topic is self._last_topic else self._topics.get(topic)
+                if (info is None or info.version != self._meta_version.value
+                        or (partition is not None and not 0 <= partition < info.partitions)):
+                    start = clock_ms(CLOCK_MONOTONIC)  # waiting for metadata counts
+                    info = self._refresh_topic(topic, partition)
+                    max_block = self._max_block_ms - (clock_ms(CLOCK_MONOTONIC) - start)
+                    if max_block < 0:
+                        max_block = 0
+                else:
+                    max_block = self._max_block_ms
+                self._last_topic = topic
+                self._last_info = info
+                n = info.partitions
+                if partition is not None:
+                    if not 0 <= partition < n:
+                        raise UnknownPartitionError(
+                            f"partition {partition} of topic {topic!r} does not exist "
+                            f"(the topic has {n} partitions)")
+                    p = <int32_t>partition
+                elif self._part_kind == PART_MURMUR2:
+                    p = -1 if kl < 0 else java_partition_c(kp, kl, n)  # -1: sticky for null keys
+                elif self._part_kind == PART_RANDOM:
+                    p = -1
+                else:
+                    p = <int32_t>self._call_partitioner(
+                        topic, key, (info.version, info.partitions, info.available))
+                if headers is not None:
+                    hsize = check_headers(headers)
+                size = record_size_c(0, 0, kl, vl, hsize) + _REQUEST_OVERHEAD
+                if size > self._max_record_size:
+                    raise self._too_large(size)
+                # now_ms -1: the accumulator reads the clock only if it starts a batch
+                o = self._acc.append_c(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, -1,
+                                       max_block, want_future)
+            finally:
+                if vrel:
+                    PyBuffer_Release(&vview)
+        finally:
+            if krel:
+                PyBuffer_Release(&kview)
+        w = self._acc.wakeup_pending
+        if w != WAKE_NONE:
+            self._acc.wakeup_pending = WAKE_NONE
+            if self._acc.transactional:
+                self._poller.wakeup()       # a partition to add to the transaction, or a full batch
+            elif w == WAKE_NOW:
+                self._poller.wake_express()   # a full batch: the GIL-free turn can send it
+            else:
+                self._poller.wake_at(self._acc.wake_deadline_ms)   # a new batch: at its linger deadline
+        # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.
+        give_way()
+        return o

@@ -1,0 +1,101 @@
+"""The package is laid out by layer and imports only go down the layers (docs/internals.md, "Layers").
+
+From the bottom: ``fastkafka.errors`` and ``fastkafka._version`` (leaves), ``fastkafka._wire`` (record
+batches, codecs, CRC), ``fastkafka.protocol`` (the Kafka messages, the Produce codec),
+``fastkafka._net`` (the I/O loop, connections, TLS, SASL, metadata), ``fastkafka._producer`` (the
+accumulator, the send path, the I/O thread, idempotence, transactions) and the API on top
+(``fastkafka.producer``, ``fastkafka.admin``, ``fastkafka.config``, ``fastkafka``). A module may
+import (or cimport) its own layer and the ones below, never one above: every import statement of
+every module, including those inside functions, is read from the source."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import fastkafka
+
+PACKAGE = pathlib.Path(fastkafka.__file__).resolve().parent
+
+LAYERS = ["base", "wire", "protocol", "net", "producer", "api"]
+
+
+def layer_of(dotted: str) -> str:
+    parts = dotted.split(".")
+    assert parts[0] == "fastkafka", dotted
+    if len(parts) == 1:
+        return "api"
+    top = parts[1]
+    if top in ("errors", "_version"):
+        return "base"
+    return {"_wire": "wire", "protocol": "protocol", "_net": "net", "_producer": "producer",
+            "producer": "api", "admin": "api", "config": "api"}[top]
+
+
+def module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+IMPORT = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+c?import\s+([\w, ()*]+)|c?import\s+([\w., ]+))", re.M)
+
+
+def imports_in(text: str, package: list[str]) -> set[str]:
+    """The fastkafka modules a module of ``package`` whose source is ``text`` imports (relative
+    imports resolved; for "from X import a, b" both X and, where they are modules, X.a and X.b)."""
+    out = set()
+    for m in IMPORT.finditer(text):
+        if m.group(1) is not None:
+            src = m.group(1)
+            if src.startswith("."):
+                dots = len(src) - len(src.lstrip("."))
+                base = package[:len(package) - (dots - 1)]
+                src = ".".join(base + ([src.lstrip(".")] if src.lstrip(".") else []))
+            out.add(src)
+            out.update(f"{src}.{name}" for name in re.split(r"[,\s()]+", m.group(2))
+                       if name and name != "as" and _is_module(f"{src}.{name}"))
+        else:
+            out.update(t.strip().split(" as ")[0] for t in m.group(3).split(","))
+    return {t for t in out if t == "fastkafka" or t.startswith("fastkafka.")}
+
+
+def _is_module(dotted: str) -> bool:
+    base = PACKAGE.parent / dotted.replace(".", "/")
+    return any(base.with_suffix(ext).exists() for ext in (".py", ".pyx", ".pxd")) or base.is_dir()
+
+
+def package_of(path: pathlib.Path) -> list[str]:
+    me = module_name(path).split(".")
+    return me if path.name == "__init__.py" else me[:-1]
+
+
+def sources() -> list[pathlib.Path]:
+    return sorted(p for ext in ("*.py", "*.pyx", "*.pxd", "*.pxi") for p in PACKAGE.rglob(ext))
+
+
+def test_imports_only_go_down_the_layers():
+    upward = []
+    checked = 0
+    for path in sources():
+        mine = layer_of(".".join(package_of(path) + ([] if path.name == "__init__.py" else [path.stem])))
+        for target in imports_in(path.read_text(encoding="utf-8"), package_of(path)):
+            checked += 1
+            if LAYERS.index(layer_of(target)) > LAYERS.index(mine):
+                upward.append(f"{path.relative_to(PACKAGE.parent)} ({mine}) imports {target} "
+                              f"({layer_of(target)})")
+    assert checked > 100          # the imports were found at all
+    assert upward == []
+
+
+def test_the_check_sees_an_upward_import():
+    # the reader of imports is not blind: a module of the network layer importing the producer
+    # layer, written each way the package writes imports, is found
+    for line in ("from fastkafka._producer.sender import Sender",
+                 "    from fastkafka._producer import sender",
+                 "from .._producer.accumulator cimport RecordAccumulator",
+                 "import fastkafka.producer",
+                 "from fastkafka import producer"):
+        found = imports_in(line + "\n", ["fastkafka", "_net"])
+        assert any(LAYERS.index(layer_of(t)) > LAYERS.index("net") for t in found), (line, found)
