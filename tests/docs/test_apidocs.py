@@ -17,7 +17,7 @@ PUBLIC = [
     "fastkafka.Producer.init_transactions", "fastkafka.Producer.prepare_transaction",
     "fastkafka.RecordMetadata", "fastkafka.FutureRecordMetadata", "fastkafka.BatchFuture",
     "fastkafka.EncodedHeaders", "fastkafka.config.ProducerConfig", "fastkafka.admin.Admin",
-    "fastkafka.admin.Admin.commit_transaction", "fastkafka._producer.transactions.PreparedTransaction",
+    "fastkafka.admin.Admin.commit_transaction", "fastkafka.PreparedTransaction",
     "fastkafka.errors.KafkaError", "fastkafka.errors.ConfigError",
     "fastkafka.errors.InvalidRecordError", "fastkafka.errors.TransactionAbortableError",
     "spark_sink.register", "spark_sink.partition_writer", "spark_sink.batch_writer",
