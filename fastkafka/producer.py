@@ -678,8 +678,8 @@ class Producer(ProducerCore):
             "io_wakeups_written": poller.wakeups_written,
             "io_timers_armed": poller.timers_armed,
             # Inside those waits: GIL-free turns run, and the Produce requests they sent
-            # (fastkafka/_producer/express_turn.pyx).
-            "io_gil_free_turns": poller.express_turns,
+            # (fastkafka/_producer/gil_free_turn.pyx).
+            "io_gil_free_turns": poller.gil_free_turns,
             "gil_free_requests": self._sender.gil_free_requests,
             "gil_free_answers": self._sender.gil_free_answers,
             "gil_handovers": handover_count(),

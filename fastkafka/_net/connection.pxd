@@ -43,11 +43,11 @@ cdef enum:
     CONN_WRITE_REFUSED = -1000000
 
 
-# A Produce request queued without the GIL ("express"), awaiting its answer. ``batches``: owned
-# references (moved in; moved out into ExpressRequest.batches); ``glue``: the request's non-batch
+# A Produce request queued without the GIL ("GIL-free"), awaiting its answer. ``batches``: owned
+# references (moved in; moved out into GilFreeRequest.batches); ``glue``: the request's non-batch
 # bytes (libc malloc by the enqueuer, freed by the connection once the entry is finished and the
 # send queue no longer references it).
-cdef struct ExpressEntry:
+cdef struct GilFreeEntry:
     int32_t correlation_id
     int16_t version
     int64_t created_ms
@@ -66,7 +66,7 @@ cdef struct ExpressEntry:
 cdef struct ConnCore:
     int status                 # DISCONNECTED / CONNECTING / HANDSHAKE / READY
     int fd                     # the socket's descriptor while there is one, else -1
-    bint tls                   # a TLS session is attached (express writes: plaintext only)
+    bint tls                   # a TLS session is attached (GIL-free writes: plaintext only)
     int n_requests             # len(Connection.in_flight): requests awaiting an answer (GIL kind)
     int unacked_writes         # requests expecting no response, not yet fully written
     int64_t throttle_until_ms  # broker quota (KIP-219)
@@ -74,16 +74,16 @@ cdef struct ConnCore:
     int64_t last_activity_ms
     int16_t produce_version    # Produce version negotiated with the broker, -1 before
     SendQueueCore *sq          # &send_queue.core (the queue lives as long as the connection)
-    ExpressEntry *ex           # express in-flight ring (libc malloc): ex_len entries from ex_head
+    GilFreeEntry *ex           # GIL-free in-flight ring (libc malloc): ex_len entries from ex_head
     Py_ssize_t ex_cap
     Py_ssize_t ex_head
     Py_ssize_t ex_len
 
 
-# Without the GIL. Queue an express Produce request: its segments (raw: glue and batch buffers)
+# Without the GIL. Queue a GIL-free Produce request: its segments (raw: glue and batch buffers)
 # go on the send queue, an in-flight entry takes ownership of ``batches`` (references moved in)
 # and ``glue``. Returns 0, or -1 (no memory: nothing changed, the caller keeps both).
-cdef int conn_express_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
+cdef int conn_gil_free_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
                                 PyObject **batches, Py_ssize_t nbatches, char *glue,
                                 const Segment *segs, Py_ssize_t nsegs) noexcept nogil
 # Without the GIL. Write the send queue (writev) of a READY plaintext connection: the bytes
@@ -103,8 +103,8 @@ cdef inline int conn_in_flight_c(const ConnCore *c) noexcept nogil:
 
 
 @cython.final
-cdef class ExpressRequest:
-    """An express Produce request handed back by the connection (answered or failed): the
+cdef class GilFreeRequest:
+    """A GIL-free Produce request handed back by the connection (answered or failed): the
     ``batches`` list holds the references the entry owned."""
     cdef readonly int32_t correlation_id
     cdef readonly int64_t created_ms
@@ -148,9 +148,9 @@ cdef class Connection:
                 and not (self.st.throttle_until_ms and now < self.st.throttle_until_ms))
 
     cdef int set_tls_c(self, object tls) except -1
-    cdef bint express_is_older_c(self) noexcept   # the oldest request in flight is express
+    cdef bint gil_free_is_older_c(self) noexcept   # the oldest request in flight is GIL-free
     cdef str oldest_text_c(self)                  # the oldest request in flight (either kind), as text
-    cdef ExpressRequest take_express_c(self)      # the express head leaves the ring (as an object)
+    cdef GilFreeRequest take_gil_free_c(self)      # the GIL-free head leaves the ring (as an object)
     cdef int64_t _oldest_created_ms(self) noexcept
     cpdef int version_for(self, int api_key, int min_version=*, object max_version=*) except -1
     cdef int enqueue_c(self, InFlightRequest req, object frame, int64_t now) except -1

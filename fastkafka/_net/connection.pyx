@@ -94,24 +94,24 @@ cdef class InFlightRequest:
         return f"InFlightRequest(node={self.node_id}, api={api}, v{self.version}, corr={self.correlation_id})"
 
 
-# -- express requests: Produce requests queued without the GIL ---------------------------------------
+# -- GIL-free requests: Produce requests queued without the GIL ---------------------------------------
 
 cdef inline bint _before(int32_t a, int32_t b) noexcept nogil:
     """Correlation id ``a`` was allocated before ``b`` (ids increase modulo 2**31)."""
     return a != b and ((<uint32_t>b - <uint32_t>a) & 0x7FFFFFFF) < 0x40000000
 
 
-cdef int conn_express_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
+cdef int conn_gil_free_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
                                 PyObject **batches, Py_ssize_t nbatches, char *glue,
                                 const Segment *segs, Py_ssize_t nsegs) noexcept nogil:
-    cdef ExpressEntry *ring
-    cdef ExpressEntry *e
+    cdef GilFreeEntry *ring
+    cdef GilFreeEntry *e
     cdef Py_ssize_t i, ncap
     if c.sq == NULL:
         return -1
     if c.ex_len == c.ex_cap:
         ncap = c.ex_cap * 2 if c.ex_cap else 8
-        ring = <ExpressEntry *>malloc(ncap * sizeof(ExpressEntry))
+        ring = <GilFreeEntry *>malloc(ncap * sizeof(GilFreeEntry))
         if ring == NULL:
             return -1
         for i in range(c.ex_len):
@@ -145,16 +145,16 @@ cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil:
     return sq_write_c(c.sq, c.fd)
 
 
-cdef class ExpressRequest:
+cdef class GilFreeRequest:
     """A Produce request that was queued without the GIL, once answered or failed: what the
     sender needs to complete it. ``batches`` holds the references its in-flight entry owned."""
 
     def __call__(self, body, error):
-        """Run the network client's express handler: handler(node_id, batches, body, error)."""
+        """Run the network client's GIL-free handler: handler(node_id, batches, body, error)."""
         self.handler(self.node_id, self.batches, body, error)
 
     def __repr__(self):
-        return (f"ExpressRequest(node={self.node_id}, api=PRODUCE, v{self.version}, "
+        return (f"GilFreeRequest(node={self.node_id}, api=PRODUCE, v{self.version}, "
                 f"corr={self.correlation_id})")
 
 
@@ -163,9 +163,9 @@ cdef class Connection:
     """One connection to one broker: state, send queue, frame reader and in-flight requests.
 
     Two kinds of requests are in flight, answered in the order they were queued (correlation ids
-    increase across both): ``in_flight``, a deque of :class:`InFlightRequest`, and the express
-    ring (``st.ex``), Produce requests queued without the GIL by ``conn_express_enqueue_c``
-    (see connection.pxd); an answer to one comes back as an :class:`ExpressRequest`."""
+    increase across both): ``in_flight``, a deque of :class:`InFlightRequest`, and the GIL-free
+    ring (``st.ex``), Produce requests queued without the GIL by ``conn_gil_free_enqueue_c``
+    (see connection.pxd); an answer to one comes back as an :class:`GilFreeRequest`."""
 
     def __cinit__(self):
         self.st.status = DISCONNECTED
@@ -180,7 +180,7 @@ cdef class Connection:
 
     def __dealloc__(self):
         cdef Py_ssize_t i, k
-        cdef ExpressEntry *e
+        cdef GilFreeEntry *e
         if self.st.ex == NULL:
             return
         if self.st.sq != NULL:
@@ -300,16 +300,16 @@ cdef class Connection:
         return self.st.produce_version
 
     @property
-    def express_count(self):
-        """Express requests in flight."""
+    def gil_free_count(self):
+        """GIL-free requests in flight."""
         return self.st.ex_len
 
-    def express_batches(self):
-        """The batches of the express requests in flight, oldest first (new references: the
+    def gil_free_batches(self):
+        """The batches of the GIL-free requests in flight, oldest first (new references: the
         requests keep theirs)."""
         cdef list out = []
         cdef Py_ssize_t i, j
-        cdef ExpressEntry *e
+        cdef GilFreeEntry *e
         for i in range(self.st.ex_len):
             e = &self.st.ex[(self.st.ex_head + i) % self.st.ex_cap]
             for j in range(e.nbatches):
@@ -416,10 +416,10 @@ cdef class Connection:
     cdef tuple receive_frame_c(self, const char *p, Py_ssize_t n, object frame, int64_t now):
         """receive_c() of a frame read in place (``p``, ``n``; ``frame``: the same bytes as an
         object, or None to make one only if needed): a Produce answer is decoded where it lies.
-        The frame answers the head of ``in_flight`` or the head of the express ring, whichever
-        its correlation id names; an express request comes back as an ExpressRequest."""
+        The frame answers the head of ``in_flight`` or the head of the GIL-free ring, whichever
+        its correlation id names; a GIL-free request comes back as an GilFreeRequest."""
         cdef InFlightRequest req = None
-        cdef ExpressEntry *e
+        cdef GilFreeEntry *e
         cdef int32_t corr
         if not self.in_flight and self.st.ex_len == 0:
             raise CorruptFrameError(f"node {self.node_id} sent a response with no request in flight")
@@ -435,7 +435,7 @@ cdef class Connection:
                     f"node {self.node_id} answered correlation id {corr} before the request "
                     f"was fully written")
             body = decode_frame(e.version, <const unsigned char *>p, n)
-            r = self.take_express_c()
+            r = self.take_gil_free_c()
         else:
             raise CorrelationIdMismatchError(
                 f"node {self.node_id} answered correlation id {corr}, expected "
@@ -475,11 +475,11 @@ cdef class Connection:
             throttle = 0
         return r, body, throttle
 
-    cdef ExpressRequest take_express_c(self):
-        """The express ring's head leaves it, as an ExpressRequest: its batch references move into
+    cdef GilFreeRequest take_gil_free_c(self):
+        """The GIL-free ring's head leaves it, as an GilFreeRequest: its batch references move into
         the request's list and its glue is freed (the send queue must no longer reference it)."""
-        cdef ExpressEntry *e = &self.st.ex[self.st.ex_head]
-        cdef ExpressRequest r = ExpressRequest.__new__(ExpressRequest)
+        cdef GilFreeEntry *e = &self.st.ex[self.st.ex_head]
+        cdef GilFreeRequest r = GilFreeRequest.__new__(GilFreeRequest)
         cdef Py_ssize_t i
         batches = PyList_New(e.nbatches)
         for i in range(e.nbatches):
@@ -501,7 +501,7 @@ cdef class Connection:
         self.st.ex_len -= 1
         return r
 
-    cdef bint express_is_older_c(self) noexcept:
+    cdef bint gil_free_is_older_c(self) noexcept:
         if self.st.ex_len == 0:
             return False
         if self.st.n_requests == 0:
@@ -510,15 +510,15 @@ cdef class Connection:
                        (<InFlightRequest>self.in_flight[0]).correlation_id)
 
     def _oldest_correlation_id(self):
-        if self.express_is_older_c():
+        if self.gil_free_is_older_c():
             return self.st.ex[self.st.ex_head].correlation_id
         return (<InFlightRequest>self.in_flight[0]).correlation_id if self.in_flight else None
 
     cdef str oldest_text_c(self):
-        cdef ExpressEntry *e
-        if self.express_is_older_c():
+        cdef GilFreeEntry *e
+        if self.gil_free_is_older_c():
             e = &self.st.ex[self.st.ex_head]
-            return (f"ExpressRequest(node={self.node_id}, api=PRODUCE, v{e.version}, "
+            return (f"GilFreeRequest(node={self.node_id}, api=PRODUCE, v{e.version}, "
                     f"corr={e.correlation_id})")
         if self.in_flight:
             return repr(self.in_flight[0])
@@ -526,7 +526,7 @@ cdef class Connection:
 
     cdef int64_t _oldest_created_ms(self) noexcept:
         """created_ms of the oldest request in flight (either kind); call with one in flight."""
-        if self.express_is_older_c():
+        if self.gil_free_is_older_c():
             return self.st.ex[self.st.ex_head].created_ms
         return (<InFlightRequest>self.in_flight[0]).created_ms
 
@@ -592,9 +592,9 @@ cdef class Connection:
     # -- closing ---------------------------------------------------------------------------
     def reset(self) -> list:
         """Forget the connection's traffic after its socket closed: returns every request that now
-        fails (those in flight, InFlightRequest and ExpressRequest in the order they were queued,
+        fails (those in flight, InFlightRequest and GilFreeRequest in the order they were queued,
         then those expecting no response that were not fully written). The send queue is cleared
-        before the express entries' glue is freed. The state, handshake and buffers start afresh."""
+        before the GIL-free entries' glue is freed. The state, handshake and buffers start afresh."""
         return self.reset_c()
 
     cdef list reset_c(self):
@@ -603,7 +603,7 @@ cdef class Connection:
         self.set_tls_c(None)
         self.st.status = DISCONNECTED
         self.handshake.clear()
-        # The send queue first: its raw segments point into the express entries' glue and batches.
+        # The send queue first: its raw segments point into the GIL-free entries' glue and batches.
         unwritten = unwritten + self.send_queue.clear_c()
         cdef list pending = []
         cdef InFlightRequest head
@@ -615,7 +615,7 @@ cdef class Connection:
                                                    head.correlation_id)):
                     pending.append(self.in_flight.popleft())
                     continue
-            pending.append(self.take_express_c())
+            pending.append(self.take_gil_free_c())
         self.st.n_requests = 0
         for token in unwritten:
             if token is not None and not (<InFlightRequest>token).expect_response:

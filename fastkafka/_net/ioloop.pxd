@@ -17,25 +17,25 @@ cdef extern from "<sys/epoll.h>" nogil:
         EPOLLIN
         EPOLLOUT
 
-# The GIL-free turn the I/O thread may run inside Poller.poll's wait (see Poller.set_express):
+# The GIL-free turn the I/O thread may run inside Poller.poll's wait (see Poller.set_gil_free):
 # called without the GIL when the wait ended on anything but the general wake-up: ``evs[0:n]`` are
-# the sockets that are ready (their ``data.fd``; the timer and express wake-ups are consumed and
+# the sockets that are ready (their ``data.fd``; the timer and GIL-free wake-ups are consumed and
 # not among them), n == 0 for a deadline. It returns 0 to go on waiting without the GIL for at most
 # wait_ms[0] ms (negative: no limit) — the sockets it was given are then handled, and it must not
 # return 0 leaving one of them unhandled — or 1 to take the GIL and return from poll with every
 # event of the wait (the GIL turn handles the sockets: what the turn read is in their buffers).
-ctypedef int (*express_fn)(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
+ctypedef int (*gil_free_fn)(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
                            int64_t *wait_ms) noexcept nogil
 
 
 cdef class Poller:
     cdef int _epfd
     cdef int _evfd
-    cdef int _xfd                   # eventfd: wake_express() (a batch filled: GIL-free turn)
+    cdef int _xfd                   # eventfd: wake_gil_free() (a batch filled: GIL-free turn)
     cdef int _xwake_pending
-    cdef express_fn _xfn            # set_express(): the GIL-free turn, NULL: none
+    cdef gil_free_fn _xfn            # set_gil_free(): the GIL-free turn, NULL: none
     cdef void *_xctx
-    cdef readonly long long express_turns   # GIL-free turns run inside waits
+    cdef readonly long long gil_free_turns   # GIL-free turns run inside waits
     cdef int _tfd                   # timerfd: wake_at() deadlines
     cdef long long _timer_at_ms     # the deadline it is armed for (LLONG_MAX: none)
     cdef int _wake_pending          # 1 while a wakeup is written and not yet consumed
@@ -56,7 +56,7 @@ cdef class Poller:
     cpdef list poll(self, long timeout_ms)
     cpdef wakeup(self)
     cpdef wake_at(self, long long deadline_ms)
-    cpdef wake_express(self)
-    cdef void set_express(self, express_fn fn, void *ctx) noexcept
+    cpdef wake_gil_free(self)
+    cdef void set_gil_free(self, gil_free_fn fn, void *ctx) noexcept
     cdef bint _only_ours(self, int n) noexcept nogil
     cdef int _sockets_first(self, int n) noexcept nogil

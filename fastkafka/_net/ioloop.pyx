@@ -327,7 +327,7 @@ cdef class Poller:
             write(self._evfd, &one, 8)   # EAGAIN: the counter is full, a wake-up is pending anyway
             self.wakeups_written += 1
 
-    cpdef wake_express(self):
+    cpdef wake_gil_free(self):
         """Wake the thread in :meth:`poll` for the GIL-free turn only (a batch filled; any
         thread): a poll with a GIL-free turn set runs it without taking the GIL; one without
         returns, as after :meth:`wakeup`."""
@@ -338,17 +338,17 @@ cdef class Poller:
             write(self._xfd, &one, 8)
             self.wakeups_written += 1
 
-    cdef void set_express(self, express_fn fn, void *ctx) noexcept:
+    cdef void set_gil_free(self, gil_free_fn fn, void *ctx) noexcept:
         """Run ``fn(ctx, now_ms, &wait_ms)`` without the GIL inside the next waits of :meth:`poll`
         (I/O thread only; NULL: none). It runs when a wait ends with nothing but the timer, an
-        express wake-up or its own timeout: it may queue and write requests (the steady state's
+        GIL-free wake-up or its own timeout: it may queue and write requests (the steady state's
         linger deadlines and full batches) and either go on waiting without the GIL or end the
-        wait. ``ctx`` must stay valid until set_express(NULL, NULL)."""
+        wait. ``ctx`` must stay valid until set_gil_free(NULL, NULL)."""
         self._xfn = fn
         self._xctx = ctx
 
     cdef bint _only_ours(self, int n) noexcept nogil:
-        """The wait ended on nothing but the timer and express wake-ups (consumed here), or on
+        """The wait ended on nothing but the timer and GIL-free wake-ups (consumed here), or on
         its timeout: the GIL-free turn may handle it."""
         cdef epoll_event *evs = <epoll_event *>self._buf
         cdef int i, fd
@@ -367,7 +367,7 @@ cdef class Poller:
         return True
 
     cdef int _sockets_first(self, int n) noexcept nogil:
-        """For the GIL-free turn: consume the timer and express wake-ups among ``n`` events and
+        """For the GIL-free turn: consume the timer and GIL-free wake-ups among ``n`` events and
         move the sockets to the front; how many sockets there are, or -1 when the general wake-up
         is among them (the GIL turn is asked for: nothing is consumed or moved)."""
         cdef epoll_event *evs = <epoll_event *>self._buf
@@ -432,13 +432,13 @@ cdef class Poller:
         n = epoll_wait(epfd, evs, maxev, 0)
         wait = <int>timeout_ms if timeout_ms < 0x7FFFFFFF else 0x7FFFFFFF
         if n > 0 and self._xfn != NULL and self._only_ours(n):
-            # The timer or an express wake-up, already there: the GIL-free turn runs now, then the
+            # The timer or a GIL-free wake-up, already there: the GIL-free turn runs now, then the
             # wait goes on as it asks. The GIL is given up for it all the same: the turn takes the
             # accumulator's lock, whose holder (an application thread in send()) may be waiting
             # for the GIL; holding it here would be a deadlock.
             n = 0
             xwait = 0
-            self.express_turns += 1
+            self.gil_free_turns += 1
             with nogil:
                 k = self._xfn(self._xctx, monotonic_ms(), evs, 0, &xwait)
             if k != 0 or xwait == 0:
@@ -450,7 +450,7 @@ cdef class Poller:
             with nogil:
                 while True:
                     n = epoll_wait(epfd, evs, maxev, wait)
-                    # The GIL-free turn handles deadlines, express wake-ups and the sockets it
+                    # The GIL-free turn handles deadlines, GIL-free wake-ups and the sockets it
                     # knows; the general wake-up or a failed wait need the GIL.
                     if self._xfn == NULL or n < 0:
                         break
@@ -458,7 +458,7 @@ cdef class Poller:
                     if k < 0:
                         break
                     xwait = 0
-                    self.express_turns += 1
+                    self.gil_free_turns += 1
                     if self._xfn(self._xctx, monotonic_ms(), evs, k, &xwait) != 0 or xwait == 0:
                         n = k            # the sockets (the rest was consumed) go to the GIL turn
                         break

@@ -5,17 +5,17 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t
 
 from fastkafka._net.connection cimport (ConnCore, Connection, InFlightRequest,
-                                         conn_express_enqueue_c, conn_write_c)
+                                         conn_gil_free_enqueue_c, conn_write_c)
 from fastkafka._wire.segment cimport Segment
-from fastkafka._net.ioloop cimport Poller, express_fn
+from fastkafka._net.ioloop cimport Poller, gil_free_fn
 from fastkafka._net.cells cimport DueCell
 
 
 # The client's fields that code without the GIL reads or writes: take ``&client.st`` with the GIL.
 cdef struct NetCore:
     int32_t correlation        # the last correlation id allocated (ids run 1 .. 2**31-1, wrapping)
-    long long express_requests # express requests queued without the GIL, not yet in stats
-    long long express_bytes    # bytes written without the GIL, not yet in stats["bytes_sent"]
+    long long gil_free_requests # GIL-free requests queued without the GIL, not yet in stats
+    long long gil_free_bytes    # bytes written without the GIL, not yet in stats["bytes_sent"]
 
 
 # Without the GIL: the next correlation id (every request of the client takes its id here).
@@ -25,29 +25,29 @@ cdef inline int32_t next_correlation_c(NetCore *n) noexcept nogil:
 
 
 cdef enum:
-    # express_send_c(): the request could not be queued (no memory; the caller keeps batches and glue)
-    EXPRESS_NO_MEMORY = -1000001
+    # gil_free_send_c(): the request could not be queued (no memory; the caller keeps batches and glue)
+    GIL_FREE_NO_MEMORY = -1000001
 
 
-# Without the GIL: queue an express Produce request on a READY plaintext connection and write it.
+# Without the GIL: queue a GIL-free Produce request on a READY plaintext connection and write it.
 # The caller took ``correlation_id`` from next_correlation_c(n) and encoded it in ``glue``; the
 # segments (glue and batch buffers, in order) are the whole request, size prefix included.
 # Returns the bytes written now (0: the socket takes nothing now; the rest waits on the send
 # queue: the GIL turn writes it, so go back to it, or ask for write readiness, while
-# c.sq.head != c.sq.tail), EXPRESS_NO_MEMORY (nothing changed), or conn_write_c()'s negative
+# c.sq.head != c.sq.tail), GIL_FREE_NO_MEMORY (nothing changed), or conn_write_c()'s negative
 # codes (queued; the GIL turn's next write or read of this connection closes it on an error).
-cdef inline Py_ssize_t express_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
+cdef inline Py_ssize_t gil_free_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
                                       int16_t version, PyObject **batches, Py_ssize_t nbatches,
                                       char *glue, const Segment *segs,
                                       Py_ssize_t nsegs) noexcept nogil:
     cdef Py_ssize_t r
-    if conn_express_enqueue_c(c, correlation_id, now, version, batches, nbatches, glue,
+    if conn_gil_free_enqueue_c(c, correlation_id, now, version, batches, nbatches, glue,
                               segs, nsegs) < 0:
-        return EXPRESS_NO_MEMORY
-    n.express_requests += 1
+        return GIL_FREE_NO_MEMORY
+    n.gil_free_requests += 1
     r = conn_write_c(c)
     if r > 0:
-        n.express_bytes += r
+        n.gil_free_bytes += r
     return r
 
 
@@ -68,9 +68,9 @@ cdef class NetworkClient:
     cdef readonly dict connections         # node id -> Connection
     cdef readonly Poller poller
     cdef NetCore st                        # the correlation id counter, GIL-free counters
-    cdef public object express_handler     # handler(node_id, batches, body, error): express answers
-    # set_express_c(): the GIL-free turn for the next poll's wait (NULL: none)
-    cdef express_fn _xfn
+    cdef public object gil_free_handler     # handler(node_id, batches, body, error): GIL-free answers
+    # set_gil_free_c(): the GIL-free turn for the next poll's wait (NULL: none)
+    cdef gil_free_fn _xfn
     cdef void *_xctx
     cdef int64_t *_x_until
     cdef int64_t _x_python_timeout
@@ -92,11 +92,11 @@ cdef class NetworkClient:
     cdef InFlightRequest send_c(self, int32_t node_id, int api_key, object body, int64_t now,
                                 object callback, bint expect_response, int min_version,
                                 object max_version, object codec)
-    cdef int set_express_c(self, express_fn fn, void *ctx, int64_t *until_ms,
+    cdef int set_gil_free_c(self, gil_free_fn fn, void *ctx, int64_t *until_ms,
                            int64_t python_timeout_ms) except -1
     cdef int poll_c(self, int64_t timeout_ms, int64_t now) except -1
     cdef int32_t _next_correlation_id(self) noexcept
-    cdef int _fold_express_stats(self) except -1
+    cdef int _fold_gil_free_stats(self) except -1
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1
     cdef int64_t maybe_update_metadata_c(self, int64_t now) except? -1
     cdef int _maybe_rebootstrap(self, int64_t now) except -1

@@ -16,12 +16,12 @@ from any thread. ``send`` only queues a request; ``poll`` does the network work 
 design gives: send what can be sent, poll the sockets, handle disconnects, expire requests that waited
 too long, then run the completion handlers — after the I/O, with no lock held.
 
-Express requests: the I/O thread's GIL-free turn queues Produce requests with ``express_send_c``
+GIL-free requests: the I/O thread's GIL-free turn queues Produce requests with ``gil_free_send_c``
 (network.pxd: raw segments on the connection's send queue, an in-flight C entry owning the batches,
 the correlation id from the client's C counter ``next_correlation_c``, which every request uses);
 their answers are read here with the GIL, like any other, and go, with failures (disconnect,
-request timeout, garbled answer), to ``express_handler(node_id, batches, body, error)`` from the
-completions, where an InFlightRequest's callback would run. :meth:`NetworkClient.send_express` does
+request timeout, garbled answer), to ``gil_free_handler(node_id, batches, body, error)`` from the
+completions, where an InFlightRequest's callback would run. :meth:`NetworkClient.send_gil_free` does
 the same from Python.
 """
 
@@ -42,7 +42,7 @@ from libc.string cimport memcpy
 from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._net.connection cimport (
     CONNECTING, DISCONNECTED, DUE_CONNECT, DUE_IDLE, DUE_NONE, DUE_REAUTHENTICATE, DUE_REQUEST,
-    DUE_TLS_HANDSHAKE, HANDSHAKE, READY, Connection, ExpressRequest, InFlightRequest,
+    DUE_TLS_HANDSHAKE, HANDSHAKE, READY, Connection, GilFreeRequest, InFlightRequest,
     conn_write_c)
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller
@@ -117,8 +117,8 @@ cdef class NetworkClient:
         # epoll + eventfd, waiting without the GIL (see fastkafka/_net/ioloop.pyx)
         self.poller = Poller()
         self.st.correlation = 0
-        self.st.express_requests = self.st.express_bytes = 0
-        self.express_handler = None
+        self.st.gil_free_requests = self.st.gil_free_bytes = 0
+        self.gil_free_handler = None
         self._completions = []
         self._metadata_in_flight = False
         self._last_metadata_problems = ()
@@ -380,11 +380,11 @@ cdef class NetworkClient:
         else:
             self._schedule_reconnect(conn, now)
         for r in pending:
-            if type(r) is ExpressRequest:
-                (<ExpressRequest>r).handler = self.express_handler
-                if (<ExpressRequest>r).results is not None:
+            if type(r) is GilFreeRequest:
+                (<GilFreeRequest>r).handler = self.gil_free_handler
+                if (<GilFreeRequest>r).results is not None:
                     # answered (and read) without the GIL before the close: delivered
-                    self._completions.append((r, (<ExpressRequest>r).results, None))
+                    self._completions.append((r, (<GilFreeRequest>r).results, None))
                 else:
                     self._completions.append((r, None, error))
                 continue
@@ -415,12 +415,12 @@ cdef class NetworkClient:
     cdef int32_t _next_correlation_id(self) noexcept:
         return next_correlation_c(&self.st)
 
-    cdef int _fold_express_stats(self) except -1:
+    cdef int _fold_gil_free_stats(self) except -1:
         """Count what was queued and written without the GIL in ``stats``."""
-        if self.st.express_requests or self.st.express_bytes:
-            self.stats["requests"] += self.st.express_requests
-            self.stats["bytes_sent"] += self.st.express_bytes
-            self.st.express_requests = self.st.express_bytes = 0
+        if self.st.gil_free_requests or self.st.gil_free_bytes:
+            self.stats["requests"] += self.st.gil_free_requests
+            self.stats["bytes_sent"] += self.st.gil_free_bytes
+            self.st.gil_free_requests = self.st.gil_free_bytes = 0
         return 0
 
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1:
@@ -597,10 +597,10 @@ cdef class NetworkClient:
         """Do the network work for up to ``timeout_ms``, then run completion handlers."""
         self.poll_c(timeout_ms, self.now_c() if now is None else now)
 
-    cdef int set_express_c(self, express_fn fn, void *ctx, int64_t *until_ms,
+    cdef int set_gil_free_c(self, gil_free_fn fn, void *ctx, int64_t *until_ms,
                            int64_t python_timeout_ms) except -1:
         """For the next poll only: let ``fn(ctx, ...)`` (the sender's GIL-free turn) run inside
-        its wait (Poller.set_express), which then lasts until the GIL turn's next deadline at
+        its wait (Poller.set_gil_free), which then lasts until the GIL turn's next deadline at
         most: the network's own, or ``python_timeout_ms`` from now (the caller's, e.g. connection
         back-offs); that deadline is written to ``until_ms[0]`` before the wait."""
         self._xfn = fn
@@ -613,9 +613,9 @@ cdef class NetworkClient:
         cdef int64_t t, net
         cdef Connection conn
         cdef int fd, mask
-        cdef express_fn xfn = self._xfn
-        self._xfn = NULL                 # set_express_c() holds for this poll only
-        self._fold_express_stats()
+        cdef gil_free_fn xfn = self._xfn
+        self._xfn = NULL                 # set_gil_free_c() holds for this poll only
+        self._fold_gil_free_stats()
         net = self.maybe_update_metadata_c(now)
         if self.request_timeout_ms < net:
             net = self.request_timeout_ms
@@ -635,12 +635,12 @@ cdef class NetworkClient:
             # the network's (metadata, connection and request deadlines) or the caller's.
             t = self._x_python_timeout if self._x_python_timeout < net else net
             self._x_until[0] = now + (t if t > 0 else 0)
-            self.poller.set_express(xfn, self._xctx)
+            self.poller.set_gil_free(xfn, self._xctx)
             try:
                 events = self.poller.poll(timeout_ms)
             finally:
-                self.poller.set_express(NULL, NULL)
-            self._fold_express_stats()
+                self.poller.set_gil_free(NULL, NULL)
+            self._fold_gil_free_stats()
         else:
             events = self.poller.poll(timeout_ms)
         if timeout_ms or events:
@@ -718,7 +718,7 @@ cdef class NetworkClient:
             if conn._tls is not None:
                 done = conn._tls.write(conn.sock, q)
             elif conn.st.status == READY:
-                # the GIL-free turn's write (express_send_c), then the GIL's part: release
+                # the GIL-free turn's write (gil_free_send_c), then the GIL's part: release
                 # written buffers, complete the requests expecting no answer
                 wr = conn_write_c(&conn.st)
                 done = q._finished()
@@ -759,10 +759,10 @@ cdef class NetworkClient:
         # Answers the GIL-free turn read and matched (all success: completed from C results)
         # come first: they were the oldest requests, and their frames are consumed.
         while conn.st.ex_len and conn.st.ex[conn.st.ex_head].answered:
-            r = conn.take_express_c()
-            (<ExpressRequest>r).handler = self.express_handler
+            r = conn.take_gil_free_c()
+            (<GilFreeRequest>r).handler = self.gil_free_handler
             self.stats["responses"] += 1
-            self._completions.append((r, (<ExpressRequest>r).results, None))
+            self._completions.append((r, (<GilFreeRequest>r).results, None))
         try:
             if conn._tls is not None:
                 frames, eof = conn._tls.read(conn.sock, reader)   # decrypted frames, as bytes
@@ -845,9 +845,9 @@ cdef class NetworkClient:
         if throttle:
             self.stats["throttled_responses"] += 1
             self.stats["throttle_time_ms_total"] += throttle
-        if type(r) is ExpressRequest:
-            # runs express_handler(node_id, batches, body, None) with the other completions
-            (<ExpressRequest>r).handler = self.express_handler
+        if type(r) is GilFreeRequest:
+            # runs gil_free_handler(node_id, batches, body, None) with the other completions
+            (<GilFreeRequest>r).handler = self.gil_free_handler
             self._completions.append((r, body, None))
             return True
         req = <InFlightRequest>r

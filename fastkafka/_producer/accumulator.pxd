@@ -14,7 +14,7 @@ from fastkafka._net.mutex cimport pthread_mutex_t
 
 
 # A broker a drain may take batches for now, and how many more requests it may take (drain_c).
-cdef struct ExpressNode:
+cdef struct DrainNode:
     int32_t node_id
     int room
 
@@ -90,16 +90,16 @@ cdef struct AccState:
 
 # One batch drain_c took out: the batch (the queue's owned reference, moved here: the
 # consumer owns it), its BatchState, its partition's QueueState, the node it goes to.
-cdef struct ExpressBatch:
+cdef struct DrainedBatch:
     PyObject *batch
     BatchState *bs
     QueueState *qs
     int32_t node_id
 
 
-# With the GIL: the batch of an express entry as an object, taking over the entry's owned reference
+# With the GIL: the batch of a GIL-free entry as an object, taking over the entry's owned reference
 # (e.batch becomes NULL; no net refcount change).
-cdef inline object express_take_batch(ExpressBatch *e):
+cdef inline object take_drained_batch(DrainedBatch *e):
     cdef object o = <object>e.batch     # a new reference...
     Py_XDECREF(e.batch)                 # ...and the entry's is dropped: it moved into ``o``
     e.batch = NULL
@@ -250,7 +250,7 @@ cdef struct Readiness:
 # turn leaves to the GIL turn (led by none of ``nodes``, or not nogil_sendable_c) becoming
 # sendable (one sendable at once counts from its linger deadline), or any head reaching its
 # delivery timeout; what was due at ``after_ms`` is not counted (the GIL turn that ran then saw it).
-cdef void scan_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes, bint force,
+cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint force,
                  int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil
 
 # The one drain (both turns), under the accumulator lock (taken here: same rule as scan_c). For
@@ -265,9 +265,9 @@ cdef void scan_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes, bint
 # closed (builder_close_plain_c) and stamped (stamp_for_send_c, muting as it says) here; otherwise
 # (the GIL turn) the caller closes and stamps. ``out`` gets them grouped by node in ``nodes``
 # order, at most ``out_cap``. Returns how many were written. Anything skipped is left as it was.
-cdef Py_ssize_t drain_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
+cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                         int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
-                        ExpressBatch *out, Py_ssize_t out_cap) noexcept nogil
+                        DrainedBatch *out, Py_ssize_t out_cap) noexcept nogil
 
 # The GIL path's stamp (Sender._send_produce): stamp_for_send_c on ``batch`` (its partition's
 # QueueState looked up under the lock), muting the partition under the lock when it says so.

@@ -454,8 +454,8 @@ cdef class RecordAccumulator:
         cdef dict result = {}
         cdef list closed_ok
         cdef Py_ssize_t nn = len(nodes), i, got, cap
-        cdef ExpressNode *ns
-        cdef ExpressBatch *out
+        cdef DrainNode *ns
+        cdef DrainedBatch *out
         cdef ProducerBatch first
         cdef bint force = self.buffer_pool.has_waiters_c()
         for node in nodes:
@@ -468,8 +468,8 @@ cdef class RecordAccumulator:
         self._release()
         if cap <= 0:
             return result
-        ns = <ExpressNode *>PyMem_RawMalloc(nn * sizeof(ExpressNode))
-        out = <ExpressBatch *>PyMem_RawMalloc(cap * sizeof(ExpressBatch))
+        ns = <DrainNode *>PyMem_RawMalloc(nn * sizeof(DrainNode))
+        out = <DrainedBatch *>PyMem_RawMalloc(cap * sizeof(DrainedBatch))
         try:
             if ns == NULL or out == NULL:
                 raise MemoryError()
@@ -481,7 +481,7 @@ cdef class RecordAccumulator:
             with nogil:
                 got = drain_c(&self.st, ns, nn, max_request_size, force, False, now_ms, out, cap)
             for i in range(got):
-                (<list>result[out[i].node_id]).append(express_take_batch(&out[i]))
+                (<list>result[out[i].node_id]).append(take_drained_batch(&out[i]))
         finally:
             PyMem_RawFree(ns)
             PyMem_RawFree(out)

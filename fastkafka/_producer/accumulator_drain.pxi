@@ -2,7 +2,7 @@
 # contract is in accumulator.pxd, the explanation in docs/internals.md, "One send pipeline").
 #
 #   GIL turn:      ready() -> scan_c            drain() -> drain_c(nogil_only=False)
-#   GIL-free turn: express_turn -> scan_c       express_turn -> drain_c(nogil_only=True)
+#   GIL-free turn: gil_free_turn -> scan_c       gil_free_turn -> drain_c(nogil_only=True)
 #
 # Both walk only the partitions with queued batches (AccState.act_head, in drain order), so their
 # cost follows the partitions that have data, not every partition known.
@@ -124,7 +124,7 @@ cdef inline int64_t _head_due(AccState *st, QueueState *q, bint always, int64_t 
     return at
 
 
-cdef inline Py_ssize_t _node_index(const ExpressNode *nodes, Py_ssize_t nnodes,
+cdef inline Py_ssize_t _node_index(const DrainNode *nodes, Py_ssize_t nnodes,
                                    int32_t node) noexcept nogil:
     cdef Py_ssize_t k
     for k in range(nnodes):
@@ -137,7 +137,7 @@ cdef inline Py_ssize_t _node_index(const ExpressNode *nodes, Py_ssize_t nnodes,
 # The scan and the drain
 # ---------------------------------------------------------------------------------------------
 
-cdef void scan_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes, bint force,
+cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint force,
                  int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil:
     cdef QueueState *q
     cdef QueueState *nxt
@@ -204,9 +204,9 @@ cdef void scan_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes, bint
         r.next_nogil = 0
 
 
-cdef Py_ssize_t drain_c(AccState *st, const ExpressNode *nodes, Py_ssize_t nnodes,
+cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                         int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
-                        ExpressBatch *out, Py_ssize_t out_cap) noexcept nogil:
+                        DrainedBatch *out, Py_ssize_t out_cap) noexcept nogil:
     cdef Py_ssize_t count = 0, k, taken
     cdef int32_t node
     cdef int64_t size, bsize

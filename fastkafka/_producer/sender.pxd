@@ -2,7 +2,7 @@
 # Contract of fastkafka._producer.sender: the producer's I/O thread (see the .pyx docstring).
 from libc.stdint cimport int32_t, int64_t
 
-from fastkafka._producer.express_turn cimport ExpressTurn
+from fastkafka._producer.gil_free_turn cimport GilFreeTurn
 
 
 cimport cython
@@ -37,7 +37,7 @@ cdef class Sender:
     cdef int64_t _retry_backoff_ms
     cdef int64_t _request_timeout_ms
     cdef int _retries
-    cdef ExpressTurn _express           # the GIL-free turn, None where it does not apply
+    cdef GilFreeTurn _gil_free           # the GIL-free turn, None where it does not apply
     cdef int64_t _other_timeout         # the last turn's timeout apart from linger deadlines
 
     cdef int64_t now_c(self) except? -1

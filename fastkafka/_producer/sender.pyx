@@ -19,7 +19,7 @@ from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._producer.accumulator cimport RecordAccumulator, stamp_batch_for_send
-from fastkafka._producer.express_turn cimport ExpressTurn, express_turn
+from fastkafka._producer.gil_free_turn cimport GilFreeTurn, gil_free_turn
 from fastkafka._net.network cimport NetworkClient
 
 from fastkafka._producer.accumulator import register_io_thread, unregister_io_thread
@@ -120,18 +120,18 @@ cdef class Sender:
         # Batches in Produce requests not yet answered: close() fails them itself if the I/O thread
         # cannot (see Producer.close).
         self.in_flight = {}
-        # The GIL-free turn (fastkafka._producer.express_turn) sends the steady state's batches inside
+        # The GIL-free turn (fastkafka._producer.gil_free_turn) sends the steady state's batches inside
         # the network's wait: plaintext, uncompressed, acknowledged, not transactional, with the
         # compiled accumulator and network client (a test's stand-ins get none).
-        self._express = None
+        self._gil_free = None
         self._other_timeout = 0
         if (isinstance(accumulator, RecordAccumulator) and isinstance(client, NetworkClient)
                 and config.gil_free_io and self.txn is None and self.acks != 0
                 and config.compression_code == 0):
-            self._express = ExpressTurn.__new__(ExpressTurn)
-            self._express.init_c(accumulator, client, config, self.min_produce_version,
+            self._gil_free = GilFreeTurn.__new__(GilFreeTurn)
+            self._gil_free.init_c(accumulator, client, config, self.min_produce_version,
                                  &self.in_flight_batches)
-            client.express_handler = self._on_produce_response
+            client.gil_free_handler = self._on_produce_response
         self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
                       "batches_split": 0,
                       "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
@@ -141,13 +141,13 @@ cdef class Sender:
     def gil_free_requests(self):
         """Produce requests the GIL-free turn sent (0 where it does not apply: gil_free_io=False,
         TLS, compression, acks=0, transactions)."""
-        return self._express.turns_sent if self._express is not None else 0
+        return self._gil_free.turns_sent if self._gil_free is not None else 0
 
     @property
     def gil_free_answers(self):
         """Answers read, decoded and matched to their batches by the GIL-free turn (all success:
         the GIL turn only completes them)."""
-        return self._express.answers_read if self._express is not None else 0
+        return self._gil_free.answers_read if self._gil_free is not None else 0
 
     cdef int64_t now_c(self) except? -1:
         if self._default_clock:
@@ -209,10 +209,10 @@ cdef class Sender:
         for b in self.acc.abort_undrained():
             self._fail(b, error)
         in_flight = list(self.in_flight.values())
-        if self._express is not None:
+        if self._gil_free is not None:
             # batches of requests the GIL-free turn sent (each connection holds them)
             for conn in list(self.client.connections.values()):
-                in_flight.extend(conn.express_batches())
+                in_flight.extend(conn.gil_free_batches())
         for b in in_flight:
             if b.complete(-1, -1, error):
                 self.stats["errors"] += 1
@@ -248,13 +248,13 @@ cdef class Sender:
             timeout = min(self._send_producer_data(now), self.config.retry_backoff_ms)
         else:
             timeout = self._send_producer_data(now)
-            if timeout and self._express is not None and self._express.prepare_c(now):
-                (<NetworkClient>self.client).set_express_c(
-                    express_turn, self._express.ctx_c(), self._express.until_c(),
+            if timeout and self._gil_free is not None and self._gil_free.prepare_c(now):
+                (<NetworkClient>self.client).set_gil_free_c(
+                    gil_free_turn, self._gil_free.ctx_c(), self._gil_free.until_c(),
                     self._other_timeout)
         self.client.poll(timeout, now)
-        if self._express is not None:
-            stranded = self._express.collect_c(self.stats)
+        if self._gil_free is not None:
+            stranded = self._gil_free.collect_c(self.stats)
             if stranded is not None:
                 # taken out and stamped by the GIL-free turn, which could not queue them
                 now = self.now_c()

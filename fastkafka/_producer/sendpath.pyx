@@ -276,7 +276,7 @@ cdef class ProducerCore:
             if self._acc.transactional:
                 self._poller.wakeup()       # a partition to add to the transaction, or a full batch
             elif w == WAKE_NOW:
-                self._poller.wake_express()   # a full batch: the GIL-free turn can send it
+                self._poller.wake_gil_free()   # a full batch: the GIL-free turn can send it
             else:
                 self._poller.wake_at(self._acc.wake_deadline_ms)   # a new batch: at its linger deadline
         # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.

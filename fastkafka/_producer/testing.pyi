@@ -8,7 +8,7 @@ def drain_nogil(acc: RecordAccumulator, nodes: Sequence[Sequence[int]], max_requ
                 now_ms: int, out_cap: int = ...) -> tuple[int, list[tuple[int, ProducerBatch]]]: ...
 def hold_gil(client: NetworkClient, ms: int) -> int: ...
 
-class ExpressProbe:
+class GilFreeProbe:
     calls: int
     calls_holding_gil: int
     sockets_seen: int
@@ -16,7 +16,7 @@ class ExpressProbe:
     def __init__(self, poller: Poller, gil_after: int, wait_ms: int) -> None: ...
     def remove(self) -> None: ...
 
-def send_express(client: NetworkClient, node_id: int, batches: list[Any], frame: Any, version: int,
+def send_gil_free(client: NetworkClient, node_id: int, batches: list[Any], frame: Any, version: int,
                  now: int) -> int: ...
 def encode_segments(version: int, correlation_id: int, client_id: bytes | None,
                     transactional_id: bytes | None, acks: int, timeout_ms: int,

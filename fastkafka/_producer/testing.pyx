@@ -8,9 +8,9 @@ objects for the tests to check:
 - :func:`drain_nogil`: the one drain in its GIL-free mode, and the readiness scan before it
   (``fastkafka._producer.accumulator``);
 - :func:`hold_gil`: hold the GIL for a while, to see what the GIL-free turn does meanwhile;
-- :class:`ExpressProbe`: a GIL-free turn that only counts its calls (``Poller.set_express``);
-- :func:`send_express`: a Produce request queued and written the way the GIL-free turn does
-  (``express_send_c``);
+- :class:`GilFreeProbe`: a GIL-free turn that only counts its calls (``Poller.set_gil_free``);
+- :func:`send_gil_free`: a Produce request queued and written the way the GIL-free turn does
+  (``gil_free_send_c``);
 - :func:`encode_segments`, :func:`parse_answer`: the Produce request encoder and answer parser
   of the GIL-free turn (``fastkafka.protocol.produce_codec``), with guard pages and guard entries.
 """
@@ -27,13 +27,13 @@ from posix.mman cimport (MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_NONE, PROT
                          mmap, mprotect, munmap)
 from posix.unistd cimport _SC_PAGESIZE, sysconf
 
-from fastkafka._producer.accumulator cimport (ExpressBatch, ExpressNode, Readiness, RecordAccumulator, drain_c,
-                                          express_take_batch, scan_c)
+from fastkafka._producer.accumulator cimport (DrainedBatch, DrainNode, Readiness, RecordAccumulator, drain_c,
+                                          take_drained_batch, scan_c)
 from fastkafka._net.clock cimport monotonic_ms
 from fastkafka._net.connection cimport READY, Connection
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller, epoll_event
-from fastkafka._net.network cimport EXPRESS_NO_MEMORY, NetworkClient, express_send_c
+from fastkafka._net.network cimport GIL_FREE_NO_MEMORY, NetworkClient, gil_free_send_c
 from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePart, ProducePartAnswer, _parse,
                                             encode_produce_c, parse_produce_response_c,
                                             produce_answer_error, produce_glue_bound,
@@ -52,9 +52,9 @@ def drain_nogil(RecordAccumulator acc, nodes, int64_t max_request_size, int64_t 
     references move into the list. Also returns scan_c's ``next_nogil`` for the same nodes before
     the drain: ``(deadline, [(node_id, batch), ...])``."""
     cdef Py_ssize_t n = len(nodes), i, got
-    cdef ExpressNode *ns = <ExpressNode *>PyMem_RawMalloc((n if n else 1) * sizeof(ExpressNode))
-    cdef ExpressBatch *out = <ExpressBatch *>PyMem_RawMalloc((out_cap if out_cap > 0 else 1)
-                                                             * sizeof(ExpressBatch))
+    cdef DrainNode *ns = <DrainNode *>PyMem_RawMalloc((n if n else 1) * sizeof(DrainNode))
+    cdef DrainedBatch *out = <DrainedBatch *>PyMem_RawMalloc((out_cap if out_cap > 0 else 1)
+                                                             * sizeof(DrainedBatch))
     cdef int64_t deadline
     cdef Readiness r
     cdef list res = []
@@ -73,7 +73,7 @@ def drain_nogil(RecordAccumulator acc, nodes, int64_t max_request_size, int64_t 
             got = drain_c(&acc.st, ns, n, max_request_size, False, True, now_ms, out, out_cap)
         deadline = r.next_nogil
         for i in range(got):
-            res.append((out[i].node_id, express_take_batch(&out[i])))
+            res.append((out[i].node_id, take_drained_batch(&out[i])))
     finally:
         PyMem_RawFree(ns)
         PyMem_RawFree(out)
@@ -85,11 +85,11 @@ def hold_gil(NetworkClient client, int ms):
     GIL turn of the I/O thread either), and return how many Produce requests the GIL-free turn
     queued meanwhile (the network client's count not yet folded into its stats: only a GIL turn
     folds it)."""
-    cdef long long before = client.st.express_requests
+    cdef long long before = client.st.gil_free_requests
     cdef int64_t end = monotonic_ms() + ms
     while monotonic_ms() < end:
         pass
-    return client.st.express_requests - before
+    return client.st.gil_free_requests - before
 
 
 cdef struct _ProbeState:
@@ -120,8 +120,8 @@ cdef int _probe_turn(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
 
 @cython.final
 @cython.no_gc_clear
-cdef class ExpressProbe:
-    """For tests of :meth:`Poller.set_express`: a GIL-free turn that counts its calls, asks to
+cdef class GilFreeProbe:
+    """For tests of :meth:`Poller.set_gil_free`: a GIL-free turn that counts its calls, asks to
     wait ``wait_ms`` more each time, and ends the wait (takes the GIL) on its ``gil_after``-th call
     or when it is given a ready socket.
     Installed on ``poller`` until :meth:`remove`."""
@@ -135,7 +135,7 @@ cdef class ExpressProbe:
         self.st.gil_after = gil_after
         self.st.wait_ms = wait_ms
         self.poller = poller
-        poller.set_express(_probe_turn, &self.st)
+        poller.set_gil_free(_probe_turn, &self.st)
 
     @property
     def calls(self):
@@ -157,21 +157,21 @@ cdef class ExpressProbe:
         return self.st.last_ms - self.st.first_ms
 
     def remove(self):
-        self.poller.set_express(NULL, NULL)
+        self.poller.set_gil_free(NULL, NULL)
 
     def __dealloc__(self):
         if self.poller is not None:
-            self.poller.set_express(NULL, NULL)
+            self.poller.set_gil_free(NULL, NULL)
 
 
-def send_express(NetworkClient client, int32_t node_id, list batches, frame, int version,
+def send_gil_free(NetworkClient client, int32_t node_id, list batches, frame, int version,
                  int64_t now):
     """Queue and write a Produce request the way the I/O thread's GIL-free turn does
-    (``express_send_c``, see network.pxd), with the GIL: ``frame`` (bytes, or a list
+    (``gil_free_send_c``, see network.pxd), with the GIL: ``frame`` (bytes, or a list
     of buffers) is the whole request, size prefix included, its correlation id (bytes 8..12)
     overwritten with the one allocated here; it is copied into one glue buffer the connection
     frees. The connection owns references to ``batches`` until the answer, or a failure,
-    reaches ``express_handler(node_id, batches, body, error)`` from ``client.poll``. What the
+    reaches ``gil_free_handler(node_id, batches, body, error)`` from ``client.poll``. What the
     socket does not take now is written by ``client.poll``. Returns the correlation id."""
     cdef Connection conn
     cdef Segment seg
@@ -184,8 +184,8 @@ def send_express(NetworkClient client, int32_t node_id, list batches, frame, int
     c = client.connections.get(node_id)
     if c is None or (<Connection>c).st.status != READY:
         raise NetworkError(f"node {node_id} is not ready")
-    if client.express_handler is None:
-        raise ValueError("set express_handler before sending express requests")
+    if client.gil_free_handler is None:
+        raise ValueError("set gil_free_handler before sending GIL-free requests")
     conn = <Connection>c
     data = bytes(frame) if not isinstance(frame, (list, tuple)) else b"".join(
         [bytes(b) for b in frame])
@@ -210,8 +210,8 @@ def send_express(NetworkClient client, int32_t node_id, list batches, frame, int
         arr[i] = <PyObject *>b
     seg.p = glue
     seg.n = len(data)
-    r = express_send_c(&client.st, &conn.st, corr, now, <int16_t>version, arr, nb, glue, &seg, 1)
-    if r == EXPRESS_NO_MEMORY:
+    r = gil_free_send_c(&client.st, &conn.st, corr, now, <int16_t>version, arr, nb, glue, &seg, 1)
+    if r == GIL_FREE_NO_MEMORY:
         for i in range(nb):
             Py_XDECREF(arr[i])
         free(arr)
@@ -219,7 +219,7 @@ def send_express(NetworkClient client, int32_t node_id, list batches, frame, int
         raise MemoryError()
     # What the socket did not take (or a socket error: the write fails again and closes the
     # connection) is left to poll(), which writes queued bytes before it waits.
-    client._fold_express_stats()
+    client._fold_gil_free_stats()
     return corr
 
 

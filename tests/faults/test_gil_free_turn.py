@@ -1,4 +1,4 @@
-"""The I/O thread's GIL-free turn (fastkafka/_producer/express_turn.pyx) against the in-process fault
+"""The I/O thread's GIL-free turn (fastkafka/_producer/gil_free_turn.pyx) against the in-process fault
 broker: the steady state's Produce requests go out without the GIL, and every fault on them
 (disconnects, partition errors, sequence errors, missing answers) ends as on the GIL path: each
 record stored exactly once, in order, at the offset its future reported (checked with kafka-python's

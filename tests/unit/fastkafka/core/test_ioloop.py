@@ -188,17 +188,17 @@ def test_wake_at_ends_a_wait_at_the_deadline_without_waking_now():
     p.close()
 
 
-# -- the GIL-free turn inside the wait (Poller.set_express) ----------------------------------------
+# -- the GIL-free turn inside the wait (Poller.set_gil_free) ----------------------------------------
 
-def test_express_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_the_gil():
-    from fastkafka._producer.testing import ExpressProbe
+def test_gil_free_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_the_gil():
+    from fastkafka._producer.testing import GilFreeProbe
     p = Poller()
-    probe = ExpressProbe(p, 4, 10)   # each turn: wait 10 ms more; the 4th takes the GIL
+    probe = GilFreeProbe(p, 4, 10)   # each turn: wait 10 ms more; the 4th takes the GIL
     t0 = time.monotonic()
     assert p.poll(10) == []
     elapsed = time.monotonic() - t0
     assert probe.calls == 4
-    assert p.express_turns == 4
+    assert p.gil_free_turns == 4
     assert p.waits == 1                  # one blocking wait: the GIL was given up once
     assert probe.span_ms >= 25           # the turns were 10 ms apart (3 gaps)
     assert probe.calls_holding_gil == 0
@@ -207,14 +207,14 @@ def test_express_turn_runs_on_the_deadline_and_keeps_waiting_until_it_asks_for_t
     p.close()
 
 
-def test_express_wake_runs_the_turn_and_a_socket_it_leaves_goes_to_the_gil_turn(pair):
-    from fastkafka._producer.testing import ExpressProbe
+def test_gil_free_wake_runs_the_turn_and_a_socket_it_leaves_goes_to_the_gil_turn(pair):
+    from fastkafka._producer.testing import GilFreeProbe
     a, b = pair
     p = Poller()
     p.register(a.fileno(), READ, "conn")
-    probe = ExpressProbe(p, 100, 10_000)   # leaves every socket to the GIL turn
-    p.wake_express()
-    p.wake_express()                     # one pending wake-up: written once
+    probe = GilFreeProbe(p, 100, 10_000)   # leaves every socket to the GIL turn
+    p.wake_gil_free()
+    p.wake_gil_free()                     # one pending wake-up: written once
     threading.Timer(0.05, b.send, (b"x",)).start()
     assert p.poll(10_000) == [("conn", a.fileno(), READ)]
     assert probe.calls == 2              # the wake-up, then the socket (handed back)
@@ -231,10 +231,10 @@ def test_a_turn_already_due_when_poll_begins_runs_without_the_gil():
     # waits for the GIL (send() takes the lock without the GIL, then takes the GIL back); a turn
     # run with the GIL held would then wait for that lock forever, and the application for the
     # GIL.
-    from fastkafka._producer.testing import ExpressProbe
+    from fastkafka._producer.testing import GilFreeProbe
     p = Poller()
-    probe = ExpressProbe(p, 100, 0)      # asks for no wait: poll() returns after the turn
-    p.wake_express()                     # due before poll() begins: the turn runs at once
+    probe = GilFreeProbe(p, 100, 0)      # asks for no wait: poll() returns after the turn
+    p.wake_gil_free()                     # due before poll() begins: the turn runs at once
     assert p.poll(10_000) == []
     assert probe.calls == 1
     assert p.waits == 0                  # no blocking wait was entered
@@ -243,20 +243,20 @@ def test_a_turn_already_due_when_poll_begins_runs_without_the_gil():
     p.close()
 
 
-def test_without_a_turn_an_express_wake_ends_the_wait_like_a_wakeup():
+def test_without_a_turn_an_gil_free_wake_ends_the_wait_like_a_wakeup():
     p = Poller()
-    threading.Timer(0.02, p.wake_express).start()
+    threading.Timer(0.02, p.wake_gil_free).start()
     t0 = time.monotonic()
     assert p.poll(10_000) == []
     assert time.monotonic() - t0 < 5
-    assert p.express_turns == 0
+    assert p.gil_free_turns == 0
     p.close()
 
 
 def test_a_general_wakeup_ends_the_wait_without_the_turn():
-    from fastkafka._producer.testing import ExpressProbe
+    from fastkafka._producer.testing import GilFreeProbe
     p = Poller()
-    probe = ExpressProbe(p, 100, 10_000)
+    probe = GilFreeProbe(p, 100, 10_000)
     threading.Timer(0.02, p.wakeup).start()
     t0 = time.monotonic()
     assert p.poll(10_000) == []

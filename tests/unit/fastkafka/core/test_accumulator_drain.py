@@ -1,5 +1,5 @@
 """The accumulator's C side of the GIL-free turn: the partition queues as C rings of owned
-references, and drain_express_c / next_send_deadline_c through their test seam
+references, and drain_gil_free_c / next_send_deadline_c through their test seam
 (``fastkafka._producer.testing.drain_nogil``), each skip rule shown to hold a batch back."""
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def add(acc, topic="t", partition=0, value=b"v" * 100, now=0):
     return acc.append(topic, partition, 1000, None, value, None, None, now, 0)
 
 
-def express(acc, nodes=((1, 1),), now=LINGER, max_size=1 << 20, out_cap=64):
+def drain_gil_free(acc, nodes=((1, 1),), now=LINGER, max_size=1 << 20, out_cap=64):
     return drain_nogil(acc, [list(n) for n in nodes], max_size, now, out_cap)
 
 
@@ -89,13 +89,13 @@ def test_ring_references_move_on_drain_and_come_back_to_baseline(acc):
     b.complete(-1, -1, KafkaError("x"))
 
 
-def test_ring_express_drain_moves_references(acc):
+def test_ring_gil_free_drain_moves_references(acc):
     a = acc()
     add(a, partition=0)
     with_leaders(a)
     b = a.queued("t", 0)[0]
     base = sys.getrefcount(b)
-    _, got = express(a)
+    _, got = drain_gil_free(a)
     assert got == [(1, b)]
     assert sys.getrefcount(b) == base   # ring -> the seam's output list, no count change
     del got
@@ -153,13 +153,13 @@ def test_a_cycle_through_a_queued_batch_is_collected():
     assert after["producer_batches"] == before["producer_batches"]
 
 
-# ---- drain_express_c: what it takes ---------------------------------------------------------------
+# ---- drain_gil_free_c: what it takes ---------------------------------------------------------------
 
-def test_express_takes_closes_and_stamps_a_lingered_batch(acc):
+def test_gil_free_takes_closes_and_stamps_a_lingered_batch(acc):
     a = acc()
     add(a, partition=0, value=b"hello")
     with_leaders(a)
-    deadline, got = express(a, now=LINGER)
+    deadline, got = drain_gil_free(a, now=LINGER)
     assert deadline == LINGER                # its linger ends now
     [(node, b)] = got
     assert node == 1 and b.drained_ms == LINGER and b.is_full
@@ -172,206 +172,206 @@ def test_express_takes_closes_and_stamps_a_lingered_batch(acc):
     finish(a, [b])
 
 
-def test_express_one_batch_per_partition_grouped_by_node(acc):
+def test_gil_free_one_batch_per_partition_grouped_by_node(acc):
     a = acc(batch_size=128)
     for p, t in ((0, "t"), (1, "t"), (0, "u")):
         for _ in range(2):
             add(a, topic=t, partition=p)
     with_leaders(a)
-    _, got = express(a, nodes=((2, 1), (1, 1)))
+    _, got = drain_gil_free(a, nodes=((2, 1), (1, 1)))
     assert [n for n, _ in got] == [2, 1, 1]
     assert sorted((b.topic, b.partition) for _, b in got) == [("t", 0), ("t", 1), ("u", 0)]
     assert all(a.queued_batches(*tp) == 1 for tp in LEADERS)
     finish(a, [b for _, b in got])
 
 
-def test_express_max_request_size_but_a_first_batch_always(acc):
+def test_gil_free_max_request_size_but_a_first_batch_always(acc):
     a = acc()
     add(a, partition=0)
     add(a, partition=1)
     with_leaders(a)
-    _, got = express(a, max_size=1)
+    _, got = drain_gil_free(a, max_size=1)
     assert len(got) == 1                      # the first, though larger than 1 byte
-    _, got2 = express(a, max_size=1)
+    _, got2 = drain_gil_free(a, max_size=1)
     assert len(got2) == 1 and got2[0][1] is not got[0][1]
     finish(a, [b for _, b in got + got2])
 
 
-def test_express_round_robin_start_moves(acc):
+def test_gil_free_round_robin_start_moves(acc):
     a = acc()
     firsts = []
     for _ in range(4):
         add(a, partition=0)
         add(a, partition=1)
         with_leaders(a)
-        _, got = express(a, max_size=1)
+        _, got = drain_gil_free(a, max_size=1)
         firsts.append((got[0][1].topic, got[0][1].partition))
         finish(a, [b for _, b in got])
         finish(a, a.abort_undrained())
     assert len(set(firsts)) == 2
 
 
-def test_express_output_full_takes_fewer(acc):
+def test_gil_free_output_full_takes_fewer(acc):
     a = acc()
     add(a, partition=0)
     add(a, partition=1)
     with_leaders(a)
-    _, got = express(a, out_cap=1)
+    _, got = drain_gil_free(a, out_cap=1)
     assert len(got) == 1
     assert a.queued_batches("t", 0) + a.queued_batches("t", 1) == 1
     finish(a, [b for _, b in got])
 
 
-def test_express_ordered_mutes(acc):
+def test_gil_free_ordered_mutes(acc):
     a = acc(ordered=True)
     add(a, partition=0)
     with_leaders(a)
-    _, got = express(a)
+    _, got = drain_gil_free(a)
     assert len(got) == 1 and a.is_muted("t", 0)
     finish(a, [b for _, b in got])
 
 
-def test_express_full_or_flushing_or_closing_before_linger(acc):
+def test_gil_free_full_or_flushing_or_closing_before_linger(acc):
     a = acc(batch_size=256)
     add(a, partition=0)
     add(a, partition=0)                      # the first refused it: full now
     with_leaders(a)
-    d, got = express(a, now=1)
+    d, got = drain_gil_free(a, now=1)
     assert len(got) == 1 and d == 0
     finish(a, [b for _, b in got])
     add(a, partition=1, now=1)
     with_leaders(a)
-    d, got = express(a, now=2)
+    d, got = drain_gil_free(a, now=2)
     # t-0's second batch and t-1's are not full: their linger runs
     assert got == [] and d == LINGER
     a.begin_flush()
-    _, got = express(a, now=2)
+    _, got = drain_gil_free(a, now=2)
     a.end_flush()
     assert len(got) == 2
     finish(a, [b for _, b in got])
     add(a, partition=0, now=3)
     a.close()
-    _, got = express(a, now=3)
+    _, got = drain_gil_free(a, now=3)
     assert len(got) == 1
     finish(a, [b for _, b in got])
 
 
-# ---- drain_express_c: each rule that holds a batch back --------------------------------------------
+# ---- drain_gil_free_c: each rule that holds a batch back --------------------------------------------
 
-def test_express_skip_linger_not_passed_and_deadline(acc):
+def test_gil_free_skip_linger_not_passed_and_deadline(acc):
     a = acc()
     add(a, partition=0, now=0)
     add(a, partition=1, now=3)
     with_leaders(a)
-    d, got = express(a, now=5)
+    d, got = drain_gil_free(a, now=5)
     assert got == [] and d == LINGER          # t-0's linger ends first
-    d, got = express(a, now=LINGER)
+    d, got = drain_gil_free(a, now=LINGER)
     assert [b.partition for _, b in got] == [0] and d == LINGER
-    d, got = express(a, now=LINGER + 1)
+    d, got = drain_gil_free(a, now=LINGER + 1)
     assert got == [] and d == 3 + LINGER
     finish(a, [b for _, b in got])
 
 
-def test_express_skip_retry(acc):
+def test_gil_free_skip_retry(acc):
     a = acc()
     add(a)
     with_leaders(a)
     [b] = a.drain(Cluster(LEADERS), [1], 1 << 20, LINGER)[1]
     a.reenqueue(b, LINGER)
-    d, got = express(a, now=LINGER + 10 * BACKOFF)
+    d, got = drain_gil_free(a, now=LINGER + 10 * BACKOFF)
     assert got == [] and d == INT64_MAX
     assert a.queued("t", 0) == [b]
 
 
-def test_express_skip_expired(acc):
+def test_gil_free_skip_expired(acc):
     a = acc()
     add(a, now=0)
     with_leaders(a)
-    d, got = express(a, now=DELIVERY)
+    d, got = drain_gil_free(a, now=DELIVERY)
     assert got == [] and d == INT64_MAX
     assert a.queued_batches("t", 0) == 1
 
 
-def test_express_skip_muted(acc):
+def test_gil_free_skip_muted(acc):
     a = acc()
     add(a)
     with_leaders(a)
     a.mute("t", 0)
-    d, got = express(a)
+    d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX
     a.unmute("t", 0)
-    _, got = express(a)
+    _, got = drain_gil_free(a)
     assert len(got) == 1
     finish(a, [b for _, b in got])
 
 
-def test_express_skip_transactional(acc):
+def test_gil_free_skip_transactional(acc):
     a = acc()
     add(a)
     with_leaders(a)
     a.transactional = True
     a.txn_mark_added([("t", 0)])
-    d, got = express(a)
+    d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX
     a.transactional = False
-    _, got = express(a)
+    _, got = drain_gil_free(a)
     assert len(got) == 1
     finish(a, [b for _, b in got])
 
 
-def test_express_skip_compressed_left_open(acc):
+def test_gil_free_skip_compressed_left_open(acc):
     a = acc(compression=1)
     add(a)
     with_leaders(a)
-    d, got = express(a)
+    d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX
     [b] = a.queued("t", 0)
     assert not b.builder.is_closed and not b.builder.is_stamped and b.drained_ms == -1
 
 
-def test_express_skip_unknown_leader_other_node_or_no_room(acc):
+def test_gil_free_skip_unknown_leader_other_node_or_no_room(acc):
     a = acc()
     add(a)
-    d, got = express(a)                       # no leader known yet
+    d, got = drain_gil_free(a)                       # no leader known yet
     assert got == [] and d == INT64_MAX
     with_leaders(a)
-    d, got = express(a, nodes=((2, 1),))     # led by node 1
+    d, got = drain_gil_free(a, nodes=((2, 1),))     # led by node 1
     assert got == [] and d == INT64_MAX
-    d, got = express(a, nodes=((1, 0),))     # no room
+    d, got = drain_gil_free(a, nodes=((1, 0),))     # no room
     assert got == [] and d == INT64_MAX
-    _, got = express(a, nodes=((1, 1),))
+    _, got = drain_gil_free(a, nodes=((1, 1),))
     assert len(got) == 1
     finish(a, [b for _, b in got])
 
 
-def test_express_skip_split_pieces(acc):
+def test_gil_free_skip_split_pieces(acc):
     a = acc()
     for _ in range(4):
         add(a, value=b"x" * 10)
     [b] = a.drain(Cluster(LEADERS), [1], 1 << 20, LINGER)[1]
     pieces = a.split_and_reenqueue(b, LINGER)
     assert pieces and a.queued("t", 0) == pieces
-    d, got = express(a)
+    d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX       # closed already: the GIL turn sends them
     finish(a, a.abort_undrained())
     b.complete(0, -1, None)
     a.deallocate(b)
 
 
-def test_express_idempotence_gates_stamps_and_mutes(acc):
+def test_gil_free_idempotence_gates_stamps_and_mutes(acc):
     a = acc()
     idem = IdempotenceState(a)
     add(a, partition=0)
     add(a, partition=1)
     with_leaders(a)
-    d, got = express(a)
+    d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX       # no producer id yet
     idem.set_producer_id(42, 3)
     idem.bump_required = True
-    d, got = express(a)
+    d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX       # an epoch bump pending
     idem.bump_required = False
-    _, got = express(a)
+    _, got = drain_gil_free(a)
     assert len(got) == 2
     for _, b in got:
         assert (b.producer_id, b.producer_epoch, b.base_sequence) == (42, 3, 0)
@@ -384,24 +384,24 @@ def test_express_idempotence_gates_stamps_and_mutes(acc):
     del idem
 
 
-def test_refresh_leaders_moves_express_to_the_new_leader(acc):
+def test_refresh_leaders_moves_gil_free_to_the_new_leader(acc):
     a = acc()
     add(a, partition=0)
     with_leaders(a)
     a.refresh_leaders(Cluster({("t", 0): 2}))
-    d, got = express(a, nodes=((1, 1),))
+    d, got = drain_gil_free(a, nodes=((1, 1),))
     assert got == [] and d == INT64_MAX
     a.refresh_leaders(Cluster({}))
-    d, got = express(a, nodes=((2, 1),))
+    d, got = drain_gil_free(a, nodes=((2, 1),))
     assert got == [] and d == INT64_MAX        # unknown now
     a.refresh_leaders(Cluster({("t", 0): 2}))
-    _, got = express(a, nodes=((2, 1),))
+    _, got = drain_gil_free(a, nodes=((2, 1),))
     assert [n for n, _ in got] == [2]
     finish(a, [b for _, b in got])
 
 
-def test_express_drain_concurrent_with_appends(acc):
-    """The express drain (without the GIL, under the accumulator's lock) against a thread
+def test_gil_free_drain_concurrent_with_appends(acc):
+    """The GIL-free drain (without the GIL, under the accumulator's lock) against a thread
     appending: every record ends up in exactly one batch, drained or still queued."""
     import threading
     a = acc(batch_size=512)
@@ -420,11 +420,11 @@ def test_express_drain_concurrent_with_appends(acc):
     t.start()
     taken = []
     while not stop.is_set() or a.has_undrained():
-        _, got = express(a, nodes=((1, 4),), now=LINGER, max_size=4096)
+        _, got = drain_gil_free(a, nodes=((1, 4),), now=LINGER, max_size=4096)
         taken += [b for _, b in got]
         if stop.is_set() and not got:
             a.begin_flush()
-            _, got = express(a, nodes=((1, 4),), now=LINGER)
+            _, got = drain_gil_free(a, nodes=((1, 4),), now=LINGER)
             a.end_flush()
             taken += [b for _, b in got]
     t.join()

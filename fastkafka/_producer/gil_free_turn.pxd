@@ -1,12 +1,12 @@
 # cython: language_level=3
-# Contract of fastkafka._producer.express_turn: the I/O thread's GIL-free steady-state turn (see the
-# .pyx docstring). The sender owns one ExpressTurn and hands its context to the network client's
+# Contract of fastkafka._producer.gil_free_turn: the I/O thread's GIL-free steady-state turn (see the
+# .pyx docstring). The sender owns one GilFreeTurn and hands its context to the network client's
 # wait.
 cimport cython
 from cpython.ref cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t
 
-from fastkafka._producer.accumulator cimport (AccState, ExpressBatch, ExpressNode, QueueState,
+from fastkafka._producer.accumulator cimport (AccState, DrainedBatch, DrainNode, QueueState,
                                               RecordAccumulator)
 from fastkafka._net.connection cimport ConnCore
 from fastkafka._net.ioloop cimport epoll_event
@@ -26,7 +26,7 @@ cdef struct XNode:
 cdef struct XCtx:
     AccState *acc
     NetCore *net
-    ExpressNode *nodes          # node ids and room (room re-read every turn)
+    DrainNode *nodes          # node ids and room (room re-read every turn)
     XNode *xnodes               # the same index: connection and version
     Py_ssize_t nnodes
     Py_ssize_t nodes_cap
@@ -39,7 +39,7 @@ cdef struct XCtx:
     int64_t gil_now             # when the GIL turn that set this table ran
     int64_t python_until        # the GIL turn's own next deadline (set by the network client)
     int64_t *in_flight_batches  # the sender's count of batches in unanswered requests
-    ExpressBatch *out
+    DrainedBatch *out
     ProducePart *parts
     PyObject **order            # scratch: batches in request order
     QueueState **order_qs       # scratch: their partitions
@@ -52,20 +52,20 @@ cdef struct XCtx:
     int64_t requests
     int64_t batches
     int64_t answers_read        # answers read and matched without the GIL
-    ExpressBatch *stranded      # taken out but not queued (no memory): the GIL turn sends them
+    DrainedBatch *stranded      # taken out but not queued (no memory): the GIL turn sends them
     Py_ssize_t nstranded
     bint write_pending          # bytes wait on a send queue: the GIL turn writes them
 
 
 
-# The GIL-free turn (an express_fn of fastkafka._net.ioloop): ``ctx`` is an ExpressTurn's XCtx.
-cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int n,
+# The GIL-free turn (an gil_free_fn of fastkafka._net.ioloop): ``ctx`` is an GilFreeTurn's XCtx.
+cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int n,
                       int64_t *wait_ms) noexcept nogil
 
 
 @cython.final
 @cython.no_gc_clear
-cdef class ExpressTurn:
+cdef class GilFreeTurn:
     cdef XCtx x
     cdef RecordAccumulator acc
     cdef NetworkClient client

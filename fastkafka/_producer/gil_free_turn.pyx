@@ -1,12 +1,12 @@
 # cython: language_level=3
-"""The I/O thread's GIL-free steady-state turn (the "express turn").
+"""The I/O thread's GIL-free steady-state turn (the "GIL-free turn").
 
 Why. The producer's I/O thread shares the GIL with the application. In the steady state a batch
 needed the I/O thread twice: at its linger deadline (drain, stamp, encode, write) and at its
 answer (read, complete, callbacks). Each time it had to take the GIL back from a busy application
-first. The express turn does the first of the two without the GIL: inside the poller's wait
-(:meth:`fastkafka._net.ioloop.Poller.set_express`), when the wait ends on a linger deadline or on
-a full batch's express wake-up, it
+first. The GIL-free turn does the first of the two without the GIL: inside the poller's wait
+(:meth:`fastkafka._net.ioloop.Poller.set_gil_free`), when the wait ends on a linger deadline or on
+a full batch's GIL-free wake-up, it
 
 1. works out which brokers may take a Produce request now (READY plaintext connections with room,
    not throttled, no re-authentication due — the table the GIL turn left, re-read live);
@@ -14,7 +14,7 @@ a full batch's express wake-up, it
    plain lock; batches move by pointer, their references untouched), closes, sequences and stamps
    them (CRC-32C) — the same C functions the GIL turn uses;
 3. encodes the request around the batches (``encode_produce_c``: the glue in one malloc'd buffer,
-   the batches by reference), queues it on the connection as an express request in flight, and
+   the batches by reference), queues it on the connection as a GIL-free request in flight, and
    writes it (``writev``);
 4. goes on waiting, without the GIL, until the next deadline it owns, a socket, or a deadline only
    the GIL turn can act on.
@@ -31,9 +31,9 @@ while it waits for the GIL.
 What stays with the GIL turn (the rare paths): the first batches of a partition whose leader is
 not known yet, compression (the codecs are Python modules), transactions, retries, splits, TLS
 and acks=0 connections, metadata, connection set-up and handshakes, producer ids and epoch bumps,
-errors and timeouts. A partition's next deadline belongs to one side: the express turn's when its
+errors and timeouts. A partition's next deadline belongs to one side: the GIL-free turn's when its
 head batch is one it can send to a broker in its table, else the GIL turn's. A deadline of the GIL
-turn's makes the express turn end the wait; one that had already passed at the last GIL turn does
+turn's makes the GIL-free turn end the wait; one that had already passed at the last GIL turn does
 not (that turn chose its own timeout for it: a node still connecting, for instance).
 """
 
@@ -43,15 +43,15 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, INT64_MAX
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
-from fastkafka._producer.accumulator cimport (AccState, ExpressBatch, QueueState, Readiness,
-                                          RecordAccumulator, drain_c, express_take_batch, scan_c)
+from fastkafka._producer.accumulator cimport (AccState, DrainedBatch, QueueState, Readiness,
+                                          RecordAccumulator, drain_c, take_drained_batch, scan_c)
 from fastkafka._producer.batch cimport BatchState
 from fastkafka._net.clock cimport monotonic_ms
-from fastkafka._net.connection cimport (READY, ConnCore, Connection, ExpressEntry, be32_c,
+from fastkafka._net.connection cimport (READY, ConnCore, Connection, GilFreeEntry, be32_c,
                                          conn_in_flight_c)
 from fastkafka._wire.segment cimport Segment
-from fastkafka._net.ioloop cimport EPOLLIN, epoll_event, express_fn
-from fastkafka._net.network cimport (EXPRESS_NO_MEMORY, NetCore, NetworkClient, express_send_c,
+from fastkafka._net.ioloop cimport EPOLLIN, epoll_event, gil_free_fn
+from fastkafka._net.network cimport (GIL_FREE_NO_MEMORY, NetCore, NetworkClient, gil_free_send_c,
                                       next_correlation_c)
 from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer, encode_produce_c,
                                             parse_produce_response_c, produce_glue_bound,
@@ -88,14 +88,14 @@ cdef void _rooms(XCtx *x, int64_t now) noexcept nogil:
         x.nodes[i].room = room if room > 0 else 0
 
 
-cdef void _strand(XCtx *x, ExpressBatch *b, Py_ssize_t n) noexcept nogil:
+cdef void _strand(XCtx *x, DrainedBatch *b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(n):
         x.stranded[x.nstranded] = b[i]
         x.nstranded += 1
 
 
-cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
+cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
     """One Produce request to ``b[0].node_id`` with the ``n`` batches of ``b`` (grouped there by
     topic), queued and written; on failure the batches are stranded for the GIL turn."""
     cdef Py_ssize_t i, j, k = 0, topic_bytes = 0, nsegs = 0, used, glue_cap
@@ -150,10 +150,10 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
     used = encode_produce_c(xn.version, corr, x.client_id, x.client_id_len, NULL, -1, x.acks,
                             x.timeout_ms, x.parts, n, glue, glue_cap, x.segs, x.segs_cap, &nsegs)
     if used <= 0:
-        r = EXPRESS_NO_MEMORY
+        r = GIL_FREE_NO_MEMORY
     else:
-        r = express_send_c(x.net, xn.conn, corr, now, xn.version, owned, n, glue, x.segs, nsegs)
-    if r == EXPRESS_NO_MEMORY:
+        r = gil_free_send_c(x.net, xn.conn, corr, now, xn.version, owned, n, glue, x.segs, nsegs)
+    if r == GIL_FREE_NO_MEMORY:
         free(glue)
         free(owned)
         _strand(x, b, n)
@@ -165,7 +165,7 @@ cdef void _send(XCtx *x, ExpressBatch *b, Py_ssize_t n, int64_t now) noexcept no
         x.write_pending = True           # the rest (or an error) is the GIL turn's
 
 
-cdef int _match(XCtx *x, ExpressEntry *e, Py_ssize_t nparts) noexcept nogil:
+cdef int _match(XCtx *x, GilFreeEntry *e, Py_ssize_t nparts) noexcept nogil:
     """Each batch of ``e`` its partition's result among the ``nparts`` parsed answers (a
     partition listed twice: its last entry) into a new ``e.results``: 0, or -1 when one has none
     or there is no memory (nothing set: the GIL turn decodes the answer)."""
@@ -195,7 +195,7 @@ cdef int _match(XCtx *x, ExpressEntry *e, Py_ssize_t nparts) noexcept nogil:
 
 
 cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
-    """Read what the socket of ``xn`` has and take, in order, the complete answers to its express
+    """Read what the socket of ``xn`` has and take, in order, the complete answers to its GIL-free
     requests that are plain success (every partition written, no throttle): each request is marked
     answered with its batches' offsets, its frame consumed. Stops at anything else (an error, a
     throttle, an answer to a request queued with the GIL, a garbled frame), which the GIL turn
@@ -203,7 +203,7 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
     socket now (end of stream, a socket error, a frame left to it)."""
     cdef ConnCore *c = xn.conn
     cdef ReaderCore *rd = xn.rd
-    cdef ExpressEntry *e
+    cdef GilFreeEntry *e
     cdef ProduceAnswerInfo info
     cdef const char *p
     cdef Py_ssize_t r, size, k, nparts, taken = 0
@@ -236,9 +236,9 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
         taken += 1
 
 
-cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
+cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
                       int64_t *wait_ms) noexcept nogil:
-    """The GIL-free turn (an :data:`fastkafka._net.ioloop.express_fn`): read the answers that
+    """The GIL-free turn (an :data:`fastkafka._net.ioloop.gil_free_fn`): read the answers that
     are there, send what is due, then say how long to wait, or 1 when the GIL turn must run."""
     cdef XCtx *x = <XCtx *>ctx
     cdef Py_ssize_t n, i, j, got
@@ -298,13 +298,13 @@ cdef int express_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
 
 @cython.final
 @cython.no_gc_clear
-cdef class ExpressTurn:
+cdef class GilFreeTurn:
     """The GIL-free turn's state for one sender (see the module docstring). The GIL turn calls
     :meth:`prepare_c` before it waits (the table of brokers it may use) and :meth:`collect_c`
     after (its counts and anything it left)."""
     def __cinit__(self):
-        self.x.out = <ExpressBatch *>malloc(OUT_CAP * sizeof(ExpressBatch))
-        self.x.stranded = <ExpressBatch *>malloc(OUT_CAP * sizeof(ExpressBatch))
+        self.x.out = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
+        self.x.stranded = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
         self.x.placed = <unsigned char *>malloc(OUT_CAP)
         self.x.parts = <ProducePart *>malloc(OUT_CAP * sizeof(ProducePart))
         self.x.order = <PyObject **>malloc(OUT_CAP * sizeof(PyObject *))
@@ -371,7 +371,7 @@ cdef class ExpressTurn:
             free(self.x.nodes)
             free(self.x.xnodes)
             self.x.nodes_cap = 0
-            self.x.nodes = <ExpressNode *>malloc(want * sizeof(ExpressNode))
+            self.x.nodes = <DrainNode *>malloc(want * sizeof(DrainNode))
             self.x.xnodes = <XNode *>malloc(want * sizeof(XNode))
             if self.x.nodes == NULL or self.x.xnodes == NULL:
                 raise MemoryError()
@@ -424,7 +424,7 @@ cdef class ExpressTurn:
         if self.x.nstranded:
             by_node = {}
             for i in range(self.x.nstranded):
-                by_node.setdefault(self.x.stranded[i].node_id, []).append(express_take_batch(&self.x.stranded[i]))
+                by_node.setdefault(self.x.stranded[i].node_id, []).append(take_drained_batch(&self.x.stranded[i]))
             self.x.nstranded = 0
             out = list(by_node.items())
         return out

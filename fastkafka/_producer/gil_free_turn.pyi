@@ -1,3 +1,3 @@
-class ExpressTurn:
+class GilFreeTurn:
     turns_sent: int
     answers_read: int
