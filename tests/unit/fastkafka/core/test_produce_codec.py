@@ -549,13 +549,12 @@ def test_sender_acks_zero_completes_without_an_answer(sender_rig):
 
 
 def test_error_codes_come_from_the_error_table():
-    from fastkafka import idempotence, transactions
-    from fastkafka._core import sender
+    from fastkafka._producer import sender, transactions
     assert sender.MESSAGE_TOO_LARGE == errors.MessageTooLargeError.code == 10
     assert sender.RECORD_LIST_TOO_LARGE == errors.RecordListTooLargeError.code == 18
     assert sender.PRODUCER_FENCED == errors.ProducerFencedError.code == 90
-    assert idempotence.OUT_OF_ORDER_SEQUENCE_NUMBER == 45 and idempotence.DUPLICATE_SEQUENCE_NUMBER == 46
-    assert idempotence.UNKNOWN_PRODUCER_ID == 59 and idempotence.INVALID_PRODUCER_EPOCH == 47
+    assert sender.OUT_OF_ORDER_SEQUENCE_NUMBER == 45 and sender.DUPLICATE_SEQUENCE_NUMBER == 46
+    assert sender.UNKNOWN_PRODUCER_ID == 59 and sender.INVALID_PRODUCER_EPOCH == 47
     for name in ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
                  "CONCURRENT_TRANSACTIONS", "OPERATION_NOT_ATTEMPTED", "UNKNOWN_TOPIC_OR_PARTITION",
                  "REQUEST_TIMED_OUT", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE",
