@@ -43,15 +43,21 @@ cdef enum:
     CONN_WRITE_REFUSED = -1000000
 
 
-# A Produce request queued without the GIL ("GIL-free"), awaiting its answer. ``batches``: owned
-# references (moved in; moved out into GilFreeRequest.batches); ``glue``: the request's non-batch
-# bytes (libc malloc by the enqueuer, freed by the connection once the entry is finished and the
-# send queue no longer references it).
-cdef struct GilFreeEntry:
+# One request in flight on a connection: the connection's one in-flight ring holds these, in the
+# order the requests were queued (their correlation ids increase), whichever turn queued them.
+# Two kinds share the struct:
+# - a Produce request of batches (``request`` NULL), queued by conn_produce_enqueue_c from either
+#   turn: ``batches`` owns its batch references (moved in; moved out into ProduceRequest.batches)
+#   followed by ``nbatches`` pointers of the producer layer's own (what it matches an answer by);
+#   ``glue``, the request's non-batch bytes (libc malloc by the enqueuer, freed by the connection
+#   once the entry is finished and the send queue no longer references it);
+# - any other request (``request``: its InFlightRequest, an owned reference; the other pointers NULL).
+cdef struct InFlightEntry:
     int32_t correlation_id
     int16_t version
     int64_t created_ms
     long long end_pos          # the send queue's queued_bytes after its last byte
+    PyObject *request          # InFlightRequest, or NULL for a Produce request of batches
     PyObject **batches
     Py_ssize_t nbatches
     char *glue
@@ -67,23 +73,28 @@ cdef struct ConnCore:
     int status                 # DISCONNECTED / CONNECTING / HANDSHAKE / READY
     int fd                     # the socket's descriptor while there is one, else -1
     bint tls                   # a TLS session is attached (GIL-free writes: plaintext only)
-    int n_requests             # len(Connection.in_flight): requests awaiting an answer (GIL kind)
     int unacked_writes         # requests expecting no response, not yet fully written
     int64_t throttle_until_ms  # broker quota (KIP-219)
     int64_t reauth_at_ms       # SASL session: no new requests from then on
     int64_t last_activity_ms
     int16_t produce_version    # Produce version negotiated with the broker, -1 before
     SendQueueCore *sq          # &send_queue.core (the queue lives as long as the connection)
-    GilFreeEntry *ex           # GIL-free in-flight ring (libc malloc): ex_len entries from ex_head
-    Py_ssize_t ex_cap
-    Py_ssize_t ex_head
-    Py_ssize_t ex_len
+    InFlightEntry *ring        # the in-flight ring (libc malloc): ring_len entries from ring_head
+    Py_ssize_t ring_cap
+    Py_ssize_t ring_head
+    Py_ssize_t ring_len
 
 
-# Without the GIL. Queue a GIL-free Produce request: its segments (raw: glue and batch buffers)
-# go on the send queue, an in-flight entry takes ownership of ``batches`` (references moved in)
-# and ``glue``. Returns 0, or -1 (no memory: nothing changed, the caller keeps both).
-cdef int conn_gil_free_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
+# The i-th request in flight (0: the oldest); i < c.ring_len.
+cdef inline InFlightEntry *conn_entry_c(const ConnCore *c, Py_ssize_t i) noexcept nogil:
+    return &c.ring[(c.ring_head + i) % c.ring_cap]
+
+
+# Without the GIL (or with it). Queue a Produce request of batches: its segments (raw: glue and
+# batch buffers) go on the send queue, an in-flight entry takes ownership of ``batches``
+# (references moved in) and ``glue``. Returns 0, or -1 (no memory: nothing changed, the caller
+# keeps both).
+cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
                                 PyObject **batches, Py_ssize_t nbatches, char *glue,
                                 const Segment *segs, Py_ssize_t nsegs) noexcept nogil
 # Without the GIL. Write the send queue (writev) of a READY plaintext connection: the bytes
@@ -97,15 +108,15 @@ cdef inline int32_t be32_c(const char *p) noexcept nogil:
     return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
 
 
-# Without the GIL: requests in flight (both kinds and unacked writes), as in_flight_count_c().
+# Without the GIL: requests in flight (the ring and unacked writes), as in_flight_count_c().
 cdef inline int conn_in_flight_c(const ConnCore *c) noexcept nogil:
-    return c.n_requests + <int>c.ex_len + c.unacked_writes
+    return <int>c.ring_len + c.unacked_writes
 
 
 @cython.final
-cdef class GilFreeRequest:
-    """A GIL-free Produce request handed back by the connection (answered or failed): the
-    ``batches`` list holds the references the entry owned."""
+cdef class ProduceRequest:
+    """A Produce request of batches handed back by the connection (answered, failed, or written
+    when it expects no answer): the ``batches`` list holds the references the entry owned."""
     cdef readonly int32_t correlation_id
     cdef readonly int64_t created_ms
     cdef readonly int version
@@ -114,6 +125,7 @@ cdef class GilFreeRequest:
     cdef public object handler           # set by the network client: handler(node, batches, body, error)
     # answered without the GIL: [(base_offset, log_append_time), ...] per batch, else None
     cdef readonly list results
+    cdef char *glue                      # acks=0: the request's glue, owned until written (freed here)
 
 
 @cython.final
@@ -126,7 +138,6 @@ cdef class Connection:
     cdef readonly Py_ssize_t max_frame_size
     cdef readonly SendQueue send_queue
     cdef public FrameReader reader
-    cdef readonly object in_flight       # deque of InFlightRequest awaiting a response, oldest first
     cdef public bint unconfirmed         # such a request was written and no response came after it
     cdef public dict api_versions
     cdef public dict versions            # negotiated version per api key
@@ -148,9 +159,9 @@ cdef class Connection:
                 and not (self.st.throttle_until_ms and now < self.st.throttle_until_ms))
 
     cdef int set_tls_c(self, object tls) except -1
-    cdef bint gil_free_is_older_c(self) noexcept   # the oldest request in flight is GIL-free
-    cdef str oldest_text_c(self)                  # the oldest request in flight (either kind), as text
-    cdef GilFreeRequest take_gil_free_c(self)      # the GIL-free head leaves the ring (as an object)
+    cdef str oldest_text_c(self)                  # the oldest request in flight, as text
+    cdef object take_head_c(self)                 # the oldest leaves the ring: InFlightRequest / ProduceRequest
+    cdef int push_token_c(self, object token) except -1   # a token done once everything queued is written
     cdef int64_t _oldest_created_ms(self) noexcept
     cpdef int version_for(self, int api_key, int min_version=*, object max_version=*) except -1
     cdef int enqueue_c(self, InFlightRequest req, object frame, int64_t now) except -1

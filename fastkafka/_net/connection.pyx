@@ -18,7 +18,7 @@ from enum import Enum, IntEnum
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.ref cimport PyObject, Py_XDECREF
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport INT64_MAX, int16_t, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc
 
@@ -94,47 +94,66 @@ cdef class InFlightRequest:
         return f"InFlightRequest(node={self.node_id}, api={api}, v{self.version}, corr={self.correlation_id})"
 
 
-# -- GIL-free requests: Produce requests queued without the GIL ---------------------------------------
+# -- the in-flight ring -------------------------------------------------------------------------------
 
-cdef inline bint _before(int32_t a, int32_t b) noexcept nogil:
-    """Correlation id ``a`` was allocated before ``b`` (ids increase modulo 2**31)."""
-    return a != b and ((<uint32_t>b - <uint32_t>a) & 0x7FFFFFFF) < 0x40000000
+cdef InFlightEntry *_ring_push(ConnCore *c) noexcept nogil:
+    """A new entry at the ring's tail (its fields unset; ring_len counts it), or NULL (no
+    memory: nothing changed)."""
+    cdef InFlightEntry *ring
+    cdef Py_ssize_t i, ncap
+    if c.ring_len == c.ring_cap:
+        ncap = c.ring_cap * 2 if c.ring_cap else 8
+        ring = <InFlightEntry *>malloc(ncap * sizeof(InFlightEntry))
+        if ring == NULL:
+            return NULL
+        for i in range(c.ring_len):
+            ring[i] = c.ring[(c.ring_head + i) % c.ring_cap]
+        free(c.ring)
+        c.ring = ring
+        c.ring_cap = ncap
+        c.ring_head = 0
+    c.ring_len += 1
+    return &c.ring[(c.ring_head + c.ring_len - 1) % c.ring_cap]
 
 
-cdef int conn_gil_free_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
+cdef void _entry_free(InFlightEntry *e) noexcept:
+    """Drop what an entry owns (with the GIL)."""
+    cdef Py_ssize_t k
+    Py_XDECREF(e.request)
+    e.request = NULL
+    if e.batches != NULL:
+        for k in range(e.nbatches):
+            Py_XDECREF(e.batches[k])
+    free(e.batches)
+    free(e.glue)
+    free(e.results)
+    e.batches = NULL
+    e.glue = NULL
+    e.results = NULL
+
+
+cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
                                 PyObject **batches, Py_ssize_t nbatches, char *glue,
                                 const Segment *segs, Py_ssize_t nsegs) noexcept nogil:
-    cdef GilFreeEntry *ring
-    cdef GilFreeEntry *e
-    cdef Py_ssize_t i, ncap
-    if c.sq == NULL:
+    cdef InFlightEntry *e
+    cdef Py_ssize_t i
+    if c.sq == NULL or sq_reserve_c(c.sq, nsegs) < 0:
         return -1
-    if c.ex_len == c.ex_cap:
-        ncap = c.ex_cap * 2 if c.ex_cap else 8
-        ring = <GilFreeEntry *>malloc(ncap * sizeof(GilFreeEntry))
-        if ring == NULL:
-            return -1
-        for i in range(c.ex_len):
-            ring[i] = c.ex[(c.ex_head + i) % c.ex_cap]
-        free(c.ex)
-        c.ex = ring
-        c.ex_cap = ncap
-        c.ex_head = 0
-    if sq_reserve_c(c.sq, nsegs) < 0:
+    e = _ring_push(c)
+    if e == NULL:
         return -1
     for i in range(nsegs):
         sq_push_raw_c(c.sq, segs[i].p, segs[i].n)   # room reserved: cannot fail
-    e = &c.ex[(c.ex_head + c.ex_len) % c.ex_cap]
     e.correlation_id = correlation_id
     e.version = version
     e.created_ms = now
     e.end_pos = c.sq.queued_bytes
+    e.request = NULL
     e.batches = batches
     e.nbatches = nbatches
     e.glue = glue
     e.answered = False
     e.results = NULL
-    c.ex_len += 1
     c.last_activity_ms = now
     return 0
 
@@ -145,16 +164,20 @@ cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil:
     return sq_write_c(c.sq, c.fd)
 
 
-cdef class GilFreeRequest:
-    """A Produce request that was queued without the GIL, once answered or failed: what the
-    sender needs to complete it. ``batches`` holds the references its in-flight entry owned."""
+cdef class ProduceRequest:
+    """A Produce request of batches, once answered, failed, or (acks=0) written: what the sender
+    needs to complete it. ``batches`` holds the references its in-flight entry owned."""
+
+    def __dealloc__(self):
+        free(self.glue)
+        self.glue = NULL
 
     def __call__(self, body, error):
-        """Run the network client's GIL-free handler: handler(node_id, batches, body, error)."""
+        """Run the network client's produce handler: handler(node_id, batches, body, error)."""
         self.handler(self.node_id, self.batches, body, error)
 
     def __repr__(self):
-        return (f"GilFreeRequest(node={self.node_id}, api=PRODUCE, v{self.version}, "
+        return (f"ProduceRequest(node={self.node_id}, api=PRODUCE, v{self.version}, "
                 f"corr={self.correlation_id})")
 
 
@@ -162,41 +185,35 @@ cdef class GilFreeRequest:
 cdef class Connection:
     """One connection to one broker: state, send queue, frame reader and in-flight requests.
 
-    Two kinds of requests are in flight, answered in the order they were queued (correlation ids
-    increase across both): ``in_flight``, a deque of :class:`InFlightRequest`, and the GIL-free
-    ring (``st.ex``), Produce requests queued without the GIL by ``conn_gil_free_enqueue_c``
-    (see connection.pxd); an answer to one comes back as an :class:`GilFreeRequest`."""
+    The requests in flight are one ring (``st.ring``, see connection.pxd), answered in the order
+    they were queued: Produce requests of batches (``conn_produce_enqueue_c``, from either turn of
+    the I/O thread), whose answers come back as :class:`ProduceRequest`, and every other request,
+    an :class:`InFlightRequest`."""
 
     def __cinit__(self):
         self.st.status = DISCONNECTED
         self.st.fd = -1
         self.st.tls = False
-        self.st.n_requests = self.st.unacked_writes = 0
+        self.st.unacked_writes = 0
         self.st.throttle_until_ms = self.st.reauth_at_ms = self.st.last_activity_ms = 0
         self.st.produce_version = -1
         self.st.sq = NULL
-        self.st.ex = NULL
-        self.st.ex_cap = self.st.ex_head = self.st.ex_len = 0
+        self.st.ring = NULL
+        self.st.ring_cap = self.st.ring_head = self.st.ring_len = 0
 
     def __dealloc__(self):
-        cdef Py_ssize_t i, k
-        cdef GilFreeEntry *e
-        if self.st.ex == NULL:
+        cdef Py_ssize_t i
+        if self.st.ring == NULL:
             return
         if self.st.sq != NULL:
             # No raw segment may point into the glue and batches freed below. (The queue object is
             # alive: this connection holds it, and no_gc_clear keeps that reference until here.)
             sq_clear_c(self.st.sq)
-        for i in range(self.st.ex_len):
-            e = &self.st.ex[(self.st.ex_head + i) % self.st.ex_cap]
-            for k in range(e.nbatches):
-                Py_XDECREF(e.batches[k])
-            free(e.batches)
-            free(e.glue)
-            free(e.results)
-        free(self.st.ex)
-        self.st.ex = NULL
-        self.st.ex_len = 0
+        for i in range(self.st.ring_len):
+            _entry_free(conn_entry_c(&self.st, i))
+        free(self.st.ring)
+        self.st.ring = NULL
+        self.st.ring_len = 0
 
     def __init__(self, int32_t node_id, host, int port, Py_ssize_t max_frame_size):
         self.node_id = node_id
@@ -209,8 +226,6 @@ cdef class Connection:
         self.send_queue = SendQueue()
         self.st.sq = &self.send_queue.core
         self.reader = FrameReader(max_frame_size)
-        self.in_flight = deque()
-        self.st.n_requests = 0
         self.st.unacked_writes = 0
         self.unconfirmed = False
         self.api_versions = {}
@@ -300,21 +315,42 @@ cdef class Connection:
         return self.st.produce_version
 
     @property
-    def gil_free_count(self):
-        """GIL-free requests in flight."""
-        return self.st.ex_len
+    def produce_count(self):
+        """Produce requests of batches in flight."""
+        cdef Py_ssize_t i, n = 0
+        for i in range(self.st.ring_len):
+            if conn_entry_c(&self.st, i).request == NULL:
+                n += 1
+        return n
 
-    def gil_free_batches(self):
-        """The batches of the GIL-free requests in flight, oldest first (new references: the
+    def produce_batches(self):
+        """The batches of the Produce requests in flight, oldest first (new references: the
         requests keep theirs)."""
         cdef list out = []
         cdef Py_ssize_t i, j
-        cdef GilFreeEntry *e
-        for i in range(self.st.ex_len):
-            e = &self.st.ex[(self.st.ex_head + i) % self.st.ex_cap]
-            for j in range(e.nbatches):
-                out.append(<object>e.batches[j])
+        cdef InFlightEntry *e
+        for i in range(self.st.ring_len):
+            e = conn_entry_c(&self.st, i)
+            if e.request == NULL:
+                for j in range(e.nbatches):
+                    out.append(<object>e.batches[j])
         return out
+
+    def requests_in_flight(self):
+        """The requests in flight that are not Produce requests of batches (InFlightRequest),
+        oldest first."""
+        cdef Py_ssize_t i
+        cdef InFlightEntry *e
+        cdef list out = []
+        for i in range(self.st.ring_len):
+            e = conn_entry_c(&self.st, i)
+            if e.request != NULL:
+                out.append(<object>e.request)
+        return out
+
+    def in_flight_ids(self):
+        """The correlation ids of every request in flight, oldest first (the ring's order)."""
+        return [conn_entry_c(&self.st, i).correlation_id for i in range(self.st.ring_len)]
 
     @property
     def state(self):
@@ -372,14 +408,38 @@ cdef class Connection:
         self.enqueue_c(req, frame, now)
 
     cdef int enqueue_c(self, InFlightRequest req, object frame, int64_t now) except -1:
+        cdef InFlightEntry *e
         if req.expect_response:
-            self.in_flight.append(req)
-            self.st.n_requests += 1
-            self.send_queue.push(frame, None)
+            e = _ring_push(&self.st)
+            if e == NULL:
+                raise MemoryError()
+            try:
+                self.send_queue.push(frame, None)
+            except BaseException:
+                self.st.ring_len -= 1
+                raise
+            Py_INCREF(req)
+            e.correlation_id = req.correlation_id
+            e.version = req.version
+            e.created_ms = now
+            e.end_pos = self.send_queue.core.queued_bytes
+            e.request = <PyObject *>req
+            e.batches = NULL
+            e.nbatches = 0
+            e.glue = NULL
+            e.answered = False
+            e.results = NULL
         else:
             self.st.unacked_writes += 1
             self.send_queue.push(frame, req)
         self.st.last_activity_ms = now
+        return 0
+
+    cdef int push_token_c(self, object token) except -1:
+        """``token`` (a request expecting no answer, whose bytes were queued raw) comes back from
+        written_c() once everything queued so far is written."""
+        self.send_queue._tokens.append((self.send_queue.core.queued_bytes, token))
+        self.st.unacked_writes += 1
         return 0
 
     def written(self, done, int64_t now) -> list:
@@ -416,31 +476,28 @@ cdef class Connection:
     cdef tuple receive_frame_c(self, const char *p, Py_ssize_t n, object frame, int64_t now):
         """receive_c() of a frame read in place (``p``, ``n``; ``frame``: the same bytes as an
         object, or None to make one only if needed): a Produce answer is decoded where it lies.
-        The frame answers the head of ``in_flight`` or the head of the GIL-free ring, whichever
-        its correlation id names; a GIL-free request comes back as an GilFreeRequest."""
-        cdef InFlightRequest req = None
-        cdef GilFreeEntry *e
+        The frame answers the ring's oldest request; a Produce request of batches comes back as a
+        ProduceRequest."""
+        cdef InFlightRequest req
+        cdef InFlightEntry *e
         cdef int32_t corr
-        if not self.in_flight and self.st.ex_len == 0:
+        if self.st.ring_len == 0:
             raise CorruptFrameError(f"node {self.node_id} sent a response with no request in flight")
         if n < 4:
             raise CorruptFrameError(f"response of {n} bytes from node {self.node_id}")
         corr = be32_c(p)
-        if self.in_flight and corr == (<InFlightRequest>self.in_flight[0]).correlation_id:
-            req = <InFlightRequest>self.in_flight[0]
-        elif self.st.ex_len and corr == self.st.ex[self.st.ex_head].correlation_id:
-            e = &self.st.ex[self.st.ex_head]
+        e = conn_entry_c(&self.st, 0)
+        if corr != e.correlation_id:
+            raise CorrelationIdMismatchError(
+                f"node {self.node_id} answered correlation id {corr}, expected {e.correlation_id}")
+        if e.request == NULL:
             if self.send_queue.core.written_bytes < e.end_pos:
                 raise CorruptFrameError(
                     f"node {self.node_id} answered correlation id {corr} before the request "
                     f"was fully written")
             body = decode_frame(e.version, <const unsigned char *>p, n)
-            r = self.take_gil_free_c()
         else:
-            raise CorrelationIdMismatchError(
-                f"node {self.node_id} answered correlation id {corr}, expected "
-                f"{self._oldest_correlation_id()}")
-        if req is not None:
+            req = <InFlightRequest>e.request
             if type(req.codec) is ProduceCodec:
                 body = decode_frame(req.version, <const unsigned char *>p, n)
             else:
@@ -459,9 +516,7 @@ cdef class Connection:
                     body = req.codec.decode(req.version, frame)
                 else:
                     _, body = decode_response(req.api_key, req.version, frame)
-            self.in_flight.popleft()
-            self.st.n_requests -= 1
-            r = req
+        r = self.take_head_c()
         self.unconfirmed = False  # a broker answers a connection's requests in order
         self.st.last_activity_ms = now
         throttle = (body.get("throttle_time_ms", 0) if type(body) is dict
@@ -475,12 +530,22 @@ cdef class Connection:
             throttle = 0
         return r, body, throttle
 
-    cdef GilFreeRequest take_gil_free_c(self):
-        """The GIL-free ring's head leaves it, as an GilFreeRequest: its batch references move into
-        the request's list and its glue is freed (the send queue must no longer reference it)."""
-        cdef GilFreeEntry *e = &self.st.ex[self.st.ex_head]
-        cdef GilFreeRequest r = GilFreeRequest.__new__(GilFreeRequest)
+    cdef object take_head_c(self):
+        """The ring's oldest request leaves it: its InFlightRequest, or for a Produce request of
+        batches a ProduceRequest (the batch references move into its list; the glue is freed:
+        the send queue must no longer reference it)."""
+        cdef InFlightEntry *e = conn_entry_c(&self.st, 0)
+        cdef ProduceRequest r
         cdef Py_ssize_t i
+        cdef object req
+        self.st.ring_head = (self.st.ring_head + 1) % self.st.ring_cap
+        self.st.ring_len -= 1
+        if e.request != NULL:
+            req = <object>e.request        # a new reference...
+            Py_XDECREF(e.request)          # ...and the entry's is dropped: it moved into ``req``
+            e.request = NULL
+            return req
+        r = ProduceRequest.__new__(ProduceRequest)
         batches = PyList_New(e.nbatches)
         for i in range(e.nbatches):
             PyList_SET_ITEM_moved(<PyObject *>batches, i, e.batches[i])
@@ -497,41 +562,24 @@ cdef class Connection:
         e.results = NULL
         e.batches = NULL
         e.glue = NULL
-        self.st.ex_head = (self.st.ex_head + 1) % self.st.ex_cap
-        self.st.ex_len -= 1
         return r
 
-    cdef bint gil_free_is_older_c(self) noexcept:
-        if self.st.ex_len == 0:
-            return False
-        if self.st.n_requests == 0:
-            return True
-        return _before(self.st.ex[self.st.ex_head].correlation_id,
-                       (<InFlightRequest>self.in_flight[0]).correlation_id)
-
-    def _oldest_correlation_id(self):
-        if self.gil_free_is_older_c():
-            return self.st.ex[self.st.ex_head].correlation_id
-        return (<InFlightRequest>self.in_flight[0]).correlation_id if self.in_flight else None
-
     cdef str oldest_text_c(self):
-        cdef GilFreeEntry *e
-        if self.gil_free_is_older_c():
-            e = &self.st.ex[self.st.ex_head]
-            return (f"GilFreeRequest(node={self.node_id}, api=PRODUCE, v{e.version}, "
-                    f"corr={e.correlation_id})")
-        if self.in_flight:
-            return repr(self.in_flight[0])
-        return "(none)"
+        cdef InFlightEntry *e
+        if self.st.ring_len == 0:
+            return "(none)"
+        e = conn_entry_c(&self.st, 0)
+        if e.request != NULL:
+            return repr(<object>e.request)
+        return (f"ProduceRequest(node={self.node_id}, api=PRODUCE, v{e.version}, "
+                f"corr={e.correlation_id})")
 
     cdef int64_t _oldest_created_ms(self) noexcept:
-        """created_ms of the oldest request in flight (either kind); call with one in flight."""
-        if self.gil_free_is_older_c():
-            return self.st.ex[self.st.ex_head].created_ms
-        return (<InFlightRequest>self.in_flight[0]).created_ms
+        """created_ms of the oldest request in flight; call with one in flight."""
+        return conn_entry_c(&self.st, 0).created_ms
 
     def oldest_request(self):
-        """The oldest request in flight (either kind) as text, for messages and tests."""
+        """The oldest request in flight as text, for messages and tests."""
         return self.oldest_text_c()
 
     # -- time ------------------------------------------------------------------------------
@@ -548,7 +596,7 @@ cdef class Connection:
         cdef bint has_due = True
         if self.st.status == CONNECTING or (self._tls is not None and not self._tls.established):
             due = self.connect_started_ms + setup_timeout_ms
-        elif self.st.n_requests or self.st.ex_len:
+        elif self.st.ring_len:
             due = self._oldest_created_ms() + request_timeout_ms
         elif self.st.status == READY and self.st.reauth_at_ms:
             due = min(self.st.reauth_at_ms, self.st.last_activity_ms + max_idle_ms)
@@ -578,10 +626,9 @@ cdef class Connection:
         if (self._tls is not None and not self._tls.established
                 and now - self.connect_started_ms > setup_timeout_ms):
             return DUE_TLS_HANDSHAKE
-        if ((self.st.n_requests or self.st.ex_len)
-                and now - self._oldest_created_ms() > request_timeout_ms):
+        if self.st.ring_len and now - self._oldest_created_ms() > request_timeout_ms:
             return DUE_REQUEST
-        quiet = not self.st.n_requests and not self.st.ex_len and not self.st.unacked_writes
+        quiet = not self.st.ring_len and not self.st.unacked_writes
         if (self.st.status == READY and self.st.reauth_at_ms and now >= self.st.reauth_at_ms
                 and quiet and not self.send_queue.has_pending()):
             return DUE_REAUTHENTICATE
@@ -592,9 +639,9 @@ cdef class Connection:
     # -- closing ---------------------------------------------------------------------------
     def reset(self) -> list:
         """Forget the connection's traffic after its socket closed: returns every request that now
-        fails (those in flight, InFlightRequest and GilFreeRequest in the order they were queued,
+        fails (those in flight, InFlightRequest and ProduceRequest in the order they were queued,
         then those expecting no response that were not fully written). The send queue is cleared
-        before the GIL-free entries' glue is freed. The state, handshake and buffers start afresh."""
+        before the Produce entries' glue is freed. The state, handshake and buffers start afresh."""
         return self.reset_c()
 
     cdef list reset_c(self):
@@ -603,22 +650,15 @@ cdef class Connection:
         self.set_tls_c(None)
         self.st.status = DISCONNECTED
         self.handshake.clear()
-        # The send queue first: its raw segments point into the GIL-free entries' glue and batches.
+        # The send queue first: its raw segments point into the Produce entries' glue and batches.
         unwritten = unwritten + self.send_queue.clear_c()
         cdef list pending = []
-        cdef InFlightRequest head
-        # Both kinds, oldest first (correlation ids increase across both).
-        while self.in_flight or self.st.ex_len:
-            if self.in_flight:
-                head = <InFlightRequest>self.in_flight[0]
-                if not (self.st.ex_len and _before(self.st.ex[self.st.ex_head].correlation_id,
-                                                   head.correlation_id)):
-                    pending.append(self.in_flight.popleft())
-                    continue
-            pending.append(self.take_gil_free_c())
-        self.st.n_requests = 0
+        while self.st.ring_len:          # oldest first
+            pending.append(self.take_head_c())
         for token in unwritten:
-            if token is not None and not (<InFlightRequest>token).expect_response:
+            if token is None:
+                continue
+            if type(token) is ProduceRequest or not (<InFlightRequest>token).expect_response:
                 pending.append(token)
         self.st.unacked_writes = 0
         self.reader = FrameReader(self.max_frame_size)

@@ -8,9 +8,9 @@ re-authentication, idleness, a broker's throttle) and what to do with a response
 to the oldest request, decode it, note the throttle). It owns no socket and does no I/O:
 :class:`~fastkafka._net.network.NetworkClient` owns the sockets and the poller, moves bytes between
 them and each connection's send queue and frame reader, and acts on what the connection reports
-(close it, complete a request, start the next handshake step). Produce requests queued by the I/O
-thread without the GIL ("GIL-free") are in flight beside the others and come back answered or failed
-as :class:`GilFreeRequest` objects.
+(close it, complete a request, start the next handshake step). Produce requests of batches are in
+flight in the same ring as the others and come back answered or failed as :class:`ProduceRequest`
+objects.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t
 
 from fastkafka._net.connection cimport (ConnCore, Connection, InFlightRequest,
-                                         conn_gil_free_enqueue_c, conn_write_c)
+                                         conn_produce_enqueue_c, conn_write_c)
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller, gil_free_fn
 from fastkafka._net.cells cimport DueCell
@@ -14,8 +14,8 @@ from fastkafka._net.cells cimport DueCell
 # The client's fields that code without the GIL reads or writes: take ``&client.st`` with the GIL.
 cdef struct NetCore:
     int32_t correlation        # the last correlation id allocated (ids run 1 .. 2**31-1, wrapping)
-    long long gil_free_requests # GIL-free requests queued without the GIL, not yet in stats
-    long long gil_free_bytes    # bytes written without the GIL, not yet in stats["bytes_sent"]
+    long long produce_requests  # Produce requests queued by produce_send_c, not yet in stats
+    long long produce_bytes     # bytes produce_send_c wrote, not yet in stats["bytes_sent"]
 
 
 # Without the GIL: the next correlation id (every request of the client takes its id here).
@@ -25,29 +25,30 @@ cdef inline int32_t next_correlation_c(NetCore *n) noexcept nogil:
 
 
 cdef enum:
-    # gil_free_send_c(): the request could not be queued (no memory; the caller keeps batches and glue)
-    GIL_FREE_NO_MEMORY = -1000001
+    # produce_send_c(): the request could not be queued (no memory; the caller keeps batches and glue)
+    PRODUCE_NO_MEMORY = -1000001
 
 
-# Without the GIL: queue a GIL-free Produce request on a READY plaintext connection and write it.
-# The caller took ``correlation_id`` from next_correlation_c(n) and encoded it in ``glue``; the
-# segments (glue and batch buffers, in order) are the whole request, size prefix included.
-# Returns the bytes written now (0: the socket takes nothing now; the rest waits on the send
-# queue: the GIL turn writes it, so go back to it, or ask for write readiness, while
-# c.sq.head != c.sq.tail), GIL_FREE_NO_MEMORY (nothing changed), or conn_write_c()'s negative
-# codes (queued; the GIL turn's next write or read of this connection closes it on an error).
-cdef inline Py_ssize_t gil_free_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
+# With or without the GIL: queue a Produce request of batches on a READY connection and, when it
+# is plaintext, write it. The caller took ``correlation_id`` from next_correlation_c(n) and encoded
+# it in ``glue``; the segments (glue and batch buffers, in order) are the whole request, size
+# prefix included. Returns the bytes written now (0: the socket takes nothing now; the rest waits
+# on the send queue: the GIL turn writes it, so go back to it, or ask for write readiness, while
+# c.sq.head != c.sq.tail), PRODUCE_NO_MEMORY (nothing changed), or conn_write_c()'s negative codes
+# (queued; CONN_WRITE_REFUSED for TLS, which the GIL turn writes; on a socket error the GIL turn's
+# next write or read of this connection closes it).
+cdef inline Py_ssize_t produce_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
                                       int16_t version, PyObject **batches, Py_ssize_t nbatches,
                                       char *glue, const Segment *segs,
                                       Py_ssize_t nsegs) noexcept nogil:
     cdef Py_ssize_t r
-    if conn_gil_free_enqueue_c(c, correlation_id, now, version, batches, nbatches, glue,
+    if conn_produce_enqueue_c(c, correlation_id, now, version, batches, nbatches, glue,
                               segs, nsegs) < 0:
-        return GIL_FREE_NO_MEMORY
-    n.gil_free_requests += 1
+        return PRODUCE_NO_MEMORY
+    n.produce_requests += 1
     r = conn_write_c(c)
     if r > 0:
-        n.gil_free_bytes += r
+        n.produce_bytes += r
     return r
 
 
@@ -68,7 +69,7 @@ cdef class NetworkClient:
     cdef readonly dict connections         # node id -> Connection
     cdef readonly Poller poller
     cdef NetCore st                        # the correlation id counter, GIL-free counters
-    cdef public object gil_free_handler     # handler(node_id, batches, body, error): GIL-free answers
+    cdef public object produce_handler     # handler(node_id, batches, body, error): Produce answers
     # set_gil_free_c(): the GIL-free turn for the next poll's wait (NULL: none)
     cdef gil_free_fn _xfn
     cdef void *_xctx
@@ -96,7 +97,7 @@ cdef class NetworkClient:
                            int64_t python_timeout_ms) except -1
     cdef int poll_c(self, int64_t timeout_ms, int64_t now) except -1
     cdef int32_t _next_correlation_id(self) noexcept
-    cdef int _fold_gil_free_stats(self) except -1
+    cdef int _fold_produce_stats(self) except -1
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1
     cdef int64_t maybe_update_metadata_c(self, int64_t now) except? -1
     cdef int _maybe_rebootstrap(self, int64_t now) except -1

@@ -16,13 +16,13 @@ from any thread. ``send`` only queues a request; ``poll`` does the network work 
 design gives: send what can be sent, poll the sockets, handle disconnects, expire requests that waited
 too long, then run the completion handlers — after the I/O, with no lock held.
 
-GIL-free requests: the I/O thread's GIL-free turn queues Produce requests with ``gil_free_send_c``
-(network.pxd: raw segments on the connection's send queue, an in-flight C entry owning the batches,
-the correlation id from the client's C counter ``next_correlation_c``, which every request uses);
-their answers are read here with the GIL, like any other, and go, with failures (disconnect,
-request timeout, garbled answer), to ``gil_free_handler(node_id, batches, body, error)`` from the
-completions, where an InFlightRequest's callback would run. :meth:`NetworkClient.send_gil_free` does
-the same from Python.
+Produce requests of batches: both turns of the producer's I/O thread queue them with
+``produce_send_c`` (network.pxd: raw segments on the connection's send queue, an entry of its one
+in-flight ring owning the batches, the correlation id from the client's C counter
+``next_correlation_c``, which every request uses); their answers are read here, like any other
+(or, all success, by the GIL-free turn), and go, with failures (disconnect, request timeout,
+garbled answer), to ``produce_handler(node_id, batches, body, error)`` from the completions,
+where an InFlightRequest's callback would run.
 """
 
 import errno
@@ -42,8 +42,8 @@ from libc.string cimport memcpy
 from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._net.connection cimport (
     CONNECTING, DISCONNECTED, DUE_CONNECT, DUE_IDLE, DUE_NONE, DUE_REAUTHENTICATE, DUE_REQUEST,
-    DUE_TLS_HANDSHAKE, HANDSHAKE, READY, Connection, GilFreeRequest, InFlightRequest,
-    conn_write_c)
+    DUE_TLS_HANDSHAKE, HANDSHAKE, READY, Connection, InFlightRequest, ProduceRequest,
+    conn_entry_c, conn_write_c)
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller
 from fastkafka._net.transport cimport FrameReader, SendQueue
@@ -117,8 +117,8 @@ cdef class NetworkClient:
         # epoll + eventfd, waiting without the GIL (see fastkafka/_net/ioloop.pyx)
         self.poller = Poller()
         self.st.correlation = 0
-        self.st.gil_free_requests = self.st.gil_free_bytes = 0
-        self.gil_free_handler = None
+        self.st.produce_requests = self.st.produce_bytes = 0
+        self.produce_handler = None
         self._completions = []
         self._metadata_in_flight = False
         self._last_metadata_problems = ()
@@ -380,11 +380,11 @@ cdef class NetworkClient:
         else:
             self._schedule_reconnect(conn, now)
         for r in pending:
-            if type(r) is GilFreeRequest:
-                (<GilFreeRequest>r).handler = self.gil_free_handler
-                if (<GilFreeRequest>r).results is not None:
+            if type(r) is ProduceRequest:
+                (<ProduceRequest>r).handler = self.produce_handler
+                if (<ProduceRequest>r).results is not None:
                     # answered (and read) without the GIL before the close: delivered
-                    self._completions.append((r, (<GilFreeRequest>r).results, None))
+                    self._completions.append((r, (<ProduceRequest>r).results, None))
                 else:
                     self._completions.append((r, None, error))
                 continue
@@ -415,12 +415,12 @@ cdef class NetworkClient:
     cdef int32_t _next_correlation_id(self) noexcept:
         return next_correlation_c(&self.st)
 
-    cdef int _fold_gil_free_stats(self) except -1:
-        """Count what was queued and written without the GIL in ``stats``."""
-        if self.st.gil_free_requests or self.st.gil_free_bytes:
-            self.stats["requests"] += self.st.gil_free_requests
-            self.stats["bytes_sent"] += self.st.gil_free_bytes
-            self.st.gil_free_requests = self.st.gil_free_bytes = 0
+    cdef int _fold_produce_stats(self) except -1:
+        """Count the Produce requests produce_send_c queued, and the bytes it wrote, in ``stats``."""
+        if self.st.produce_requests or self.st.produce_bytes:
+            self.stats["requests"] += self.st.produce_requests
+            self.stats["bytes_sent"] += self.st.produce_bytes
+            self.st.produce_requests = self.st.produce_bytes = 0
         return 0
 
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1:
@@ -615,7 +615,7 @@ cdef class NetworkClient:
         cdef int fd, mask
         cdef gil_free_fn xfn = self._xfn
         self._xfn = NULL                 # set_gil_free_c() holds for this poll only
-        self._fold_gil_free_stats()
+        self._fold_produce_stats()
         net = self.maybe_update_metadata_c(now)
         if self.request_timeout_ms < net:
             net = self.request_timeout_ms
@@ -640,7 +640,7 @@ cdef class NetworkClient:
                 events = self.poller.poll(timeout_ms)
             finally:
                 self.poller.set_gil_free(NULL, NULL)
-            self._fold_gil_free_stats()
+            self._fold_produce_stats()
         else:
             events = self.poller.poll(timeout_ms)
         if timeout_ms or events:
@@ -718,7 +718,7 @@ cdef class NetworkClient:
             if conn._tls is not None:
                 done = conn._tls.write(conn.sock, q)
             elif conn.st.status == READY:
-                # the GIL-free turn's write (gil_free_send_c), then the GIL's part: release
+                # the GIL-free turn's write (produce_send_c), then the GIL's part: release
                 # written buffers, complete the requests expecting no answer
                 wr = conn_write_c(&conn.st)
                 done = q._finished()
@@ -731,7 +731,11 @@ cdef class NetworkClient:
             return self._io_failed(conn, now, e, "write to")
         if done:
             for r in conn.written_c(done, now):   # requests that expect no response: complete
-                self._completions.append(((<InFlightRequest>r).callback, None, None))
+                if type(r) is ProduceRequest:     # acks=0 Produce: handler(node, batches, None, None)
+                    (<ProduceRequest>r).handler = self.produce_handler
+                    self._completions.append((r, None, None))
+                else:
+                    self._completions.append(((<InFlightRequest>r).callback, None, None))
         else:
             conn.st.last_activity_ms = now
         self.update_interest(conn)
@@ -758,11 +762,11 @@ cdef class NetworkClient:
             _failpoint("read", self, conn)
         # Answers the GIL-free turn read and matched (all success: completed from C results)
         # come first: they were the oldest requests, and their frames are consumed.
-        while conn.st.ex_len and conn.st.ex[conn.st.ex_head].answered:
-            r = conn.take_gil_free_c()
-            (<GilFreeRequest>r).handler = self.gil_free_handler
+        while conn.st.ring_len and conn_entry_c(&conn.st, 0).answered:
+            r = conn.take_head_c()
+            (<ProduceRequest>r).handler = self.produce_handler
             self.stats["responses"] += 1
-            self._completions.append((r, (<GilFreeRequest>r).results, None))
+            self._completions.append((r, (<ProduceRequest>r).results, None))
         try:
             if conn._tls is not None:
                 frames, eof = conn._tls.read(conn.sock, reader)   # decrypted frames, as bytes
@@ -845,9 +849,9 @@ cdef class NetworkClient:
         if throttle:
             self.stats["throttled_responses"] += 1
             self.stats["throttle_time_ms_total"] += throttle
-        if type(r) is GilFreeRequest:
-            # runs gil_free_handler(node_id, batches, body, None) with the other completions
-            (<GilFreeRequest>r).handler = self.gil_free_handler
+        if type(r) is ProduceRequest:
+            # runs produce_handler(node_id, batches, body, None) with the other completions
+            (<ProduceRequest>r).handler = self.produce_handler
             self._completions.append((r, body, None))
             return True
         req = <InFlightRequest>r

@@ -36,11 +36,14 @@ cdef struct XCtx:
     int32_t timeout_ms
     const char *client_id
     Py_ssize_t client_id_len
+    const char *txn_id          # the transactional id (NULL: none)
+    Py_ssize_t txn_id_len       # -1: none
     int64_t gil_now             # when the GIL turn that set this table ran
     int64_t python_until        # the GIL turn's own next deadline (set by the network client)
     int64_t *in_flight_batches  # the sender's count of batches in unanswered requests
     DrainedBatch *out
     ProducePart *parts
+    Py_ssize_t scratch_cap      # batches the scratch below has room for (placed, parts, order)
     PyObject **order            # scratch: batches in request order
     QueueState **order_qs       # scratch: their partitions
     unsigned char *placed       # scratch: placed in order yet
@@ -58,6 +61,15 @@ cdef struct XCtx:
 
 
 
+# With or without the GIL: one Produce request of the ``n`` batches of ``b`` (drained, closed and
+# stamped; all for the broker of ``xn``), encoded (parts grouped by topic, batches by reference),
+# queued on the connection's in-flight ring (produce_send_c) and written when plaintext. The entry
+# takes over the references of b[i].batch on success (0); -1: not queued (no memory), nothing
+# changed. The one Produce request builder of both turns.
+cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
+                           int64_t now) noexcept nogil
+
+
 # The GIL-free turn (an gil_free_fn of fastkafka._net.ioloop): ``ctx`` is an GilFreeTurn's XCtx.
 cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int n,
                       int64_t *wait_ms) noexcept nogil
@@ -70,6 +82,7 @@ cdef class GilFreeTurn:
     cdef RecordAccumulator acc
     cdef NetworkClient client
     cdef bytes _client_id
+    cdef bytes _txn_id
     cdef int _min_version
     cdef list _conns                   # the table's connections, kept alive while it is set
     cdef readonly int64_t turns_sent   # requests sent by GIL-free turns (for metrics and tests)
@@ -77,6 +90,8 @@ cdef class GilFreeTurn:
 
     cdef int init_c(self, RecordAccumulator acc, NetworkClient client, object config,
                     int min_version, int64_t *in_flight_batches) except -1
+    cdef int _reserve_c(self, Py_ssize_t n) except -1
+    cdef int send_c(self, int32_t node, list batches, int64_t now) except -1
     cdef bint prepare_c(self, int64_t now) except -1
     cdef void *ctx_c(self) noexcept
     cdef int64_t *until_c(self) noexcept

@@ -45,20 +45,24 @@ from libc.string cimport memcmp
 
 from fastkafka._producer.accumulator cimport (AccState, DrainedBatch, QueueState, Readiness,
                                           RecordAccumulator, drain_c, take_drained_batch, scan_c)
-from fastkafka._producer.batch cimport BatchState
+from fastkafka._producer.batch cimport BatchState, ProducerBatch
+from fastkafka._wire.records cimport BuilderCore
 from fastkafka._net.clock cimport monotonic_ms
-from fastkafka._net.connection cimport (READY, ConnCore, Connection, GilFreeEntry, be32_c,
+from fastkafka._net.connection cimport (READY, ConnCore, Connection, InFlightEntry, ProduceRequest,
+                                         be32_c, conn_entry_c,
                                          conn_in_flight_c)
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport EPOLLIN, epoll_event, gil_free_fn
-from fastkafka._net.network cimport (GIL_FREE_NO_MEMORY, NetCore, NetworkClient, gil_free_send_c,
+from fastkafka._net.network cimport (PRODUCE_NO_MEMORY, NetCore, NetworkClient, produce_send_c,
                                       next_correlation_c)
 from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer, encode_produce_c,
                                             parse_produce_response_c, produce_glue_bound,
                                             produce_segs_bound)
-from fastkafka._net.transport cimport RD_EOF, ReaderCore, rd_consume_c, rd_fill_c, rd_peek_c
+from fastkafka._net.transport cimport (RD_EOF, ReaderCore, rd_consume_c, rd_fill_c, rd_peek_c,
+                                       sq_push_raw_c, sq_reserve_c)
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 
-from fastkafka.errors import KafkaError
+from fastkafka.errors import KafkaError, NetworkError
 from fastkafka.protocol import ApiKey
 
 cdef int API_PRODUCE = int(ApiKey.PRODUCE)
@@ -95,24 +99,21 @@ cdef void _strand(XCtx *x, DrainedBatch *b, Py_ssize_t n) noexcept nogil:
         x.nstranded += 1
 
 
-cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
-    """One Produce request to ``b[0].node_id`` with the ``n`` batches of ``b`` (grouped there by
-    topic), queued and written; on failure the batches are stranded for the GIL turn."""
+cdef Py_ssize_t _build(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n, char **glue_out,
+                       PyObject ***owned_out, int32_t *corr_out) noexcept nogil:
+    """Encode one Produce request to ``xn`` with the ``n`` batches of ``b`` (parts grouped by
+    topic, in the order each topic first appears): the glue (malloc), the entry's block of batch
+    references and partitions (malloc; the references are b's, moved only when the caller queues
+    it), the correlation id, the segments in x.segs (the count returned). -1: no memory or not
+    encodable (nothing allocated is left)."""
     cdef Py_ssize_t i, j, k = 0, topic_bytes = 0, nsegs = 0, used, glue_cap
-    cdef XNode *xn = NULL
     cdef BatchState *bs
+    cdef BuilderCore *bc
     cdef char *glue
     cdef PyObject **owned
     cdef int32_t corr
-    cdef Py_ssize_t r
-    for i in range(x.nnodes):
-        if x.nodes[i].node_id == b[0].node_id:
-            xn = &x.xnodes[i]
-            break
-    if xn == NULL:
-        _strand(x, b, n)
-        return
-    # parts grouped by topic, in the order each topic first appears
+    if n > x.scratch_cap:
+        return -1
     for i in range(n):
         x.placed[i] = 0
     for i in range(n):
@@ -122,18 +123,26 @@ cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept no
             if not x.placed[j] and _topic_eq(b[i].qs, b[j].qs):
                 x.placed[j] = 1
                 bs = b[j].bs
+                bc = bs.bc
                 x.parts[k].topic = b[j].qs.topic
                 x.parts[k].topic_len = b[j].qs.topic_len
                 x.parts[k].partition = b[j].qs.partition
-                x.parts[k].records = bs.bc.buf
-                x.parts[k].records_len = bs.bc.final_len
-                x.parts[k].records2 = NULL
-                x.parts[k].records2_len = 0
+                if bc.payload != NULL:
+                    # compressed records apart from the header (BatchBuilder.pieces_c)
+                    x.parts[k].records = bc.buf
+                    x.parts[k].records_len = bc.final_len - bc.payload_len
+                    x.parts[k].records2 = bc.payload
+                    x.parts[k].records2_len = bc.payload_len
+                else:
+                    x.parts[k].records = bc.buf
+                    x.parts[k].records_len = bc.final_len
+                    x.parts[k].records2 = NULL
+                    x.parts[k].records2_len = 0
                 x.order[k] = b[j].batch
                 x.order_qs[k] = b[j].qs
                 topic_bytes += b[j].qs.topic_len
                 k += 1
-    glue_cap = produce_glue_bound(n, topic_bytes, x.client_id_len, -1)
+    glue_cap = produce_glue_bound(n, topic_bytes, x.client_id_len, x.txn_id_len)
     glue = <char *>malloc(glue_cap)
     # The request entry's batches, then each one's partition (QueueState *, read when its answer
     # is matched without the GIL): one block, freed with the entry.
@@ -141,31 +150,58 @@ cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept no
     if glue == NULL or owned == NULL:
         free(glue)
         free(owned)
-        _strand(x, b, n)
-        return
+        return -1
     for i in range(n):
         owned[i] = x.order[i]
         (<QueueState **>(owned + n))[i] = x.order_qs[i]
     corr = next_correlation_c(x.net)
-    used = encode_produce_c(xn.version, corr, x.client_id, x.client_id_len, NULL, -1, x.acks,
-                            x.timeout_ms, x.parts, n, glue, glue_cap, x.segs, x.segs_cap, &nsegs)
+    used = encode_produce_c(xn.version, corr, x.client_id, x.client_id_len, x.txn_id, x.txn_id_len,
+                            x.acks, x.timeout_ms, x.parts, n, glue, glue_cap, x.segs,
+                            x.segs_cap, &nsegs)
     if used <= 0:
-        r = GIL_FREE_NO_MEMORY
-    else:
-        r = gil_free_send_c(x.net, xn.conn, corr, now, xn.version, owned, n, glue, x.segs, nsegs)
-    if r == GIL_FREE_NO_MEMORY:
         free(glue)
         free(owned)
-        _strand(x, b, n)
-        return
+        return -1
+    glue_out[0] = glue
+    owned_out[0] = owned
+    corr_out[0] = corr
+    return nsegs
+
+
+cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
+                           int64_t now) noexcept nogil:
+    cdef char *glue
+    cdef PyObject **owned
+    cdef int32_t corr
+    cdef Py_ssize_t nsegs = _build(x, xn, b, n, &glue, &owned, &corr)
+    if nsegs < 0:
+        return -1
+    if produce_send_c(x.net, xn.conn, corr, now, xn.version, owned, n, glue, x.segs,
+                      nsegs) == PRODUCE_NO_MEMORY:
+        free(glue)
+        free(owned)
+        return -1
     x.in_flight_batches[0] += n
-    x.requests += 1
-    x.batches += n
     if xn.conn.sq.head != xn.conn.sq.tail:
         x.write_pending = True           # the rest (or an error) is the GIL turn's
+    return 0
 
 
-cdef int _match(XCtx *x, GilFreeEntry *e, Py_ssize_t nparts) noexcept nogil:
+cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
+    """The GIL-free turn's request to ``b[0].node_id`` with the ``n`` batches of ``b``; when it
+    cannot be queued the batches are stranded for the GIL turn."""
+    cdef Py_ssize_t i
+    for i in range(x.nnodes):
+        if x.nodes[i].node_id == b[0].node_id:
+            if produce_request_c(x, &x.xnodes[i], b, n, now) == 0:
+                x.requests += 1
+                x.batches += n
+                return
+            break
+    _strand(x, b, n)
+
+
+cdef int _match(XCtx *x, InFlightEntry *e, Py_ssize_t nparts) noexcept nogil:
     """Each batch of ``e`` its partition's result among the ``nparts`` parsed answers (a
     partition listed twice: its last entry) into a new ``e.results``: 0, or -1 when one has none
     or there is no memory (nothing set: the GIL turn decodes the answer)."""
@@ -203,7 +239,7 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
     socket now (end of stream, a socket error, a frame left to it)."""
     cdef ConnCore *c = xn.conn
     cdef ReaderCore *rd = xn.rd
-    cdef GilFreeEntry *e
+    cdef InFlightEntry *e
     cdef ProduceAnswerInfo info
     cdef const char *p
     cdef Py_ssize_t r, size, k, nparts, taken = 0
@@ -214,16 +250,16 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
         size = rd_peek_c(rd, &p)
         if size == -1:
             return taken                 # no complete frame yet
-        if size < 4 or c.n_requests > 0:
-            return -1                    # garbled, or a request queued with the GIL may be older
+        if size < 4:
+            return -1                    # garbled
         k = 0
-        while k < c.ex_len and c.ex[(c.ex_head + k) % c.ex_cap].answered:
+        while k < c.ring_len and conn_entry_c(c, k).answered:
             k += 1
-        if k == c.ex_len:
+        if k == c.ring_len:
             return -1
-        e = &c.ex[(c.ex_head + k) % c.ex_cap]
-        if be32_c(p) != e.correlation_id or c.sq.written_bytes < e.end_pos:
-            return -1
+        e = conn_entry_c(c, k)
+        if e.request != NULL or be32_c(p) != e.correlation_id or c.sq.written_bytes < e.end_pos:
+            return -1                    # another request's answer (the GIL turn's), or garbled
         nparts = parse_produce_response_c(e.version, <const unsigned char *>p, size, x.answers,
                                           x.answers_cap, &info)
         if nparts < 0 or nparts > x.answers_cap or not info.all_plain or info.throttle_time_ms != 0:
@@ -305,19 +341,36 @@ cdef class GilFreeTurn:
     def __cinit__(self):
         self.x.out = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
         self.x.stranded = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
-        self.x.placed = <unsigned char *>malloc(OUT_CAP)
-        self.x.parts = <ProducePart *>malloc(OUT_CAP * sizeof(ProducePart))
-        self.x.order = <PyObject **>malloc(OUT_CAP * sizeof(PyObject *))
-        self.x.order_qs = <QueueState **>malloc(OUT_CAP * sizeof(QueueState *))
         self.x.answers_cap = ANSWERS_CAP
         self.x.answers = <ProducePartAnswer *>malloc(ANSWERS_CAP * sizeof(ProducePartAnswer))
-        self.x.segs_cap = produce_segs_bound(OUT_CAP)
-        self.x.segs = <Segment *>malloc(self.x.segs_cap * sizeof(Segment))
-        if (self.x.out == NULL or self.x.stranded == NULL or self.x.parts == NULL
-                or self.x.order == NULL or self.x.segs == NULL or self.x.placed == NULL
-                or self.x.order_qs == NULL or self.x.answers == NULL):
+        if self.x.out == NULL or self.x.stranded == NULL or self.x.answers == NULL:
             raise MemoryError()
+        self.x.scratch_cap = 0
+        self._reserve_c(OUT_CAP)
         self._conns = []
+
+    cdef int _reserve_c(self, Py_ssize_t n) except -1:
+        """Room in the request scratch (parts, order, segments) for ``n`` batches (GIL held, no
+        turn running: the GIL-free turn only runs inside the GIL turn's wait)."""
+        if n <= self.x.scratch_cap:
+            return 0
+        free(self.x.placed)
+        free(self.x.parts)
+        free(self.x.order)
+        free(self.x.order_qs)
+        free(self.x.segs)
+        self.x.scratch_cap = 0
+        self.x.segs_cap = produce_segs_bound(n)
+        self.x.placed = <unsigned char *>malloc(n)
+        self.x.parts = <ProducePart *>malloc(n * sizeof(ProducePart))
+        self.x.order = <PyObject **>malloc(n * sizeof(PyObject *))
+        self.x.order_qs = <QueueState **>malloc(n * sizeof(QueueState *))
+        self.x.segs = <Segment *>malloc(self.x.segs_cap * sizeof(Segment))
+        if (self.x.parts == NULL or self.x.order == NULL or self.x.segs == NULL
+                or self.x.placed == NULL or self.x.order_qs == NULL):
+            raise MemoryError()
+        self.x.scratch_cap = n
+        return 0
 
     def __dealloc__(self):
         free(self.x.out)
@@ -337,6 +390,14 @@ cdef class GilFreeTurn:
         is the sender's count, kept alive by the sender (which owns this object)."""
         self.acc = acc
         self.client = client
+        tid = config.transactional_id
+        self._txn_id = tid.encode() if tid is not None else None
+        if self._txn_id is None:
+            self.x.txn_id = NULL
+            self.x.txn_id_len = -1
+        else:
+            self.x.txn_id = self._txn_id
+            self.x.txn_id_len = len(self._txn_id)
         cid = client.client_id
         self._client_id = cid.encode() if isinstance(cid, str) else (bytes(cid) if cid is not None else None)
         if self._client_id is None:
@@ -354,6 +415,75 @@ cdef class GilFreeTurn:
         self.x.in_flight_batches = in_flight_batches
         self._min_version = min_version
         return 0
+
+    cdef int send_c(self, int32_t node, list batches, int64_t now) except -1:
+        """The GIL turn's Produce request to ``node`` with ``batches`` (drained, closed and
+        stamped): built by the same code as the GIL-free turn's (produce_request_c), queued on the
+        connection's in-flight ring and written at once when plaintext (TLS: by the network's next
+        write). With acks=0 the request waits for no answer: it completes once written (a token on
+        the send queue). Raises KafkaError (nothing queued; the batches are the caller's) when
+        the node is not ready, speaks no Produce version we send, or there is no memory."""
+        cdef Connection conn
+        cdef XNode xn
+        cdef Py_ssize_t n = len(batches), i, nsegs
+        cdef DrainedBatch *arr
+        cdef ProducerBatch pb
+        cdef char *glue
+        cdef PyObject **owned
+        cdef int32_t corr
+        cdef int rc
+        cdef ProduceRequest token
+        c = self.client.connections.get(node)
+        if c is None or (<Connection>c).st.status != READY:
+            raise NetworkError(f"node {node} is not ready")
+        conn = <Connection>c
+        xn.conn = &conn.st
+        xn.rd = &conn.reader.c
+        xn.version = <int16_t>conn.version_for(API_PRODUCE, self._min_version)
+        if n == 0:
+            return 0
+        self._reserve_c(n)
+        arr = <DrainedBatch *>malloc(n * sizeof(DrainedBatch))
+        if arr == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                pb = <ProducerBatch?>batches[i]
+                if pb.s.bc == NULL or not pb.s.bc.closed:
+                    raise ValueError(f"{pb!r} is not closed: it cannot be sent")
+                arr[i].batch = <PyObject *>pb
+                arr[i].bs = &pb.s
+                arr[i].qs = self.acc.qstate(pb.topic, pb.partition)
+                arr[i].node_id = node
+            if self.x.acks != 0:
+                rc = produce_request_c(&self.x, &xn, arr, n, now)
+                if rc == 0:
+                    for i in range(n):
+                        Py_INCREF(<object>arr[i].batch)   # the entry owns a reference of each
+                    return 0
+            else:
+                nsegs = _build(&self.x, &xn, arr, n, &glue, &owned, &corr)
+                if nsegs >= 0:
+                    free(owned)
+                    if sq_reserve_c(conn.st.sq, nsegs) == 0:
+                        token = ProduceRequest.__new__(ProduceRequest)
+                        token.glue = glue
+                        token.correlation_id = corr
+                        token.created_ms = now
+                        token.version = xn.version
+                        token.node_id = node
+                        token.batches = list(batches)
+                        for i in range(nsegs):
+                            sq_push_raw_c(conn.st.sq, self.x.segs[i].p, self.x.segs[i].n)
+                        conn.push_token_c(token)
+                        conn.st.last_activity_ms = now
+                        self.x.in_flight_batches[0] += n
+                        self.client.st.produce_requests += 1
+                        return 0
+                    free(glue)
+        finally:
+            free(arr)
+        raise KafkaError(f"no memory to queue a Produce request of {n} batch(es) to node {node}")
 
     cdef bint prepare_c(self, int64_t now) except -1:
         """Before the GIL turn waits: the brokers the GIL-free turn may send to (READY plaintext
@@ -392,6 +522,7 @@ cdef class GilFreeTurn:
             self._conns.append(conn)
             n += 1
         self.x.nnodes = n
+        self.x.write_pending = False
         self.x.gil_now = now
         self.x.python_until = now
         return n > 0

@@ -30,14 +30,14 @@ cdef class Sender:
     cdef public object fatal_error
     cdef readonly object on_error
     cdef public object on_fatal            # told when this thread dies of a bug
-    cdef readonly dict in_flight           # id(batch) -> batch, in unanswered Produce requests
     cdef readonly dict stats
     cdef int64_t _max_request_size
     cdef int64_t _delivery_timeout_ms
     cdef int64_t _retry_backoff_ms
     cdef int64_t _request_timeout_ms
     cdef int _retries
-    cdef GilFreeTurn _gil_free           # the GIL-free turn, None where it does not apply
+    cdef GilFreeTurn _gil_free           # the Produce request builder of both turns, and the GIL-free turn
+    cdef bint _gil_free_wait             # the GIL-free turn runs inside the network's wait
     cdef int64_t _other_timeout         # the last turn's timeout apart from linger deadlines
 
     cdef int64_t now_c(self) except? -1

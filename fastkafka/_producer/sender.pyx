@@ -23,7 +23,6 @@ from fastkafka._producer.gil_free_turn cimport GilFreeTurn, gil_free_turn
 from fastkafka._net.network cimport NetworkClient
 
 from fastkafka._producer.accumulator import register_io_thread, unregister_io_thread
-from fastkafka.protocol.produce_codec import ProduceCodec
 from fastkafka._net.cells import monotonic_ms as now_ms
 from fastkafka._net.backoff import Backoff
 from fastkafka.errors import (BrokerDataLossError, DeliveryTimeoutError, InvalidBrokerResponseError, KafkaError,
@@ -48,8 +47,6 @@ RECORD_LIST_TOO_LARGE = RecordListTooLargeError.code
 SPLIT_ERRORS = (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)  # a batch of several records is split
 PRODUCER_FENCED = ProducerFencedError.code
 TXN_FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)   # a transactional producer was fenced
-#: Produce requests are encoded and their answers decoded in C (stateless: shared by every sender).
-PRODUCE_CODEC = ProduceCodec()
 cdef int API_PRODUCE = int(ApiKey.PRODUCE)
 cdef int API_INIT_PRODUCER_ID = int(ApiKey.INIT_PRODUCER_ID)
 cdef int DUP_SEQ = DUPLICATE_SEQUENCE_NUMBER
@@ -64,23 +61,6 @@ def set_failpoint(fn):
     """Install ``fn(stage, sender)``, or None to remove it. For fault-injection tests only."""
     global _failpoint
     _failpoint = fn
-
-
-@cython.final
-cdef class _ProduceAnswer:
-    """The callback of one Produce request: hands the answer and the request's batches to the
-    sender."""
-    cdef Sender sender
-    cdef int32_t node
-    cdef list batches
-
-    def __cinit__(self, Sender sender, int32_t node, list batches):
-        self.sender = sender
-        self.node = node
-        self.batches = batches
-
-    def __call__(self, body, error):
-        self.sender._on_produce_response(self.node, self.batches, body, error)
 
 
 @cython.final
@@ -117,21 +97,18 @@ cdef class Sender:
         self.fatal_error = None
         self.on_error = config.on_error
         self.on_fatal = None   # told when this thread dies of a bug
-        # Batches in Produce requests not yet answered: close() fails them itself if the I/O thread
-        # cannot (see Producer.close).
-        self.in_flight = {}
-        # The GIL-free turn (fastkafka._producer.gil_free_turn) sends the steady state's batches inside
-        # the network's wait: plaintext, uncompressed, acknowledged, not transactional, with the
-        # compiled accumulator and network client (a test's stand-ins get none).
-        self._gil_free = None
+        # The Produce requests of both turns are built by fastkafka._producer.gil_free_turn
+        # (produce_request_c) and sit in the connections' in-flight rings, which are the one record
+        # of what is in flight (fail_everything reads them). The GIL-free turn itself also runs
+        # inside the network's wait for the steady state's batches: plaintext, uncompressed,
+        # acknowledged, not transactional.
+        self._gil_free = GilFreeTurn.__new__(GilFreeTurn)
+        self._gil_free.init_c(<RecordAccumulator?>accumulator, <NetworkClient?>client, config,
+                              self.min_produce_version, &self.in_flight_batches)
+        client.produce_handler = self._on_produce_response
+        self._gil_free_wait = (config.gil_free_io and self.txn is None and self.acks != 0
+                               and config.compression_code == 0)
         self._other_timeout = 0
-        if (isinstance(accumulator, RecordAccumulator) and isinstance(client, NetworkClient)
-                and config.gil_free_io and self.txn is None and self.acks != 0
-                and config.compression_code == 0):
-            self._gil_free = GilFreeTurn.__new__(GilFreeTurn)
-            self._gil_free.init_c(accumulator, client, config, self.min_produce_version,
-                                 &self.in_flight_batches)
-            client.gil_free_handler = self._on_produce_response
         self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
                       "batches_split": 0,
                       "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
@@ -141,13 +118,13 @@ cdef class Sender:
     def gil_free_requests(self):
         """Produce requests the GIL-free turn sent (0 where it does not apply: gil_free_io=False,
         TLS, compression, acks=0, transactions)."""
-        return self._gil_free.turns_sent if self._gil_free is not None else 0
+        return self._gil_free.turns_sent if self._gil_free_wait else 0
 
     @property
     def gil_free_answers(self):
         """Answers read, decoded and matched to their batches by the GIL-free turn (all success:
         the GIL turn only completes them)."""
-        return self._gil_free.answers_read if self._gil_free is not None else 0
+        return self._gil_free.answers_read
 
     cdef int64_t now_c(self) except? -1:
         if self._default_clock:
@@ -208,11 +185,9 @@ cdef class Sender:
         stuck: completion is once-only."""
         for b in self.acc.abort_undrained():
             self._fail(b, error)
-        in_flight = list(self.in_flight.values())
-        if self._gil_free is not None:
-            # batches of requests the GIL-free turn sent (each connection holds them)
-            for conn in list(self.client.connections.values()):
-                in_flight.extend(conn.gil_free_batches())
+        in_flight = []
+        for conn in list(self.client.connections.values()):   # their in-flight rings
+            in_flight.extend(conn.produce_batches())
         for b in in_flight:
             if b.complete(-1, -1, error):
                 self.stats["errors"] += 1
@@ -248,12 +223,12 @@ cdef class Sender:
             timeout = min(self._send_producer_data(now), self.config.retry_backoff_ms)
         else:
             timeout = self._send_producer_data(now)
-            if timeout and self._gil_free is not None and self._gil_free.prepare_c(now):
+            if timeout and self._gil_free_wait and self._gil_free.prepare_c(now):
                 (<NetworkClient>self.client).set_gil_free_c(
                     gil_free_turn, self._gil_free.ctx_c(), self._gil_free.until_c(),
                     self._other_timeout)
         self.client.poll(timeout, now)
-        if self._gil_free is not None:
+        if self._gil_free_wait:
             stranded = self._gil_free.collect_c(self.stats)
             if stranded is not None:
                 # taken out and stamped by the GIL-free turn, which could not queue them
@@ -386,12 +361,9 @@ cdef class Sender:
                 self._fail(b, error)
 
     cpdef int _send_produce(self, int32_t node, list batches, int64_t now) except -1:
-        # The compact body of the compiled codec: (transactional_id, acks, timeout_ms, parts), one
-        # (topic, partition, records) per batch; the codec groups them by topic and puts each
-        # batch's buffer into the frame by reference.
+        """One Produce request to ``node`` with ``batches`` (drained and closed), built and queued
+        by the one request builder of both turns (GilFreeTurn.send_c -> produce_request_c)."""
         cdef RecordAccumulator acc = <RecordAccumulator?>self.acc
-        parts = []
-        append = parts.append
         for b in batches:
             # The drain's own stamp rule (stamp_for_send_c): with idempotence, a resend under an
             # older epoch, or the partition's first batch of this epoch, mutes the partition:
@@ -399,37 +371,22 @@ cdef class Sender:
             # IdempotenceState.awaiting_first_ack); completion unmutes it. Without idempotence:
             # header fields and CRC, no sequence.
             stamp_batch_for_send(acc, b)
-            append((b.topic, b.partition, b.builder.buffer()))
-        body = (self.transactional_id, self.acks, self._request_timeout_ms, parts)
-        expect_response = self.acks != 0
-        self.in_flight_batches += len(batches)
-        in_flight = self.in_flight
-        for b in batches:
-            in_flight[id(b)] = b
         try:
-            self.client.send(node, API_PRODUCE, body, now,
-                             _ProduceAnswer(self, node, batches),
-                             expect_response=expect_response, min_version=self.min_produce_version,
-                             codec=PRODUCE_CODEC)
+            self._gil_free.send_c(node, batches, now)
         except KafkaError as e:
-            self.in_flight_batches -= len(batches)
             for b in batches:
-                self.in_flight.pop(id(b), None)
                 self._unresolved(b)
                 self._fail(b, e)
                 self._unmute(b)
             return 0
-        stats = self.stats
-        stats["produce_requests"] += 1
-        stats["batches_sent"] += len(batches)
+        self.stats["produce_requests"] += 1
+        self.stats["batches_sent"] += len(batches)
         return 0
 
     # -- responses -------------------------------------------------------------------------
     def _on_produce_response(self, int32_t node, list batches, body, error):
         cdef int64_t now = self.now_c()
         self.in_flight_batches -= len(batches)
-        for b in batches:
-            self.in_flight.pop(id(b), None)
         try:
             self._handle_produce_response(node, batches, body, error, now)
         except Exception as e:

@@ -9,8 +9,8 @@ objects for the tests to check:
   (``fastkafka._producer.accumulator``);
 - :func:`hold_gil`: hold the GIL for a while, to see what the GIL-free turn does meanwhile;
 - :class:`GilFreeProbe`: a GIL-free turn that only counts its calls (``Poller.set_gil_free``);
-- :func:`send_gil_free`: a Produce request queued and written the way the GIL-free turn does
-  (``gil_free_send_c``);
+- :func:`send_produce`: a Produce request queued and written the way the GIL-free turn does
+  (``produce_send_c``);
 - :func:`encode_segments`, :func:`parse_answer`: the Produce request encoder and answer parser
   of the GIL-free turn (``fastkafka.protocol.produce_codec``), with guard pages and guard entries.
 """
@@ -33,7 +33,7 @@ from fastkafka._net.clock cimport monotonic_ms
 from fastkafka._net.connection cimport READY, Connection
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller, epoll_event
-from fastkafka._net.network cimport GIL_FREE_NO_MEMORY, NetworkClient, gil_free_send_c
+from fastkafka._net.network cimport PRODUCE_NO_MEMORY, NetworkClient, produce_send_c
 from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePart, ProducePartAnswer, _parse,
                                             encode_produce_c, parse_produce_response_c,
                                             produce_answer_error, produce_glue_bound,
@@ -85,11 +85,11 @@ def hold_gil(NetworkClient client, int ms):
     GIL turn of the I/O thread either), and return how many Produce requests the GIL-free turn
     queued meanwhile (the network client's count not yet folded into its stats: only a GIL turn
     folds it)."""
-    cdef long long before = client.st.gil_free_requests
+    cdef long long before = client.st.produce_requests
     cdef int64_t end = monotonic_ms() + ms
     while monotonic_ms() < end:
         pass
-    return client.st.gil_free_requests - before
+    return client.st.produce_requests - before
 
 
 cdef struct _ProbeState:
@@ -164,14 +164,14 @@ cdef class GilFreeProbe:
             self.poller.set_gil_free(NULL, NULL)
 
 
-def send_gil_free(NetworkClient client, int32_t node_id, list batches, frame, int version,
+def send_produce(NetworkClient client, int32_t node_id, list batches, frame, int version,
                  int64_t now):
-    """Queue and write a Produce request the way the I/O thread's GIL-free turn does
-    (``gil_free_send_c``, see network.pxd), with the GIL: ``frame`` (bytes, or a list
+    """Queue and write a Produce request of batches the way both turns of the I/O thread do
+    (``produce_send_c``, see network.pxd), with the GIL: ``frame`` (bytes, or a list
     of buffers) is the whole request, size prefix included, its correlation id (bytes 8..12)
     overwritten with the one allocated here; it is copied into one glue buffer the connection
     frees. The connection owns references to ``batches`` until the answer, or a failure,
-    reaches ``gil_free_handler(node_id, batches, body, error)`` from ``client.poll``. What the
+    reaches ``produce_handler(node_id, batches, body, error)`` from ``client.poll``. What the
     socket does not take now is written by ``client.poll``. Returns the correlation id."""
     cdef Connection conn
     cdef Segment seg
@@ -184,8 +184,8 @@ def send_gil_free(NetworkClient client, int32_t node_id, list batches, frame, in
     c = client.connections.get(node_id)
     if c is None or (<Connection>c).st.status != READY:
         raise NetworkError(f"node {node_id} is not ready")
-    if client.gil_free_handler is None:
-        raise ValueError("set gil_free_handler before sending GIL-free requests")
+    if client.produce_handler is None:
+        raise ValueError("set produce_handler before sending Produce requests")
     conn = <Connection>c
     data = bytes(frame) if not isinstance(frame, (list, tuple)) else b"".join(
         [bytes(b) for b in frame])
@@ -210,8 +210,8 @@ def send_gil_free(NetworkClient client, int32_t node_id, list batches, frame, in
         arr[i] = <PyObject *>b
     seg.p = glue
     seg.n = len(data)
-    r = gil_free_send_c(&client.st, &conn.st, corr, now, <int16_t>version, arr, nb, glue, &seg, 1)
-    if r == GIL_FREE_NO_MEMORY:
+    r = produce_send_c(&client.st, &conn.st, corr, now, <int16_t>version, arr, nb, glue, &seg, 1)
+    if r == PRODUCE_NO_MEMORY:
         for i in range(nb):
             Py_XDECREF(arr[i])
         free(arr)
@@ -219,7 +219,7 @@ def send_gil_free(NetworkClient client, int32_t node_id, list batches, frame, in
         raise MemoryError()
     # What the socket did not take (or a socket error: the write fails again and closes the
     # connection) is left to poll(), which writes queued bytes before it waits.
-    client._fold_gil_free_stats()
+    client._fold_produce_stats()
     return corr
 
 

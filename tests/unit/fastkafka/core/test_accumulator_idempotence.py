@@ -191,17 +191,14 @@ def test_sender_path_mutes_first_batch_and_stale_resend(rig):
     stale resend, mute the partition."""
     from fastkafka._producer.sender import Sender
     import types
+    from sockless import SocklessClient
     acc, _ = rig()
-    sent = []
-
-    class Client:
-        def send(self, node, api, body, now, cb, **kw):
-            sent.append(body)
+    client = SocklessClient(9)
     cfg = types.SimpleNamespace(
         transactional_id=None, enable_idempotence=True, acks=-1, compression_code=0,
         retry_backoff_ms=100, retry_backoff_max_ms=1000, on_error=None, request_timeout_ms=30000,
-        delivery_timeout_ms=120000, retries=3, max_request_size=1 << 20)
-    s = Sender(cfg, acc, types.SimpleNamespace(cluster=CLUSTER), Client(), clock=lambda: 0)
+        delivery_timeout_ms=120000, retries=3, max_request_size=1 << 20, gil_free_io=False)
+    s = Sender(cfg, acc, types.SimpleNamespace(cluster=CLUSTER), client.net, clock=lambda: 0)
     s.idem.set_producer_id(8, 0)
     b1 = drained(acc, 0)
     s._send_produce(1, [b1], 0)
@@ -214,4 +211,6 @@ def test_sender_path_mutes_first_batch_and_stale_resend(rig):
     s.idem.set_producer_id(8, 1)           # b2's answer was lost; the epoch moved on
     s._send_produce(1, [b2], 0)            # resent under its old stamp: muted
     assert acc.is_muted("t", 0) and (b2.producer_epoch, b2.base_sequence) == (0, 1)
+    assert client.conn.in_flight_count() == 3 and client.conn.produce_batches() == [b1, b2, b2]
+    client.conn.reset()                    # the connection's requests go (unanswered)
     done(acc, b1, b2)

@@ -35,7 +35,7 @@ def test_response_matches_the_oldest_request_and_notes_the_throttle():
     c.enqueue(b, [b"y"], 0)
     got, body, throttle = c.receive(metadata_frame(7, throttle=250), 100)
     assert got is a and body["throttle_time_ms"] == 250 and throttle == 250
-    assert list(c.in_flight) == [b]
+    assert c.requests_in_flight() == [b] and c.in_flight_ids() == [8]
     assert c.throttle_until_ms == 350
     assert not c.can_send(200, 5) and c.can_send(350, 5)
 
@@ -51,7 +51,7 @@ def test_bad_frames_raise_and_leave_the_request_in_flight(frame, error):
     c.enqueue(a, [b"x"], 0)
     with pytest.raises(error):
         c.receive(frame, 1)
-    assert list(c.in_flight) == [a]    # fails with the error when the connection closes
+    assert c.requests_in_flight() == [a]    # fails with the error when the connection closes
 
 
 def test_a_response_with_nothing_in_flight_is_corrupt():
@@ -63,7 +63,7 @@ def test_requests_without_response_complete_when_written():
     c = ready_conn()
     r = req(3, expect=False)
     c.enqueue(r, [b"abc"], 0)
-    assert c.in_flight_count() == 1 and not c.in_flight
+    assert c.in_flight_count() == 1 and not c.requests_in_flight()
     assert c.written([r], 5) == [r]
     assert c.in_flight_count() == 0 and c.unconfirmed
 

@@ -18,13 +18,13 @@ import pytest
 from faultbroker import (FaultBroker, disconnect_before_response, no_response, rewrite_response,
                          wrong_correlation_id)
 from fastkafka.protocol.produce_codec import ProduceCodec, ProduceResult
-from fastkafka._producer.testing import send_gil_free
+from fastkafka._producer.testing import send_produce
 from fastkafka._net.transport import SendQueue
 from fastkafka._net.cluster import Metadata
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import (CorrelationIdMismatchError, CorruptFrameError, DisconnectedError,
                               RequestTimedOutError)
-from fastkafka._net.connection import Connection, GilFreeRequest, State
+from fastkafka._net.connection import Connection, ProduceRequest, State
 from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey, encode_response
 
@@ -110,15 +110,15 @@ def test_interleaved_gil_free_and_python_requests_reach_their_handlers_in_order(
     version = conn.produce_version
     assert version >= 3
     rec = Recorder()
-    client.gil_free_handler = rec.gil_free
+    client.produce_handler = rec.gil_free
     b1, b2 = [Batch(1), Batch(2)], [Batch(3)]
     before = [sys.getrefcount(b) for b in b1 + b2]
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m1"))
-    c1 = send_gil_free(client, -1, list(b1), produce_frame(version), version, client.clock())
+    c1 = send_produce(client, -1, list(b1), produce_frame(version), version, client.clock())
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m2"))
-    c2 = send_gil_free(client, -1, list(b2), produce_frame(version), version, client.clock())
+    c2 = send_produce(client, -1, list(b2), produce_frame(version), version, client.clock())
     assert c2 == c1 + 2                      # one correlation counter for both kinds
-    assert conn.gil_free_count == 2 and client.in_flight_count(-1) == 4
+    assert conn.produce_count == 2 and client.in_flight_count(-1) == 4
     poll_until(client, lambda: len(rec.events) == 4)
     kinds = [(e[0], e[1] if e[0] == "python" else None) for e in rec.events]
     assert kinds == [("python", "m1"), ("gil_free", None), ("python", "m2"), ("gil_free", None)]
@@ -132,7 +132,7 @@ def test_interleaved_gil_free_and_python_requests_reach_their_handlers_in_order(
     produced = fbroker.received(ApiKey.PRODUCE)
     assert [r.correlation_id for r in produced] == [c1, c2]
     assert produced[0].body["topic_data"][0]["partition_data"][0]["records"] == b"r" * 64
-    assert conn.gil_free_count == 0 and client.in_flight_count(-1) == 0
+    assert conn.produce_count == 0 and client.in_flight_count(-1) == 0
     assert client.stats["requests"] >= 4 and client.stats["responses"] >= 4
     rec.events.clear()
     del batches, body
@@ -144,19 +144,19 @@ def test_disconnect_fails_gil_free_entries_in_order_and_leaks_nothing(fbroker, c
     conn = connect(client)
     version = conn.produce_version
     rec = Recorder()
-    client.gil_free_handler = rec.gil_free
+    client.produce_handler = rec.gil_free
     batches = [Batch(i) for i in range(3)]
     before = [sys.getrefcount(b) for b in batches]
     fbroker.script.on(ApiKey.PRODUCE, disconnect_before_response())
-    send_gil_free(client, -1, batches[:2], produce_frame(version), version, client.clock())
+    send_produce(client, -1, batches[:2], produce_frame(version), version, client.clock())
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m"))
-    send_gil_free(client, -1, batches[2:], produce_frame(version), version, client.clock())
+    send_produce(client, -1, batches[2:], produce_frame(version), version, client.clock())
     assert [sys.getrefcount(b) for b in batches] == [n + 1 for n in before]
     poll_until(client, lambda: len(rec.events) == 3)
     assert [e[0] for e in rec.events] == ["gil_free", "python", "gil_free"]
     assert rec.events[0][2] == batches[:2] and rec.events[2][2] == batches[2:]
     assert all(isinstance(e[-1], DisconnectedError) for e in rec.events)
-    assert conn.state is State.DISCONNECTED and conn.gil_free_count == 0
+    assert conn.state is State.DISCONNECTED and conn.produce_count == 0
     assert conn.send_queue.pending_bytes == 0 and conn.send_queue.held_exports == 0
     rec.events.clear()
     gc.collect()
@@ -169,17 +169,17 @@ def test_request_timeout_fails_an_gil_free_request(fbroker):
         conn = connect(c)
         version = conn.produce_version
         rec = Recorder()
-        c.gil_free_handler = rec.gil_free
+        c.produce_handler = rec.gil_free
         fbroker.script.on(ApiKey.PRODUCE, no_response())
         t0 = c.clock()
-        send_gil_free(c, -1, [Batch(0)], produce_frame(version), version, t0)
+        send_produce(c, -1, [Batch(0)], produce_frame(version), version, t0)
         assert conn.due(t0 + 301, 10_000, 300, 10**9) is not None     # judged by the GIL-free head
         assert conn.due(t0 + 299, 10_000, 300, 10**9) is None
-        assert "GilFreeRequest" in conn.oldest_request()
+        assert "ProduceRequest" in conn.oldest_request()
         poll_until(c, lambda: rec.events)
         _, _, batches, body, error = rec.events[0]
         assert body is None and isinstance(error, RequestTimedOutError)
-        assert "GilFreeRequest" in str(error) and len(batches) == 1
+        assert "ProduceRequest" in str(error) and len(batches) == 1
         assert c.stats["timeouts"] == 1
     finally:
         c.close()
@@ -189,9 +189,9 @@ def test_correlation_mismatch_on_an_gil_free_answer_fails_everything_in_flight(f
     conn = connect(client)
     version = conn.produce_version
     rec = Recorder()
-    client.gil_free_handler = rec.gil_free
+    client.produce_handler = rec.gil_free
     fbroker.script.on(ApiKey.PRODUCE, wrong_correlation_id(5))
-    send_gil_free(client, -1, [Batch(0)], produce_frame(version), version, client.clock())
+    send_produce(client, -1, [Batch(0)], produce_frame(version), version, client.clock())
     client.send(-1, ApiKey.METADATA, metadata_body(), client.clock(), rec.python("m"))
     poll_until(client, lambda: len(rec.events) == 2)
     assert [e[0] for e in rec.events] == ["gil_free", "python"]
@@ -203,14 +203,14 @@ def test_throttle_of_an_gil_free_answer_is_accounted_as_for_any_answer(fbroker, 
     conn = connect(client)
     version = conn.produce_version
     rec = Recorder()
-    client.gil_free_handler = rec.gil_free
+    client.produce_handler = rec.gil_free
 
     def throttle(result, header, body):
         result["throttle_time_ms"] = 700
 
     fbroker.script.on(ApiKey.PRODUCE, rewrite_response(throttle), times=1)
     now = client.clock()
-    send_gil_free(client, -1, [Batch(0)], produce_frame(version), version, now)
+    send_produce(client, -1, [Batch(0)], produce_frame(version), version, now)
     poll_until(client, lambda: rec.events)
     assert rec.events[0][3].throttle_time_ms == 700 and rec.events[0][4] is None
     assert client.stats["throttled_responses"] == 1 and client.stats["throttle_time_ms_total"] == 700
@@ -219,17 +219,17 @@ def test_throttle_of_an_gil_free_answer_is_accounted_as_for_any_answer(fbroker, 
     assert client.connection_delay(-1, client.clock()) > 0
 
 
-def test_send_gil_free_checks_its_arguments(fbroker, client):
+def test_send_produce_checks_its_arguments(fbroker, client):
     conn = connect(client)
     version = conn.produce_version
-    with pytest.raises(ValueError, match="gil_free_handler"):
-        send_gil_free(client, -1, [], produce_frame(version), version, client.clock())
-    client.gil_free_handler = Recorder().gil_free
+    with pytest.raises(ValueError, match="produce_handler"):
+        send_produce(client, -1, [], produce_frame(version), version, client.clock())
+    client.produce_handler = Recorder().gil_free
     with pytest.raises(ValueError, match="Produce"):
-        send_gil_free(client, -1, [], produce_frame(version), version - 1, client.clock())
+        send_produce(client, -1, [], produce_frame(version), version - 1, client.clock())
     with pytest.raises(Exception, match="not ready"):
-        send_gil_free(client, 99, [], produce_frame(version), version, client.clock())
-    assert conn.gil_free_count == 0 and conn.send_queue.pending_bytes == 0
+        send_produce(client, 99, [], produce_frame(version), version, client.clock())
+    assert conn.produce_count == 0 and conn.send_queue.pending_bytes == 0
 
 
 # -- against a socketpair the test drives ------------------------------------------------------
@@ -252,7 +252,7 @@ def pair():
     conn.last_activity_ms = c.clock()
     c.connections[7] = conn
     rec = Recorder()
-    c.gil_free_handler = rec.gil_free
+    c.produce_handler = rec.gil_free
     try:
         yield c, conn, peer, rec
     finally:
@@ -285,7 +285,7 @@ def test_partial_write_finishes_later_and_the_answer_completes_it(pair):
     frame = produce_frame(VERSION, records=bytes(range(256)) * 4096)     # 1 MiB of records
     batches = [Batch(0)]
     before = sys.getrefcount(batches[0])
-    corr = send_gil_free(c, 7, batches, frame, VERSION, c.clock())
+    corr = send_produce(c, 7, batches, frame, VERSION, c.clock())
     left = conn.send_queue.pending_bytes
     assert 0 < left < len(frame)           # the socket took part of it
     got = peer.recv(100000)
@@ -315,11 +315,11 @@ def test_acks_zero_request_between_gil_free_requests_completes_once_written(pair
     requests written by the same writev path; the answers then go to the GIL-free requests."""
     c, conn, peer, rec = pair
     conn.versions = {int(ApiKey.PRODUCE): VERSION}
-    e1 = send_gil_free(c, 7, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
+    e1 = send_produce(c, 7, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
     c.send(7, ApiKey.PRODUCE, (None, 0, 30000, [(TOPIC, 0, b"z" * 64)]), c.clock(),
            rec.python("acks0"), expect_response=False, min_version=VERSION, max_version=VERSION,
            codec=CODEC)
-    e2 = send_gil_free(c, 7, [Batch(2)], produce_frame(VERSION), VERSION, c.clock())
+    e2 = send_produce(c, 7, [Batch(2)], produce_frame(VERSION), VERSION, c.clock())
     assert conn.in_flight_count() == 3 and conn.unacked_writes == 1
     poll_until(c, lambda: rec.events)
     assert rec.events == [("python", "acks0", None, None)] and conn.unacked_writes == 0
@@ -335,7 +335,7 @@ def test_garbled_gil_free_answer_closes_the_connection_and_fails_the_request(pai
     c, conn, peer, rec = pair
     batches = [Batch(0), Batch(1)]
     before = [sys.getrefcount(b) for b in batches]
-    corr = send_gil_free(c, 7, batches, produce_frame(VERSION), VERSION, c.clock())
+    corr = send_produce(c, 7, batches, produce_frame(VERSION), VERSION, c.clock())
     c.poll(0)
     read_frame(peer)
     answer = produce_answer(corr)
@@ -345,7 +345,7 @@ def test_garbled_gil_free_answer_closes_the_connection_and_fails_the_request(pai
     _, _, out, body, error = rec.events[0]
     assert body is None and isinstance(error, CorruptFrameError)
     assert [id(x) for x in out] == [id(x) for x in batches]
-    assert conn.state is State.DISCONNECTED and conn.gil_free_count == 0
+    assert conn.state is State.DISCONNECTED and conn.produce_count == 0
     rec.events.clear()
     del out
     gc.collect()
@@ -355,7 +355,7 @@ def test_garbled_gil_free_answer_closes_the_connection_and_fails_the_request(pai
 def test_an_answer_before_the_request_is_fully_written_is_refused(pair):
     c, conn, peer, rec = pair
     frame = produce_frame(VERSION, records=b"x" * (1 << 20))
-    corr = send_gil_free(c, 7, [Batch(0)], frame, VERSION, c.clock())
+    corr = send_produce(c, 7, [Batch(0)], frame, VERSION, c.clock())
     assert conn.send_queue.pending_bytes > 0
     peer.sendall(produce_answer(corr))     # answered while its bytes still wait: a hostile peer
     poll_until(c, lambda: rec.events)
@@ -372,10 +372,10 @@ def test_connection_freed_with_gil_free_entries_releases_the_batches():
         conn = Connection(7, "peer", 0, 1 << 20)
         conn.sock, conn.fd, conn.status = ours, ours.fileno(), int(State.READY)
         c.connections[7] = conn
-        c.gil_free_handler = Recorder().gil_free
+        c.produce_handler = Recorder().gil_free
         batches = [Batch(0), Batch(1)]
         before = [sys.getrefcount(b) for b in batches]
-        send_gil_free(c, 7, batches, produce_frame(VERSION, records=b"x" * (1 << 20)), VERSION,
+        send_produce(c, 7, batches, produce_frame(VERSION, records=b"x" * (1 << 20)), VERSION,
                        c.clock())
         assert [sys.getrefcount(b) for b in batches] == [n + 1 for n in before]
         q = conn.send_queue
@@ -400,17 +400,17 @@ def test_reset_returns_both_kinds_in_correlation_order():
         conn.sock, conn.fd, conn.status = ours, ours.fileno(), int(State.READY)
         conn.versions = {int(ApiKey.METADATA): 9}
         c.connections[3] = conn
-        c.gil_free_handler = Recorder().gil_free
+        c.produce_handler = Recorder().gil_free
         c.send(3, ApiKey.METADATA, metadata_body(), c.clock(), lambda b, e: None)
-        e1 = send_gil_free(c, 3, [Batch(0)], produce_frame(VERSION), VERSION, c.clock())
-        e2 = send_gil_free(c, 3, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
+        e1 = send_produce(c, 3, [Batch(0)], produce_frame(VERSION), VERSION, c.clock())
+        e2 = send_produce(c, 3, [Batch(1)], produce_frame(VERSION), VERSION, c.clock())
         c.send(3, ApiKey.METADATA, metadata_body(), c.clock(), lambda b, e: None)
         assert conn.in_flight_count() == 4
         pending = conn.reset()
-        assert [type(r).__name__ for r in pending] == ["InFlightRequest", "GilFreeRequest",
-                                                       "GilFreeRequest", "InFlightRequest"]
+        assert [type(r).__name__ for r in pending] == ["InFlightRequest", "ProduceRequest",
+                                                       "ProduceRequest", "InFlightRequest"]
         assert [r.correlation_id for r in pending] == sorted(r.correlation_id for r in pending)
-        assert [r.correlation_id for r in pending if isinstance(r, GilFreeRequest)] == [e1, e2]
+        assert [r.correlation_id for r in pending if isinstance(r, ProduceRequest)] == [e1, e2]
         assert pending[1].batches[0].n == 0 and pending[1].version == VERSION
         assert conn.in_flight_count() == 0 and conn.send_queue.pending_bytes == 0
         del c.connections[3]

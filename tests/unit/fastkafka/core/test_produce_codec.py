@@ -15,6 +15,7 @@ import types
 import pytest
 
 from fastkafka import errors
+from sockless import SocklessClient
 from fastkafka._producer.accumulator import RecordAccumulator
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.protocol.produce_codec import ProduceCodec, ProduceResult
@@ -423,25 +424,6 @@ class Cluster:
         return [tp for tp, n in sorted(self.leaders.items()) if n == node]
 
 
-class FakeClient:
-    """Encodes and decodes like NetworkClient (the request's codec, else the generic one)."""
-    client_id = "unit"
-
-    def __init__(self, version):
-        self.version = version
-        self.sent = []
-
-    def send(self, node, api_key, body, now, callback, *, expect_response=True, min_version=0,
-             max_version=None, codec=None):
-        assert api_key == ApiKey.PRODUCE and codec is not None
-        frame = codec.encode(self.version, len(self.sent), self.client_id, body)
-        self.sent.append((body, frame, callback, codec, expect_response))
-
-    def answer(self, response: dict):
-        body, frame, callback, codec, _ = self.sent[-1]
-        callback(codec.decode(self.version, response_frame(self.version, response)), None)
-
-
 @pytest.fixture
 def sender_rig():
     from fastkafka._producer.sender import Sender
@@ -452,11 +434,11 @@ def sender_rig():
         cfg = types.SimpleNamespace(
             transactional_id=None, enable_idempotence=False, acks=acks, compression_code=0,
             retry_backoff_ms=100, retry_backoff_max_ms=1000, on_error=None, request_timeout_ms=30000,
-            delivery_timeout_ms=120000, retries=retries, max_request_size=1 << 20)
+            delivery_timeout_ms=120000, retries=retries, max_request_size=1 << 20, gil_free_io=False)
         acc = RecordAccumulator(16384, 0, None, 0, 100, 120000, BufferPool(1 << 20, 16384), False)
-        client = FakeClient(version)
+        client = SocklessClient(version, response_frame)
         metadata = types.SimpleNamespace(cluster=Cluster(leaders), request_update=lambda: None)
-        s = Sender(cfg, acc, metadata, client, clock=lambda: 20)
+        s = Sender(cfg, acc, metadata, client.net, clock=lambda: 20)
         futures = {tp: acc.append(tp[0], tp[1], 1000, None, b"v%d" % tp[1], None, None, 0, 0)
                    for tp in leaders}
         batches = acc.drain(metadata.cluster, [1], 1 << 20, 10)[1]
@@ -475,11 +457,14 @@ def sender_rig():
 @pytest.mark.parametrize("version", VERSIONS)
 def test_sender_request_is_the_nested_body_encoded(sender_rig, version):
     s, client, futures, batches = sender_rig(version)
-    body, frame, _, _, expect = client.sent[0]
-    assert expect
+    (frame,), tokens = client.take()
+    assert tokens == []                  # awaits its answer in the in-flight ring
+    assert client.conn.produce_count == 1
+    assert client.conn.produce_batches() == sorted(batches, key=lambda b: b.topic)   # by topic
+    corr = struct.unpack(">i", frame[4:8])[0]
     parts = [(b.topic, b.partition, b.builder.buffer()) for b in batches]
-    want = encode_request(ApiKey.PRODUCE, version, 0, "unit", nested(None, -1, 30000, parts))
-    assert as_bytes(frame) == as_bytes(want)
+    want = encode_request(ApiKey.PRODUCE, version, corr, "unit", nested(None, -1, 30000, parts))
+    assert frame == b"".join(as_bytes(want))[4:]
     client.answer({"throttle_time_ms": 0, "responses": [
         {"name": "a", "partition_responses": [partition(0, base_offset=5), partition(2, base_offset=9)]},
         {"name": "b", "partition_responses": [partition(1, base_offset=7)]}]})
@@ -542,9 +527,16 @@ def test_sender_retries_a_retriable_partition_error(sender_rig):
 
 def test_sender_acks_zero_completes_without_an_answer(sender_rig):
     s, client, futures, batches = sender_rig(7, acks=0)
-    body, frame, callback, codec, expect = client.sent[0]
-    assert not expect and body[1] == 0
-    callback(None, None)   # what NetworkClient does once the bytes are written
+    assert client.conn.produce_count == 0 and client.conn.unacked_writes == 1
+    (frame,), tokens = client.take()
+    corr = struct.unpack(">i", frame[4:8])[0]
+    parts = [(b.topic, b.partition, b.builder.buffer()) for b in batches]
+    assert frame == b"".join(as_bytes(encode_request(ApiKey.PRODUCE, 7, corr, "unit",
+                                                     nested(None, 0, 30000, parts))))[4:]
+    assert not any(f.done() for f in futures.values())
+    (token,) = client.conn.written(tokens, 0)   # what NetworkClient does once the bytes are written
+    token.handler = client.net.produce_handler
+    token(None, None)
     assert all(f.get(0).offset == -1 for f in futures.values())
 
 
