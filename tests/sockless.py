@@ -15,12 +15,14 @@ class SocklessClient:
     written), and an answer is fed to the connection as a frame, the way the client feeds what it
     reads, then handed to the produce handler."""
 
-    def __init__(self, version, response_frame=None):
+    def __init__(self, version, response_frame=None, clock=None, **config):
         """``version``: the highest Produce version the "broker" speaks; ``response_frame(version,
-        body, correlation_id)``: encodes an answer (for :meth:`answer`)."""
-        cfg = ProducerConfig(bootstrap_servers="127.0.0.1:9", client_id="unit")
+        body, correlation_id)``: encodes an answer (for :meth:`answer`); ``clock``: the network
+        client's (a test's fake clock); ``config``: ProducerConfig settings."""
+        cfg = ProducerConfig(bootstrap_servers="127.0.0.1:9", client_id="unit", **config)
         md = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms)
-        self.net = NetworkClient(cfg, md, manage_metadata=False)
+        kw = {} if clock is None else {"clock": clock}
+        self.net = NetworkClient(cfg, md, manage_metadata=False, **kw)
         self.version = version
         self.response_frame = response_frame
         self.conn = Connection(1, "h", 9, 1 << 20)

@@ -1,0 +1,194 @@
+# Connection set-up of fastkafka._net.network (included by network.pyx): connect, the handshake
+# steps (TLS, ApiVersions, SASL's callbacks), failed attempts and their back-off, authentication
+# failures. Module functions taking the client (Cython cannot split a class over includes); the
+# client keeps one-line methods for the names fastkafka._net.handshake and .sasl call back.
+# thread: io · lock: none · gil: held (every function here)
+
+
+def errno_text(err: int) -> str:
+    """``"connection refused"`` for ECONNREFUSED: the system's text for a socket error number."""
+    try:
+        return os.strerror(err).lower()
+    except (ValueError, OverflowError):  # pragma: no cover - not an errno
+        return f"error {err}"
+
+
+def connect_error_text(error: BaseException) -> str:
+    """A short reason for a failed connection attempt, as a user reads it in an error message."""
+    if isinstance(error, socket.gaierror):
+        return f"name resolution failed: {error.strerror or error}"
+    if isinstance(error, UnicodeError):
+        return f"name resolution failed: the host name cannot be encoded ({error})"
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    if isinstance(error, OSError) and error.errno is not None:
+        return errno_text(error.errno)
+    return str(error)
+
+
+def _connect(NetworkClient self, Connection conn, int64_t now):
+    addr = self._address(conn.node_id)
+    if addr is not None:
+        conn.host, conn.port = addr
+    self.metadata.connection_attempt(conn.host, conn.port)
+    sock = None
+    try:
+        infos = socket.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
+        # Every address the name resolves to, in the resolver's order: after a failed attempt
+        # the next one is tried (as the Java client's client.dns.lookup=use_all_dns_ips), so
+        # "localhost" reaches a broker listening on 127.0.0.1 even when ::1 comes first.
+        addresses = list(dict.fromkeys((family, sockaddr) for family, _, _, _, sockaddr in infos))
+        family, sockaddr = addresses[conn.address_index % len(addresses)]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        rc = sock.connect_ex(sockaddr)
+    except (OSError, UnicodeError, ValueError) as e:
+        # UnicodeError/ValueError: a host name no resolver takes (an over-long label, say).
+        if sock is not None:
+            sock.close()
+        _connect_failed(self, conn, now, e)
+        return
+    conn.sock = sock
+    conn.st.fd = sock.fileno()
+    conn.connect_started_ms = now
+    conn.st.last_activity_ms = now
+    if rc == 0:
+        # Loopback connects can complete at once: no connect event will come.
+        _connected(self, conn, now)
+    elif rc in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+        conn.st.status = CONNECTING
+        self.update_interest(conn)
+    else:
+        sock.close()
+        conn.sock = None
+        conn.st.fd = -1
+        _connect_failed(self, conn, now, OSError(rc, f"connect to {conn.host}:{conn.port}: {errno.errorcode.get(rc, rc)}"))
+
+def _connect_failed(NetworkClient self, Connection conn, int64_t now, error):
+    log.debug("connection to node %s (%s:%s) failed: %s", conn.node_id, conn.host, conn.port, error)
+    self.metadata.connection_failed(conn.host, conn.port, connect_error_text(error))
+    conn.address_index += 1
+    conn.st.status = DISCONNECTED
+    _schedule_reconnect(self, conn, now)
+    self.metadata.last_error = error
+    self.metadata.request_update()
+
+def _schedule_reconnect(NetworkClient self, Connection conn, int64_t now):
+    conn.failures += 1
+    base = self.config.reconnect_backoff_ms
+    cap = self.config.reconnect_backoff_max_ms
+    delay = min(cap, base * (2 ** min(conn.failures - 1, 20)))
+    delay = int(delay * random.uniform(0.8, 1.2))
+    conn.next_attempt_ms = now + delay
+
+def _connected(NetworkClient self, Connection conn, int64_t now):
+    if _failpoint is not None:
+        _failpoint("connected", self, conn)
+    from fastkafka._net.handshake import ApiVersionsStep, TlsHandshakeStep
+    conn.st.status = HANDSHAKE
+    conn.handshake = deque([ApiVersionsStep()])
+    conn.st.reauth_at_ms = 0
+    if self.sasl is not None:
+        conn.handshake.extend(self.sasl.steps())
+    if self._tls_context is not None:
+        conn.handshake.appendleft(TlsHandshakeStep(self._tls_context))
+    self.update_interest(conn)
+    _next_handshake_step(self, conn, now)
+
+def _next_handshake_step(NetworkClient self, Connection conn, int64_t now):
+    if conn.handshake:
+        conn.handshake.popleft().start(self, conn, now)
+    else:
+        conn.st.status = READY
+        conn.failures = 0
+        self.auth_errors.pop(conn.node_id, None)   # it authenticated (SASL)
+        self.metadata.connection_ready(conn.host, conn.port)
+        log.debug("connection to node %s ready: %s", conn.node_id, conn)
+
+def _on_api_versions(NetworkClient self, Connection conn, step, body, error):
+    if error is not None:
+        return  # the connection is already being closed with this error
+    if _failpoint is not None:
+        _failpoint("api_versions", self, conn)
+    now = self.now_c()
+    if body["error_code"] == UNSUPPORTED_VERSION:
+        # The broker answered in v0 format with the ApiVersions range it supports.
+        from fastkafka._net.handshake import ApiVersionsStep
+        theirs = {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
+        lo, hi = theirs.get(ApiKey.API_VERSIONS, (0, 0))
+        ours_lo, ours_hi = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+        retry = min(hi, ours_hi)
+        if retry < step.version and retry >= ours_lo:
+            conn.handshake.appendleft(ApiVersionsStep(retry))
+            _next_handshake_step(self, conn, now)
+            return
+    if body["error_code"] != 0:
+        self._close(conn, now, UnsupportedVersionError(
+            f"ApiVersions failed on node {conn.node_id}: error {body['error_code']}"))
+        return
+    missing = conn.negotiate(body["api_keys"], self.required_apis)
+    if missing:
+        # Unusable for this client; other nodes keep working. Retried after the longest backoff.
+        conn.failures = max(conn.failures, 20)
+        self._close(conn, now, InvalidBrokerResponseError(
+            f"node {conn.node_id} ({conn.host}:{conn.port}) cannot be used: it supports no "
+            f"version of {', '.join(missing)} that this client speaks (it lists "
+            + ", ".join(f"{ApiKey(k).name if k in ApiKey._value2member_map_ else k} "
+                        f"{conn.api_versions[k][0]}-{conn.api_versions[k][1]}"
+                        for k in sorted(conn.api_versions)[:40]) + ")"))
+        return
+    _next_handshake_step(self, conn, now)
+
+def _authentication_failed(NetworkClient self, Connection conn, int64_t now, error):
+    """A handshake step could not authenticate (``error`` is not retriable): close the
+    connection, try the node again only after reconnect_backoff_max_ms, and make the error
+    known to those waiting on that node (sender: records for it; metadata waits; request())."""
+    prev = self.auth_errors.get(conn.node_id)
+    # ERROR once; the same failure again (each reconnect_backoff_max_ms) at DEBUG.
+    log.log(logging.DEBUG if prev is not None and str(prev) == str(error) else logging.ERROR,
+            "%s", error)
+    self.stats["authentication_failures"] += 1
+    conn.failures = max(conn.failures, 20)   # the longest reconnect backoff
+    self.auth_errors[conn.node_id] = error
+    self._close(conn, now, error, failure=f"authentication failed: {error.message}")
+    self.metadata.fatal_connection_error(error)   # metadata waits raise it at once
+
+
+# -- TLS (security_protocol SSL / SASL_SSL) ---------------------------------------------------
+def _tls_handshake(NetworkClient self, Connection conn, int64_t now):
+    """Advance the TLS handshake of ``conn`` with what its socket has; on completion, the next
+    handshake step (ApiVersions) starts. Bounded by socket_connection_setup_timeout_ms."""
+    try:
+        done = conn._tls.handshake(conn.sock)
+    except (ssl.SSLError, OSError, EOFError) as e:
+        _tls_close(self, conn, now, e)
+        return
+    conn.st.last_activity_ms = now
+    if done:
+        path = conn._tls.data_path
+        self.stats["tls_" + path] += 1
+        if conn._tls.pipe is not None:
+            log.debug("TLS handshake with node %s done (%s, %s); data path: openssl_direct",
+                      conn.node_id, conn._tls.sslobj.version(), conn._tls.sslobj.cipher()[0])
+        else:
+            log.debug("TLS handshake with node %s done (%s, %s); data path: ssl_module (%s)",
+                      conn.node_id, conn._tls.sslobj.version(), conn._tls.sslobj.cipher()[0],
+                      conn._tls.fallback_reason)
+        self.update_interest(conn)
+        _next_handshake_step(self, conn, now)
+    else:
+        self.update_interest(conn)
+
+def _tls_close(NetworkClient self, Connection conn, int64_t now, error):
+    """Close ``conn`` after a TLS failure, with its typed error. One that retrying does not fix
+    (an untrusted certificate, a client certificate refused: TlsAuthenticationError) is an
+    authentication failure: the node is retried only after reconnect_backoff_max_ms, and
+    metadata waits, admin requests and the records queued for that node fail with it at once."""
+    from fastkafka._net.tls import describe_handshake_error
+    where = f"node {conn.node_id} ({conn.host}:{conn.port})"
+    exc = describe_handshake_error(error, where, bool(conn._tls and conn._tls.check_hostname))
+    if exc.retriable:
+        self._close(conn, now, exc)
+    else:
+        _authentication_failed(self, conn, now, exc)
