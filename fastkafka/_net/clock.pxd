@@ -6,11 +6,13 @@ from libc.stdint cimport int64_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 
+# thread: any · lock: none · gil: any
 cdef inline int64_t clock_ms(int clock) noexcept nogil:
     cdef timespec t
     clock_gettime(clock, &t)
     return <int64_t>t.tv_sec * 1000 + t.tv_nsec // 1000000
 
 
+# thread: any · lock: none · gil: any
 cdef inline int64_t monotonic_ms() noexcept nogil:
     return clock_ms(CLOCK_MONOTONIC)

@@ -134,6 +134,7 @@ cdef long long _HANDOVER_MAX_NS = HANDOVER_MAX_US * 1000
 cdef long long handovers = 0           # give_way() calls that released the GIL
 
 
+# thread: app+io · lock: none · gil: any
 cdef inline long long _now_ns() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -347,6 +348,7 @@ cdef class Poller:
         self._xfn = fn
         self._xctx = ctx
 
+    # thread: io · lock: none · gil: held
     cdef bint _only_ours(self, int n) noexcept nogil:
         """The wait ended on nothing but the timer and GIL-free wake-ups (consumed here), or on
         its timeout: the GIL-free turn may handle it."""
@@ -366,6 +368,7 @@ cdef class Poller:
                 read(self._xfd, &counter, 8)
         return True
 
+    # thread: io · lock: none · gil: no
     cdef int _sockets_first(self, int n) noexcept nogil:
         """For the GIL-free turn: consume the timer and GIL-free wake-ups among ``n`` events and
         move the sockets to the front; how many sockets there are, or -1 when the general wake-up

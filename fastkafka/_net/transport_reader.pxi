@@ -119,6 +119,7 @@ cdef class FrameReader:
 
 # -- the reader's state without the GIL ------------------------------------------------------------
 
+# thread: io · lock: none · gil: any
 cdef int rd_reserve_c(ReaderCore *c, Py_ssize_t need) noexcept nogil:
     cdef Py_ssize_t live = c.end - c.start
     cdef char *nb
@@ -142,6 +143,7 @@ cdef int rd_reserve_c(ReaderCore *c, Py_ssize_t need) noexcept nogil:
     return 0
 
 
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t rd_frame_size_c(const ReaderCore *c) noexcept nogil:
     cdef const unsigned char *p
     cdef long long size
@@ -154,6 +156,7 @@ cdef Py_ssize_t rd_frame_size_c(const ReaderCore *c) noexcept nogil:
     return <Py_ssize_t>size
 
 
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t rd_fill_c(ReaderCore *c, int fd) noexcept nogil:
     cdef ssize_t r
     cdef Py_ssize_t size, want
@@ -181,6 +184,7 @@ cdef Py_ssize_t rd_fill_c(ReaderCore *c, int fd) noexcept nogil:
             return 0                     # short read: the socket is drained for now
 
 
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t rd_peek_c(ReaderCore *c, const char **frame) noexcept nogil:
     cdef Py_ssize_t n = rd_frame_size_c(c)
     if n == RD_CORRUPT:

@@ -7,6 +7,7 @@
 # (the I/O thread's GIL-free turn, fastkafka/_net/connection.pyx). They touch C memory only; the
 # one thing that needs the GIL, releasing a Python buffer export, is left to sq_release_c.
 
+# thread: io · lock: none · gil: any
 cdef int sq_reserve_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t live, ncap
     cdef Py_buffer *nb
@@ -31,6 +32,7 @@ cdef int sq_reserve_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil:
     return 0
 
 
+# thread: io · lock: none · gil: any
 cdef int sq_push_raw_c(SendQueueCore *q, const char *p, Py_ssize_t n) noexcept nogil:
     cdef Py_buffer *pb
     if n <= 0:
@@ -46,6 +48,7 @@ cdef int sq_push_raw_c(SendQueueCore *q, const char *p, Py_ssize_t n) noexcept n
     return 0
 
 
+# thread: io · lock: none · gil: any
 cdef void sq_consume_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil:
     cdef Py_buffer *pb
     cdef Py_ssize_t left
@@ -64,6 +67,7 @@ cdef void sq_consume_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil:
         q.done = q.head = q.tail = 0
 
 
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t sq_write_c(SendQueueCore *q, int fd) noexcept nogil:
     cdef iovec iov[MAX_IOV]
     cdef int n, i

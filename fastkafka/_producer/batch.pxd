@@ -50,6 +50,7 @@ cdef struct BatchState:
 
 # Closed for appends (ProducerBatch.is_full_c without the GIL): refused an append, or its builder
 # is gone, closed or at batch_size.
+# thread: io · lock: acc held · gil: any
 cdef inline bint bs_full_c(BatchState *s) noexcept nogil:
     return s.full or s.bc == NULL or s.bc.closed or s.bc.len >= s.bc.batch_size
 

@@ -44,6 +44,7 @@ cdef const int32_t *prepare_int32_column(object partitions, Py_ssize_t n, list k
 
 
 # Element ``i`` of an Arrow (or all-null) column: pointer and length, length -1 for null.
+# thread: app · lock: none · gil: any
 cdef inline void arrow_get(const Column *c, Py_ssize_t i, const char **p,
                            Py_ssize_t *n) noexcept nogil:
     cdef Py_ssize_t j

@@ -64,11 +64,13 @@ cdef enum:
 include "records_buffers.pxi"
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _be16(char *p, uint16_t v) noexcept nogil:
     p[0] = <char>(v >> 8)
     p[1] = <char>v
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _be32(char *p, uint32_t v) noexcept nogil:
     p[0] = <char>(v >> 24)
     p[1] = <char>(v >> 16)
@@ -76,6 +78,7 @@ cdef inline void _be32(char *p, uint32_t v) noexcept nogil:
     p[3] = <char>v
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _be64(char *p, uint64_t v) noexcept nogil:
     _be32(p, <uint32_t>(v >> 32))
     _be32(p + 4, <uint32_t>v)

@@ -14,6 +14,7 @@ cdef inline void _record_appended(BatchBuilder b, int64_t timestamp, Py_ssize_t 
     b.c.count += 1
 
 
+# thread: any · lock: none · gil: any
 cdef int builder_close_plain_c(BuilderCore *c) noexcept nogil:
     if c.closed:
         return 0
@@ -24,6 +25,7 @@ cdef int builder_close_plain_c(BuilderCore *c) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int builder_stamp_c(BuilderCore *c, int64_t producer_id, int16_t producer_epoch,
                          int32_t base_sequence, bint transactional) noexcept nogil:
     cdef char *b = c.buf

@@ -22,6 +22,7 @@ cdef struct _Reader:
     ProduceAnswerInfo *info
 
 
+# thread: any · lock: none · gil: any
 cdef inline int _fail(_Reader *r, int kind, const char *field, Py_ssize_t at) noexcept nogil:
     r.info.error = kind
     r.info.err_field = field
@@ -29,6 +30,7 @@ cdef inline int _fail(_Reader *r, int kind, const char *field, Py_ssize_t at) no
     return -1
 
 
+# thread: any · lock: none · gil: any
 cdef inline int _need(_Reader *r, Py_ssize_t n) noexcept nogil:
     if n > r.end - r.pos:
         r.info.err_size = <uint64_t>n
@@ -37,6 +39,7 @@ cdef inline int _need(_Reader *r, Py_ssize_t n) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef inline int _i16(_Reader *r, int16_t *v) noexcept nogil:
     cdef const unsigned char *p
     if _need(r, 2) < 0:
@@ -47,6 +50,7 @@ cdef inline int _i16(_Reader *r, int16_t *v) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef inline int _i32(_Reader *r, int32_t *v) noexcept nogil:
     cdef const unsigned char *p
     if _need(r, 4) < 0:
@@ -57,6 +61,7 @@ cdef inline int _i32(_Reader *r, int32_t *v) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef inline int _i64(_Reader *r, int64_t *v) noexcept nogil:
     cdef const unsigned char *p
     cdef uint64_t u = 0
@@ -71,6 +76,7 @@ cdef inline int _i64(_Reader *r, int64_t *v) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _uvarint(_Reader *r, uint64_t *out) noexcept nogil:
     """An unsigned varint of at most 10 bytes; a value past 64 bits reads as 2**64-1, which every
     length check then refuses (a tag number is only compared)."""
@@ -96,6 +102,7 @@ cdef int _uvarint(_Reader *r, uint64_t *out) noexcept nogil:
             return _fail(r, PRODUCE_ANSWER_VARINT_LONG, NULL, r.pos)
 
 
+# thread: any · lock: none · gil: any
 cdef bint _utf8_valid(const unsigned char *s, Py_ssize_t n) noexcept nogil:
     """Well-formed UTF-8 (Unicode table 3-7: no overlong form, surrogate or code point past
     U+10FFFF), what Python's strict decoder accepts."""
@@ -146,6 +153,7 @@ cdef bint _utf8_valid(const unsigned char *s, Py_ssize_t n) noexcept nogil:
     return True
 
 
+# thread: any · lock: none · gil: any
 cdef int _string(_Reader *r, bint compact, bint nullable, const char *what,
                  Py_ssize_t *at, Py_ssize_t *n) noexcept nogil:
     """A (compact) (nullable) string: its offset and length (null: -1, -1)."""
@@ -186,6 +194,7 @@ cdef int _string(_Reader *r, bint compact, bint nullable, const char *what,
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _count(_Reader *r, bint compact, const char *what, Py_ssize_t *n) noexcept nogil:
     """An array length, refused when the array could not fit in the bytes left (each element
     takes at least one byte): nothing is ever sized by a count the frame claims."""
@@ -215,6 +224,7 @@ cdef int _count(_Reader *r, bint compact, const char *what, Py_ssize_t *n) noexc
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _tagged_field(_Reader *r, uint64_t *tag, Py_ssize_t *end) noexcept nogil:
     """One tagged field's tag and size; *end: the offset where it ends (checked)."""
     cdef uint64_t size
@@ -227,6 +237,7 @@ cdef int _tagged_field(_Reader *r, uint64_t *tag, Py_ssize_t *end) noexcept nogi
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _skip_tags(_Reader *r) noexcept nogil:
     cdef uint64_t n, k = 0, tag
     cdef Py_ssize_t end
@@ -240,6 +251,7 @@ cdef int _skip_tags(_Reader *r) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef inline int _sized(_Reader *r, Py_ssize_t start, Py_ssize_t end, const char *what) noexcept nogil:
     """A known tagged field must fill its declared size exactly."""
     if r.pos != end:
@@ -249,6 +261,7 @@ cdef inline int _sized(_Reader *r, Py_ssize_t start, Py_ssize_t end, const char 
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _partition_tags(_Reader *r, ProducePartAnswer *a) noexcept nogil:
     """Partition tagged fields: tag 0 is current_leader (v10+), read within its size; other tags
     are skipped."""
@@ -272,6 +285,7 @@ cdef int _partition_tags(_Reader *r, ProducePartAnswer *a) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _node_endpoints(_Reader *r) noexcept nogil:
     cdef Py_ssize_t n, i, first, at, ln
     cdef int32_t v
@@ -288,6 +302,7 @@ cdef int _node_endpoints(_Reader *r) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _response_tags(_Reader *r) noexcept nogil:
     """Body tagged fields: tag 0 is node_endpoints (v10+), read within its size; other tags are
     skipped."""
@@ -311,6 +326,7 @@ cdef int _response_tags(_Reader *r) noexcept nogil:
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef int _partition(_Reader *r, ProducePartAnswer *a, bint flexible) noexcept nogil:
     cdef Py_ssize_t n, i, at, ln
     cdef int32_t batch_index
@@ -348,6 +364,7 @@ cdef int _partition(_Reader *r, ProducePartAnswer *a, bint flexible) noexcept no
     return 0
 
 
+# thread: any · lock: none · gil: any
 cdef Py_ssize_t _parse(int version, const unsigned char *data, Py_ssize_t size,
                        ProducePartAnswer *out, Py_ssize_t out_cap, ProduceAnswerInfo *info,
                        bint utf8) noexcept nogil:
@@ -407,6 +424,7 @@ cdef Py_ssize_t _parse(int version, const unsigned char *data, Py_ssize_t size,
     return count
 
 
+# thread: any · lock: none · gil: any
 cdef Py_ssize_t parse_produce_response_c(int version, const unsigned char *data, Py_ssize_t size,
                                          ProducePartAnswer *out, Py_ssize_t out_cap,
                                          ProduceAnswerInfo *info) noexcept nogil:

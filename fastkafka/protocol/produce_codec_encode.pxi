@@ -10,6 +10,7 @@
 # goes through it too: it groups its parts by topic into a ProducePart array, has the request
 # encoded, and turns the segments into the frame of buffers (glue as bytes, batches as they came).
 
+# thread: any · lock: none · gil: any
 cdef inline void _store_i32(unsigned char *p, int32_t v) noexcept nogil:
     cdef uint32_t u = <uint32_t>v
     p[0] = <uint8_t>(u >> 24)
@@ -31,18 +32,21 @@ cdef struct _Out:
     Py_ssize_t ext          # bytes referenced
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_raw(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
     if n > 0 and o.len + n <= o.cap:
         memcpy(o.glue + o.len, p, <size_t>n)
     o.len += n
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_u8(_Out *o, uint8_t v) noexcept nogil:
     if o.len < o.cap:
         o.glue[o.len] = <char>v
     o.len += 1
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_i16(_Out *o, int16_t v) noexcept nogil:
     cdef uint16_t u = <uint16_t>v
     if o.len + 2 <= o.cap:
@@ -51,12 +55,14 @@ cdef inline void _o_i16(_Out *o, int16_t v) noexcept nogil:
     o.len += 2
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_i32(_Out *o, int32_t v) noexcept nogil:
     if o.len + 4 <= o.cap:
         _store_i32(<unsigned char *>o.glue + o.len, v)
     o.len += 4
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_uvarint(_Out *o, uint64_t v) noexcept nogil:
     while v >= 0x80:
         _o_u8(o, <uint8_t>((v & 0x7F) | 0x80))
@@ -64,6 +70,7 @@ cdef inline void _o_uvarint(_Out *o, uint64_t v) noexcept nogil:
     _o_u8(o, <uint8_t>v)
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_string(_Out *o, const char *p, Py_ssize_t n, bint compact) noexcept nogil:
     # a STRING / NULLABLE_STRING (int16 length; n < 0: null) or its compact form (uvarint n + 1)
     if n < 0:
@@ -79,6 +86,7 @@ cdef inline void _o_string(_Out *o, const char *p, Py_ssize_t n, bint compact) n
     _o_raw(o, p, n)
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_count(_Out *o, Py_ssize_t n, bint compact) noexcept nogil:
     if compact:
         _o_uvarint(o, <uint64_t>n + 1)
@@ -86,6 +94,7 @@ cdef inline void _o_count(_Out *o, Py_ssize_t n, bint compact) noexcept nogil:
         _o_i32(o, <int32_t>n)
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_seg(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
     if o.nsegs < o.scap:
         o.segs[o.nsegs].p = p
@@ -93,6 +102,7 @@ cdef inline void _o_seg(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
     o.nsegs += 1
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_flush(_Out *o) noexcept nogil:
     # the glue written since the last segment, as one segment
     if o.len > o.run:
@@ -100,6 +110,7 @@ cdef inline void _o_flush(_Out *o) noexcept nogil:
         o.run = o.len
 
 
+# thread: any · lock: none · gil: any
 cdef inline void _o_ref(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
     # n bytes at p by reference, after the glue before them
     if n > 0:
@@ -108,11 +119,13 @@ cdef inline void _o_ref(_Out *o, const char *p, Py_ssize_t n) noexcept nogil:
         o.ext += n
 
 
+# thread: any · lock: none · gil: any
 cdef inline bint _same_topic(const ProducePart *a, const ProducePart *b) noexcept nogil:
     return a.topic_len == b.topic_len and (
         a.topic == b.topic or memcmp(a.topic, b.topic, <size_t>a.topic_len) == 0)
 
 
+# thread: any · lock: none · gil: any
 cdef Py_ssize_t encode_produce_c(int version, int32_t correlation_id,
                                  const char *client_id, Py_ssize_t client_id_len,
                                  const char *transactional_id, Py_ssize_t tid_len,
