@@ -1,4 +1,7 @@
 # cython: language_level=3
+# path:
+#   reading: monotonic_ms -> clock_ms(CLOCK_MONOTONIC) -> clock_gettime
+
 # The producer's one clock, as inline C: every monotonic reading of the compiled core and of the
 # Python layer (through fastkafka._producer.sendpath.monotonic_ms) is CLOCK_MONOTONIC, in milliseconds;
 # CLOCK_REALTIME gives record timestamps.

@@ -1,30 +1,10 @@
 # cython: language_level=3
 """The I/O thread's wait, compiled: readiness from epoll without the GIL, wake-ups through an
-eventfd, and the GIL handed over by the application's ``send()``.
+eventfd and a timerfd, and the GIL handed over by the application's ``send()``.
 
-Why. The producer's I/O thread shares the GIL with the application. Whenever it blocks (waiting
-for a socket or a linger deadline) it gives the GIL up, and to go on it must take it back. When
-the application thread is busy in Python code it does not give the GIL up by itself: CPython makes
-it drop the GIL only after the switch interval (5 ms) has passed with the I/O thread waiting. A
-record's way to the broker and back takes the I/O thread two such waits (the linger deadline, then
-the response), so a busy application doubled or tripled delivery latency.
-
-What this module does about it:
-
-- :meth:`Poller.poll` first looks for ready sockets with the GIL held (an ``epoll_wait`` with no
-  timeout): when something is ready the GIL is never given up. Only when nothing is ready does it
-  block in ``epoll_wait`` without the GIL.
-- Just before it takes the GIL back, the waiting I/O thread says so (a process-wide counter of
-  I/O threads taking the GIL back). The application thread checks that counter in every
-  ``send()``/``produce()`` (one atomic load, :func:`give_way`): when an I/O thread waits, it
-  releases the GIL and waits, without the GIL, until that I/O thread has it (at most
-  ``HANDOVER_MAX_US``; then it goes on as before). A busy application that sends records hands
-  the GIL over within one send instead of after the switch interval; one that does not call the
-  producer is no worse off than before (CPython's own switch still applies).
-- :meth:`Poller.wakeup` (any thread, GIL held) writes to an eventfd only when no wake-up is
-  already pending, without giving the GIL up (a socket pair's ``send`` released it per call).
-
-Only Linux (epoll, eventfd) is supported, as for the rest of the compiled core.
+Contract: ``ioloop.pxd``: :class:`Poller` (``poll``, ``wakeup``, ``wake_at``, ``wake_gil_free``,
+``set_gil_free``) and :func:`give_way`, called by the application thread on every send. Linux only
+(epoll, eventfd, timerfd, futexes). How and why: docs/internals.md#the-io-loop-and-the-gil-hand-over.
 """
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.errno cimport EEXIST, EINTR, ENOENT, errno

@@ -1,5 +1,11 @@
+# path:
+#   request: SendQueue.push / sq_push_raw_c -> sq_write_c (writev) -> the finished requests' tokens
+#   answer:  rd_fill_c (read) -> rd_peek_c / next_frame_c -> rd_consume_c
+#   TLS:     TlsPipe.encrypt (a SendQueue) -> flush; TlsPipe.read -> _decrypt -> FrameReader.feed
+
 # The contract of fastkafka/_net/transport.pyx: the connection's send queue (gathered writes),
-# its frame reader (size-prefixed Kafka frames) and the TLS data phase. See the .pyx docstrings.
+# its frame reader (size-prefixed Kafka frames) and the TLS data phase. How and why:
+# docs/internals.md#transport.
 from cpython.buffer cimport Py_buffer
 
 

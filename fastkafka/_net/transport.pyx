@@ -1,23 +1,11 @@
 # cython: language_level=3
-"""Socket-level framing for one connection.
+"""Socket-level framing for one connection: ``SendQueue`` (gathered ``writev`` writes, taken up where
+a partial write stopped; ``transport_sendqueue.pxi``), ``FrameReader`` (size-prefixed frames,
+``CorruptFrameError`` for a bad size before anything is allocated; ``transport_reader.pxi``) and
+``TlsPipe`` (a TLS connection's data phase; ``transport_tls.pxi``), on non-blocking sockets only.
 
-``SendQueue`` holds the requests queued on a connection as a list of buffers (the request header and
-each record batch are separate buffers; nothing is joined) and writes them with ``writev``, taking up
-a partial write where it stopped. Only the request at the head can be partially written; a token
-pushed with a request is returned once its last byte is on the socket.
-
-The file descriptors must be non-blocking. ``writev`` and ``read`` then never wait, so they run with
-the GIL held: releasing it for a call of a few microseconds would let a busy ``send()`` thread take
-it, and the I/O thread would wait up to the interpreter's switch interval (5 ms) to get it back,
-once per call.
-
-``FrameReader`` turns a byte stream into size-prefixed frames. It keeps its state across reads (half a
-size prefix, half a body, several frames per read) and rejects a negative size or one above
-``max_frame_size`` with ``CorruptFrameError`` before allocating anything for it.
-Both can be driven without a socket (``feed``, ``pop_bytes``) so tests use plain bytes.
-
-``TlsPipe`` is the data phase of a TLS connection (``fastkafka._net.tls``): it encrypts a ``SendQueue``
-and decrypts into a ``FrameReader`` with the GIL held, for the same reason.
+Contract: ``transport.pxd`` (the C cores the I/O thread also uses without the GIL). How and why:
+docs/internals.md#transport.
 """
 
 cimport cython

@@ -1,4 +1,9 @@
 # cython: language_level=3
+# path:
+#   record: append_c -> append_record_locked -> BatchBuilder.append_raw (a new batch: q_push_back)
+#   send:   ready -> scan_c; drain -> drain_c -> take_head_c (GIL-free: -> stamp_for_send_c)
+#   answer: reenqueue / split_and_reenqueue (a retry) or deallocate (done)
+
 # Contract of fastkafka._producer.accumulator: the RecordAccumulator (the batches and futures it makes
 # are declared in fastkafka._producer.batch).
 cimport cython

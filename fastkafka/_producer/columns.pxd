@@ -1,4 +1,7 @@
 # cython: language_level=3
+# path:
+#   send_batch: prepare_column -> column_get (lists) / arrow_get (Arrow) -> append_record_locked
+
 # Contract of fastkafka._producer.columns: the one reader of send_batch columns (lists of bytes-like/None
 # and Arrow binary/string arrays, read straight from their buffers), shared by the accumulator's
 # append_batch and the partitioner's partitions_for_keys.

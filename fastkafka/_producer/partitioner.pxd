@@ -1,4 +1,9 @@
 # cython: language_level=3
+# path:
+#   keyed:  java_partition_c -> murmur2_c
+#   no key: StickyPartitioner.partition_c -> partition -> _choose -> xorshift32
+#   keys of send_batch: partitions_for_keys -> arrow_get / column_get -> java_partition_c
+
 from libc.stdint cimport int32_t, uint32_t, uint64_t
 
 # Java client's Utils.murmur2 over ``n`` bytes at ``data`` (signed int32 result).

@@ -1,6 +1,12 @@
+# path:
+#   record:    pooled_builder -> append_raw -> close / builder_close_plain_c
+#              -> stamp / builder_stamp_c -> pieces_c
+#   too large: split -> _split_records -> append_raw (new open builders)
+
 # Contract of fastkafka._wire.records: the RecordBatch v2 builder.
 # Other compiled modules (accumulator, Arrow sink) cimport BatchBuilder and call
-# append_raw / close / stamp directly, and use record_size_c for size checks.
+# append_raw / close / stamp directly, and use record_size_c for size checks. How and why:
+# docs/internals.md#record-batches.
 cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 

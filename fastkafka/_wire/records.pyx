@@ -1,14 +1,9 @@
 """RecordBatch v2 (magic 2) builder: one partition's records, encoded in place.
 
-The 61-byte batch header is reserved up front and filled in by :meth:`stamp`;
-records are written with zigzag varints straight into one buffer, so each
-key/value is copied exactly once, from the caller's buffer into the batch. The
-buffer is the builder's own (malloc'ed, grown geometrically) or, for the
-producer's batches, one from its buffer pool of exactly the bytes the pool
-reserved for the batch (``pooled_builder``; see ``BufferSource``). A compressed
-records section is kept as the compressor returned it, apart from the buffer:
-such a batch goes out as two pieces, header and payload, both by reference
-(``BatchBuilder.buffers()``, ``BatchView``; see ``BatchBuilder.close``).
+Contract: ``records.pxd`` (``BatchBuilder``, ``BatchView``, ``pooled_builder``, the close and stamp
+callable without the GIL). The jobs are in ``records_buffers.pxi``, ``records_fields.pxi``,
+``records_builder.pxi``, ``records_view.pxi`` and ``records_split.pxi``. How and why:
+docs/internals.md#record-batches.
 
 >>> b = BatchBuilder(16384)
 >>> b.append(1700000000000, b"k", b"v")

@@ -1,3 +1,7 @@
+# path:
+#   encode: size_uvarint -> zigzag64 -> write_uvarint
+#   decode: read_uvarint -> unzigzag64
+
 # C-level varint helpers for the Kafka record format (zigzag + LEB128-style
 # unsigned varints). All inline, noexcept nogil: usable from records.pyx and
 # other compiled modules with `from fastkafka._wire.varint cimport ...`.

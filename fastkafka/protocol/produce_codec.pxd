@@ -1,6 +1,11 @@
 # cython: language_level=3
+# path:
+#   request: ProducePart[] -> encode_produce_c -> Segment[] (glue; batches by reference) -> writev
+#   answer:  frame -> parse_produce_response_c -> ProducePartAnswer[] -> decode_frame
+
 # Contract of fastkafka.protocol.produce_codec: the compiled Produce request encoder and response
-# decoder the sender hands to NetworkClient.send(..., codec=).
+# decoder the sender hands to NetworkClient.send(..., codec=). How and why:
+# docs/internals.md#the-produce-codec.
 cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 

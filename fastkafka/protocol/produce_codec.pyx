@@ -1,36 +1,15 @@
 # cython: language_level=3
 """Produce requests and responses in C: the codec the sender hands to ``NetworkClient.send``.
 
-The generic schema codec (:mod:`fastkafka.protocol`) builds and walks nested dicts, which costs
-Python work per request and per partition on the producer's I/O thread. This codec writes the same
-bytes from a compact body and reads an answer into small objects, for every Produce version the
-client sends (3-11; 9+ are flexible: compact strings and arrays, tagged fields).
+Contract: :class:`ProduceCodec` (Produce v3-11, stateless): ``encode(version, correlation_id,
+client_id, body)`` with ``body = (transactional_id, acks, timeout_ms, parts)`` and ``parts`` a list
+of ``(topic, partition, records)`` returns the frame as a list of buffers, records by reference;
+``decode(version, frame)`` returns a :class:`ProduceResult` or raises
+:class:`~fastkafka.errors.CorruptFrameError`. The C functions the I/O thread calls without the GIL
+(``encode_produce_c``, ``parse_produce_response_c``) are declared in ``produce_codec.pxd``. The
+encoder is ``produce_codec_encode.pxi``, the decoder ``produce_codec_decode.pxi``.
 
-Request body: a tuple ``(transactional_id, acks, timeout_ms, parts)`` where ``parts`` is a list of
-``(topic, partition, records)``. Partitions are grouped by topic in the order each topic first
-appears, as the sender's dict grouping did, so the bytes equal ``protocol.encode_request``'s for the
-nested body built from the same parts. ``records`` (a buffer, a list/tuple of buffers, a
-``BatchView`` (a compressed batch, sent as its header and payload), or None) goes into the frame by
-reference, never copied.
-
-Frame: the convention of :func:`fastkafka.protocol.encode_request`: a list of buffers whose first
-element starts with the 4-byte big-endian size; each non-empty records buffer is its own element;
-small glue ``bytes`` sit between them (empty glue is left out). The bytes are written by
-``encode_produce_c`` (see produce_codec.pxd), which the producer's I/O thread also calls without
-the GIL: glue into a C buffer, batches as segments referring to them in place.
-
-Response: parsed in place from the frame (no copy) by ``parse_produce_response_c`` (see
-produce_codec.pxd), one pass in C that the I/O thread can also run without the GIL: one
-``ProducePartAnswer`` per partition (numbers, and where the strings and arrays are in the frame) and
-a ``ProduceAnswerInfo`` for the frame (the correlation id, the throttle time, whether every partition
-is a plain success, where node_endpoints are, or what is wrong with it). :func:`decode_frame` runs
-that pass (validating strings as UTF-8 too) and builds a :class:`ProduceResult` from its answers.
-Every length and count is checked against the bytes that are left before anything is read or
-allocated, so a truncated or garbled frame raises :class:`~fastkafka.errors.CorruptFrameError` (the
-network layer then closes the connection) and never reads out of bounds or allocates a size it was
-told. Known tagged fields (v10+ ``current_leader`` per partition, ``node_endpoints``) are decoded
-and checked the way the generic decoder checks them; unknown tags are skipped; bytes after the body
-are ignored.
+How and why: docs/internals.md#the-produce-codec.
 """
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
