@@ -1,4 +1,8 @@
 # cython: language_level=3
+# path:
+#   metadata: Metadata.update -> VersionCell.value -> send()'s topic cache check
+#   refresh:  Metadata asks for one -> DueCell.at_ms -> the network client's turn reads it
+
 # Contract of fastkafka._net.cells: the values the metadata (fastkafka._net.cluster.Metadata, in
 # Python) shares with readers in C: the network client's every turn and send()'s topic cache.
 cimport cython

@@ -1,4 +1,10 @@
-# The contract of fastkafka/_net/ioloop.pyx (see its docstring).
+# path:
+#   wait:     poll -> epoll_wait (GIL held, no wait) -> epoll_wait (GIL released) -> gil_free_fn
+#   wake-up:  wakeup / wake_at / wake_gil_free -> eventfd / timerfd -> the wait ends
+#   GIL back: poll -> waiting counter raised -> give_way (application thread) -> the GIL handed over
+
+# The contract of fastkafka/_net/ioloop.pyx. How and why:
+# docs/internals.md#the-io-loop-and-the-gil-hand-over.
 
 from libc.stdint cimport int64_t
 
@@ -58,5 +64,7 @@ cdef class Poller:
     cpdef wake_at(self, long long deadline_ms)
     cpdef wake_gil_free(self)
     cdef void set_gil_free(self, gil_free_fn fn, void *ctx) noexcept
+    # thread: io · lock: none · gil: held
     cdef bint _only_ours(self, int n) noexcept nogil
+    # thread: io · lock: none · gil: no
     cdef int _sockets_first(self, int n) noexcept nogil

@@ -1,30 +1,10 @@
 # cython: language_level=3
 """The I/O thread's wait, compiled: readiness from epoll without the GIL, wake-ups through an
-eventfd, and the GIL handed over by the application's ``send()``.
+eventfd and a timerfd, and the GIL handed over by the application's ``send()``.
 
-Why. The producer's I/O thread shares the GIL with the application. Whenever it blocks (waiting
-for a socket or a linger deadline) it gives the GIL up, and to go on it must take it back. When
-the application thread is busy in Python code it does not give the GIL up by itself: CPython makes
-it drop the GIL only after the switch interval (5 ms) has passed with the I/O thread waiting. A
-record's way to the broker and back takes the I/O thread two such waits (the linger deadline, then
-the response), so a busy application doubled or tripled delivery latency.
-
-What this module does about it:
-
-- :meth:`Poller.poll` first looks for ready sockets with the GIL held (an ``epoll_wait`` with no
-  timeout): when something is ready the GIL is never given up. Only when nothing is ready does it
-  block in ``epoll_wait`` without the GIL.
-- Just before it takes the GIL back, the waiting I/O thread says so (a process-wide counter of
-  I/O threads taking the GIL back). The application thread checks that counter in every
-  ``send()``/``produce()`` (one atomic load, :func:`give_way`): when an I/O thread waits, it
-  releases the GIL and waits, without the GIL, until that I/O thread has it (at most
-  ``HANDOVER_MAX_US``; then it goes on as before). A busy application that sends records hands
-  the GIL over within one send instead of after the switch interval; one that does not call the
-  producer is no worse off than before (CPython's own switch still applies).
-- :meth:`Poller.wakeup` (any thread, GIL held) writes to an eventfd only when no wake-up is
-  already pending, without giving the GIL up (a socket pair's ``send`` released it per call).
-
-Only Linux (epoll, eventfd) is supported, as for the rest of the compiled core.
+Contract: ``ioloop.pxd``: :class:`Poller` (``poll``, ``wakeup``, ``wake_at``, ``wake_gil_free``,
+``set_gil_free``) and :func:`give_way`, called by the application thread on every send. Linux only
+(epoll, eventfd, timerfd, futexes). How and why: docs/internals.md#the-io-loop-and-the-gil-hand-over.
 """
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.errno cimport EEXIST, EINTR, ENOENT, errno
@@ -134,6 +114,7 @@ cdef long long _HANDOVER_MAX_NS = HANDOVER_MAX_US * 1000
 cdef long long handovers = 0           # give_way() calls that released the GIL
 
 
+# thread: app+io · lock: none · gil: any
 cdef inline long long _now_ns() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -347,6 +328,7 @@ cdef class Poller:
         self._xfn = fn
         self._xctx = ctx
 
+    # thread: io · lock: none · gil: held
     cdef bint _only_ours(self, int n) noexcept nogil:
         """The wait ended on nothing but the timer and GIL-free wake-ups (consumed here), or on
         its timeout: the GIL-free turn may handle it."""
@@ -366,6 +348,7 @@ cdef class Poller:
                 read(self._xfd, &counter, 8)
         return True
 
+    # thread: io · lock: none · gil: no
     cdef int _sockets_first(self, int n) noexcept nogil:
         """For the GIL-free turn: consume the timer and GIL-free wake-ups among ``n`` events and
         move the sockets to the front; how many sockets there are, or -1 when the general wake-up

@@ -1,4 +1,7 @@
 # cython: language_level=3
+# path:
+#   with the GIL: mutex_lock_gil -> pthread_mutex_trylock -> (busy, GIL released) pthread_mutex_lock
+
 # A plain process-private mutex, as inline C, for the lock taken once per record (the accumulator's):
 # an uncontended lock and unlock is a few dozen instructions, where the interpreter's thread lock
 # (a semaphore behind PyThread_acquire_lock) about two hundred (callgrind). Rules:

@@ -1,5 +1,11 @@
+# path:
+#   request: SendQueue.push / sq_push_raw_c -> sq_write_c (writev) -> the finished requests' tokens
+#   answer:  rd_fill_c (read) -> rd_peek_c / next_frame_c -> rd_consume_c
+#   TLS:     TlsPipe.encrypt (a SendQueue) -> flush; TlsPipe.read -> _decrypt -> FrameReader.feed
+
 # The contract of fastkafka/_net/transport.pyx: the connection's send queue (gathered writes),
-# its frame reader (size-prefixed Kafka frames) and the TLS data phase. See the .pyx docstrings.
+# its frame reader (size-prefixed Kafka frames) and the TLS data phase. How and why:
+# docs/internals.md#transport.
 from cpython.buffer cimport Py_buffer
 
 
@@ -19,16 +25,20 @@ cdef struct SendQueueCore:
     Py_ssize_t exports         # segments in bufs[done:tail] holding a Python buffer export
 
 # Without the GIL. Room for ``n`` more segments: 0, or -1 (no memory; nothing changed).
+# thread: io · lock: none · gil: any
 cdef int sq_reserve_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil
 # Queue ``n`` bytes at ``p`` (owner kept alive by the caller until written or cleared): 0, or -1
 # (no memory; nothing changed). n == 0 queues nothing. Adds no token.
+# thread: io · lock: none · gil: any
 cdef int sq_push_raw_c(SendQueueCore *q, const char *p, Py_ssize_t n) noexcept nogil
 # Write with writev as much as the non-blocking ``fd`` takes, advancing over written segments
 # (segments of Python pushes included: their buffer exports stay held until the GIL path releases
 # them, see sq_release_c). Returns the bytes written (0 when the socket takes nothing: EAGAIN is
 # not an error), or -errno for a socket error (bytes written before it are accounted for).
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t sq_write_c(SendQueueCore *q, int fd) noexcept nogil
 # Mark ``n`` more bytes written (the TLS pipe and pop_bytes copy them out themselves).
+# thread: io · lock: none · gil: any
 cdef void sq_consume_c(SendQueueCore *q, Py_ssize_t n) noexcept nogil
 # With the GIL: release the buffer exports of written segments.
 cdef void sq_release_c(SendQueueCore *q) noexcept
@@ -68,16 +78,21 @@ cdef enum:
     RD_NO_MEMORY = -1000003
 
 # Without the GIL. Room for ``need`` more bytes after the received ones: 0, or -1 (no memory).
+# thread: io · lock: none · gil: any
 cdef int rd_reserve_c(ReaderCore *c, Py_ssize_t need) noexcept nogil
 # The size of the frame at the start: -1 while its prefix is incomplete, RD_CORRUPT.
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t rd_frame_size_c(const ReaderCore *c) noexcept nogil
 # Read what the non-blocking ``fd`` has: 0 (drained for now), RD_EOF, -errno, RD_CORRUPT (a bad
 # size prefix is buffered: nothing read), RD_NO_MEMORY.
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t rd_fill_c(ReaderCore *c, int fd) noexcept nogil
 # The next complete frame's body in place (``frame[0]``), not consumed: its size, -1 when none is
 # complete, RD_CORRUPT.
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t rd_peek_c(ReaderCore *c, const char **frame) noexcept nogil
 # Consume the frame of ``n`` bytes rd_peek_c returned.
+# thread: io · lock: none · gil: any
 cdef inline void rd_consume_c(ReaderCore *c, Py_ssize_t n) noexcept nogil:
     c.start += 4 + n
 

@@ -1,4 +1,9 @@
 # cython: language_level=3
+# path:
+#   record: append_c -> append_record_locked -> BatchBuilder.append_raw (a new batch: q_push_back)
+#   send:   ready -> scan_c; drain -> drain_c -> take_head_c (GIL-free: -> stamp_for_send_c)
+#   answer: reenqueue / split_and_reenqueue (a retry) or deallocate (done)
+
 # Contract of fastkafka._producer.accumulator: the RecordAccumulator (the batches and futures it makes
 # are declared in fastkafka._producer.batch).
 cimport cython
@@ -107,18 +112,22 @@ cdef inline object take_drained_batch(DrainedBatch *e):
 
 
 # ---- the ring (accumulator lock held) --------------------------------------------------------
+# thread: app+io · lock: acc held · gil: held
 cdef inline Py_ssize_t q_len(QueueState *q) noexcept nogil:
     return q.count
 
 # Borrowed reference to the i-th queued batch (0: the head), and its BatchState.
+# thread: app+io · lock: acc held · gil: held
 cdef inline PyObject *q_get(QueueState *q, Py_ssize_t i) noexcept nogil:
     return q.ring[(q.head + i) % q.cap].batch
 
+# thread: app+io · lock: acc held · gil: any
 cdef inline BatchState *q_bs(QueueState *q, Py_ssize_t i) noexcept nogil:
     return q.ring[(q.head + i) % q.cap].bs
 
 # Take the head out: its owned reference moves to the caller (batch NULL when empty); no refcount
 # change.
+# thread: app+io · lock: acc held · gil: any
 cdef inline QEntry q_pop_front(QueueState *q) noexcept nogil:
     cdef QEntry e
     if q.count == 0:
@@ -136,6 +145,7 @@ cdef inline QEntry q_pop_front(QueueState *q) noexcept nogil:
 cdef int q_push_back(QueueState *q, ProducerBatch batch) except -1
 cdef int q_insert(QueueState *q, Py_ssize_t pos, ProducerBatch batch) except -1
 # Remove the i-th batch; its owned reference moves to the caller (NULL: no such index).
+# thread: io · lock: acc held · gil: held
 cdef PyObject *q_remove(QueueState *q, Py_ssize_t i) noexcept nogil
 # Every queued batch as a list (head first); the queue is emptied when ``take`` (the references
 # move into the list), else copied (new references).
@@ -228,6 +238,7 @@ cdef class RecordAccumulator:
 # epoch yet: IdempotenceState.awaiting_first_ack), 0 when not, -1 when it cannot stamp (no builder,
 # or not closed; nothing changed). Mutes nothing itself: the caller sets q.muted under the
 # accumulator lock (drain_c does, holding it). Takes no lock.
+# thread: io · lock: none · gil: any
 cdef int stamp_for_send_c(AccState *st, QueueState *q, BatchState *bs) noexcept nogil
 
 # What scan_c answers (the one readiness scan; ``ready``/``ready_cap`` are set by the caller).
@@ -250,6 +261,7 @@ cdef struct Readiness:
 # turn leaves to the GIL turn (led by none of ``nodes``, or not nogil_sendable_c) becoming
 # sendable (one sendable at once counts from its linger deadline), or any head reaching its
 # delivery timeout; what was due at ``after_ms`` is not counted (the GIL turn that ran then saw it).
+# thread: io · lock: takes acc · gil: no
 cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint force,
                  int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil
 
@@ -265,6 +277,7 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
 # closed (builder_close_plain_c) and stamped (stamp_for_send_c, muting as it says) here; otherwise
 # (the GIL turn) the caller closes and stamps. ``out`` gets them grouped by node in ``nodes``
 # order, at most ``out_cap``. Returns how many were written. Anything skipped is left as it was.
+# thread: io · lock: takes acc · gil: no
 cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                         int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
                         DrainedBatch *out, Py_ssize_t out_cap) noexcept nogil

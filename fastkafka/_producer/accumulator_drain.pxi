@@ -12,6 +12,7 @@
 # The partitions with queued batches. Lock held.
 # ---------------------------------------------------------------------------------------------
 
+# thread: app+io · lock: acc held · gil: any
 cdef inline void _act_link_tail(AccState *st, QueueState *q) noexcept nogil:
     q.act_next = NULL
     q.act_prev = st.act_tail
@@ -24,6 +25,7 @@ cdef inline void _act_link_tail(AccState *st, QueueState *q) noexcept nogil:
     st.nactive += 1
 
 
+# thread: io · lock: acc held · gil: no
 cdef inline void _act_unlink(AccState *st, QueueState *q) noexcept nogil:
     if q.act_prev != NULL:
         q.act_prev.act_next = q.act_next
@@ -39,12 +41,14 @@ cdef inline void _act_unlink(AccState *st, QueueState *q) noexcept nogil:
     st.nactive -= 1
 
 
+# thread: app+io · lock: acc held · gil: held
 cdef inline void act_join(AccState *st, QueueState *q) noexcept nogil:
     """A batch was queued on ``q``: it joins the list at the tail unless it is in it already."""
     if not q.active:
         _act_link_tail(st, q)
 
 
+# thread: io · lock: acc held · gil: no
 cdef inline void _act_drained(AccState *st, QueueState *q) noexcept nogil:
     """``q``'s head was drained: it goes to the tail (its next batch waits behind the others'),
     or leaves the list when it has no batch left."""
@@ -57,12 +61,14 @@ cdef inline void _act_drained(AccState *st, QueueState *q) noexcept nogil:
 # The rules on a partition's head batch (lock held)
 # ---------------------------------------------------------------------------------------------
 
+# thread: io · lock: acc held · gil: any
 cdef inline bint queue_drainable_c(AccState *st, QueueState *q) noexcept nogil:
     """A batch of ``q`` may be drained: it has one, is not muted and (transactional) the partition
     was added to the transaction."""
     return q.count > 0 and not q.muted and not (st.transactional and not q.txn_added)
 
 
+# thread: io · lock: acc held · gil: no
 cdef int64_t head_sendable_at_c(AccState *st, QueueState *q, bint always) noexcept nogil:
     """When the head batch of ``q`` becomes sendable: a retried batch once its retry backoff has
     passed; a first attempt at once (INT64_MIN) when it is full, is not the only batch, or
@@ -81,6 +87,7 @@ cdef int64_t head_sendable_at_c(AccState *st, QueueState *q, bint always) noexce
     return since + st.linger_ms
 
 
+# thread: io · lock: acc held · gil: no
 cdef QEntry take_head_c(AccState *st, QueueState *q, int64_t now_ms) noexcept nogil:
     """Drain the head of ``q`` (it has one): it leaves the queue (its owned reference moves to the
     caller), is closed for appends, ``drained_ms`` = ``now_ms``; with ``ordered`` the partition is
@@ -95,10 +102,12 @@ cdef QEntry take_head_c(AccState *st, QueueState *q, int64_t now_ms) noexcept no
     return e
 
 
+# thread: io · lock: acc held · gil: no
 cdef inline bint _idem_steady(AccState *st) noexcept nogil:
     return st.idem == NULL or (st.idem.producer_id >= 0 and not st.idem.bump_required)
 
 
+# thread: io · lock: acc held · gil: no
 cdef inline bint nogil_sendable_c(AccState *st, BatchState *h) noexcept nogil:
     """The one rule for what may go without the GIL: a batch on its first attempt, never stamped
     nor closed, of an uncompressed builder with its buffer, from a non-transactional accumulator
@@ -110,6 +119,7 @@ cdef inline bint nogil_sendable_c(AccState *st, BatchState *h) noexcept nogil:
             and bc.buf != NULL)
 
 
+# thread: io · lock: acc held · gil: no
 cdef inline int64_t _head_due(AccState *st, QueueState *q, bint always, int64_t now_ms) noexcept nogil:
     """When the head of ``q`` may be drained (INT64_MIN: now); INT64_MAX when not by a drain: not
     drainable, no known leader, or expired (or expiring before it is sendable: the expiry fails
@@ -124,6 +134,7 @@ cdef inline int64_t _head_due(AccState *st, QueueState *q, bint always, int64_t 
     return at
 
 
+# thread: io · lock: none · gil: no
 cdef inline Py_ssize_t _node_index(const DrainNode *nodes, Py_ssize_t nnodes,
                                    int32_t node) noexcept nogil:
     cdef Py_ssize_t k
@@ -137,6 +148,7 @@ cdef inline Py_ssize_t _node_index(const DrainNode *nodes, Py_ssize_t nnodes,
 # The scan and the drain
 # ---------------------------------------------------------------------------------------------
 
+# thread: io · lock: takes acc · gil: no
 cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint force,
                  int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil:
     cdef QueueState *q
@@ -204,6 +216,7 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
         r.next_nogil = 0
 
 
+# thread: io · lock: takes acc · gil: no
 cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                         int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
                         DrainedBatch *out, Py_ssize_t out_cap) noexcept nogil:

@@ -43,6 +43,7 @@ cdef int _UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
 cdef int _INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
 
 
+# thread: io · lock: none · gil: any
 cdef int idem_stamp_c(IdemState *idem, QueueState *q, BatchState *bs) noexcept nogil:
     """IdempotenceState.stamp: 1 for a stale resend (it keeps its stamp), 0 when stamped or a retry
     keeping its stamp, -1 when the builder cannot be stamped (nothing changed)."""
@@ -63,6 +64,7 @@ cdef int idem_stamp_c(IdemState *idem, QueueState *q, BatchState *bs) noexcept n
     return 0
 
 
+# thread: io · lock: none · gil: any
 cdef int stamp_for_send_c(AccState *st, QueueState *q, BatchState *bs) noexcept nogil:
     cdef int r
     if st.idem == NULL:
@@ -78,6 +80,7 @@ cdef int stamp_for_send_c(AccState *st, QueueState *q, BatchState *bs) noexcept 
     return 1 if r == 1 or q.last_acked_end < 0 else 0
 
 
+# thread: io · lock: none · gil: held
 cdef inline void _idem_break(QueueState *q, BatchState *bs) noexcept nogil:
     if bs.producer_epoch > q.rewrite_epoch:
         q.rewrite_epoch = bs.producer_epoch

@@ -57,6 +57,7 @@ cdef int q_insert(QueueState *q, Py_ssize_t pos, ProducerBatch batch) except -1:
     return 0
 
 
+# thread: io · lock: acc held · gil: held
 cdef PyObject *q_remove(QueueState *q, Py_ssize_t i) noexcept nogil:
     cdef PyObject *o
     if i < 0 or i >= q.count:

@@ -1,4 +1,8 @@
 # cython: language_level=3
+# path:
+#   record:     new_future -> (batch, index) -> ProducerBatch.complete -> _fire (futures, callbacks)
+#   send_batch: BatchFuture -> one BatchListener per batch -> _batch_done -> the aggregate
+
 # Contract of fastkafka._producer.batch: one partition's batch and the completion objects (the record
 # metadata, the per-record future, the send_batch aggregate future and its per-batch listeners).
 # The accumulator cimports these and fills the fields declared here.
@@ -50,6 +54,7 @@ cdef struct BatchState:
 
 # Closed for appends (ProducerBatch.is_full_c without the GIL): refused an append, or its builder
 # is gone, closed or at batch_size.
+# thread: io · lock: acc held · gil: any
 cdef inline bint bs_full_c(BatchState *s) noexcept nogil:
     return s.full or s.bc == NULL or s.bc.closed or s.bc.len >= s.bc.batch_size
 

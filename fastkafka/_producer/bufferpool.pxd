@@ -1,4 +1,8 @@
 # cython: language_level=3
+# path:
+#   new batch: allocate_buffer_c / try_take_c -> _reserve_locked (or waits: _Waiter) -> pooled_builder
+#   freed:     give_back -> _push_free_locked -> _grant_locked (the waiters, in order)
+
 from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport int64_t
 

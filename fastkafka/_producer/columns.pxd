@@ -1,4 +1,7 @@
 # cython: language_level=3
+# path:
+#   send_batch: prepare_column -> column_get (lists) / arrow_get (Arrow) -> append_record_locked
+
 # Contract of fastkafka._producer.columns: the one reader of send_batch columns (lists of bytes-like/None
 # and Arrow binary/string arrays, read straight from their buffers), shared by the accumulator's
 # append_batch and the partitioner's partitions_for_keys.
@@ -44,6 +47,7 @@ cdef const int32_t *prepare_int32_column(object partitions, Py_ssize_t n, list k
 
 
 # Element ``i`` of an Arrow (or all-null) column: pointer and length, length -1 for null.
+# thread: app · lock: none · gil: any
 cdef inline void arrow_get(const Column *c, Py_ssize_t i, const char **p,
                            Py_ssize_t *n) noexcept nogil:
     cdef Py_ssize_t j

@@ -1,13 +1,21 @@
 # cython: language_level=3
+# path:
+#   keyed:  java_partition_c -> murmur2_c
+#   no key: StickyPartitioner.partition_c -> partition -> _choose -> xorshift32
+#   keys of send_batch: partitions_for_keys -> arrow_get / column_get -> java_partition_c
+
 from libc.stdint cimport int32_t, uint32_t, uint64_t
 
 # Java client's Utils.murmur2 over ``n`` bytes at ``data`` (signed int32 result).
+# thread: any · lock: none · gil: any
 cdef int32_t murmur2_c(const char *data, Py_ssize_t n) noexcept nogil
 
 # (murmur2 & 0x7fffffff) % num_partitions; num_partitions must be > 0.
+# thread: any · lock: none · gil: any
 cdef int32_t java_partition_c(const char *data, Py_ssize_t n, int32_t num_partitions) noexcept nogil
 
 
+# thread: any · lock: none · gil: any
 cdef uint32_t xorshift32(uint32_t *state) noexcept nogil
 
 

@@ -25,6 +25,7 @@ DEF M = 0x5bd1e995
 DEF R = 24
 
 
+# thread: any · lock: none · gil: any
 cdef int32_t murmur2_c(const char *data, Py_ssize_t n) noexcept nogil:
     cdef const unsigned char *p = <const unsigned char *>data
     cdef uint32_t m = M
@@ -55,10 +56,12 @@ cdef int32_t murmur2_c(const char *data, Py_ssize_t n) noexcept nogil:
     return <int32_t>h
 
 
+# thread: any · lock: none · gil: any
 cdef int32_t java_partition_c(const char *data, Py_ssize_t n, int32_t num_partitions) noexcept nogil:
     return <int32_t>((<uint32_t>murmur2_c(data, n) & 0x7fffffff) % <uint32_t>num_partitions)
 
 
+# thread: any · lock: none · gil: any
 cdef uint32_t xorshift32(uint32_t *state) noexcept nogil:
     cdef uint32_t x = state[0]
     x ^= x << 13

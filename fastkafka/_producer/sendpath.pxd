@@ -1,4 +1,8 @@
 # cython: language_level=3
+# path:
+#   record: send / produce -> _send -> check_timestamp -> _TopicInfo -> java_partition_c / sticky
+#           -> RecordAccumulator.append_c -> wake_at / wake_gil_free / wakeup -> give_way
+
 # Contract of fastkafka._producer.sendpath: the compiled half of fastkafka.Producer (send() and
 # produce() as one C call).
 cimport cython

@@ -102,6 +102,7 @@ cdef struct _ProbeState:
     int64_t last_ms
 
 
+# thread: io · lock: none · gil: no
 cdef int _probe_turn(void *ctx, int64_t now_ms, const epoll_event *evs, int n,
                      int64_t *wait_ms) noexcept nogil:
     cdef _ProbeState *st = <_ProbeState *>ctx

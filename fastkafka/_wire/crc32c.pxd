@@ -1,3 +1,6 @@
+# path:
+#   stamp: builder_stamp_c -> fk_crc32c -> the SSE4.2 or the table implementation (picked once)
+
 from libc.stdint cimport uint32_t
 
 cdef extern from "crc32c_impl.h":

@@ -1,6 +1,12 @@
+# path:
+#   record:    pooled_builder -> append_raw -> close / builder_close_plain_c
+#              -> stamp / builder_stamp_c -> pieces_c
+#   too large: split -> _split_records -> append_raw (new open builders)
+
 # Contract of fastkafka._wire.records: the RecordBatch v2 builder.
 # Other compiled modules (accumulator, Arrow sink) cimport BatchBuilder and call
-# append_raw / close / stamp directly, and use record_size_c for size checks.
+# append_raw / close / stamp directly, and use record_size_c for size checks. How and why:
+# docs/internals.md#record-batches.
 cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 
@@ -12,6 +18,7 @@ cdef enum:
     BATCH_ATTRIBUTES_OFFSET = 21  # CRC covers [21, end)
 
 
+# thread: any · lock: none · gil: any
 cdef inline Py_ssize_t _len_field_size(Py_ssize_t n) noexcept nogil:
     # length varint plus the bytes themselves; n == -1 means null
     if n < 0:
@@ -19,6 +26,7 @@ cdef inline Py_ssize_t _len_field_size(Py_ssize_t n) noexcept nogil:
     return size_uvarint(zigzag64(n)) + n
 
 
+# thread: any · lock: none · gil: any
 cdef inline Py_ssize_t record_size_c(int64_t timestamp_delta, int32_t offset_delta,
                                      Py_ssize_t klen, Py_ssize_t vlen,
                                      Py_ssize_t headers_size) noexcept nogil:
@@ -102,11 +110,13 @@ cdef struct BuilderCore:
 # Close an uncompressed builder (codec 0, with its buffer): 0, also when it is closed already; -1
 # with nothing changed when it cannot here (a codec is set and it is not closed yet: compressing
 # needs the GIL; or no buffer). What BatchBuilder.close() does for codec 0.
+# thread: any · lock: none · gil: any
 cdef int builder_close_plain_c(BuilderCore *c) noexcept nogil
 
 # Write the header and the CRC-32C of a closed builder with its buffer (the CRC over the header
 # after its field, then the records in buf or the payload apart): 0, or -1 with nothing written
 # when it is not closed or has no buffer. What BatchBuilder.stamp() does.
+# thread: any · lock: none · gil: any
 cdef int builder_stamp_c(BuilderCore *c, int64_t producer_id, int16_t producer_epoch,
                          int32_t base_sequence, bint transactional) noexcept nogil
 

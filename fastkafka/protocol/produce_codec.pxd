@@ -1,6 +1,11 @@
 # cython: language_level=3
+# path:
+#   request: ProducePart[] -> encode_produce_c -> Segment[] (glue; batches by reference) -> writev
+#   answer:  frame -> parse_produce_response_c -> ProducePartAnswer[] -> decode_frame
+
 # Contract of fastkafka.protocol.produce_codec: the compiled Produce request encoder and response
-# decoder the sender hands to NetworkClient.send(..., codec=).
+# decoder the sender hands to NetworkClient.send(..., codec=). How and why:
+# docs/internals.md#the-produce-codec.
 cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 
@@ -134,6 +139,7 @@ cdef struct ProduceAnswerInfo:
 # again with room for n. Returns -1 when the frame is malformed or the version unsupported, with
 # info.error and the err_ fields set (produce_answer_error makes the exception decode_frame raises);
 # out and info's other fields then hold what was read before the fault.
+# thread: any · lock: none · gil: any
 cdef Py_ssize_t parse_produce_response_c(int version, const unsigned char *data, Py_ssize_t size,
                                          ProducePartAnswer *out, Py_ssize_t out_cap,
                                          ProduceAnswerInfo *info) noexcept nogil
@@ -159,6 +165,7 @@ cdef object produce_answer_error(int version, const unsigned char *data, Py_ssiz
 # the buffers and call again; produce_glue_bound / produce_segs_bound are always enough). 0 when
 # the request cannot be encoded (version out of range, a string over 32767 bytes, a part of over
 # 2**31-1 bytes, a frame of over 2**31-1 bytes). Reads no batch byte.
+# thread: any · lock: none · gil: any
 cdef Py_ssize_t encode_produce_c(int version, int32_t correlation_id,
                                  const char *client_id, Py_ssize_t client_id_len,
                                  const char *transactional_id, Py_ssize_t tid_len,
@@ -174,6 +181,7 @@ cdef Py_ssize_t encode_produce_c(int version, int32_t correlation_id,
 # client id and a transactional id of these lengths (-1: null): the header and body fields (35),
 # per topic entry its name's length and count (14 + name), per part its partition, records length
 # and tags (10).
+# thread: any · lock: none · gil: any
 cdef inline Py_ssize_t produce_glue_bound(Py_ssize_t nparts, Py_ssize_t topic_bytes,
                                           Py_ssize_t client_id_len,
                                           Py_ssize_t tid_len) noexcept nogil:
@@ -183,10 +191,12 @@ cdef inline Py_ssize_t produce_glue_bound(Py_ssize_t nparts, Py_ssize_t topic_by
 
 # Segments encode_produce_c needs at most for `nparts` parts: two batch pieces per part, a glue
 # segment before each, and the glue after the last.
+# thread: any · lock: none · gil: any
 cdef inline Py_ssize_t produce_segs_bound(Py_ssize_t nparts) noexcept nogil:
     return 4 * nparts + 1
 
 # parse_produce_response_c, and with ``utf8`` decode_frame's pass (strings validated as UTF-8 too).
+# thread: any · lock: none · gil: any
 cdef Py_ssize_t _parse(int version, const unsigned char *data, Py_ssize_t size,
                        ProducePartAnswer *out, Py_ssize_t out_cap, ProduceAnswerInfo *info,
                        bint utf8) noexcept nogil
