@@ -1,4 +1,10 @@
 # cython: language_level=3
+# path:
+#   request: NetworkClient.send_c -> enqueue_c (a ring entry, the frame on the send queue)
+#   produce: produce_send_c -> conn_produce_enqueue_c (a ring entry owning the batches) -> conn_write_c
+#   answer:  frame -> receive_frame_c (the ring's head) -> take_head_c -> InFlightRequest / ProduceRequest
+#   close:   reset_c -> take_head_c for every entry, oldest first, then the unwritten tokens
+
 # Contract of fastkafka._net.connection: one connection to one broker as a state machine fed
 # frames and time (see the .pyx docstring). The network client (fastkafka._net.network) reads
 # and writes these fields directly.
@@ -86,6 +92,7 @@ cdef struct ConnCore:
 
 
 # The i-th request in flight (0: the oldest); i < c.ring_len.
+# thread: io · lock: none · gil: any
 cdef inline InFlightEntry *conn_entry_c(const ConnCore *c, Py_ssize_t i) noexcept nogil:
     return &c.ring[(c.ring_head + i) % c.ring_cap]
 
@@ -94,6 +101,7 @@ cdef inline InFlightEntry *conn_entry_c(const ConnCore *c, Py_ssize_t i) noexcep
 # batch buffers) go on the send queue, an in-flight entry takes ownership of ``batches``
 # (references moved in) and ``glue``. Returns 0, or -1 (no memory: nothing changed, the caller
 # keeps both).
+# thread: io · lock: none · gil: any
 cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
                                 PyObject **batches, Py_ssize_t nbatches, char *glue,
                                 const Segment *segs, Py_ssize_t nsegs) noexcept nogil
@@ -101,14 +109,17 @@ cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now
 # written (0: the socket takes nothing now), -errno for a socket error (the GIL path closes the
 # connection: its next write fails the same way, or its read sees the close), or
 # CONN_WRITE_REFUSED (not READY, no socket, or TLS).
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil
 # A frame's big-endian int32 at ``p`` (its correlation id at offset 0).
+# thread: any · lock: none · gil: any
 cdef inline int32_t be32_c(const char *p) noexcept nogil:
     cdef const unsigned char *u = <const unsigned char *>p
     return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
 
 
 # Without the GIL: requests in flight (the ring and unacked writes), as in_flight_count_c().
+# thread: io · lock: none · gil: any
 cdef inline int conn_in_flight_c(const ConnCore *c) noexcept nogil:
     return <int>c.ring_len + c.unacked_writes
 

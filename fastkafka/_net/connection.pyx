@@ -96,6 +96,7 @@ cdef class InFlightRequest:
 
 # -- the in-flight ring -------------------------------------------------------------------------------
 
+# thread: io · lock: none · gil: any
 cdef InFlightEntry *_ring_push(ConnCore *c) noexcept nogil:
     """A new entry at the ring's tail (its fields unset; ring_len counts it), or NULL (no
     memory: nothing changed)."""
@@ -132,6 +133,7 @@ cdef void _entry_free(InFlightEntry *e) noexcept:
     e.results = NULL
 
 
+# thread: io · lock: none · gil: any
 cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
                                 PyObject **batches, Py_ssize_t nbatches, char *glue,
                                 const Segment *segs, Py_ssize_t nsegs) noexcept nogil:
@@ -158,6 +160,7 @@ cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now
     return 0
 
 
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil:
     if c.status != READY or c.fd < 0 or c.tls or c.sq == NULL:
         return CONN_WRITE_REFUSED

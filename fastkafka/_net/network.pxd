@@ -1,4 +1,9 @@
 # cython: language_level=3
+# path:
+#   request: send_c -> _enqueue -> Connection.enqueue_c; poll_c -> _write_all -> _write
+#   produce: produce_send_c (either turn) -> conn_produce_enqueue_c -> conn_write_c
+#   poll:    poll_c -> Poller.poll (the GIL-free turn inside) -> _io -> _read -> _handle_frame -> _run_completions
+
 # Contract of fastkafka._net.network: the client that owns the sockets, the poller and the
 # connections (fastkafka._net.connection), and runs the network part of each I/O turn.
 from cpython.ref cimport PyObject
@@ -19,6 +24,7 @@ cdef struct NetCore:
 
 
 # Without the GIL: the next correlation id (every request of the client takes its id here).
+# thread: io · lock: none · gil: any
 cdef inline int32_t next_correlation_c(NetCore *n) noexcept nogil:
     n.correlation = (n.correlation + 1) & 0x7FFFFFFF
     return n.correlation
@@ -37,6 +43,7 @@ cdef enum:
 # c.sq.head != c.sq.tail), PRODUCE_NO_MEMORY (nothing changed), or conn_write_c()'s negative codes
 # (queued; CONN_WRITE_REFUSED for TLS, which the GIL turn writes; on a socket error the GIL turn's
 # next write or read of this connection closes it).
+# thread: io · lock: none · gil: any
 cdef inline Py_ssize_t produce_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
                                       int16_t version, PyObject **batches, Py_ssize_t nbatches,
                                       char *glue, const Segment *segs,

@@ -2,7 +2,7 @@
 # steps (TLS, ApiVersions, SASL's callbacks), failed attempts and their back-off, authentication
 # failures. Module functions taking the client (Cython cannot split a class over includes); the
 # client keeps one-line methods for the names fastkafka._net.handshake and .sasl call back.
-# thread: io · lock: none · gil: held (every function here)
+# Every function here runs on the I/O thread with the GIL held.
 
 
 def errno_text(err: int) -> str:

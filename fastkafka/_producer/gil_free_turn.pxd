@@ -1,4 +1,9 @@
 # cython: language_level=3
+# path:
+#   GIL turn:      Sender._send_produce -> GilFreeTurn.send_c -> produce_request_c -> produce_send_c
+#   GIL-free turn: Poller wait -> gil_free_turn -> scan_c -> drain_c -> _send -> produce_request_c
+#   answer:        gil_free_turn -> _read_answers -> parse_produce_response_c -> _match (entry answered)
+
 # Contract of fastkafka._producer.gil_free_turn: the I/O thread's GIL-free steady-state turn (see the
 # .pyx docstring). The sender owns one GilFreeTurn and hands its context to the network client's
 # wait.
@@ -66,11 +71,13 @@ cdef struct XCtx:
 # queued on the connection's in-flight ring (produce_send_c) and written when plaintext. The entry
 # takes over the references of b[i].batch on success (0); -1: not queued (no memory), nothing
 # changed. The one Produce request builder of both turns.
+# thread: io · lock: none · gil: any
 cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
                            int64_t now) noexcept nogil
 
 
 # The GIL-free turn (an gil_free_fn of fastkafka._net.ioloop): ``ctx`` is an GilFreeTurn's XCtx.
+# thread: io · lock: takes acc · gil: no
 cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int n,
                       int64_t *wait_ms) noexcept nogil
 

@@ -1,40 +1,12 @@
 # cython: language_level=3
-"""The I/O thread's GIL-free steady-state turn (the "GIL-free turn").
+"""The Produce request builder of both I/O turns (``produce_request_c``, ``GilFreeTurn.send_c``)
+and the I/O thread's GIL-free steady-state turn (``gil_free_turn``), which runs inside the
+poller's wait: it reads all-success answers, drains what may go without the GIL (``drain_c`` in its
+GIL-free mode) and sends it, then says how long to wait. Everything the GIL turn must do (retries,
+splits, errors, metadata, connection set-up, TLS and compressed batches) ends the wait.
 
-Why. The producer's I/O thread shares the GIL with the application. In the steady state a batch
-needed the I/O thread twice: at its linger deadline (drain, stamp, encode, write) and at its
-answer (read, complete, callbacks). Each time it had to take the GIL back from a busy application
-first. The GIL-free turn does the first of the two without the GIL: inside the poller's wait
-(:meth:`fastkafka._net.ioloop.Poller.set_gil_free`), when the wait ends on a linger deadline or on
-a full batch's GIL-free wake-up, it
-
-1. works out which brokers may take a Produce request now (READY plaintext connections with room,
-   not throttled, no re-authentication due — the table the GIL turn left, re-read live);
-2. drains the sendable head batches led by them (``drain_c`` in its GIL-free mode: the accumulator's lock is a
-   plain lock; batches move by pointer, their references untouched), closes, sequences and stamps
-   them (CRC-32C) — the same C functions the GIL turn uses;
-3. encodes the request around the batches (``encode_produce_c``: the glue in one malloc'd buffer,
-   the batches by reference), queues it on the connection as a GIL-free request in flight, and
-   writes it (``writev``);
-4. goes on waiting, without the GIL, until the next deadline it owns, a socket, or a deadline only
-   the GIL turn can act on.
-
-Answers on those connections are read, framed and parsed here too (``_read_answers``); an
-all-success answer is matched to its request's batches, and the wait ends so that the GIL turn
-completes them (the one GIL turn per answer, where futures and callbacks run). Anything else in an
-answer (an error, a throttle) leaves the frame to the GIL turn's decoder.
-
-The turn never runs holding the GIL, not even when its wake-up was already there as the poll
-began: it takes the accumulator's lock, and an application thread in ``send()`` can hold that lock
-while it waits for the GIL.
-
-What stays with the GIL turn (the rare paths): the first batches of a partition whose leader is
-not known yet, compression (the codecs are Python modules), transactions, retries, splits, TLS
-and acks=0 connections, metadata, connection set-up and handshakes, producer ids and epoch bumps,
-errors and timeouts. A partition's next deadline belongs to one side: the GIL-free turn's when its
-head batch is one it can send to a broker in its table, else the GIL turn's. A deadline of the GIL
-turn's makes the GIL-free turn end the wait; one that had already passed at the last GIL turn does
-not (that turn chose its own timeout for it: a node still connecting, for instance).
+How and why: docs/internals.md, "One in-flight ring per connection, one Produce request builder"
+and "The I/O thread and the GIL: the GIL-free turn".
 """
 
 cimport cython
@@ -72,10 +44,12 @@ cdef Py_ssize_t OUT_CAP = 256
 cdef Py_ssize_t ANSWERS_CAP = 1024
 
 
+# thread: any · lock: none · gil: any
 cdef inline bint _topic_eq(const QueueState *a, const QueueState *b) noexcept nogil:
     return a == b or (a.topic_len == b.topic_len and memcmp(a.topic, b.topic, a.topic_len) == 0)
 
 
+# thread: io · lock: none · gil: no
 cdef void _rooms(XCtx *x, int64_t now) noexcept nogil:
     """Each broker's room for requests now (0 when it may not take one: closed, throttled, a
     re-authentication due, or bytes still waiting on its socket)."""
@@ -92,6 +66,7 @@ cdef void _rooms(XCtx *x, int64_t now) noexcept nogil:
         x.nodes[i].room = room if room > 0 else 0
 
 
+# thread: io · lock: none · gil: no
 cdef void _strand(XCtx *x, DrainedBatch *b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(n):
@@ -99,6 +74,7 @@ cdef void _strand(XCtx *x, DrainedBatch *b, Py_ssize_t n) noexcept nogil:
         x.nstranded += 1
 
 
+# thread: io · lock: none · gil: any
 cdef Py_ssize_t _build(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n, char **glue_out,
                        PyObject ***owned_out, int32_t *corr_out) noexcept nogil:
     """Encode one Produce request to ``xn`` with the ``n`` batches of ``b`` (parts grouped by
@@ -168,6 +144,7 @@ cdef Py_ssize_t _build(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n, char *
     return nsegs
 
 
+# thread: io · lock: none · gil: any
 cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
                            int64_t now) noexcept nogil:
     cdef char *glue
@@ -187,6 +164,7 @@ cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
     return 0
 
 
+# thread: io · lock: none · gil: no
 cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
     """The GIL-free turn's request to ``b[0].node_id`` with the ``n`` batches of ``b``; when it
     cannot be queued the batches are stranded for the GIL turn."""
@@ -201,6 +179,7 @@ cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept no
     _strand(x, b, n)
 
 
+# thread: io · lock: none · gil: no
 cdef int _match(XCtx *x, InFlightEntry *e, Py_ssize_t nparts) noexcept nogil:
     """Each batch of ``e`` its partition's result among the ``nparts`` parsed answers (a
     partition listed twice: its last entry) into a new ``e.results``: 0, or -1 when one has none
@@ -230,6 +209,7 @@ cdef int _match(XCtx *x, InFlightEntry *e, Py_ssize_t nparts) noexcept nogil:
     return 0
 
 
+# thread: io · lock: none · gil: no
 cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
     """Read what the socket of ``xn`` has and take, in order, the complete answers to its GIL-free
     requests that are plain success (every partition written, no throttle): each request is marked
@@ -272,6 +252,7 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
         taken += 1
 
 
+# thread: io · lock: takes acc · gil: no
 cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
                       int64_t *wait_ms) noexcept nogil:
     """The GIL-free turn (an :data:`fastkafka._net.ioloop.gil_free_fn`): read the answers that

@@ -1,4 +1,9 @@
 # cython: language_level=3
+# path:
+#   send:   run_once -> _send_producer_data -> acc.ready -> acc.drain -> _send_produce -> GilFreeTurn.send_c
+#   wait:   run_once -> GilFreeTurn.prepare_c -> NetworkClient.set_gil_free_c -> poll -> collect_c
+#   answer: produce_handler -> _on_produce_response -> _handle_produce_response -> _succeed / _retry_or_fail
+
 # Contract of fastkafka._producer.sender: the producer's I/O thread (see the .pyx docstring).
 from libc.stdint cimport int32_t, int64_t
 
