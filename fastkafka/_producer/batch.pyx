@@ -532,8 +532,10 @@ cdef class FutureRecordMetadata:
         return self._metadata()
 
     def __repr__(self):
-        return (f"<FutureRecordMetadata {self.batch.topic!r}[{self.batch.partition}] "
-                f"#{self.index} done={self.batch.done}>")
+        cdef int32_t i = self.index
+        cdef ProducerBatch b = resolve_batch(self.batch, &i)   # its piece, if the batch was split
+        return (f"<FutureRecordMetadata {b.topic!r}[{b.partition}] "
+                f"#{self.index} done={b.done}>")
 
 
 @cython.final
