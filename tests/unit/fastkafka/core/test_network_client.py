@@ -20,6 +20,7 @@ import pytest
 
 from fastkafka._net.cluster import Metadata
 from fastkafka._net.connection import State
+from fastkafka._net import network
 from fastkafka._net.network import NetworkClient
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import (CorrelationIdMismatchError, DisconnectedError,
@@ -472,6 +473,48 @@ def test_a_raising_completion_handler_does_not_stop_the_others(client, broker, c
     assert client.connections[-1].state is State.READY
 
 
+def test_a_failure_while_handling_a_connection_closes_only_that_connection(
+        client, broker, clock, caplog):
+    peer = handshake(client, broker, clock)
+    res = Results()
+    send_md(client, clock, res, "a")
+    send_md(client, clock, res, "b")
+    a = peer.read_request(pump(client))
+    peer.read_request(pump(client))
+
+    def fail(stage, _client, conn):
+        if stage == "read":
+            raise RuntimeError("decoder bug")
+
+    network.set_failpoint(fail)
+    try:
+        with caplog.at_level(logging.ERROR, logger="fastkafka"):
+            peer.answer(a, metadata_body({}))
+            wait_for(lambda: len(res.got) == 2, pump(client))
+    finally:
+        network.set_failpoint(None)
+    assert res.tags() == ["a", "b"]
+    assert all(isinstance(e, InvalidBrokerResponseError) and "RuntimeError: decoder bug" in str(e)
+               for e in res.errors())
+    assert client.stats["contained_failures"] == 1
+    assert client.connections[-1].state is State.DISCONNECTED
+    assert any("unexpected failure" in r.getMessage() for r in caplog.records)
+    clock.advance(BACKOFF)
+    handshake(client, broker, clock)                   # the client goes on
+
+
+def test_a_host_name_no_resolver_takes_is_a_failed_attempt(clock, pinned_jitter):
+    client = make_client("a" * 64 + ".example:9092", clock)
+    try:
+        assert client.ready(-1, clock()) is False
+        conn = client.connections[-1]
+        assert conn.state is State.DISCONNECTED and conn.next_attempt_ms == clock() + BACKOFF
+        [reason] = client.metadata.connection_errors().values()
+        assert reason.startswith("name resolution failed: the host name cannot be encoded")
+    finally:
+        client.close()
+
+
 # ---- throttling (KIP-219) -----------------------------------------------------------------------
 
 def test_a_throttled_answer_holds_new_requests_until_the_throttle_ends(client, broker, clock):
@@ -597,5 +640,43 @@ def test_least_loaded_node_is_the_ready_one_with_fewest_requests(broker, clock, 
         send_md(client, clock, res, "v", node=2)
         for _ in range(10):
             assert client.least_loaded_node(clock()) == 1
+    finally:
+        client.close()
+
+
+def test_rebootstrap_after_every_known_broker_failed_for_the_trigger_time(broker, clock,
+                                                                           pinned_jitter):
+    trigger = 3_000
+    md = Metadata([broker.address], MAX_AGE, 100, 1_000)
+    client = make_client(broker.bootstrap, clock, manage_metadata=True, metadata=md,
+                         metadata_recovery_strategy="rebootstrap",
+                         metadata_recovery_rebootstrap_trigger_ms=trigger)
+    try:
+        client.poll(0)
+        peer = broker.accept()
+        peer.answer(peer.read_request(pump(client)), api_versions_body())
+        req = peer.read_request(pump(client))
+        dead = free_port()
+        peer.answer(req, metadata_body({1: ("127.0.0.1", dead)}, {"t": [1]}))
+        wait_for(lambda: md.version == 1, pump(client))
+        assert md.cluster.brokers.keys() == {1}
+        clock.advance(MAX_AGE)                         # the refresh is for node 1: unreachable
+        client.poll(0)
+        wait_for(lambda: 1 in client.connections and client.connections[1].failures > 0,
+                 pump(client))
+        for _ in range(3):
+            client.poll(0)                             # every broker failing since now
+        clock.advance(trigger - 1)
+        client.poll(0)
+        assert client.stats["rebootstraps"] == 0 and md.cluster.brokers.keys() == {1}
+        assert not peer.has_request(pump(client))
+        clock.advance(1)
+        client.poll(0)
+        assert client.stats["rebootstraps"] == 1
+        req = peer.read_request(pump(client))          # asked on the bootstrap's connection
+        assert req.api_key == ApiKey.METADATA
+        peer.answer(req, metadata_body({1: broker.address}, {"t": [1]}))
+        wait_for(lambda: md.version == 2, pump(client))
+        assert md.cluster.broker(1).port == broker.port
     finally:
         client.close()
