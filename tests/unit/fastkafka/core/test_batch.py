@@ -348,6 +348,12 @@ def test_a_batch_future_waits_for_every_batch_and_callbacks_run_once(clock, capl
     assert any("BatchFuture callback" in r.getMessage() for r in caplog.records)
     batches[-1].complete(0, -1, None)                    # once only: counted once
     assert (fut.delivered, fut.failed, calls) == (40, 0, [40])
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="fastkafka"):
+        fut.add_callback(boom)          # added after it finished: runs at once, logged likewise
+    fut.add_callback(lambda bf: calls.append(-bf.delivered))
+    assert calls == [40, -40]
+    assert any("BatchFuture callback" in r.getMessage() for r in caplog.records)
 
 
 # ---- split pieces, seen through a record ------------------------------------------------------

@@ -270,7 +270,11 @@ def test_each_form_of_the_partitions_column_places_every_record(partitions):
 @pytest.mark.parametrize("partitions, error, match", [
     (pa.array([0, None] + [0] * 18, pa.int32()), UnknownPartitionError, "contains nulls"),
     (pa.array([2**31] + [0] * 19, pa.int64()), InvalidRecordError, "int32 values"),
-    (pa.array([0.5] * 20), InvalidRecordError, "int32 values"),
+    (pa.array([0.5] * 20), InvalidRecordError, "integer array, got double"),
+    (pa.array([0.0] * 20), InvalidRecordError, "integer array, got double"),
+    (pa.array(["0"] * 20), InvalidRecordError, "integer array, got string"),
+    (pa.scalar(1, pa.int32()), InvalidRecordError, "expected a pyarrow Array, got Int32Scalar"),
+    (pa.table({"p": [0] * 20}), InvalidRecordError, "expected a pyarrow Array, got Table"),
     (pa.array([0] * 21, pa.int32())[1:21][0:19], InvalidRecordError, "has 19 elements"),
     ([0] * 19 + [2**31], InvalidRecordError, "int32 values"),
     ([0] * 19 + ["1"], InvalidRecordError, "int32 values"),
