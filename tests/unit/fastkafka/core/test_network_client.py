@@ -1,6 +1,7 @@
 """NetworkClient (fastkafka._net.network) for its generic requests (ApiVersions, Metadata): the
-connection state machine, version negotiation, answers matched by correlation id, request
-timeouts, disconnects, reconnect back-off, idle connections, throttling and metadata refresh.
+connection state machine, version negotiation, answers matched by correlation id (split frames,
+several frames in one read), request timeouts, disconnects, reconnect back-off, idle connections,
+contained failures, the acks=0 write confirmation, throttling, metadata refresh and rebootstrap.
 
 Driven by a :class:`~unit.fastkafka.fakes.FakeClock` (the client's ``clock=``: every deadline is
 judged by it, so nothing here waits for time to pass) and a :class:`~unit.fastkafka.fakes.ScriptedBroker`
@@ -513,6 +514,35 @@ def test_a_host_name_no_resolver_takes_is_a_failed_attempt(clock, pinned_jitter)
         assert reason.startswith("name resolution failed: the host name cannot be encoded")
     finally:
         client.close()
+
+
+def test_confirm_writes_asks_only_connections_with_unanswered_writes_and_waits_for_them(
+        client, broker, clock):
+    peer = handshake(client, broker, clock)
+    assert client.confirm_writes(clock()) == set()      # nothing written without an answer
+    res = Results()
+    send_md(client, clock, res, "no-answer", expect_response=False)
+    peer.read_request(pump(client))
+    assert res.got == [("no-answer", None, None)]       # complete once written
+    assert client.connections[-1].unconfirmed
+    waiting = client.confirm_writes(clock())
+    assert waiting == {-1}
+    req = peer.read_request(pump(client))
+    assert req.api_key == ApiKey.API_VERSIONS
+    client.poll(0)
+    assert waiting == {-1}
+    peer.answer(req, api_versions_body())
+    wait_for(lambda: not waiting, pump(client))
+    assert not client.connections[-1].unconfirmed
+    assert client.confirm_writes(clock()) == set()
+    # a connection lost meanwhile is waited for no longer either
+    send_md(client, clock, res, "again", expect_response=False)
+    peer.read_request(pump(client))
+    waiting = client.confirm_writes(clock())
+    assert waiting == {-1}
+    peer.close()
+    wait_for(lambda: not waiting, pump(client))
+    assert client.connections[-1].state is State.DISCONNECTED
 
 
 # ---- throttling (KIP-219) -----------------------------------------------------------------------
