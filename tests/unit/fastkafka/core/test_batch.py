@@ -23,7 +23,7 @@ from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
 from fastkafka._producer.batch import (FutureRecordMetadata, ProducerBatch, RecordMetadata,
                                        batch_counters, register_io_thread, unregister_io_thread)
 from fastkafka._producer.bufferpool import BufferPool
-from fastkafka._wire.records import BatchBuilder
+from fastkafka._wire.records import BatchBuilder, record_size
 from fastkafka.errors import (IllegalStateError, KafkaError, KafkaTimeoutError,
                               ProducerClosedError)
 
@@ -175,6 +175,24 @@ def test_each_record_is_counted_and_its_future_is_the_batch_and_its_index(clock)
     assert all(f.batch is b and isinstance(f, FutureRecordMetadata) for f in futs)
     assert b.size_in_bytes > HEADER + sum(range(5))
     assert repr(futs[2]) == "<FutureRecordMetadata 't'[0] #2 done=False>"
+
+
+def test_sizes_grow_by_each_records_encoded_size_and_a_full_batch_takes_no_more(clock):
+    acc = make_acc(batch_size=1024)
+    expected = HEADER
+    first = None
+    for i in range(12):
+        key, value = b"k" * (i % 3), b"v" * (90 + i)
+        f = add(acc, clock, key=key or None, value=value, ts=1_000 + 2 * i)
+        first = first or f.batch
+        if f.batch is not first:
+            break
+        expected += record_size(2 * i, i, len(key) if key else -1, len(value), None)
+        assert first.size_in_bytes == expected and first.record_count == i + 1
+    assert f.batch is not first and f.index == 0                 # the record that did not fit
+    assert expected + record_size(2 * i, i, len(key) if key else -1, len(value), None) > 1024
+    assert first.is_full and first.size_in_bytes <= 1024 and not f.batch.is_full
+    assert [b.record_count for b in acc.queued("t", 0)] == [i, 1]
 
 
 def test_metadata_before_and_after_completion(clock):
