@@ -532,8 +532,10 @@ cdef class FutureRecordMetadata:
         return self._metadata()
 
     def __repr__(self):
-        return (f"<FutureRecordMetadata {self.batch.topic!r}[{self.batch.partition}] "
-                f"#{self.index} done={self.batch.done}>")
+        cdef int32_t i = self.index
+        cdef ProducerBatch b = resolve_batch(self.batch, &i)   # its piece, if the batch was split
+        return (f"<FutureRecordMetadata {b.topic!r}[{b.partition}] "
+                f"#{self.index} done={b.done}>")
 
 
 @cython.final
@@ -604,7 +606,8 @@ cdef class BatchFuture:
         return self._delivered
 
     def add_callback(self, fn):
-        """add_callback(fn): call ``fn(batch_future)`` once everything is done (at once if done)."""
+        """add_callback(fn): call ``fn(batch_future)`` once everything is done (at once if done);
+        one that raises is logged, wherever it runs."""
         cdef bint now
         done_acquire()
         now = self._finished
@@ -614,7 +617,10 @@ cdef class BatchFuture:
             self._callbacks.append(fn)
         done_release()
         if now:
-            fn(self)
+            try:
+                fn(self)
+            except Exception:
+                _log.exception("BatchFuture callback %r raised", fn)
 
     @property
     def delivered(self):

@@ -127,6 +127,12 @@ cdef const int32_t *prepare_int32_column(object partitions, Py_ssize_t n,
         pa = pyarrow_module()
         if isinstance(partitions, pa.ChunkedArray):
             partitions = partitions.combine_chunks()
+        if not isinstance(partitions, pa.Array):
+            raise InvalidRecordError(f"partitions: expected a pyarrow Array, got "
+                                     f"{type(partitions).__name__}")
+        if not pa.types.is_integer(partitions.type):
+            raise InvalidRecordError(f"partitions must be a pyarrow integer array, got "
+                                     f"{partitions.type}")
         if partitions.null_count:
             raise UnknownPartitionError("partitions contains nulls")
         if partitions.type != pa.int32():
