@@ -176,6 +176,7 @@ cdef enum:
     WAKE_NONE = 0
     WAKE_BY = 1     # a batch started: the sender must run by wake_deadline_ms (its linger deadline)
     WAKE_NOW = 2    # a batch filled
+    WAKE_GIL = 3    # a batch started in a partition not added to the transaction yet: the GIL turn adds it
 
 
 cdef class RecordAccumulator:

@@ -20,7 +20,8 @@ cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue
             if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
                 return batch
             batch.s.full = True
-            acc.wakeup_pending = WAKE_NOW
+            if acc.wakeup_pending != WAKE_GIL:
+                acc.wakeup_pending = WAKE_NOW
     return None
 
 
@@ -109,8 +110,10 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     q_push_back(&pq.q, batch)
     act_join(&acc.st, &pq.q)
     acc._incomplete.add(batch)
-    if acc.wakeup_pending == WAKE_NONE or (acc.wakeup_pending == WAKE_BY
-                                           and batch.s.created_ms + acc.st.linger_ms < acc.wake_deadline_ms):
+    if acc.st.transactional and not pq.q.txn_added:
+        acc.wakeup_pending = WAKE_GIL       # AddPartitionsToTxn first: only the GIL turn sends it
+    elif acc.wakeup_pending == WAKE_NONE or (acc.wakeup_pending == WAKE_BY
+                                             and batch.s.created_ms + acc.st.linger_ms < acc.wake_deadline_ms):
         acc.wakeup_pending = WAKE_BY
         acc.wake_deadline_ms = batch.s.created_ms + acc.st.linger_ms
     return batch

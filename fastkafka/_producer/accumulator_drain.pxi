@@ -110,11 +110,12 @@ cdef inline bint _idem_steady(AccState *st) noexcept nogil:
 # thread: io · lock: acc held · gil: no
 cdef inline bint nogil_sendable_c(AccState *st, BatchState *h) noexcept nogil:
     """The one rule for what may go without the GIL: a batch on its first attempt, never stamped
-    nor closed, of an uncompressed builder with its buffer, from a non-transactional accumulator
-    whose idempotence state (if any) is steady (a producer id, no epoch bump pending). Retries,
-    split pieces, compression and transactions take the GIL turn."""
+    nor closed, of an uncompressed builder with its buffer, from an accumulator whose idempotence
+    state (if any) is steady (a producer id, no epoch bump pending). Retries, split pieces and
+    compression take the GIL turn; a transactional producer's batches go without the GIL once their
+    partition is in the transaction (queue_drainable_c), which only the GIL turn can do."""
     cdef BuilderCore *bc = h.bc
-    return (not st.transactional and _idem_steady(st) and h.attempts == 0 and not h.in_retry
+    return (_idem_steady(st) and h.attempts == 0 and not h.in_retry
             and h.base_sequence < 0 and bc != NULL and not bc.closed and bc.compression == 0
             and bc.buf != NULL)
 
@@ -233,7 +234,7 @@ cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
     if nnodes <= 0 or out_cap <= 0:
         return 0
     pthread_mutex_lock(&st.lock)
-    if nogil_only and (st.transactional or not _idem_steady(st)):
+    if nogil_only and not _idem_steady(st):
         pthread_mutex_unlock(&st.lock)
         return 0
     always = force or st.closed or st.flushes > 0

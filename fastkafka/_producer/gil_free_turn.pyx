@@ -475,8 +475,8 @@ cdef class GilFreeTurn:
         cdef int v
         self._conns.clear()
         self.x.nnodes = 0
-        if self.x.acc.transactional or (self.x.acc.idem != NULL and (
-                self.x.acc.idem.producer_id < 0 or self.x.acc.idem.bump_required)):
+        if self.x.acc.idem != NULL and (
+                self.x.acc.idem.producer_id < 0 or self.x.acc.idem.bump_required):
             return False                 # nothing the GIL-free drain may take now
         if want > self.x.nodes_cap:
             free(self.x.nodes)

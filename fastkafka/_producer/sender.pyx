@@ -101,12 +101,12 @@ cdef class Sender:
         # (produce_request_c) and sit in the connections' in-flight rings, which are the one record
         # of what is in flight (fail_everything reads them). The GIL-free turn itself also runs
         # inside the network's wait for the steady state's batches: plaintext, uncompressed,
-        # acknowledged, not transactional.
+        # acknowledged.
         self._gil_free = GilFreeTurn.__new__(GilFreeTurn)
         self._gil_free.init_c(<RecordAccumulator?>accumulator, <NetworkClient?>client, config,
                               self.min_produce_version, &self.in_flight_batches)
         client.produce_handler = self._on_produce_response
-        self._gil_free_wait = (config.gil_free_io and self.txn is None and self.acks != 0
+        self._gil_free_wait = (config.gil_free_io and self.acks != 0
                                and config.compression_code == 0)
         self._other_timeout = 0
         self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
@@ -205,7 +205,8 @@ cdef class Sender:
 
     # -- one turn of the loop --------------------------------------------------------------
     def run_once(self) -> None:
-        cdef int64_t now = self.now_c(), timeout
+        cdef int64_t now = self.now_c(), timeout, txn_timeout
+        cdef bint gil_free = True
         if _failpoint is not None:
             _failpoint("run_once", self)
         # A metadata refresh that is due goes out before the batches: a retry after a stale-leader
@@ -215,18 +216,22 @@ cdef class Sender:
         if self.txn is not None:
             # The transaction manager gets the producer id (init_transactions) and adds partitions
             # to the transaction before their batches can be drained.
-            timeout = min(self.txn.poll(now), self._send_producer_data(now))
+            txn_timeout = self.txn.poll(now)
+            timeout = min(txn_timeout, self._send_producer_data(now))
+            if txn_timeout < self._other_timeout:
+                self._other_timeout = txn_timeout   # a deadline of the GIL turn's own
         elif self.idem is not None and not self.idem.has_producer_id():
             # Works towards the id (or the bumped epoch); meanwhile nothing is drained, but queued
             # batches still expire after delivery_timeout_ms.
             self._maybe_init_producer_id(now)
             timeout = min(self._send_producer_data(now), self.config.retry_backoff_ms)
+            gil_free = False
         else:
             timeout = self._send_producer_data(now)
-            if timeout and self._gil_free_wait and self._gil_free.prepare_c(now):
-                (<NetworkClient>self.client).set_gil_free_c(
-                    gil_free_turn, self._gil_free.ctx_c(), self._gil_free.until_c(),
-                    self._other_timeout)
+        if gil_free and timeout and self._gil_free_wait and self._gil_free.prepare_c(now):
+            (<NetworkClient>self.client).set_gil_free_c(
+                gil_free_turn, self._gil_free.ctx_c(), self._gil_free.until_c(),
+                self._other_timeout)
         self.client.poll(timeout, now)
         if self._gil_free_wait:
             stranded = self._gil_free.collect_c(self.stats)

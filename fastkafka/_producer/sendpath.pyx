@@ -15,7 +15,7 @@ from cpython.buffer cimport PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME
 
-from fastkafka._producer.accumulator cimport WAKE_NONE, WAKE_NOW, RecordAccumulator
+from fastkafka._producer.accumulator cimport WAKE_GIL, WAKE_NONE, WAKE_NOW, RecordAccumulator
 from fastkafka._net.clock cimport clock_ms
 from fastkafka._net.ioloop cimport Poller, give_way
 from fastkafka._producer.partitioner cimport java_partition_c
@@ -273,8 +273,8 @@ cdef class ProducerCore:
         w = self._acc.wakeup_pending
         if w != WAKE_NONE:
             self._acc.wakeup_pending = WAKE_NONE
-            if self._acc.transactional:
-                self._poller.wakeup()       # a partition to add to the transaction, or a full batch
+            if w == WAKE_GIL:
+                self._poller.wakeup()       # a partition to add to the transaction
             elif w == WAKE_NOW:
                 self._poller.wake_gil_free()   # a full batch: the GIL-free turn can send it
             else:

@@ -132,6 +132,40 @@ def test_commit_and_abort_several_partitions_two_topics(txn_broker):
     assert sorted(read_all(txn_broker.bootstrap, b, 2, "read_uncommitted")) == sorted(c1b + ab_b + c2b)
 
 
+@pytest.mark.parametrize("gil_free_io", [True, False])
+def test_transactions_sent_without_the_gil_stay_exact(txn_broker, gil_free_io):
+    """A transactional producer's batches go out from the GIL-free turn once their partition is in
+    the transaction (only AddPartitionsToTxn and EndTxn need the GIL turn): several transactions
+    of many linger-sized batches, committed and aborted in turn, read back exactly under
+    read_committed; with gil_free_io=False every batch goes from the GIL turn."""
+    t = topic(txn_broker, 4)
+    committed, aborted = [], []
+    with txn_producer(txn_broker, linger_ms=1, batch_size=2048, gil_free_io=gil_free_io) as p:
+        p.init_transactions()
+        for n in range(6):
+            p.begin_transaction()
+            vals = values_of(b"t%d" % n, 400)
+            for i, v in enumerate(vals):
+                p.produce(t, v, partition=i % 4)
+                if i % 50 == 49:
+                    time.sleep(0.003)      # past the linger: batches leave while the transaction is open
+            if n % 3 == 2:
+                p.flush(30)
+                p.abort_transaction()
+                aborted += vals
+            else:
+                p.commit_transaction()
+                committed += vals
+        m = p.metrics()
+        assert m["txn_commits"] == 4 and m["txn_aborts"] == 2
+        if gil_free_io:
+            assert m["gil_free_requests"] > 0, m
+        else:
+            assert m["gil_free_requests"] == 0, m
+    assert sorted(read_all(txn_broker.bootstrap, t, 4)) == sorted(committed)
+    assert sorted(read_all(txn_broker.bootstrap, t, 4, "read_uncommitted")) == sorted(committed + aborted)
+
+
 def test_fencing_by_a_second_producer(txn_broker):
     t = topic(txn_broker, 2)
     tid = unique_name("tid")
