@@ -305,15 +305,14 @@ def test_gil_free_skip_muted(acc):
     finish(a, [b for _, b in got])
 
 
-def test_gil_free_skip_transactional(acc):
+def test_gil_free_takes_a_transactional_batch_only_once_its_partition_is_in_the_transaction(acc):
     a = acc()
     add(a)
     with_leaders(a)
     a.transactional = True
-    a.txn_mark_added([("t", 0)])
     d, got = drain_gil_free(a)
-    assert got == [] and d == INT64_MAX
-    a.transactional = False
+    assert got == [] and d == INT64_MAX          # not added yet: the GIL turn adds it first
+    a.txn_mark_added([("t", 0)])
     _, got = drain_gil_free(a)
     assert len(got) == 1
     finish(a, [b for _, b in got])
