@@ -559,12 +559,8 @@ cdef class Connection:
         r.batches = batches
         if e.answered:
             r.results = [(e.results[2 * i], e.results[2 * i + 1]) for i in range(e.nbatches)]
-        free(e.batches)
-        free(e.glue)
-        free(e.results)
-        e.results = NULL
-        e.batches = NULL
-        e.glue = NULL
+        e.nbatches = 0                     # the references moved into ``batches``
+        _entry_free(e)                     # the glue too: the send queue no longer points into it
         return r
 
     cdef str oldest_text_c(self):
