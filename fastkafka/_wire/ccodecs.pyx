@@ -9,7 +9,7 @@ the Python codecs of :mod:`fastkafka._wire.compression`, with the GIL, as before
 variable ``FASTKAFKA_C_CODECS`` (read once, at import) names the codecs to try, comma-separated
 (``"lz4,zstd"``; empty: none), for diagnosis and tests; unset, all four are tried.
 
->>> sorted(available()) == sorted(c for c in ("gzip", "snappy", "lz4", "zstd") if in_c(c))
+>>> set(available()) >= {c for c in ("gzip", "snappy", "lz4", "zstd") if in_c(c)}
 True
 """
 import os
@@ -21,6 +21,7 @@ cdef extern from "ccodecs_impl.h":
     int fk_codecs_load(const char *only)
     int fk_codec_in_c(int code) nogil
     const char *fk_codec_library(int code)
+    int fk_codec_use(int code, int on)
     Py_ssize_t fk_codec_compress(int code, int level, const char *src, size_t n,
                                  const char **out) nogil
     void fk_codec_counters(int code, uint64_t *calls, uint64_t *bytes_in, uint64_t *bytes_out,
@@ -71,8 +72,20 @@ def in_c(codec) -> bool:
     return bool(codec_in_c(_code(codec)))
 
 
+def use_c(codec, bint on=True) -> bool:
+    """use_c(codec, on=True) -> whether ``codec`` is now compressed in C: turn its C library on or
+    off for the batch builders made from now on (a builder made before keeps its choice). Only a
+    library that was loaded can be turned on. For diagnosis (and the tests of the Python path);
+    ``FASTKAFKA_C_CODECS`` does the same before import, without loading the library."""
+    cdef int code = _code(codec)
+    if code == 0:
+        return True
+    return bool(fk_codec_use(code, on))
+
+
 def available() -> dict:
-    """available() -> {codec name: library file} for the codecs compressed in C here."""
+    """available() -> {codec name: library file} for the codecs whose C library was loaded
+    (turned off or not: see in_c)."""
     cdef int k
     cdef const char *lib
     out = {}

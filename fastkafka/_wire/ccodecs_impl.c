@@ -93,6 +93,7 @@ static const unsigned char xerial_header[FK_XERIAL_HEADER] = {
 
 /* ---- loading ----------------------------------------------------------------------------------- */
 static int loaded_once;
+static int loaded[FK_NCODECS];
 static int in_c[FK_NCODECS];
 static const char *library[FK_NCODECS];
 
@@ -215,17 +216,26 @@ int fk_codecs_load(const char *only) {
         in_c[3] = load_lz4();
     if (wanted(only, "zstd"))
         in_c[4] = load_zstd();
-    for (k = 1; k < FK_NCODECS; k++)
+    for (k = 1; k < FK_NCODECS; k++) {
+        loaded[k] = in_c[k];
         total += in_c[k];
+    }
     return total;
 }
 
+int fk_codec_use(int code, int on) {
+    if (code <= 0 || code >= FK_NCODECS)
+        return 0;
+    __atomic_store_n(&in_c[code], on && loaded[code], __ATOMIC_RELAXED);
+    return in_c[code];
+}
+
 int fk_codec_in_c(int code) {
-    return code > 0 && code < FK_NCODECS && in_c[code];
+    return code > 0 && code < FK_NCODECS && __atomic_load_n(&in_c[code], __ATOMIC_RELAXED);
 }
 
 const char *fk_codec_library(int code) {
-    return (code > 0 && code < FK_NCODECS && in_c[code]) ? library[code] : NULL;
+    return (code > 0 && code < FK_NCODECS && loaded[code]) ? library[code] : NULL;
 }
 
 void fk_codec_counters(int code, uint64_t *calls, uint64_t *bytes_in, uint64_t *bytes_out,

@@ -28,6 +28,11 @@ int fk_codecs_load(const char *only);
 /* 1 when ``code`` (1-4) is compressed here, else 0. Any thread. */
 int fk_codec_in_c(int code);
 
+/* Use (``on`` 1) or stop using (0) the C library of ``code`` for compressions from now on (a
+ * builder decides when it is made); only a loaded library can be used. Returns fk_codec_in_c. With
+ * the GIL held. */
+int fk_codec_use(int code, int on);
+
 /* The file name of the library loaded for ``code``, or NULL. */
 const char *fk_codec_library(int code);
 

@@ -319,14 +319,56 @@ def test_gil_free_skip_transactional(acc):
     finish(a, [b for _, b in got])
 
 
-def test_gil_free_skip_compressed_left_open(acc):
-    a = acc(compression=1)
-    add(a)
+def test_gil_free_skip_compressed_without_its_c_library_left_open(acc):
+    from fastkafka._wire import ccodecs
+    assert ccodecs.use_c("gzip", False) is False
+    try:
+        a = acc(compression=1)
+        add(a)                  # the builder is made here, without gzip in C
+    finally:
+        ccodecs.use_c("gzip", True)
     with_leaders(a)
     d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX
     [b] = a.queued("t", 0)
     assert not b.builder.is_closed and not b.builder.is_stamped and b.drained_ms == -1
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_gil_free_compresses_in_c_and_stamps(acc, codec, idempotent):
+    from fastkafka._wire import compression
+    a = acc(compression=codec, batch_size=4096)
+    if idempotent:
+        idem = IdempotenceState(a)
+        idem.set_producer_id(4000, 3)
+    values = {}
+    for p in (0, 1):
+        values[p] = [b"value %d of %d " % (i, p) * 6 for i in range(30)]
+        for v in values[p]:
+            add(a, partition=p, value=v)
+    with_leaders(a)
+    before = compression.counters()
+    d, got = drain_gil_free(a)
+    assert d <= LINGER
+    assert sorted(b.partition for _, b in got) == [0, 1]
+    after = compression.counters()
+    name = compression.CODEC_NAMES[codec]
+    assert after["c"][name]["calls"] >= before["c"][name]["calls"] + 2
+    assert after["python"][name] == before["python"][name]
+    for _, b in got:
+        assert b.builder.is_closed and b.builder.is_stamped and b.drained_ms == LINGER
+        data = bytes(b.builder.buffer())
+        batch = decode_batch(data)                  # the CRC checks out
+        assert batch.compression_type == codec
+        assert len(data) < sum(len(v) for v in values[b.partition])     # compressed
+        assert [r.value for r in batch.records] == values[b.partition]
+        if idempotent:
+            assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (4000, 3, 0)
+            assert a.is_muted("t", b.partition)     # the first batch of the epoch: awaiting its ack
+        else:
+            assert batch.producer_id == -1 and batch.base_sequence == -1
+    finish(a, [b for _, b in got])
 
 
 def test_gil_free_skip_unknown_leader_other_node_or_no_room(acc):
