@@ -706,7 +706,8 @@ cdef class BatchBuilder:
         A codec whose C library is loaded (``fastkafka._wire.ccodecs``) is applied in C, the GIL
         released for sections of 16 KiB or more, and its output goes after the header in the
         buffer (grown like below when it did not compress; ``builder_close_c`` is the same close
-        without the GIL). Otherwise the Python codec of ``compression`` runs, and a compressed section no larger than the records it replaces is kept as the compressor
+        without the GIL). Otherwise the Python codec of ``compression`` runs, and a compressed
+        section no larger than the records it replaces is kept as the compressor
         returned it, apart from the builder's buffer (no copy back): the batch goes out as two
         pieces, the 61-byte header in the buffer and that payload (``buffers()``). Its memory is
         counted: a pooled builder keeps it only when its buffer pool reserves its size at once,
