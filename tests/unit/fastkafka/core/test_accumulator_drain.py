@@ -475,3 +475,21 @@ def test_gil_free_drain_concurrent_with_appends(acc):
         values += [r.value for r in decode_batch(b.builder.buffer()).records]
     assert sorted(values) == sorted([b"v" * 100] * 2 + [b"%06d" % i for i in range(n)])
     finish(a, taken)
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4])
+def test_gil_free_records_that_did_not_compress_and_do_not_fit_go_uncompressed(acc, codec):
+    # one random record filling its 4 KiB pooled buffer to 6 bytes short of the end: the codec's
+    # framing makes it larger, the GIL-free drain cannot ask the pool for more, so the batch goes
+    # out uncompressed (codec 0), the record intact
+    import os
+    a = acc(compression=codec, batch_size=4096)
+    value = os.urandom(4020)                     # 61 + 9 + 4020 = 4090 bytes
+    add(a, value=value)
+    with_leaders(a)
+    _, got = drain_gil_free(a)
+    [(_, b)] = got
+    batch = decode_batch(b.builder.buffer())
+    assert batch.compression_type == 0 and len(bytes(b.builder.buffer())) == 4090
+    assert [r.value for r in batch.records] == [value]
+    finish(a, [b])
