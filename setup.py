@@ -40,6 +40,14 @@ ONLY = [s for s in os.environ.get("FASTKAFKA_EXT", "").split(",") if s]
 # Extra C sources compiled into a given extension (dotted name -> list of paths).
 EXTRA_SOURCES = {
     "fastkafka._wire.crc32c": ["fastkafka/_wire/crc32c_impl.c"],
+    # the codecs' C libraries are opened with dlopen at import, never linked (docs/internals.md)
+    "fastkafka._wire.ccodecs": ["fastkafka/_wire/ccodecs_impl.c"],
+}
+
+# Libraries linked into a given extension beyond libc: libdl for dlopen (part of libc itself from
+# glibc 2.34 on, where -ldl links nothing more).
+EXTRA_LIBRARIES = {
+    "fastkafka._wire.ccodecs": ["dl"],
 }
 
 CYTHON_DIRECTIVES = {
@@ -66,6 +74,7 @@ def extensions() -> list:
                 name,
                 [rel.as_posix()] + EXTRA_SOURCES.get(name, []),
                 include_dirs=["fastkafka/_wire", "fastkafka/protocol", "fastkafka/_net", "fastkafka/_producer"],
+                libraries=EXTRA_LIBRARIES.get(name, []),
                 extra_compile_args=cflags + ["-Wno-unused-function"],
             )
         )

@@ -57,6 +57,10 @@ MEASUREMENTS = {
     "fk_batch_list":       ("fastkafka", "send_batch(list), 100k chunks, default", False),
     "fk_batch_arrow":      ("fastkafka", "send_batch(pyarrow binary), 100k chunks, default", False),
     "fk_send_txn":         ("fastkafka", "send() loop, a committed transaction per 100k records", False),
+    "fk_send_gzip":        ("fastkafka", "send() loop, default, compression_type=gzip", False),
+    "fk_send_snappy":      ("fastkafka", "send() loop, default, compression_type=snappy", False),
+    "fk_send_lz4":         ("fastkafka", "send() loop, default, compression_type=lz4", False),
+    "fk_send_zstd":        ("fastkafka", "send() loop, default, compression_type=zstd", False),
     "fk_batch_txn":        ("fastkafka", "send_batch(list), 100k chunks, a committed transaction per chunk", False),
     "ck_all":              ("confluent-kafka", "produce() loop, acks=all, idempotent", False),
     "ck_1":                ("confluent-kafka", "produce() loop, acks=1", False),
@@ -179,10 +183,12 @@ def run_raw(bootstrap: str, topic: str, values: list, partitions: int) -> dict:
     return {"seconds": elapsed, "delivered": delivered, "errors": errors, "batches": len(frames)}
 
 
-def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, acks) -> dict:
+def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, acks, codec=None) -> dict:
     from fastkafka import Producer
 
     cfg = {"bootstrap_servers": bootstrap, "linger_ms": LINGER_MS}
+    if codec is not None:
+        cfg["compression_type"] = codec
     if acks is not None:
         cfg["acks"] = acks
     txn = mode.endswith("_txn")
@@ -447,6 +453,8 @@ def child(name: str, bootstrap: str, topic: str, records: int, size: int, partit
         r = run_fastkafka(bootstrap, topic, values, "batch_list", None)
     elif name == "fk_batch_arrow":
         r = run_fastkafka(bootstrap, topic, values, "batch_arrow", None)
+    elif name in ("fk_send_gzip", "fk_send_snappy", "fk_send_lz4", "fk_send_zstd"):
+        r = run_fastkafka(bootstrap, topic, values, "send", None, codec=name[len("fk_send_"):])
     elif name == "fk_send_txn":
         r = run_fastkafka(bootstrap, topic, values, "send_txn", None)
     elif name == "fk_batch_txn":

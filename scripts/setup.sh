@@ -35,6 +35,19 @@ if ! command -v stunnel4 >/dev/null 2>&1 && ! command -v stunnel >/dev/null 2>&1
     exit 1
   fi
 fi
+# The codecs' C libraries: batches are compressed in C without the GIL when they are on the machine
+# (opened at run time; a missing one means that codec is compressed in Python). The tests expect all four.
+missing_codecs=""
+for pair in libz.so.1:zlib1g libsnappy.so.1:libsnappy1v5 liblz4.so.1:liblz4-1 libzstd.so.1:libzstd1; do
+  if ! ldconfig -p 2>/dev/null | grep -q "${pair%%:*}"; then missing_codecs="$missing_codecs ${pair#*:}"; fi
+done
+if [ -n "$missing_codecs" ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -q && apt-get install -y -q $missing_codecs
+  else
+    echo "without$missing_codecs those codecs are compressed in Python (Debian/Ubuntu: apt-get install$missing_codecs)" >&2
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -45,6 +45,11 @@ MOCK_FIXTURES = {"mock_cluster"}
 
 
 def pytest_configure(config):
+    # zstd's C path is off by default (fastkafka._wire.ccodecs: the system library was slower on
+    # incompressible records); the suite turns it on so that it is tested like the other codecs.
+    # The default itself is tested in a child process (tests/unit/fastkafka/wire/test_ccodecs.py).
+    from fastkafka._wire import ccodecs
+    ccodecs.use_c("zstd", True)
     config.addinivalue_line("markers", "broker: needs a real broker started by the fixtures")
     config.addinivalue_line("markers", "mock: uses librdkafka's mock cluster")
     config.addinivalue_line("markers", "faultbroker: uses the in-process fault-injecting test broker")

@@ -275,7 +275,8 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
 # added to the transaction) that have not reached delivery_timeout_ms. Each is popped (the queue's
 # owned reference MOVES into ``out``), marked drained (take_head_c: drained_ms, full, muted when
 # ``ordered``). ``nogil_only`` (the GIL-free turn): only what nogil_sendable_c allows, and each is
-# closed (builder_close_plain_c) and stamped (stamp_for_send_c, muting as it says) here; otherwise
+# closed (builder_close_plain_c; a compressed one by builder_close_c once the lock is let go, then
+# stamped under it again) and stamped (stamp_for_send_c, muting as it says) here; otherwise
 # (the GIL turn) the caller closes and stamps. ``out`` gets them grouped by node in ``nodes``
 # order, at most ``out_cap``. Returns how many were written. Anything skipped is left as it was.
 # thread: io · lock: takes acc · gil: no

@@ -47,7 +47,8 @@ from fastkafka._net.mutex cimport (pthread_mutex_init, pthread_mutex_destroy, pt
 
 from fastkafka._wire.records cimport (BatchBuilder, BuilderCore, EncodedHeaders, record_size_c,
                                       headers_encoded_size, get_view, BATCH_HEADER_SIZE,
-                                      pooled_builder, builder_close_plain_c, builder_stamp_c)
+                                      pooled_builder, builder_close_c, builder_close_plain_c,
+                                      builder_stamp_c)
 from fastkafka._producer.batch cimport (ProducerBatch, FutureRecordMetadata, BatchFuture, BatchListener,
                                     BatchState, done_acquire, done_release, init_batch,
                                     resolve_batch, record_owners, new_future, count_batch_record,

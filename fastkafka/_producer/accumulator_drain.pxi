@@ -110,14 +110,15 @@ cdef inline bint _idem_steady(AccState *st) noexcept nogil:
 # thread: io · lock: acc held · gil: no
 cdef inline bint nogil_sendable_c(AccState *st, BatchState *h) noexcept nogil:
     """The one rule for what may go without the GIL: a batch on its first attempt, never stamped
-    nor closed, of an uncompressed builder with its buffer, from an accumulator whose idempotence
-    state (if any) is steady (a producer id, no epoch bump pending). Retries, split pieces and
-    compression take the GIL turn; a transactional producer's batches go without the GIL once their
+    nor closed, of a builder with its buffer whose codec needs no Python (none, or one compressed
+    in C: ``BuilderCore.c_codec``), from an accumulator whose idempotence state (if any) is steady
+    (a producer id, no epoch bump pending). Retries, split pieces and codecs without their C
+    library take the GIL turn; a transactional producer's batches go without the GIL once their
     partition is in the transaction (queue_drainable_c), which only the GIL turn can do."""
     cdef BuilderCore *bc = h.bc
     return (_idem_steady(st) and h.attempts == 0 and not h.in_retry
-            and h.base_sequence < 0 and bc != NULL and not bc.closed and bc.compression == 0
-            and bc.buf != NULL)
+            and h.base_sequence < 0 and bc != NULL and not bc.closed
+            and (bc.compression == 0 or bc.c_codec) and bc.buf != NULL)
 
 
 # thread: io · lock: acc held · gil: no
@@ -221,10 +222,11 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
 cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                         int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
                         DrainedBatch *out, Py_ssize_t out_cap) noexcept nogil:
-    cdef Py_ssize_t count = 0, k, taken
+    cdef Py_ssize_t count = 0, k, taken, i
+    cdef Py_ssize_t deferred = 0       # compressed batches taken, closed and stamped after the lock
     cdef int32_t node
     cdef int64_t size, bsize
-    cdef bint always, last
+    cdef bint always, last, took
     cdef QueueState *q
     cdef QueueState *nxt
     cdef QueueState *end
@@ -260,12 +262,20 @@ cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                     bsize = 0 if bc == NULL else (bc.final_len if bc.closed else bc.len)
                     if taken and size + bsize > max_request_size:
                         break
-                    if not nogil_only or builder_close_plain_c(bc) == 0:
+                    took = False
+                    if nogil_only and bc.compression != 0:
+                        # compressed without the lock (below): popped now, so no append reaches it
+                        e = take_head_c(st, q, now_ms)
+                        deferred += 1
+                        took = True
+                    elif not nogil_only or builder_close_plain_c(bc) == 0:
                         e = take_head_c(st, q, now_ms)
                         if nogil_only:
                             if stamp_for_send_c(st, q, e.bs) > 0:
                                 q.muted = True
                             bsize = bc.final_len
+                        took = True
+                    if took:
                         out[count].batch = e.batch
                         out[count].bs = e.bs
                         out[count].qs = q
@@ -278,4 +288,17 @@ cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                 break
             q = nxt
     pthread_mutex_unlock(&st.lock)
+    if deferred:
+        # Compress the batches taken above (in C, without the lock: appends go on meanwhile), then
+        # stamp them under the lock, in the order taken. Nothing else drains or stamps between:
+        # both turns run on the I/O thread, and these batches are in no queue.
+        for i in range(count):
+            if not out[i].bs.bc.closed:
+                builder_close_c(out[i].bs.bc)
+        pthread_mutex_lock(&st.lock)
+        for i in range(count):
+            if not out[i].bs.bc.stamped:
+                if stamp_for_send_c(st, out[i].qs, out[i].bs) > 0:
+                    out[i].qs.muted = True
+        pthread_mutex_unlock(&st.lock)
     return count

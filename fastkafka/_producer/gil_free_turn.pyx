@@ -3,7 +3,8 @@
 and the I/O thread's GIL-free steady-state turn (``gil_free_turn``), which runs inside the
 poller's wait: it reads all-success answers, drains what may go without the GIL (``drain_c`` in its
 GIL-free mode) and sends it, then says how long to wait. Everything the GIL turn must do (retries,
-splits, errors, metadata, connection set-up, TLS and compressed batches) ends the wait.
+splits, errors, metadata, connection set-up, TLS, batches of a codec not compressed in C) ends the
+wait.
 
 How and why: docs/internals.md, "One in-flight ring per connection, one Produce request builder"
 and "The I/O thread and the GIL: the GIL-free turn".

@@ -31,6 +31,7 @@ from fastkafka.errors import (BrokerDataLossError, DeliveryTimeoutError, Invalid
 from fastkafka.errors import (DuplicateSequenceNumberError, InvalidProducerEpochError,
                               OutOfOrderSequenceNumberError, UnknownProducerIdError)
 from fastkafka._producer.accumulator import IdempotenceState
+from fastkafka._wire.compression import in_c as codec_in_c
 from fastkafka.protocol import ApiKey
 
 log = logging.getLogger("fastkafka")
@@ -100,14 +101,14 @@ cdef class Sender:
         # The Produce requests of both turns are built by fastkafka._producer.gil_free_turn
         # (produce_request_c) and sit in the connections' in-flight rings, which are the one record
         # of what is in flight (fail_everything reads them). The GIL-free turn itself also runs
-        # inside the network's wait for the steady state's batches: plaintext, uncompressed,
-        # acknowledged.
+        # inside the network's wait for the steady state's batches: plaintext, acknowledged,
+        # uncompressed or of a codec compressed in C (fastkafka._wire.ccodecs).
         self._gil_free = GilFreeTurn.__new__(GilFreeTurn)
         self._gil_free.init_c(<RecordAccumulator?>accumulator, <NetworkClient?>client, config,
                               self.min_produce_version, &self.in_flight_batches)
         client.produce_handler = self._on_produce_response
         self._gil_free_wait = (config.gil_free_io and self.acks != 0
-                               and config.compression_code == 0)
+                               and codec_in_c(config.compression_code))
         self._other_timeout = 0
         self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
                       "batches_split": 0,
@@ -117,7 +118,7 @@ cdef class Sender:
     @property
     def gil_free_requests(self):
         """Produce requests the GIL-free turn sent (0 where it does not apply: gil_free_io=False,
-        TLS, compression, acks=0, transactions)."""
+        TLS connections, a codec not compressed in C, acks=0)."""
         return self._gil_free.turns_sent if self._gil_free_wait else 0
 
     @property

@@ -13,7 +13,17 @@ code  name    format
 4     zstd    zstd frame (needs Produce v7+)
 ====  ======  =================================================================
 
-All libraries used (zlib, cramjam, lz4) release the GIL while they work.
+Without the GIL. When a producer closes a batch, its records are compressed in C by
+:mod:`fastkafka._wire.ccodecs`, which calls the codecs' own C libraries, opened with ``dlopen`` at
+import: zlib (gzip), libsnappy (snappy, xerial framing written in C), liblz4 (its frame API) and
+libzstd. Those batches need no Python, so a producer with such a codec can send on the I/O
+thread's GIL-free turn (``in_c(code)``, the condition the sender uses). What still needs the GIL:
+a codec whose library is missing or too old on the machine (or left out with the environment
+variable ``FASTKAFKA_C_CODECS``) is compressed by the Python code below (zlib, cramjam, lz4.frame,
+which release the GIL only inside the library call), so its batches take the GIL turn, and so do
+decompression (only tests and a batch split after a refusal) and a library failure (the batch is
+then compressed here). :func:`counters` tells which path compressed what. The formats are the same
+either way; the bytes may differ (library versions), never what they decompress to.
 
 >>> data = b"kafka " * 1000
 >>> decompress(CODECS["snappy"], compress(CODECS["snappy"], data)) == data
@@ -30,6 +40,7 @@ from dataclasses import dataclass
 import cramjam
 import lz4.frame
 
+from fastkafka._wire import ccodecs
 from fastkafka.errors import ConfigError
 
 __all__ = [
@@ -43,6 +54,8 @@ __all__ = [
     "decompress",
     "validate_level",
     "codec_code",
+    "in_c",
+    "counters",
 ]
 
 
@@ -171,12 +184,37 @@ def _snappy_decode(data) -> bytes:
     return b"".join(out)
 
 
+# Compressions done by the Python codecs here, by code (counters()).
+_python_calls = [0] * len(CODEC_SPECS)
+
+
+def in_c(codec) -> bool:
+    """True when batches of ``codec`` (code or name) need no Python to be closed: "none", or a
+    codec compressed in C (:mod:`fastkafka._wire.ccodecs`, its library loaded). Such batches may
+    take the I/O thread's GIL-free turn.
+
+    >>> in_c("none")
+    True
+    """
+    return ccodecs.in_c(codec_code(codec))
+
+
+def counters() -> dict:
+    """counters() -> ``{"c": {codec: {"calls", "bytes_in", "bytes_out", "failures"}},
+    "python": {codec: calls}, "libraries": {codec: library file}}``: which path compressed how
+    much since the process started (C without the GIL, or the Python codecs here)."""
+    return {"c": ccodecs.counters(),
+            "python": {s.name: _python_calls[s.code] for s in CODEC_SPECS if s.code},
+            "libraries": ccodecs.available()}
+
+
 def compress_buffer(codec, data, level=None):
     """Like :func:`compress` but may return any buffer-protocol object (saves a copy)."""
     code = codec_code(codec)
     level = validate_level(code, level)
     if code == 0:
         return data
+    _python_calls[code] += 1
     if code == 1:
         c = zlib.compressobj(level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()

@@ -105,13 +105,23 @@ cdef struct BuilderCore:
     # valid while it is kept), else NULL / 0.
     const char *payload
     Py_ssize_t payload_len
+    int level                     # the codec's level (compression.validate_level), 0 without one
+    bint c_codec                  # the codec needs no Python (none, or compressed in C: ccodecs)
 
 
 # Close an uncompressed builder (codec 0, with its buffer): 0, also when it is closed already; -1
-# with nothing changed when it cannot here (a codec is set and it is not closed yet: compressing
-# needs the GIL; or no buffer). What BatchBuilder.close() does for codec 0.
+# with nothing changed when it cannot here (a codec is set and it is not closed yet; or no buffer).
+# What BatchBuilder.close() does for codec 0.
 # thread: any · lock: none · gil: any
 cdef int builder_close_plain_c(BuilderCore *c) noexcept nogil
+
+# Close a builder with its buffer whose codec needs no Python (c.c_codec: none, or compressed in C
+# by ccodecs): 0, also when closed already; -1 with nothing changed when it cannot here (its codec
+# needs the Python codecs, or no buffer). The compressed records go after the header in the
+# buffer; when they do not fit there (records that did not compress) or the library fails, the
+# batch is closed uncompressed (codec 0: the same records, no larger on the wire).
+# thread: any · lock: none · gil: any
+cdef int builder_close_c(BuilderCore *c) noexcept nogil
 
 # Write the header and the CRC-32C of a closed builder with its buffer (the CRC over the header
 # after its field, then the records in buf or the payload apart): 0, or -1 with nothing written

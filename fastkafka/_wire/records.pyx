@@ -24,6 +24,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy
 
+from fastkafka._wire.ccodecs cimport codec_compress_c, codec_in_c
 from fastkafka._wire.crc32c cimport fk_crc32c
 from fastkafka._wire.varint cimport write_uvarint, zigzag64, size_uvarint
 
@@ -54,6 +55,7 @@ cdef enum:
     _MAX_INITIAL_CAPACITY = 1 << 20   # grow past this only when records need it
     _NOGIL_COPY = 1 << 18             # memcpy of at least this many bytes drops the GIL
     _NOGIL_CRC = 1 << 20              # so does the CRC of a batch of at least this size
+    _NOGIL_COMPRESS = 1 << 14         # and compressing (in C) records of at least this size
 
 
 include "records_buffers.pxi"

@@ -71,9 +71,16 @@ cdef BatchBuilder pooled_builder(BufferSource source, char *buf, Py_ssize_t cap,
     _live_bufs += 1
     _live_buf_bytes += cap
     b.c.batch_size = batch_size
+    _set_codec(b, codec, level)
+    return b
+
+
+cdef inline void _set_codec(BatchBuilder b, int codec, object level) noexcept:
+    # codec and level (checked by compression.validate_level) in the builder and its core
     b.c.compression = codec
     b._level = level
-    return b
+    b.c.level = 0 if level is None else <int>level
+    b.c.c_codec = codec_in_c(codec) != 0
 
 
 cdef void _drop_payload(BatchBuilder b, bint give_back) noexcept:

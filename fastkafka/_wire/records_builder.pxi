@@ -26,6 +26,40 @@ cdef int builder_close_plain_c(BuilderCore *c) noexcept nogil:
 
 
 # thread: any · lock: none · gil: any
+cdef inline Py_ssize_t _compress_records_c(BuilderCore *c, const char **out) noexcept nogil:
+    # the records section compressed in C into this thread's scratch buffer (ccodecs): its length
+    # and out[0], or -1
+    return codec_compress_c(c.compression, c.level, c.buf + BATCH_HEADER_SIZE,
+                            c.len - BATCH_HEADER_SIZE, out)
+
+
+# thread: any · lock: none · gil: any
+cdef inline void _close_with_c(BuilderCore *c, const char *out, Py_ssize_t clen) noexcept nogil:
+    # close with the compressed section ``out`` (clen < 0: none) when it fits after the header;
+    # else uncompressed (codec 0), the records as they are
+    if clen >= 0 and BATCH_HEADER_SIZE + clen <= c.cap:
+        memcpy(c.buf + BATCH_HEADER_SIZE, out, <size_t>clen)
+        c.final_len = BATCH_HEADER_SIZE + clen
+    else:
+        c.compression = 0
+        c.final_len = c.len
+    c.closed = True
+
+
+# thread: any · lock: none · gil: any
+cdef int builder_close_c(BuilderCore *c) noexcept nogil:
+    cdef const char *out = NULL
+    if c.closed:
+        return 0
+    if c.buf == NULL or not (c.compression == 0 or c.c_codec):
+        return -1
+    if c.compression == 0:
+        return builder_close_plain_c(c)
+    _close_with_c(c, out, _compress_records_c(c, &out))
+    return 0
+
+
+# thread: any · lock: none · gil: any
 cdef int builder_stamp_c(BuilderCore *c, int64_t producer_id, int16_t producer_epoch,
                          int32_t base_sequence, bint transactional) noexcept nogil:
     cdef char *b = c.buf
@@ -114,8 +148,8 @@ cdef class BatchBuilder:
         cap = batch_size
         if cap <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self.c.compression = _codec_code(compression_type)
-        self._level = _validate_level(self.c.compression, compression_level)
+        code = _codec_code(compression_type)
+        _set_codec(self, code, _validate_level(code, compression_level))
         self.c.batch_size = cap
         if cap > _MAX_INITIAL_CAPACITY:
             cap = _MAX_INITIAL_CAPACITY
@@ -311,7 +345,11 @@ cdef class BatchBuilder:
     cpdef close(self):
         """Finish the records section: compress it if a codec is set. Idempotent.
 
-        A compressed section no larger than the records it replaces is kept as the compressor
+        A codec whose C library is loaded (``fastkafka._wire.ccodecs``) is applied in C, the GIL
+        released for sections of 16 KiB or more, and its output goes after the header in the
+        buffer (grown like below when it did not compress; ``builder_close_c`` is the same close
+        without the GIL). Otherwise the Python codec of ``compression`` runs, and a compressed
+        section no larger than the records it replaces is kept as the compressor
         returned it, apart from the builder's buffer (no copy back): the batch goes out as two
         pieces, the 61-byte header in the buffer and that payload (``buffers()``). Its memory is
         counted: a pooled builder keeps it only when its buffer pool reserves its size at once,
@@ -324,14 +362,35 @@ cdef class BatchBuilder:
         """
         cdef object section, out
         cdef Py_ssize_t clen
+        cdef const char *cout = NULL
         cdef int kept = 0
         if self.c.closed:
             return
+        if self.c.buf == NULL:
+            raise RuntimeError("this batch's buffer was handed over to the batches split from it")
         if self.c.compression == 0:
-            if builder_close_plain_c(&self.c) != 0:
-                raise RuntimeError(
-                    "this batch's buffer was handed over to the batches split from it")
+            builder_close_plain_c(&self.c)
             return
+        if self.c.c_codec:
+            # in C (ccodecs), into this thread's scratch buffer; the GIL let go for all but small
+            # sections (a hand-over costs more than compressing those)
+            if self.c.len - BATCH_HEADER_SIZE >= _NOGIL_COMPRESS:
+                with nogil:
+                    clen = _compress_records_c(&self.c, &cout)
+            else:
+                clen = _compress_records_c(&self.c, &cout)
+            if clen >= 0:
+                if BATCH_HEADER_SIZE + clen > self.c.cap:
+                    # did not compress and does not fit: the buffer grows by bytes the pool has
+                    # free at once (as below); without them the records go out uncompressed
+                    try:
+                        if not self._grow(BATCH_HEADER_SIZE + clen):
+                            clen = -1
+                    except MemoryError:
+                        clen = -1
+                _close_with_c(&self.c, cout, clen)
+                return
+            # the library failed: the Python codec below (the scratch buffer is not used again)
         self.c.closed = True
         section = PyMemoryView_FromMemory(self.c.buf + BATCH_HEADER_SIZE,
                                           self.c.len - BATCH_HEADER_SIZE, PyBUF_READ)

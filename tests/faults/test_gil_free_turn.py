@@ -81,12 +81,24 @@ def test_steady_state_requests_go_out_without_the_gil_exactly_once(fb, make_prod
         assert offsets == sorted(offsets)
 
 
+@pytest.fixture
+def python_gzip():
+    """gzip by the Python codec (its C library turned off meanwhile, as where it is missing)."""
+    from fastkafka._wire import ccodecs
+    was = ccodecs.in_c("gzip")
+    ccodecs.use_c("gzip", False)
+    yield
+    ccodecs.use_c("gzip", was)
+
+
 @pytest.mark.parametrize("settings", [
     dict(gil_free_io=False),
     dict(compression_type="gzip"),
     dict(acks=1, enable_idempotence=False, max_in_flight_requests_per_connection=1),
-], ids=["off", "compressed", "not-idempotent"])
-def test_where_the_gil_free_turn_applies_and_where_not(fb, make_producer, settings):
+], ids=["off", "compressed-in-python", "not-idempotent"])
+def test_where_the_gil_free_turn_applies_and_where_not(fb, make_producer, settings, request):
+    if "compression_type" in settings:
+        request.getfixturevalue("python_gzip")
     fb.create_topic("t", 2)
     p = make_producer(fb, **settings)
     warm_up(p, "t", 2)
@@ -98,6 +110,24 @@ def test_where_the_gil_free_turn_applies_and_where_not(fb, make_producer, settin
         assert gil_free(p) == 0
     else:
         assert gil_free(p) > 0      # acks=1 without idempotence: still the GIL-free turn's
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_codec_compressed_in_c_takes_the_gil_free_turn(fb, make_producer, codec):
+    from fastkafka._wire import compression
+    assert compression.in_c(codec)
+    fb.create_topic("t", 2)
+    p = make_producer(fb, compression_type=codec)
+    warm_up(p, "t", 2)
+    before = compression.counters()
+    futs = send_in_waves(p, "t", 10, 20)
+    for _, f in futs:
+        f.get(10)
+    assert fb.cluster.record_count("t") == len(futs) + 2
+    after = compression.counters()
+    assert after["c"][codec]["calls"] > before["c"][codec]["calls"]
+    assert after["python"][codec] == before["python"][codec]
+    assert gil_free(p) > 0
 
 
 def test_acks_zero_never_takes_the_gil_free_turn(fb, make_producer):

@@ -1,10 +1,23 @@
 """A batch that cannot be closed (its compressor raises) fails, with that error, through the sender
 (the one owner of batch outcomes); the partition goes on with the next batch."""
 
-from fastkafka._wire import records
+import pytest
+
+from fastkafka._wire import ccodecs, records
 
 
-def test_compressor_failure_fails_that_batch_and_the_partition_goes_on(fb, make_producer, monkeypatch):
+@pytest.fixture
+def python_gzip():
+    """gzip by the Python codec (its C library turned off meanwhile): the one whose failure can be
+    injected."""
+    was = ccodecs.in_c("gzip")
+    ccodecs.use_c("gzip", False)
+    yield
+    ccodecs.use_c("gzip", was)
+
+
+def test_compressor_failure_fails_that_batch_and_the_partition_goes_on(fb, make_producer, monkeypatch,
+                                                                       python_gzip):
     fb.create_topic("t", 1)
     p = make_producer(fb, compression_type="gzip", linger_ms=0)
     p.send("t", b"before").get(10)

@@ -14,6 +14,7 @@ import pytest
 
 from brokers import read_back, unique_name
 from fastkafka import Producer
+from fastkafka._wire import compression
 from fastkafka.errors import (InvalidRecordError, KafkaError, ProducerClosedError, RecordTooLargeError,
                               UnknownPartitionError, error_class_for_code)
 
@@ -119,6 +120,7 @@ def test_codec_acks_roundtrip(request, kind, codec, acks):
     broker = _broker(request, kind)
     topic = _topic(broker)
     recs = make_records(240, seed=hash((codec, str(acks))) & 0xFFFF)
+    before = compression.counters()
     with Producer(bootstrap_servers=broker.bootstrap, compression_type=codec, acks=acks,
                   linger_ms=2, batch_size=16 * 1024) as p:
         assert p.config.enable_idempotence is (acks == "all")
@@ -129,6 +131,12 @@ def test_codec_acks_roundtrip(request, kind, codec, acks):
         assert m["records_sent"] == len(recs) and m["errors"] == 0
         if acks != "all":
             assert m["producer_id"] == -1           # no InitProducerId without idempotence
+    if codec != "none":
+        # every batch was compressed in C (the libraries are on the test machine), none by Python
+        after = compression.counters()
+        assert compression.in_c(codec), compression.counters()["libraries"]
+        assert after["c"][codec]["calls"] - before["c"][codec]["calls"] >= m["batches_sent"] > 0
+        assert after["python"][codec] == before["python"][codec]
     for r, md in zip(recs, mds):
         assert md.timestamp == r["timestamp_ms"]
         if acks == 0:
@@ -136,6 +144,30 @@ def test_codec_acks_roundtrip(request, kind, codec, acks):
         else:
             assert md.offset >= 0
     verify(broker.bootstrap, topic, recs, mds, check_offsets=acks != 0)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_codecs_in_c_on_the_gil_free_turn(kafka_broker, codec):
+    """On Apache Kafka, a producer whose codec is compressed in C sends on the GIL-free turn; what it
+    sent reads back with CRCs checked."""
+    topic = _topic(kafka_broker)
+    recs = make_records(600, seed=31)
+    before = compression.counters()
+    with Producer(bootstrap_servers=kafka_broker.bootstrap, compression_type=codec, linger_ms=2,
+                  batch_size=16 * 1024) as p:
+        futs = []
+        for k in range(0, len(recs), 100):            # in waves: linger deadlines on the I/O thread
+            futs += send_all(p, topic, recs[k:k + 100])
+            time.sleep(0.02)
+        assert p.flush(30) == 0
+        mds = [f.get(10) for f in futs]
+        m = p.metrics()
+        assert m["errors"] == 0
+    after = compression.counters()
+    assert after["c"][codec]["calls"] - before["c"][codec]["calls"] >= m["batches_sent"] > 0
+    assert after["python"][codec] == before["python"][codec]
+    verify(kafka_broker.bootstrap, topic, recs, mds, check_offsets=True)
+    assert m["gil_free_requests"] > 0
 
 
 def test_idempotent_default_exactly_once(broker):

@@ -38,15 +38,20 @@ def _pyx_modules() -> set[str]:
 
 
 # ------------------------------------------------------------------------------------ sdist
+# The project's own C sources (everything else ending in .c is Cython's output).
+C_SOURCES = {"fastkafka/_wire/crc32c_impl.c", "fastkafka/_wire/ccodecs_impl.c"}
+
+
 def test_sdist_has_the_build_sources_and_no_generated_files(dist):
     names = set(sdist_names(dist.get_sdist()))
     needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "MANIFEST.in",
-              "fastkafka/_wire/crc32c_impl.c", "fastkafka/_wire/crc32c_impl.h", "fastkafka/py.typed"}
+              "fastkafka/_wire/crc32c_impl.h", "fastkafka/_wire/ccodecs_impl.h",
+              "fastkafka/py.typed"} | C_SOURCES
     needed |= _sources("*.py", "*.pyx", "*.pxd", "*.pxi", "*.pyi", "*.h", "*.xml")
     assert needed - names == set(), "missing from the sdist"
     assert {"fastkafka/_producer/sendpath.pyx", "fastkafka/_net/mutex.pxd"} <= names
     generated = sorted(n for n in names if n.endswith((".so", ".o", ".pyc", ".pyd", ".html"))
-                       or (n.endswith(".c") and n != "fastkafka/_wire/crc32c_impl.c"))
+                       or (n.endswith(".c") and n not in C_SOURCES))
     assert generated == [], "generated files in the sdist"
     assert not any(n.startswith(("tests/", "bench/", "build/", "dist/", ".venv/", "docs/")) for n in names)
 

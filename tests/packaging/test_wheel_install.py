@@ -104,6 +104,11 @@ for codec in job["codecs"]:
             m = f.get(timeout=60)
             sent.append({"i": r["i"], "partition": m.partition, "offset": m.offset, "topic": m.topic})
 
+# Which path compressed the batches: the codecs' C libraries (opened at run time by the installed
+# fastkafka._wire.ccodecs) or the Python codecs.
+from fastkafka._wire import compression as _compression
+codec_paths = _compression.counters()
+
 # Which TLS data path this CPython gets: the compiled one reads the SSL* out of the interpreter's
 # private _ssl object (fastkafka._net.transport), checked field by field; else the ssl module's own
 # calls (a fallback that works everywhere, slower).
@@ -114,7 +119,7 @@ tls_path = "openssl_direct" if TlsPipe.attach(probe) is not None else "ssl_modul
 
 print(json.dumps({"tls_path": tls_path, "fastkafka": fastkafka.__file__, "version": fastkafka.__version__,
                   "dist_version": md.version(job["dist"]), "dists": names, "compiled": compiled,
-                  "spark": spark, "sent": sent, "python": sys.version}))
+                  "spark": spark, "sent": sent, "python": sys.version, "codec_paths": codec_paths}))
 '''
 
 def bare_env(venv: Path) -> dict:
@@ -206,6 +211,12 @@ def test_installed_wheel_round_trip(version, installed, kafka_broker):
     # the compiled TLS path attaches on every claimed CPython (docs/security.md says so)
     assert got["tls_path"] == "openssl_direct", got["tls_path"]
     assert len(got["sent"]) == len(recs)
+    # the wheel links none of the codecs' libraries, and finds them on this machine at run time:
+    # every compressed batch went through C
+    paths = got["codec_paths"]
+    for codec in CODECS:
+        if codec != "none":
+            assert paths["c"][codec]["calls"] > 0 and paths["python"][codec] == 0, (codec, paths)
 
     # read back with confluent-kafka, here; compare every record where the producer said it landed
     back = read_back(kafka_broker.bootstrap, topic, PARTITIONS, len(recs), timeout=60)

@@ -507,7 +507,21 @@ def test_abort_undrained_returns_the_queued_batches_and_completes_none():
     assert acc.buffer_pool.available_memory == acc.buffer_pool.total - inflight.reserved
 
 
-def test_a_batch_that_cannot_be_closed_goes_to_take_failed(monkeypatch):
+@pytest.fixture
+def python_codecs():
+    """The Python codecs of fastkafka._wire.compression for the builders made in the test (their C
+    libraries turned off meanwhile): a codec that raises."""
+    from fastkafka._wire import ccodecs
+    names = ("gzip", "snappy", "lz4", "zstd")
+    was = {c: ccodecs.in_c(c) for c in names}
+    for c in names:
+        ccodecs.use_c(c, False)
+    yield
+    for c, on in was.items():
+        ccodecs.use_c(c, on)
+
+
+def test_a_batch_that_cannot_be_closed_goes_to_take_failed(monkeypatch, python_codecs):
     from fastkafka._wire import records
 
     def broken(*_a):

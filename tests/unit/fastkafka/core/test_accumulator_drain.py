@@ -318,14 +318,56 @@ def test_gil_free_takes_a_transactional_batch_only_once_its_partition_is_in_the_
     finish(a, [b for _, b in got])
 
 
-def test_gil_free_skip_compressed_left_open(acc):
-    a = acc(compression=1)
-    add(a)
+def test_gil_free_skip_compressed_without_its_c_library_left_open(acc):
+    from fastkafka._wire import ccodecs
+    assert ccodecs.use_c("gzip", False) is False
+    try:
+        a = acc(compression=1)
+        add(a)                  # the builder is made here, without gzip in C
+    finally:
+        ccodecs.use_c("gzip", True)
     with_leaders(a)
     d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX
     [b] = a.queued("t", 0)
     assert not b.builder.is_closed and not b.builder.is_stamped and b.drained_ms == -1
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_gil_free_compresses_in_c_and_stamps(acc, codec, idempotent):
+    from fastkafka._wire import compression
+    a = acc(compression=codec, batch_size=4096)
+    if idempotent:
+        idem = IdempotenceState(a)
+        idem.set_producer_id(4000, 3)
+    values = {}
+    for p in (0, 1):
+        values[p] = [b"value %d of %d " % (i, p) * 6 for i in range(30)]
+        for v in values[p]:
+            add(a, partition=p, value=v)
+    with_leaders(a)
+    before = compression.counters()
+    d, got = drain_gil_free(a)
+    assert d <= LINGER
+    assert sorted(b.partition for _, b in got) == [0, 1]
+    after = compression.counters()
+    name = compression.CODEC_NAMES[codec]
+    assert after["c"][name]["calls"] >= before["c"][name]["calls"] + 2
+    assert after["python"][name] == before["python"][name]
+    for _, b in got:
+        assert b.builder.is_closed and b.builder.is_stamped and b.drained_ms == LINGER
+        data = bytes(b.builder.buffer())
+        batch = decode_batch(data)                  # the CRC checks out
+        assert batch.compression_type == codec
+        assert len(data) < sum(len(v) for v in values[b.partition])     # compressed
+        assert [r.value for r in batch.records] == values[b.partition]
+        if idempotent:
+            assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (4000, 3, 0)
+            assert a.is_muted("t", b.partition)     # the first batch of the epoch: awaiting its ack
+        else:
+            assert batch.producer_id == -1 and batch.base_sequence == -1
+    finish(a, [b for _, b in got])
 
 
 def test_gil_free_skip_unknown_leader_other_node_or_no_room(acc):
@@ -432,3 +474,21 @@ def test_gil_free_drain_concurrent_with_appends(acc):
         values += [r.value for r in decode_batch(b.builder.buffer()).records]
     assert sorted(values) == sorted([b"v" * 100] * 2 + [b"%06d" % i for i in range(n)])
     finish(a, taken)
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4])
+def test_gil_free_records_that_did_not_compress_and_do_not_fit_go_uncompressed(acc, codec):
+    # one random record filling its 4 KiB pooled buffer to 6 bytes short of the end: the codec's
+    # framing makes it larger, the GIL-free drain cannot ask the pool for more, so the batch goes
+    # out uncompressed (codec 0), the record intact
+    import os
+    a = acc(compression=codec, batch_size=4096)
+    value = os.urandom(4020)                     # 61 + 9 + 4020 = 4090 bytes
+    add(a, value=value)
+    with_leaders(a)
+    _, got = drain_gil_free(a)
+    [(_, b)] = got
+    batch = decode_batch(b.builder.buffer())
+    assert batch.compression_type == 0 and len(bytes(b.builder.buffer())) == 4090
+    assert [r.value for r in batch.records] == [value]
+    finish(a, [b])

@@ -1,4 +1,4 @@
-"""A compressed batch goes out as two pieces: the 61-byte header in the builder's buffer and the
+"""With the Python codecs (a codec whose C library is missing), a compressed batch goes out as two pieces: the 61-byte header in the builder's buffer and the
 compressor's output as it came (never copied back). The CRC covers both; the Produce encoder sends
 both by reference; splitting and re-stamping read the payload piece; its memory is the pool's."""
 from __future__ import annotations
@@ -20,6 +20,20 @@ import reference_records as ref
 HEADER = 61
 TS0 = 1_700_000_000_000
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+@pytest.fixture(autouse=True)
+def python_codecs():
+    """The Python codecs of fastkafka._wire.compression for the builders made in the test (their C
+    libraries turned off meanwhile): a payload kept apart is what the Python codecs return (the C codecs write after the header, tests/unit/fastkafka/wire/test_ccodecs.py)."""
+    from fastkafka._wire import ccodecs
+    names = ("gzip", "snappy", "lz4", "zstd")
+    was = {c: ccodecs.in_c(c) for c in names}
+    for c in names:
+        ccodecs.use_c(c, False)
+    yield
+    for c, on in was.items():
+        ccodecs.use_c(c, on)
 
 
 def make_records(n=200):
