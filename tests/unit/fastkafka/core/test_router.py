@@ -182,6 +182,15 @@ def test_send_batch_without_keys_is_sticky_and_spreads_batches_over_available_pa
     assert r.sticky_asked == [("t", [0, 2, 3, 5])]
 
 
+def test_send_batch_null_partitions_without_keys_take_the_sticky_partition():
+    for partitioner, keys in (("murmur2", None), ("random", [b"a", b"b", b"c"])):
+        r = make({"t": 6}, partitioner=partitioner, unavailable={0, 5})
+        parts, _, _ = r._route_batch("t", [None, 2, None], keys, 3)
+        sticky = r.sticky.current("t")
+        assert sticky in (1, 2, 3, 4) and list(parts) == [sticky, 2, sticky]
+        assert r.sticky_asked == [("t", [1, 2, 3, 4])]
+
+
 # ---- a user partitioner ---------------------------------------------------------------------------
 
 def test_a_partitioner_callable_gets_key_count_and_available_partitions():
