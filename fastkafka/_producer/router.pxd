@@ -75,44 +75,41 @@ cdef class Router:
     cpdef int64_t _now_ms(self) except? -1
 
     cdef TopicRoute _refresh_c(self, object topic, object partition, int64_t *max_block)
+    cdef int32_t _topic_slow_c(self, object topic, int64_t partition, object partition_obj,
+                               int64_t *max_block) except -1
     cdef int32_t _call_partitioner_c(self, object topic, object key, TopicRoute info) except -2
     cdef object _record_partitions(self, object topic, object partition, object keys,
                                    Py_ssize_t n_records, TopicRoute info)
     cdef object _default_partitions(self, object topic, object keys, Py_ssize_t n_records,
                                     TopicRoute info, bint concrete)
 
-    # The topic's entry, fresh for the current metadata and holding ``partition`` (an explicit one,
-    # or -1); ``max_block`` gets what is left of max_block_ms after any wait.
-    cdef inline TopicRoute topic_c(self, object topic, int64_t partition, object partition_obj,
-                                   int64_t *max_block):
-        cdef TopicRoute info
-        if topic is self._last_topic:
-            info = self._last_info
-        else:
-            info = self._topics.get(topic)
-        if info is None or info.version != self._meta_version.value or partition >= info.partitions:
-            info = self._refresh_c(topic, partition_obj, max_block)
-        else:
+    # The topic's partition count, its entry fresh for the current metadata and holding
+    # ``partition`` (an explicit one, or -1) and left in ``_last_topic``/``_last_info``;
+    # ``max_block`` gets what is left of max_block_ms after any wait. The same topic as the last
+    # record's, still fresh: no reference taken, nothing stored.
+    cdef inline int32_t topic_c(self, object topic, int64_t partition, object partition_obj,
+                                int64_t *max_block) except -1:
+        if (topic is self._last_topic and self._last_info.version == self._meta_version.value
+                and partition < self._last_info.partitions):
             max_block[0] = self._max_block_ms
-        self._last_topic = topic
-        self._last_info = info
-        return info
+            return self._last_info.partitions
+        return self._topic_slow_c(topic, partition, partition_obj, max_block)
 
     # The partition of one record (send / produce): explicit, murmur2 of the key at ``kp`` (``kl``
     # bytes, -1 null), -1 (sticky), or the user partitioner's answer. Checks before any wait.
     cdef inline int32_t route_c(self, object topic, object partition, object key, const char *kp,
                                 Py_ssize_t kl, int64_t *max_block) except -2:
         cdef int64_t p = -1
-        cdef TopicRoute info
+        cdef int32_t n
         if partition is not None:
             p = explicit_partition(topic, partition)
-        info = self.topic_c(topic, p, partition, max_block)
+        n = self.topic_c(topic, p, partition, max_block)
         if p >= 0:
-            if p >= info.partitions:
-                refuse_partition(NO_SUCH_PARTITION, topic, partition, info.partitions, -1)
+            if p >= n:
+                refuse_partition(NO_SUCH_PARTITION, topic, partition, n, -1)
             return <int32_t>p
         if self._part_kind == PART_MURMUR2:
-            return -1 if kl < 0 else java_partition_c(kp, kl, info.partitions)
+            return -1 if kl < 0 else java_partition_c(kp, kl, n)
         if self._part_kind == PART_RANDOM:
             return -1
-        return self._call_partitioner_c(topic, key, info)
+        return self._call_partitioner_c(topic, key, self._last_info)

@@ -101,6 +101,10 @@ cdef object _partition_column(object partition):
     return list(it)
 
 
+# What Router._last_topic holds when no topic's entry is in _last_info.
+cdef object _NO_TOPIC = object()
+
+
 @cython.final
 cdef class TopicRoute:
     """One topic's entry in the router's cache (fields in router.pxd)."""
@@ -124,7 +128,7 @@ cdef class Router:
             self._part_kind = PART_CALLABLE
         self._max_block_ms = max_block_ms
         self._topics = {}
-        self._last_topic = None
+        self._last_topic = _NO_TOPIC        # no record yet: topic_c's fast path matches nothing
         self._last_info = None
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -156,10 +160,26 @@ cdef class Router:
         self._topics[topic] = info
         return info
 
+    cdef int32_t _topic_slow_c(self, object topic, int64_t partition, object partition_obj,
+                               int64_t *max_block) except -1:
+        """topic_c past its fast path: another topic than the last record's (a dict lookup), or
+        its entry stale or short of ``partition`` (a refresh, which may wait)."""
+        cdef TopicRoute info = self._topics.get(topic)
+        if info is None or info.version != self._meta_version.value or partition >= info.partitions:
+            info = self._refresh_c(topic, partition_obj, max_block)
+        else:
+            max_block[0] = self._max_block_ms
+        # _last_topic matches no topic while the pair changes (dropping the old topic may run code)
+        self._last_topic = _NO_TOPIC
+        self._last_info = info
+        self._last_topic = topic
+        return info.partitions
+
     cdef int32_t _call_partitioner_c(self, object topic, object key, TopicRoute info) except -2:
-        cdef object result = self._partitioner(key, info.partitions, info.available)
-        if isinstance(result, bool) or not isinstance(result, int) or not 0 <= result < info.partitions:
-            refuse_partition(BAD_PARTITIONER, topic, result, info.partitions, -1)
+        cdef int32_t n = info.partitions          # ``info`` may be replaced while the callable runs
+        cdef object result = self._partitioner(key, n, info.available)
+        if isinstance(result, bool) or not isinstance(result, int) or not 0 <= result < n:
+            refuse_partition(BAD_PARTITIONER, topic, result, n, -1)
         return <int32_t>result
 
     def _route_batch(self, topic, partition, keys, Py_ssize_t n_records):
@@ -180,7 +200,8 @@ cdef class Router:
                                      "got bool")
         elif partition is not None:
             p = explicit_partition(topic, partition)
-        info = self.topic_c(topic, p, partition if p >= 0 else None, &max_block)
+        self.topic_c(topic, p, partition if p >= 0 else None, &max_block)
+        info = self._last_info
         if per_record:
             parts = self._record_partitions(topic, partition, keys, n_records, info)
         elif p >= 0:
