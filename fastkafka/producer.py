@@ -10,10 +10,8 @@ nothing.
 
 from __future__ import annotations
 
-import array
 import copy
 import logging
-import operator
 import os
 import threading
 import weakref
@@ -22,15 +20,14 @@ from typing import Any, Sequence
 
 from fastkafka._producer.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
 from fastkafka._producer.bufferpool import BufferPool
-from fastkafka._producer.partitioner import partitions_for_keys
 from fastkafka._net.ioloop import handover_count, yield_to_io
 from fastkafka._net.cells import monotonic_ms
-from fastkafka._producer.sendpath import (MAX_PARTITION, REQUEST_OVERHEAD, ProducerCore, check_column,
-                                          validate_headers, validate_timestamp)
+from fastkafka._producer.router import IO_THREAD, unknown_partition
+from fastkafka._producer.sendpath import REQUEST_OVERHEAD, ProducerCore, validate_headers, validate_timestamp
 from fastkafka._net.cluster import Metadata, topic_error
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError,
-                              KafkaTimeoutError, ProducerClosedError, RecordTooLargeError, UnknownPartitionError)
+                              KafkaTimeoutError, ProducerClosedError, RecordTooLargeError)
 from fastkafka.errors import MalformedRecordError
 from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey
@@ -94,7 +91,8 @@ class Producer(ProducerCore):
                                      required_apis=(ApiKey.METADATA, ApiKey.PRODUCE))
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
-        # send()/produce() are compiled (fastkafka/_producer/sendpath.pyx); they use this state.
+        # send()/produce() are compiled (fastkafka/_producer/sendpath.pyx) and place records with
+        # the router (fastkafka/_producer/router.pyx), as send_batch does; they use this state.
         self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
         self._close_lock = threading.Lock()
@@ -121,7 +119,9 @@ class Producer(ProducerCore):
 
     # -- metadata --------------------------------------------------------------------------
     def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: int):
-        """The cluster view once ``topic`` (and ``partition``) is known; bounded by max_wait_ms."""
+        """The cluster view once ``topic`` is known and, when ``partition`` is past its partitions
+        as known, after one metadata update (the router then refuses a partition still past them);
+        bounded by max_wait_ms."""
         cluster = self._metadata.cluster
         n = cluster.partition_count(topic)
         if n > 0 and (partition is None or partition < n):
@@ -158,12 +158,7 @@ class Producer(ProducerCore):
                 exc.connection_errors = self._metadata.connection_errors()
                 raise exc from None
             cluster = self._metadata.cluster
-            n = cluster.partition_count(topic)
-            if n > 0:
-                if partition is not None and partition >= n:
-                    raise UnknownPartitionError(
-                        f"partition {partition} of topic {topic!r} does not exist "
-                        f"(the topic has {n} partitions)")
+            if cluster.partition_count(topic) > 0:
                 return cluster
             err = topic_error(cluster, topic)
             if err is not None and not err.retriable:
@@ -174,11 +169,7 @@ class Producer(ProducerCore):
         the one that fetches it. The update is requested, so a later send may find it."""
         self._metadata.request_update()
         if n > 0:
-            return UnknownPartitionError(
-                f"partition {partition} of topic {topic!r} does not exist (the topic has {n} "
-                f"partitions as far as the producer knows; new metadata was requested, but this "
-                f"call was made on the producer's I/O thread, e.g. in a delivery callback, which "
-                f"does not wait for it)")
+            return unknown_partition(IO_THREAD, topic, partition, n)
         return KafkaTimeoutError(
             f"metadata for topic {topic!r} is not known yet and this call was made on the "
             f"producer's I/O thread (e.g. in a delivery callback): it does not wait there "
@@ -197,23 +188,6 @@ class Producer(ProducerCore):
         if self._closed or self._txn_blocked:
             raise self._closed_error()
 
-    @staticmethod
-    def _check_partition(topic: str, partition, n: int) -> int:
-        if isinstance(partition, bool) or not isinstance(partition, int):
-            raise InvalidRecordError(f"partition must be an int or None, got {type(partition).__name__}")
-        if not 0 <= partition < n:
-            raise UnknownPartitionError(
-                f"partition {partition} of topic {topic!r} does not exist (the topic has {n} partitions)")
-        return partition
-
-    def _call_partitioner(self, topic: str, key, info: tuple) -> int:
-        n = info[1]
-        result = self._partitioner(key, n, info[2])
-        if isinstance(result, bool) or not isinstance(result, int) or not 0 <= result < n:
-            raise UnknownPartitionError(
-                f"partitioner returned {result!r} for topic {topic!r} with {n} partitions")
-        return result
-
     def _too_large(self, size: int) -> RecordTooLargeError:
         return RecordTooLargeError(
             f"record of {size} bytes (serialized, with batch overhead) is larger than "
@@ -221,8 +195,9 @@ class Producer(ProducerCore):
             f"({self.config.buffer_memory})")
 
     def _topic_info(self, topic: str, partition: int | None, max_wait_ms: int) -> tuple:
-        """(metadata version, partition count, available partitions) of ``topic``, cached per
-        metadata version; waits for metadata (bounded by ``max_wait_ms``) when it is missing."""
+        """(metadata version, partition count, available partitions) of ``topic``; waits for
+        metadata (bounded by ``max_wait_ms``) when it is missing. The router's hook
+        (fastkafka/_producer/router.pxd): it caches the answer per metadata version."""
         version = self._metadata.version  # read first: an update racing with us only makes it older
         thread = getattr(self._sender, "_thread", None)
         # The I/O thread's allocations never wait (BufferPool); compared only when memory is short.
@@ -265,99 +240,15 @@ class Producer(ProducerCore):
                     f"(bytes-like or None) per value, or keys=None")
         timestamp_ms = validate_timestamp(timestamp_ms)
         validate_headers(headers)
-        per_record = partition is not None and not isinstance(partition, int)
-        if per_record:
-            partition = _partition_column(partition)
-        elif isinstance(partition, bool):
-            raise InvalidRecordError("partition must be None, an int, or one int/None per record, "
-                                     "got bool")
-        elif partition is not None and not 0 <= partition <= MAX_PARTITION:
-            raise UnknownPartitionError(  # no topic has it: no metadata wait
-                f"partition {partition} of topic {topic!r} cannot exist: Kafka numbers partitions "
-                f"0 to {MAX_PARTITION}")
-        start = monotonic_ms()
-        _, n, available = self._topic_info(topic, None if per_record else partition, self._max_block_ms)
-        if per_record:
-            parts: Any = self._record_partitions(topic, partition, keys, n_records, n, available)
-        elif partition is not None:
-            parts = self._check_partition(topic, partition, n)
-        else:
-            parts = self._default_partitions(topic, keys, n_records, n, available)
+        # the router (fastkafka/_producer/router.pyx), as for send(): the metadata wait, the checks
+        # and the partition of every record
+        parts, available, remaining = self._route_batch(topic, partition, keys, n_records)
         fut = BatchFuture(n_records)
-        now = monotonic_ms()
-        remaining = max(self._max_block_ms - (now - start), 0)
-        self._acc.append_batch(topic, parts, values, keys, headers, timestamp_ms, fut, now, remaining,
-                               available, self._max_record_size - REQUEST_OVERHEAD)
+        self._acc.append_batch(topic, parts, values, keys, headers, timestamp_ms, fut, monotonic_ms(),
+                               remaining, available, self._max_record_size - REQUEST_OVERHEAD)
         self._sender.wakeup()
         yield_to_io()   # as send(): an I/O thread waiting for the GIL gets it now
         return fut
-
-    def _record_partitions(self, topic: str, partition, keys, n_records: int, n: int,
-                           available: list):
-        """One int32 partition per record from a per-record ``partition`` sequence or Arrow array:
-        nulls are partitioned like ``partition=None`` records (murmur2 of the key, else sticky);
-        a value outside the topic raises UnknownPartitionError naming the first bad index."""
-        if len(partition) != n_records:
-            raise MalformedRecordError(
-                f"partition has {len(partition)} entries but values has {n_records}: expected one "
-                f"partition (int or None) per value")
-        if type(partition).__module__.startswith("pyarrow"):
-            import pyarrow as pa
-            import pyarrow.compute as pc
-            if isinstance(partition, pa.ChunkedArray):
-                partition = partition.combine_chunks()
-            if not pa.types.is_integer(partition.type):
-                raise InvalidRecordError(f"partition must be an integer array, got {partition.type}")
-            if partition.null_count:
-                fill = self._default_partitions(topic, keys, n_records, n, available, concrete=True)
-                partition = pc.if_else(pc.is_valid(partition), partition.cast(pa.int64()),
-                                       pa.array(fill, pa.int64()))
-            bad = pc.or_(pc.less(partition, 0), pc.greater_equal(partition, n))
-            if pc.any(bad).as_py():
-                i = pc.index(bad, True).as_py()
-                raise UnknownPartitionError(
-                    f"partition[{i}] = {partition[i].as_py()} of topic {topic!r} does not exist "
-                    f"(the topic has {n} partitions)")
-            return partition.cast(pa.int32())
-        parts = list(partition)
-        if any(p is None for p in parts):
-            fill = self._default_partitions(topic, keys, n_records, n, available, concrete=True)
-            parts = [fill[i] if p is None else p for i, p in enumerate(parts)]
-        for i, p in enumerate(parts):
-            if type(p) is not int:
-                try:
-                    if isinstance(p, bool):
-                        raise TypeError
-                    parts[i] = p = operator.index(p)  # numpy integers, ...
-                except TypeError:
-                    raise InvalidRecordError(
-                        f"partition[{i}] must be an int or None, got {type(p).__name__}") from None
-            if not 0 <= p < n:
-                raise UnknownPartitionError(
-                    f"partition[{i}] = {p} of topic {topic!r} does not exist (the topic has {n} partitions)")
-        return array.array("i", parts)
-
-    def _default_partitions(self, topic: str, keys, n_records: int, n: int, available: list,
-                            concrete: bool = False):
-        """What ``partition=None`` picks: murmur2 of each key (null keys: the sticky partition) or
-        the user partitioner's choices. When no record has a key: PARTITION_STICKY (-1), so the
-        accumulator spreads the batches over the sticky partitions; with ``concrete``, the sticky
-        partition for every record instead."""
-        if callable(self._partitioner):
-            key_list = keys if isinstance(keys, list) or keys is None else keys.to_pylist()
-            info = (None, n, available)
-            return [self._call_partitioner(topic, None if key_list is None else key_list[i], info)
-                    for i in range(n_records)]
-        if keys is not None and self._partitioner == "murmur2":
-            try:
-                return partitions_for_keys(keys, n, self._acc.sticky_partition(topic, available))
-            except (TypeError, ValueError, BufferError):
-                if type(keys) is list:
-                    check_column(keys, "keys")  # raises the typed error naming the index
-                raise
-        if concrete:
-            return array.array("i", [self._acc.sticky_partition(topic, available)]) * n_records
-        return -1
 
     # -- flush / close ---------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> int:
@@ -723,22 +614,6 @@ def _column(col, name: str):
         it = iter(col)
     except TypeError:
         raise InvalidRecordError(f"{name} must be {_COLUMN}, got {type(col).__name__}") from None
-    return list(it)
-
-
-def _partition_column(partition):
-    """A per-record ``partition`` of send_batch: a list, a pyarrow array or an array.array as given,
-    any other iterable read once into a list; InvalidRecordError for what is not one."""
-    if type(partition) is list or _is_arrow(partition) or isinstance(partition, array.array):
-        return partition
-    what = ("partition must be None, an int, or one int/None per record (a list or other iterable, "
-            f"or a pyarrow integer array), got {type(partition).__name__}")
-    if isinstance(partition, (float, str, bytes, bytearray, memoryview, Mapping, AbstractSet)):
-        raise InvalidRecordError(what)
-    try:
-        it = iter(partition)
-    except TypeError:
-        raise InvalidRecordError(what) from None
     return list(it)
 
 

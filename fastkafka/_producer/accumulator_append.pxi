@@ -3,6 +3,8 @@
 # Included by accumulator.pyx; the contract is in accumulator.pxd, the explanation in
 # docs/internals.md.
 
+from fastkafka._producer.router cimport CANNOT_EXIST, NONE_AVAILABLE, refuse_partition
+
 # ---------------------------------------------------------------------------------------------
 # The append path: one for send(), produce() and send_batch() (lists and Arrow)
 # ---------------------------------------------------------------------------------------------
@@ -166,20 +168,19 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
                 raise MalformedRecordError(f"headers: {e}") from None
         if isinstance(partitions, int):
             single = partitions
+            # the router (fastkafka/_producer/router.pyx) placed them; what it refuses, refused
+            # here the same way
             if single == PARTITION_STICKY:
                 sticky = True
                 if not available_partitions:
-                    raise UnknownPartitionError(
-                        f"no available partitions given for the sticky partitioning of "
-                        f"topic {topic!r}")
+                    refuse_partition(NONE_AVAILABLE, topic, None, 0, -1)
             elif single < 0:
-                raise UnknownPartitionError(f"invalid partition {single}")
+                refuse_partition(CANNOT_EXIST, topic, single, -1, -1)
         else:
             pp = prepare_int32_column(partitions, n, keep)
             for i in range(n):
                 if pp[i] < 0:
-                    raise UnknownPartitionError(f"partitions[{i}] = {pp[i]} is not a valid "
-                                                f"partition")
+                    refuse_partition(CANNOT_EXIST, topic, pp[i], -1, i)
 
         if max_record_size > 0:
             for i in range(n):

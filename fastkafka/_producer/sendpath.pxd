@@ -9,7 +9,7 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._producer.accumulator cimport RecordAccumulator
-from fastkafka._net.cells cimport VersionCell
+from fastkafka._producer.router cimport Router
 from fastkafka._net.ioloop cimport Poller
 
 
@@ -17,32 +17,26 @@ from fastkafka._net.ioloop cimport Poller
 cdef int64_t check_timestamp(object timestamp_ms) except -1
 
 
-# send()'s cache entry for one topic.
-@cython.final
-cdef class _TopicInfo:
-    cdef int64_t version
-    cdef int32_t partitions
-    cdef list available
-
-
-# Base class of fastkafka.Producer: the state send() touches per record. The Python subclass
-# provides _topic_info, _call_partitioner and _too_large (the rare paths).
-cdef class ProducerCore:
+# Base class of fastkafka.Producer: the state send() touches per record, on top of the router's
+# (fastkafka._producer.router.Router: the topic cache, the partitioner, max_block_ms).
+#   send / produce -> _send: checks -> route_c (router.pxd) -> append_c (accumulator.pxd) -> wake-up
+cdef class ProducerCore(Router):
     cdef RecordAccumulator _acc
-    cdef VersionCell _meta_version        # the metadata's version, bumped on every update
-    cdef object _last_topic               # the topic of the previous send() and its info
-    cdef _TopicInfo _last_info
     cdef Poller _poller                   # the I/O thread's: wake-ups and linger timers
-    cdef object _partitioner              # "murmur2", "random" or a callable
-    cdef int _part_kind
     cdef readonly Py_ssize_t _max_record_size
     cdef public bint _closed
     # A transactional producer outside a transaction: send() raises _closed_error() (the subclass
     # names the transaction state), at the cost of one flag test per record.
     cdef public bint _txn_blocked
-    cdef public int64_t _max_block_ms
-    cdef dict _topics                     # topic -> _TopicInfo
 
-    cdef _TopicInfo _refresh_topic(self, object topic, object partition)
+    # Hooks the compiled front door calls on fastkafka.Producer, which overrides them (rare paths),
+    # besides the router's _topic_info (the metadata wait):
+    # the error a send on a closed (or transaction-blocked) producer raises.
+    cpdef object _closed_error(self)
+    # the RecordTooLargeError for a record of ``size`` bytes with its batch overhead.
+    cpdef object _too_large(self, Py_ssize_t size)
+    # (router.pxd's hook) the accumulator's sticky partition of ``topic``.
+    cpdef int32_t _sticky_partition(self, str topic, list available) except -2
+
     cdef object _send(self, object topic, object value, object key, object partition,
                       object timestamp_ms, object headers, object on_delivery, bint want_future)

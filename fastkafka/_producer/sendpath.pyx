@@ -3,38 +3,32 @@
 
 Per record, everything the Python layer used to do in several frames happens here without leaving C
 on the common path: type checks of key and value (bytes take no buffer request), the wall clock for
-the timestamp and the monotonic clock for ``max_block_ms``, the per-topic cache check, murmur2 or
-sticky partitioning, the size check against ``max_request_size``, the append into the accumulator,
-and the sender wake-up when a batch filled or started.
+the timestamp, the partition (the router, the base class: per-topic cache, murmur2 or sticky;
+fastkafka/_producer/router.pyx), the size check against ``max_request_size``, the append into the
+accumulator, and the sender wake-up when a batch filled or started.
 
-Rare paths call back into the Python subclass: ``_topic_info`` (metadata missing or stale, may
-block), ``_call_partitioner`` (a user partitioner) and ``_too_large`` (the error message).
+Rare paths call back into the Python subclass through the hooks declared in sendpath.pxd and
+router.pxd: ``_topic_info`` (metadata missing or stale, may block), ``_closed_error`` and
+``_too_large`` (the error messages).
 """
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t
-from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME
+from posix.time cimport CLOCK_REALTIME
 
 from fastkafka._producer.accumulator cimport WAKE_GIL, WAKE_NONE, WAKE_NOW, RecordAccumulator
+from fastkafka._net.cells cimport VersionCell
 from fastkafka._net.clock cimport clock_ms
 from fastkafka._net.ioloop cimport Poller, give_way
-from fastkafka._producer.partitioner cimport java_partition_c
+from fastkafka._producer.router cimport Router
 from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
 
 from fastkafka.errors import (InvalidRecordError, MalformedRecordError, ProducerClosedError,
-                              UnknownPartitionError)
+                              RecordTooLargeError)
 
 #: Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
 REQUEST_OVERHEAD = 61 + 256
-
-# The highest partition number Kafka can have (an int32 on the wire).
-MAX_PARTITION = 2147483647
 cdef Py_ssize_t _REQUEST_OVERHEAD = REQUEST_OVERHEAD
-
-cdef enum:
-    PART_MURMUR2 = 0
-    PART_RANDOM = 1
-    PART_CALLABLE = 2
 
 
 cdef int64_t check_timestamp(object timestamp_ms) except -1:
@@ -99,56 +93,35 @@ cdef object _header_error(object headers, object exc):
     return MalformedRecordError(f"headers: {exc}")
 
 
-def check_column(list column, str name):
-    """check_column(column, name): raise what send() raises for the first entry of a list of
-    keys or values that is not bytes-like or None, naming it ``name[index]``; the error path of
-    callers that read the list elsewhere first."""
-    cdef Py_buffer view
-    cdef const char *p
-    cdef Py_ssize_t i, n
-    for i in range(len(column)):
-        x = column[i]
-        if x is None or type(x) is bytes:
-            continue
-        if get_view(x, f"{name}[{i}]", &view, &p, &n):
-            PyBuffer_Release(&view)
-
-
-@cython.final
-cdef class _TopicInfo:
-    """send()'s cache entry for one topic (fields in sendpath.pxd)."""
-
-
-cdef class ProducerCore:
+cdef class ProducerCore(Router):
     """Base class of :class:`fastkafka.Producer` holding the state ``send()`` touches per record.
 
     The subclass calls :meth:`_init_core` once its accumulator, metadata and sender exist, and
-    provides ``_topic_info``, ``_call_partitioner`` and ``_too_large``. Its fields are declared in
-    sendpath.pxd."""
+    provides the hooks ``_topic_info``, ``_closed_error`` and ``_too_large``. Its fields and hooks
+    are declared in sendpath.pxd, the router's (its base class) in router.pxd."""
 
     def __cinit__(self, *args, **kwargs):
         self._closed = True               # until _init_core: a half-built producer is closed
 
     def _init_core(self, RecordAccumulator acc not None, VersionCell metadata_version not None,
                    Poller poller not None, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms):
+        self._init_router(metadata_version, partitioner, max_block_ms)
         self._acc = acc
-        self._meta_version = metadata_version
         self._poller = poller
-        self._partitioner = partitioner
-        if partitioner == "murmur2":
-            self._part_kind = PART_MURMUR2
-        elif partitioner == "random":
-            self._part_kind = PART_RANDOM
-        else:
-            self._part_kind = PART_CALLABLE
         self._max_record_size = max_record_size
-        self._max_block_ms = max_block_ms
-        self._topics = {}
         self._closed = False
 
-    def _closed_error(self):
+    cpdef object _closed_error(self):
         """The error a send on a closed producer raises (a subclass says why it is closed)."""
         return ProducerClosedError("cannot send: the producer is closed")
+
+    cpdef object _too_large(self, Py_ssize_t size):
+        """The error for a record of ``size`` bytes (with batch overhead) over the limit."""
+        return RecordTooLargeError(f"record of {size} bytes is larger than {self._max_record_size}")
+
+    cpdef int32_t _sticky_partition(self, str topic, list available) except -2:
+        """The router's hook: the accumulator's sticky partition of ``topic``."""
+        return self._acc.sticky_partition(topic, available)
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
              on_delivery=None):
@@ -180,21 +153,6 @@ cdef class ProducerCore:
         ``metrics()``."""
         self._send(topic, value, key, partition, timestamp, headers, on_delivery, False)
 
-    cdef _TopicInfo _refresh_topic(self, object topic, object partition):
-        """Metadata of ``topic`` (waiting up to max_block_ms for it) into the cache."""
-        cdef _TopicInfo info = _TopicInfo.__new__(_TopicInfo)
-        version, n, available = self._topic_info(topic, partition, self._max_block_ms)
-        info.version = version
-        info.partitions = n
-        info.available = available
-        self._topics[topic] = info
-        return info
-
-    def _topic_cache(self, topic):
-        """(metadata version, partitions, available partitions) cached for ``topic``, or None."""
-        cdef _TopicInfo info = self._topics.get(topic)
-        return None if info is None else (info.version, info.partitions, info.available)
-
     cdef object _send(self, object topic, object value, object key, object partition,
                       object timestamp_ms, object headers, object on_delivery, bint want_future):
         cdef int w
@@ -203,9 +161,8 @@ cdef class ProducerCore:
         cdef const char *vp = NULL
         cdef Py_ssize_t kl = -1, vl = -1, hsize = 1, size
         cdef int krel = 0, vrel = 0
-        cdef int64_t ts, max_block, start = 0
-        cdef int32_t p, n
-        cdef _TopicInfo info
+        cdef int64_t ts, max_block
+        cdef int32_t p
         cdef object o
         if self._closed or self._txn_blocked:
             raise self._closed_error()
@@ -222,40 +179,7 @@ cdef class ProducerCore:
             vrel = get_view(value, "value", &vview, &vp, &vl)
             try:
                 ts = check_timestamp(timestamp_ms)
-                if partition is not None and (isinstance(partition, bool)
-                                              or not isinstance(partition, int)):
-                    raise InvalidRecordError(
-                        f"partition must be an int or None, got {type(partition).__name__}")
-                if partition is not None and not 0 <= partition <= 2147483647:   # MAX_PARTITION
-                    raise UnknownPartitionError(  # no topic has it: no metadata wait
-                        f"partition {partition} of topic {topic!r} cannot exist: Kafka numbers "
-                        f"partitions 0 to {MAX_PARTITION}")
-                info = self._last_info if topic is self._last_topic else self._topics.get(topic)
-                if (info is None or info.version != self._meta_version.value
-                        or (partition is not None and not 0 <= partition < info.partitions)):
-                    start = clock_ms(CLOCK_MONOTONIC)  # waiting for metadata counts
-                    info = self._refresh_topic(topic, partition)
-                    max_block = self._max_block_ms - (clock_ms(CLOCK_MONOTONIC) - start)
-                    if max_block < 0:
-                        max_block = 0
-                else:
-                    max_block = self._max_block_ms
-                self._last_topic = topic
-                self._last_info = info
-                n = info.partitions
-                if partition is not None:
-                    if not 0 <= partition < n:
-                        raise UnknownPartitionError(
-                            f"partition {partition} of topic {topic!r} does not exist "
-                            f"(the topic has {n} partitions)")
-                    p = <int32_t>partition
-                elif self._part_kind == PART_MURMUR2:
-                    p = -1 if kl < 0 else java_partition_c(kp, kl, n)  # -1: sticky for null keys
-                elif self._part_kind == PART_RANDOM:
-                    p = -1
-                else:
-                    p = <int32_t>self._call_partitioner(
-                        topic, key, (info.version, info.partitions, info.available))
+                p = self.route_c(topic, partition, key, kp, kl, &max_block)  # -1: sticky
                 if headers is not None:
                     hsize = check_headers(headers)
                 size = record_size_c(0, 0, kl, vl, hsize) + _REQUEST_OVERHEAD

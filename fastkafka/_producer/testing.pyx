@@ -11,6 +11,8 @@ objects for the tests to check:
 - :class:`GilFreeProbe`: a GIL-free turn that only counts its calls (``Poller.set_gil_free``);
 - :func:`send_produce`: a Produce request queued and written the way the GIL-free turn does
   (``produce_send_c``);
+- :func:`route`: the router's placement of one record, as ``send()`` asks it
+  (``fastkafka._producer.router``);
 - :func:`encode_segments`, :func:`parse_answer`: the Produce request encoder and answer parser
   of the GIL-free turn (``fastkafka.protocol.produce_codec``), with guard pages and guard entries.
 """
@@ -30,6 +32,7 @@ from posix.unistd cimport _SC_PAGESIZE, sysconf
 from fastkafka._producer.accumulator cimport (DrainedBatch, DrainNode, Readiness, RecordAccumulator, drain_c,
                                           take_drained_batch, scan_c)
 from fastkafka._net.clock cimport monotonic_ms
+from fastkafka._producer.router cimport Router
 from fastkafka._net.connection cimport READY, Connection
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller, epoll_event
@@ -353,3 +356,26 @@ def parse_answer(int version, frame, out_cap=None, bint validate_utf8=False):
         free(out)
         munmap(region, span + page)
         PyBuffer_Release(&view)
+
+
+def route(Router router not None, topic, key=None, partition=None):
+    """route(router, topic, key=None, partition=None) -> (partition, max_block_ms)
+
+    The partition ``send(topic, key=key, partition=partition)`` gives the record (-1: the topic's
+    sticky partition, chosen by the accumulator) through ``Router.route_c``, and what is left of
+    max_block_ms for its append."""
+    cdef Py_buffer view
+    cdef const char *kp = NULL
+    cdef Py_ssize_t kl = -1
+    cdef int64_t max_block = -1
+    cdef int32_t p
+    if key is not None:
+        PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)
+        kp = <const char *>view.buf
+        kl = view.len
+    try:
+        p = router.route_c(topic, partition, key, kp, kl, &max_block)
+    finally:
+        if key is not None:
+            PyBuffer_Release(&view)
+    return p, max_block
