@@ -1,11 +1,12 @@
 # cython: language_level=3
+# path:
+#   send:       send / produce -> route_c -> topic_c -> explicit | murmur2(key) | -1 sticky | partitioner
+#   send_batch: route_batch -> topic_c -> one int | -1 sticky | one int32 per record
+#   refuse:     append_batch -> refuse_partition (what it is given and cannot place)
+#   (topic_c: a cache per metadata version; a miss waits in _topic_info)
+
 # Contract of fastkafka._producer.router: the one router. Which partition a record goes to, for
 # send(), produce() and send_batch() (lists and Arrow), and the one maker of UnknownPartitionError.
-#
-#   send / produce -> route_c -> topic_c (cache per metadata version; a miss: _topic_info waits)
-#                             -> explicit (checked) | murmur2(key) | -1 sticky | user partitioner
-#   send_batch     -> route_batch -> topic_c -> one int | -1 sticky | one int32 per record
-#   append_batch   -> refuse_partition (what it is given and cannot place)
 #
 # -1 means "the topic's sticky partition": the accumulator picks it under its lock and moves it
 # when a batch fills (fastkafka/_producer/accumulator_append.pxi). Rules in docs/internals.md,
