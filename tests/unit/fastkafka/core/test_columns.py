@@ -278,8 +278,8 @@ def test_each_form_of_the_partitions_column_places_every_record(partitions):
     (pa.array([0] * 21, pa.int32())[1:21][0:19], InvalidRecordError, "has 19 elements"),
     ([0] * 19 + [2**31], InvalidRecordError, "int32 values"),
     ([0] * 19 + ["1"], InvalidRecordError, "int32 values"),
-    ([0] * 19 + [-2], UnknownPartitionError, r"partitions\[19\] = -2"),
-    (np.array([0] * 19 + [-1], dtype=np.int32), UnknownPartitionError, r"partitions\[19\] = -1"),
+    ([0] * 19 + [-2], UnknownPartitionError, r"partition\[19\] = -2 of topic .t. cannot exist"),
+    (np.array([0] * 19 + [-1], dtype=np.int32), UnknownPartitionError, r"partition\[19\] = -1 of topic .t. cannot exist"),
     (array.array("i", [0] * 21), InvalidRecordError, "has 21 elements but values has 20"),
 ])
 def test_bad_partitions_columns_are_refused_before_any_record(partitions, error, match):
