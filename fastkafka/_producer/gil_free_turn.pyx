@@ -314,6 +314,17 @@ cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
     return 0
 
 
+cdef bytes _wire_string(object v):
+    """A request string as bytes (UTF-8 for str), None for null."""
+    if v is None:
+        return None
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+cdef inline const char *_chars(bytes b):
+    return NULL if b is None else <const char *>b
+
+
 @cython.final
 @cython.no_gc_clear
 cdef class GilFreeTurn:
@@ -372,22 +383,13 @@ cdef class GilFreeTurn:
         is the sender's count, kept alive by the sender (which owns this object)."""
         self.acc = acc
         self.client = client
-        tid = config.transactional_id
-        self._txn_id = tid.encode() if tid is not None else None
-        if self._txn_id is None:
-            self.x.txn_id = NULL
-            self.x.txn_id_len = -1
-        else:
-            self.x.txn_id = self._txn_id
-            self.x.txn_id_len = len(self._txn_id)
-        cid = client.client_id
-        self._client_id = cid.encode() if isinstance(cid, str) else (bytes(cid) if cid is not None else None)
-        if self._client_id is None:
-            self.x.client_id = NULL
-            self.x.client_id_len = -1
-        else:
-            self.x.client_id = self._client_id
-            self.x.client_id_len = len(self._client_id)
+        # the strings the request header and body carry (the bytes kept alive here; -1: null)
+        self._txn_id = _wire_string(config.transactional_id)
+        self.x.txn_id = _chars(self._txn_id)
+        self.x.txn_id_len = -1 if self._txn_id is None else len(self._txn_id)
+        self._client_id = _wire_string(client.client_id)
+        self.x.client_id = _chars(self._client_id)
+        self.x.client_id_len = -1 if self._client_id is None else len(self._client_id)
         self.x.acc = &acc.st
         self.x.net = &client.st
         self.x.max_in_flight = client.max_in_flight
