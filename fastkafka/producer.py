@@ -144,25 +144,29 @@ class Producer(ProducerCore):
             try:
                 self._metadata.await_update(version, max(remaining, 0), stale)
             except KafkaTimeoutError:
-                err = topic_error(self._metadata.cluster, topic)
-                # Brokers that could not be reached are the usual cause: name each with its last
-                # connection error (refused, name resolution, timeout, ...).
-                unreachable = self._metadata.describe_connection_errors()
-                meta_err = self._metadata.last_error
-                exc = KafkaTimeoutError(
-                    f"topic {topic!r} not present in metadata after {max_wait_ms} ms"
-                    + (f" (broker says: {err})" if err else "")
-                    + (f" (last metadata answer: {meta_err})"
-                       if isinstance(meta_err, InvalidBrokerResponseError) and not err else "")
-                    + (f": {unreachable}" if unreachable else ""))
-                exc.connection_errors = self._metadata.connection_errors()
-                raise exc from None
+                raise self._metadata_timeout(topic, max_wait_ms) from None
             cluster = self._metadata.cluster
             if cluster.partition_count(topic) > 0:
                 return cluster
             err = topic_error(cluster, topic)
             if err is not None and not err.retriable:
                 raise err
+
+    def _metadata_timeout(self, topic: str, max_wait_ms: int) -> KafkaTimeoutError:
+        """The error of a send that waited ``max_wait_ms`` for ``topic``'s metadata in vain."""
+        err = topic_error(self._metadata.cluster, topic)
+        # Brokers that could not be reached are the usual cause: name each with its last
+        # connection error (refused, name resolution, timeout, ...).
+        unreachable = self._metadata.describe_connection_errors()
+        meta_err = self._metadata.last_error
+        exc = KafkaTimeoutError(
+            f"topic {topic!r} not present in metadata after {max_wait_ms} ms"
+            + (f" (broker says: {err})" if err else "")
+            + (f" (last metadata answer: {meta_err})"
+               if isinstance(meta_err, InvalidBrokerResponseError) and not err else "")
+            + (f": {unreachable}" if unreachable else ""))
+        exc.connection_errors = self._metadata.connection_errors()
+        return exc
 
     def _io_thread_metadata_error(self, topic: str, partition, n: int) -> Exception:
         """What a send on the I/O thread raises instead of waiting for metadata: that thread is
@@ -226,6 +230,13 @@ class Producer(ProducerCore):
         record index. On the producer's I/O thread (in a delivery callback) it never waits: see
         :meth:`send`.
         """
+        batch = self._prepare_batch(topic, values, keys, partition, headers, timestamp_ms)
+        fut = BatchFuture(batch.n_records)
+        self._append_prepared(batch, fut)
+        return fut
+
+    def _prepare_batch(self, topic, values, keys, partition, headers, timestamp_ms) -> "_PreparedBatch":
+        """send_batch's checks and placement, nothing appended (shared with fastkafka.aio)."""
         self._check_open()
         if not isinstance(topic, str) or not topic:
             raise (MalformedRecordError if isinstance(topic, str) else InvalidRecordError)(
@@ -243,12 +254,21 @@ class Producer(ProducerCore):
         # the router (fastkafka/_producer/router.pyx), as for send(): the metadata wait, the checks
         # and the partition of every record
         parts, available, remaining = self._route_batch(topic, partition, keys, n_records)
-        fut = BatchFuture(n_records)
-        self._acc.append_batch(topic, parts, values, keys, headers, timestamp_ms, fut, monotonic_ms(),
-                               remaining, available, self._max_record_size - REQUEST_OVERHEAD)
+        return _PreparedBatch(topic, values, keys, parts, available, remaining, headers,
+                              timestamp_ms, n_records)
+
+    def _append_prepared(self, b: "_PreparedBatch", fut: BatchFuture, start: int = 0) -> None:
+        """Append the records of ``b`` from index ``start`` on, counted in ``fut``."""
+        values, keys, parts = b.values, b.keys, b.parts
+        if start:
+            values = values[start:]
+            keys = None if keys is None else keys[start:]
+            parts = parts if isinstance(parts, int) else parts[start:]
+        self._acc.append_batch(b.topic, parts, values, keys, b.headers, b.timestamp_ms, fut,
+                               monotonic_ms(), b.max_block_ms, b.available,
+                               self._max_record_size - REQUEST_OVERHEAD)
         self._sender.wakeup()
         yield_to_io()   # as send(): an I/O thread waiting for the GIL gets it now
-        return fut
 
     # -- flush / close ---------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> int:
@@ -282,26 +302,43 @@ class Producer(ProducerCore):
         application thread closes it. In a process forked after the producer was created, close()
         only marks it closed: its I/O thread does not exist there."""
         self._check_not_io_thread("close")
+        if self._stop_io_thread():
+            self._finish_close(timeout)
+
+    def _stop_io_thread(self) -> bool:
+        """close(), first half: refuse sends and tell the I/O thread to deliver what is queued and
+        stop. False when there is nothing more to do (closed already, or a forked copy)."""
         with self._close_lock:
             if self._close_started:
-                return
+                return False
             self._close_started = True
             self._closed = True
         if self._forked:
-            return
+            return False
         self._acc.close()
         self._sender.running = False
         self._sender.wakeup()
+        return True
+
+    def _finish_close(self, timeout: float | None) -> None:
+        """close(), second half: wait for the I/O thread (see close), then release the rest."""
         if not self._sender.join(timeout):
             self._sender.force_close = True
             self._sender.wakeup()
             if not self._sender.join(None if timeout is None else CLOSE_GRACE_S):
-                log.error("the producer's I/O thread did not stop within %.1f s of close(%s) "
-                          "(a delivery callback that does not return?): failing every record "
-                          "without an outcome", CLOSE_GRACE_S, timeout)
-                self._sender.fail_everything(ProducerClosedError(
-                    f"producer closed (close timeout {timeout} s passed, and the I/O thread did not "
-                    f"stop within {CLOSE_GRACE_S} s more) before these records were delivered"))
+                self._abandon_io_thread(timeout)
+        self._release_after_close()
+
+    def _abandon_io_thread(self, timeout) -> None:
+        """The I/O thread did not stop within the close timeout and the grace after it."""
+        log.error("the producer's I/O thread did not stop within %.1f s of close(%s) "
+                  "(a delivery callback that does not return?): failing every record "
+                  "without an outcome", CLOSE_GRACE_S, timeout)
+        self._sender.fail_everything(ProducerClosedError(
+            f"producer closed (close timeout {timeout} s passed, and the I/O thread did not "
+            f"stop within {CLOSE_GRACE_S} s more) before these records were delivered"))
+
+    def _release_after_close(self) -> None:
         self._metadata.close()
         self._pool.close()
 
@@ -328,6 +365,12 @@ class Producer(ProducerCore):
         ProducerFencedError) and the transaction it left open is aborted. Call once, before the
         first ``begin_transaction()``. Waits up to ``timeout`` seconds (default max_block_ms);
         on KafkaTimeoutError it goes on in the background and may be called again."""
+        txn, result = self._init_transactions_start()
+        self._wait_txn(txn, "init", result, timeout, "init_transactions()")
+
+    # Each transaction call is split into steps that do not wait, shared with fastkafka.aio,
+    # whose coroutines await where these methods block.
+    def _init_transactions_start(self):
         txn = self._txn_manager("init_transactions")
         with txn.lock:
             txn.check_not_fatal()
@@ -338,8 +381,7 @@ class Producer(ProducerCore):
             elif txn.state is not TxnState.INITIALIZING:
                 raise IllegalStateError(f"init_transactions() was already called (transaction state "
                                         f"{txn.state.value})")
-            result = txn.pending_result["init"]
-        self._wait_txn(txn, "init", result, timeout, "init_transactions()")
+            return txn, txn.pending_result["init"]
 
     def _wait_txn(self, txn, key: str, result, timeout, what: str):
         try:
@@ -382,20 +424,25 @@ class Producer(ProducerCore):
         TopicPartition). ``group_metadata``: the group id, a mapping with ``group_id`` (and
         ``generation_id``, ``member_id``, ``group_instance_id`` of a group member), or an object
         with those attributes."""
+        result = self._send_offsets_start(offsets, group_metadata)
+        result.wait(self._timeout(timeout), "send_offsets_to_transaction()")
+
+    def _send_offsets_start(self, offsets, group_metadata):
         by_topic = offsets_by_topic(offsets)
         group = GroupMetadata.of(group_metadata)
         txn = self._txn_manager("send_offsets_to_transaction")
         with txn.lock:
             self._check_open_transaction(txn, "send_offsets_to_transaction()")
-            result = txn.enqueue("add_offsets", ApiKey.ADD_OFFSETS_TO_TXN,
-                                 (TRANSACTION, txn.transactional_id),
-                                 {"group": group, "offsets": by_topic})
-        result.wait(self._timeout(timeout), "send_offsets_to_transaction()")
+            return txn.enqueue("add_offsets", ApiKey.ADD_OFFSETS_TO_TXN,
+                               (TRANSACTION, txn.transactional_id),
+                               {"group": group, "offsets": by_topic})
 
     def _flush_transaction(self, txn, what: str, timeout) -> None:
         """Deliver every record of the transaction (COMMITTING blocks new sends); raise if one
         failed (the transaction must be aborted) or if records are left after ``timeout``."""
-        left = self.flush(self._timeout(timeout))
+        self._check_transaction_flushed(txn, what, timeout, self.flush(self._timeout(timeout)))
+
+    def _check_transaction_flushed(self, txn, what: str, timeout, left: int) -> None:
         if left:
             raise KafkaTimeoutError(
                 f"{what}: {left} record(s) of the transaction not yet delivered after "
@@ -412,25 +459,37 @@ class Producer(ProducerCore):
         become visible to read_committed consumers. Raises TransactionAbortableError (call
         ``abort_transaction()``) when a record failed, the fatal error when the producer was
         fenced, KafkaTimeoutError when ``timeout`` passed first (call it again to keep waiting)."""
+        txn, result = self._commit_start()
+        if result is None:
+            self._flush_transaction(txn, "commit_transaction()", timeout)
+            result = self._commit_enqueue(txn)
+        self._wait_txn(txn, "commit", result, timeout, "commit_transaction()")
+
+    def _commit_start(self):
+        """(txn, the commit's result when already sent, else None: flush, then _commit_enqueue)."""
         txn = self._txn_manager("commit_transaction")
         with txn.lock:
             self._check_open_transaction(txn, "commit_transaction()", (
                 TxnState.IN_TRANSACTION, TxnState.COMMITTING, TxnState.PREPARED))
             txn._set_state(TxnState.COMMITTING)
+            return txn, txn.pending_result.get("commit")
+
+    def _commit_enqueue(self, txn):
+        with txn.lock:
             result = txn.pending_result.get("commit")
-        if result is None:
-            self._flush_transaction(txn, "commit_transaction()", timeout)
-            with txn.lock:
-                result = txn.pending_result.get("commit")
-                if result is None:
-                    result = txn.pending_result["commit"] = txn.enqueue(
-                        "end", ApiKey.END_TXN, (TRANSACTION, txn.transactional_id), {"committed": True})
-        self._wait_txn(txn, "commit", result, timeout, "commit_transaction()")
+            if result is None:
+                result = txn.pending_result["commit"] = txn.enqueue(
+                    "end", ApiKey.END_TXN, (TRANSACTION, txn.transactional_id), {"committed": True})
+            return result
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: records not yet sent fail with TransactionAbortedError, records
         already written are never visible to read_committed consumers. The producer is then
         ready for ``begin_transaction()``."""
+        txn, result = self._abort_start()
+        self._wait_txn(txn, "abort", result, timeout, "abort_transaction()")
+
+    def _abort_start(self):
         txn = self._txn_manager("abort_transaction")
         with txn.lock:
             txn.check_not_fatal()
@@ -446,7 +505,7 @@ class Producer(ProducerCore):
                 txn._set_state(TxnState.ABORTING)
                 result = txn.pending_result["abort"] = txn.enqueue(
                     "end", ApiKey.END_TXN, (TRANSACTION, txn.transactional_id), {"committed": False})
-        self._wait_txn(txn, "abort", result, timeout, "abort_transaction()")
+            return txn, result
 
     def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
         """First phase of a two-phase commit: deliver every record of the transaction and leave
@@ -456,12 +515,19 @@ class Producer(ProducerCore):
         offsets: there is nothing to commit). This producer then only commits, aborts or closes
         (close() leaves a prepared transaction open). The broker aborts a prepared transaction
         that is not finished within ``transaction_timeout_ms``."""
+        txn = self._prepare_start()
+        self._flush_transaction(txn, "prepare_transaction()", timeout)
+        return self._prepare_finish(txn)
+
+    def _prepare_start(self):
         txn = self._txn_manager("prepare_transaction")
         with txn.lock:
             self._check_open_transaction(txn, "prepare_transaction()",
                                          (TxnState.IN_TRANSACTION, TxnState.COMMITTING))
             txn._set_state(TxnState.COMMITTING)
-        self._flush_transaction(txn, "prepare_transaction()", timeout)
+        return txn
+
+    def _prepare_finish(self, txn) -> PreparedTransaction | None:
         idem = self._sender.idem
         with txn.lock:
             if not txn.started:
@@ -584,6 +650,19 @@ class Producer(ProducerCore):
             m.update(self._sender.txn.stats)
             m["txn_state"] = self._sender.txn.state.value
         return m
+
+
+class _PreparedBatch:
+    """A send_batch call checked and placed by the router, not yet appended."""
+
+    __slots__ = ("topic", "values", "keys", "parts", "available", "max_block_ms", "headers",
+                 "timestamp_ms", "n_records")
+
+    def __init__(self, topic, values, keys, parts, available, max_block_ms, headers, timestamp_ms,
+                 n_records):
+        self.topic, self.values, self.keys, self.parts = topic, values, keys, parts
+        self.available, self.max_block_ms, self.headers = available, max_block_ms, headers
+        self.timestamp_ms, self.n_records = timestamp_ms, n_records
 
 
 _COLUMN = ("a list (or another iterable) of bytes-like/None, or a pyarrow binary/large_binary/string/"

@@ -8,6 +8,7 @@ user threads read a consistent view without a lock. ``Metadata`` carries the ver
 from __future__ import annotations
 
 import copy
+import logging
 import socket
 import threading
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from fastkafka._net.cells import DueCell, VersionCell
 from fastkafka._net.cells import monotonic_ms as now_ms
 from fastkafka._net.backoff import Backoff
 from fastkafka.errors import InvalidBrokerResponseError, KafkaTimeoutError, error_for_code
+
+log = logging.getLogger("fastkafka")
 
 INVALID_BROKER_RESPONSE = InvalidBrokerResponseError.code
 
@@ -244,6 +247,9 @@ class Metadata:
         self._connections: dict[tuple[str, int], object] = {}
         self._cond = threading.Condition()
         self._closed = False
+        # One-shot callables run after the next update, fatal error or close (fastkafka.aio awaits
+        # metadata with them instead of blocking in await_update).
+        self._listeners: list = []
         # When the next refresh is due, readable from C (the network client's every turn).
         self.refresh_due = DueCell()
         self._set_due()
@@ -292,6 +298,25 @@ class Metadata:
                                             + (f" (last error: {self.last_error})" if self.last_error else ""))
                 self._cond.wait(remaining)
 
+    def add_listener(self, fn, after: int = -1) -> None:
+        """Call ``fn()`` once, on the I/O thread, after the next metadata update, fatal connection
+        error or close: what ``await_update`` wakes for, for callers that cannot block. At once
+        when closed already, or when the version is past ``after`` (an update came since)."""
+        with self._cond:
+            if not self._closed and not 0 <= after < self.version:
+                self._listeners.append(fn)
+                return
+        fn()
+
+    def _run_listeners(self) -> None:
+        with self._cond:
+            listeners, self._listeners = self._listeners, []
+        for fn in listeners:
+            try:
+                fn()
+            except Exception:
+                log.exception("metadata listener %r raised", fn)
+
     # -- sender side -----------------------------------------------------------------------
     def time_to_next_update(self, now_ms: int) -> int:
         """Milliseconds until an update is due (0 = now), honouring the refresh backoff."""
@@ -331,6 +356,8 @@ class Metadata:
                 self._refresh_gap_ms = self.refresh_backoff_ms
             self._set_due()
             self._cond.notify_all()
+        if self._listeners:
+            self._run_listeners()
 
     def rebootstrap(self) -> None:
         """Forget the brokers known from metadata and ask the bootstrap addresses again (every
@@ -354,6 +381,7 @@ class Metadata:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        self._run_listeners()
 
     # -- connection outcomes (sender thread writes, user threads read for error messages) ----
     def connection_attempt(self, host: str, port: int) -> None:
@@ -377,6 +405,8 @@ class Metadata:
             self.fatal_error = error
             self.last_error = error
             self._cond.notify_all()
+        if self._listeners:
+            self._run_listeners()
 
     def connection_errors(self) -> dict[str, str]:
         """``{"host:port": last connection error}`` of every address tried whose last attempt did not

@@ -687,6 +687,13 @@ cdef class RecordAccumulator:
     def flush_in_progress(self):
         return self.st.flushes > 0
 
+    def incomplete_batches(self):
+        """incomplete_batches() -> list of the batches not completed now (what a flush awaits)."""
+        self._acquire()
+        snapshot = list(self._incomplete)
+        self._release()
+        return snapshot
+
     def await_flush_completion(self, timeout_s=None):
         """await_flush_completion(timeout_s=None) -> int: wait for the batches incomplete now;
         return the number of their records still undelivered at the deadline. Ends the flush

@@ -2,6 +2,7 @@
 # path:
 #   record:     new_future -> (batch, index) -> ProducerBatch.complete -> _fire (futures, callbacks)
 #   send_batch: BatchFuture -> one BatchListener per batch -> _batch_done -> the aggregate
+#   asyncio:    _fire -> LoopSink.push_c (I/O thread) -> one call_soon_threadsafe -> drain (loop)
 
 # Contract of fastkafka._producer.batch: one partition's batch and the completion objects (the record
 # metadata, the per-record future, the send_batch aggregate future and its per-batch listeners).
@@ -106,6 +107,9 @@ cdef class FutureRecordMetadata:
     cdef int32_t value_size
     cdef object callback
     cdef list extra_callbacks
+    # fastkafka.aio: what the LoopSink (``callback``) resolves on the event loop, an asyncio
+    # future or a callable(err, metadata); set by the event loop's thread, read by it in drain.
+    cdef object waiter
 
     cdef RecordMetadata _metadata(self)
     cdef void _fire(self, object error) noexcept
@@ -123,8 +127,11 @@ cdef class BatchFuture:
     cdef object _event
     cdef list _callbacks
 
+    cdef bint _held                   # seal() only counts until release_seal() (fastkafka.aio)
+
     cdef void _batch_done(self, int64_t count, object error) noexcept
-    # No more records will be added: ``appended`` were; done once that many are.
+    # No more records will be added: ``appended`` were; done once that many are (while held,
+    # only counts them).
     cdef void seal(self, int64_t appended) noexcept
     cdef bint _check_done_locked(self) noexcept
 
@@ -191,3 +198,27 @@ cdef inline void count_batch_record(ProducerBatch batch, BatchFuture future):
             batch.listeners.append(lst)
         batch.last_listener = lst
     lst.count += 1
+
+
+# Hands completions from the I/O thread to one asyncio event loop (fastkafka.aio). The I/O thread
+# appends (a record's future whose callback is the sink, or a (callable, argument) pair); the first
+# append since the loop last drained schedules one drain with call_soon_threadsafe, so the loop
+# wakes once per drain however many records completed meanwhile. The drain runs on the loop:
+# futures resolved, callbacks called, then ``on_drain``.
+@cython.final
+cdef class LoopSink:
+    cdef list _items
+    cdef bint _scheduled
+    cdef bint _dead                    # the loop is closed: outcomes are logged here instead
+    cdef object _call_soon_threadsafe
+    cdef object _is_closed
+    cdef object _drain
+    cdef public object on_drain        # callable() run on the loop after each drain, or None
+    cdef readonly int64_t wakeups      # call_soon_threadsafe calls made
+    cdef readonly int64_t records      # record outcomes handed to the loop
+    cdef readonly int64_t calls        # (callable, argument) pairs handed to the loop
+    cdef public int64_t pending        # records sent through the sink and not yet drained
+    cdef readonly int64_t unawaited_failures   # failed records nobody awaited (logged)
+
+    cdef void push_c(self, object item) noexcept
+    cdef void _orphans(self) noexcept

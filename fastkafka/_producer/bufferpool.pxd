@@ -2,6 +2,7 @@
 # path:
 #   new batch: allocate_buffer_c / try_take_c -> _reserve_locked (or waits: _Waiter) -> pooled_builder
 #   freed:     give_back -> _push_free_locked -> _grant_locked (the waiters, in order)
+#              -> _notify_locked (fastkafka.aio's listeners, once no thread waits)
 
 from cpython.pythread cimport PyThread_type_lock
 from libc.stdint cimport int64_t
@@ -28,6 +29,7 @@ cdef class BufferPool(BufferSource):
     cdef readonly int64_t batch_size
     cdef int64_t _available
     cdef object _waiters            # collections.deque of _Waiter, FIFO
+    cdef list _listeners            # [size, callable] of senders awaiting memory (fastkafka.aio)
     cdef PyThread_type_lock _lock
     cdef bint _closed
     cdef public object wakeup       # callable() run (outside locks) when a thread starts waiting
@@ -86,9 +88,10 @@ cdef class BufferPool(BufferSource):
     cpdef bint try_allocate(self, int64_t size) except -1
     cpdef deallocate(self, int64_t size)
     cdef int _grant_locked(self) except -1
+    cdef void _notify_locked(self, bint everyone) noexcept
     cdef _remove_locked(self, _Waiter w)
     cdef void _lock_acquire(self) noexcept
 
     # Some thread is waiting for memory.
     cdef inline bint has_waiters_c(self) except -1:
-        return len(self._waiters) > 0
+        return len(self._waiters) > 0 or len(self._listeners) > 0

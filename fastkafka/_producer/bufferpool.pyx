@@ -132,6 +132,7 @@ cdef class BufferPool(BufferSource):
         self._nclasses += 1
         self._available = total_bytes
         self._waiters = deque()
+        self._listeners = []
         self._lock = PyThread_allocate_lock()
         if self._lock == NULL:
             raise MemoryError()
@@ -173,7 +174,42 @@ cdef class BufferPool(BufferSource):
             w.buf = self._reserve_locked(w.size, w.size if w.for_buffer else 0)
             w.granted = True
             PyThread_release_lock(w.sem)
+        if self._listeners and not self._waiters:
+            self._notify_locked(False)
         return 0
+
+    cdef void _notify_locked(self, bint everyone) noexcept:
+        """Call (once, and forget) the listeners whose size is available now; ``everyone``: all
+        of them (the pool closed). Lock held: a listener only hands a call to an event loop."""
+        cdef list keep = []
+        for item in self._listeners:
+            if everyone or <int64_t>item[0] <= self._available:
+                try:
+                    item[1]()
+                except BaseException:
+                    _log.exception("buffer memory listener raised")
+            else:
+                keep.append(item)
+        self._listeners = keep
+
+    def add_listener(self, int64_t size, fn):
+        """add_listener(size, fn): call ``fn()`` once, from the thread that frees memory, when
+        ``size`` bytes are available with no thread waiting before it (at once if they are), or
+        when the pool closes. Meanwhile the sender sends every batch at once, as for a waiting
+        thread. For senders that cannot block (fastkafka.aio), which then try again."""
+        self._lock_acquire()
+        try:
+            if self._closed or (not self._waiters and self._available >= size):
+                fn()
+                return
+            self._listeners.append([size, fn])
+        finally:
+            PyThread_release_lock(self._lock)
+        if self.wakeup is not None:
+            try:
+                self.wakeup()
+            except Exception:
+                _log.exception("buffer pool wakeup hook raised")
 
     cdef char *_reserve_locked(self, int64_t size, int64_t buffer_of) noexcept:
         """Take ``size`` bytes of the available ones (the caller checked they are); with
@@ -511,6 +547,7 @@ cdef class BufferPool(BufferSource):
             w = <_Waiter>self._waiters.popleft()
             w.closed = True
             PyThread_release_lock(w.sem)
+        self._notify_locked(True)
         PyThread_release_lock(self._lock)
 
     @property

@@ -28,3 +28,6 @@ class ProducerCore(Router):
     def produce(self, topic: str, value: _Bytes | None = ..., key: _Bytes | None = ...,
                 partition: int | None = ..., on_delivery: _Callback | None = ...,
                 timestamp: int | None = ..., headers: _Headers | None = ...) -> None: ...
+    def send_waiter(self, sink: Any, waiter: Any, topic: str, value: _Bytes | None = ...,
+                    key: _Bytes | None = ..., partition: int | None = ...,
+                    timestamp_ms: int | None = ..., headers: _Headers | None = ...) -> None: ...

@@ -17,6 +17,7 @@ from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_REALTIME
 
 from fastkafka._producer.accumulator cimport WAKE_GIL, WAKE_NONE, WAKE_NOW, RecordAccumulator
+from fastkafka._producer.batch cimport FutureRecordMetadata, LoopSink
 from fastkafka._net.cells cimport VersionCell
 from fastkafka._net.clock cimport clock_ms
 from fastkafka._net.ioloop cimport Poller, give_way
@@ -153,6 +154,19 @@ cdef class ProducerCore(Router):
         ``metrics()``."""
         self._send(topic, value, key, partition, timestamp, headers, on_delivery, False)
 
+    def send_waiter(self, LoopSink sink not None, waiter, topic, value=None, key=None,
+                    partition=None, timestamp_ms=None, headers=None):
+        """send_waiter(sink, waiter, topic, value=None, key=None, partition=None,
+        timestamp_ms=None, headers=None) -> None
+
+        :meth:`send` for fastkafka.aio: the record's outcome goes to ``sink``, whose drain on the
+        event loop resolves ``waiter`` (an asyncio future, a callable(err, metadata), or None).
+        Call it on the sink's loop thread."""
+        cdef FutureRecordMetadata f = self._send(topic, value, key, partition, timestamp_ms,
+                                                 headers, sink, True)
+        f.waiter = waiter
+        sink.pending += 1
+
     cdef object _send(self, object topic, object value, object key, object partition,
                       object timestamp_ms, object headers, object on_delivery, bint want_future):
         cdef int w
@@ -170,7 +184,7 @@ cdef class ProducerCore(Router):
             if isinstance(topic, str):
                 raise MalformedRecordError("topic must be a non-empty string, got ''")
             raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
-        if on_delivery is not None and not callable(on_delivery):
+        if on_delivery is not None and not callable(on_delivery) and type(on_delivery) is not LoopSink:
             raise InvalidRecordError(
                 f"on_delivery must be a callable(err, metadata) or None, got "
                 f"{type(on_delivery).__name__}")

@@ -178,24 +178,48 @@ def offsets_by_topic(offsets) -> dict:
     return out
 
 
+# Guards TxnResult's outcome and callbacks (set by the I/O thread, callbacks added by an event loop).
+_RESULT_LOCK = threading.Lock()
+
+
 class TxnResult:
     """The outcome of one transactional operation, set once by the I/O thread."""
 
-    __slots__ = ("_event", "error", "value")
+    __slots__ = ("_event", "error", "value", "_callbacks")
 
     def __init__(self):
         self._event = threading.Event()
         self.error: BaseException | None = None
         self.value = None
+        self._callbacks: list | None = None
 
     def done(self) -> bool:
         return self._event.is_set()
 
     def set(self, error: BaseException | None = None, value=None) -> None:
-        if not self._event.is_set():
+        with _RESULT_LOCK:
+            if self._event.is_set():
+                return
             self.error = error
             self.value = value
             self._event.set()
+            callbacks, self._callbacks = self._callbacks, None
+        for fn in callbacks or ():
+            try:
+                fn(self)
+            except Exception:
+                log.exception("transaction result callback %r raised", fn)
+
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(result)`` once it is set (at once if it is), on the thread that sets it
+        (fastkafka.aio hands it to its event loop)."""
+        with _RESULT_LOCK:
+            if not self._event.is_set():
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        fn(self)
 
     def wait(self, timeout: float | None, what: str):
         if not self._event.wait(timeout):

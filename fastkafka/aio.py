@@ -1,0 +1,627 @@
+"""asyncio: :class:`AsyncProducer`, the producer for code running on an event loop.
+
+::
+
+    from fastkafka.aio import AsyncProducer
+
+    async with AsyncProducer(bootstrap_servers="127.0.0.1:9092") as p:
+        md = await p.send("events", b"hello", key=b"k")
+        await asyncio.gather(*(p.send("events", v) for v in values))
+
+It takes the same settings and raises the same errors as :class:`fastkafka.Producer`, and uses the
+same compiled send path and I/O thread. What differs:
+
+- **It never blocks the loop.** A send that must wait for the topic's metadata or for buffer
+  memory is awaited (other tasks run meanwhile), up to ``max_block_ms``, then fails with the error
+  ``Producer.send`` raises. No thread pool is used; the records keep the order of the calls
+  (a record that waits holds back the ones sent after it).
+- **Outcomes reach the loop in batches.** The I/O thread hands completed records to the loop with
+  one ``call_soon_threadsafe`` per drain, however many completed; the loop resolves the futures
+  and runs ``on_delivery`` callbacks (so callbacks run on the loop, not on the I/O thread).
+  ``metrics()["aio_loop_wakeups"]`` counts those wake-ups.
+- ``send()`` queues the record when it is called and returns an :class:`asyncio.Future`:
+  cancelling a task that awaits it does not un-send the record, whose failure, if it fails, is
+  logged (WARNING, logger ``fastkafka``) since nobody awaits it.
+
+One producer belongs to one event loop (the loop it is first used on): using it from another loop
+or another thread raises :class:`~fastkafka.errors.IllegalStateError`; use
+:class:`fastkafka.Producer` there. Close it (``await p.close()`` or ``async with``) before its
+loop closes; records that complete after the loop closed are logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import logging
+from collections import deque
+from typing import Any, Callable, Sequence
+
+from fastkafka._net.cluster import topic_error
+from fastkafka._producer.batch import LoopSink
+from fastkafka.errors import (BufferExhaustedError, IllegalStateError, InvalidRecordError,
+                              KafkaTimeoutError, ProducerClosedError)
+from fastkafka.producer import (BatchFuture, CLOSE_GRACE_S, GroupMetadata, PreparedTransaction,
+                                Producer, RecordMetadata)
+
+log = logging.getLogger("fastkafka")
+
+__all__ = ["AsyncProducer"]
+
+_Bytes = bytes | bytearray | memoryview
+_Headers = Sequence[tuple[str | bytes, _Bytes | None]]
+_Callback = Callable[[BaseException | None, RecordMetadata], Any]
+
+#: How often ``close()`` looks whether the I/O thread has stopped (seconds; it does not block).
+_STOP_POLL_S = 0.002
+
+
+class _MustWait(Exception):
+    """A send found no metadata for its topic: await an update, then try again."""
+
+    def __init__(self, version: int):
+        super().__init__()
+        self.version = version
+
+
+class _LoopProducer(Producer):
+    """The Producer an AsyncProducer drives: its sends never wait. Missing metadata raises
+    _MustWait (the update requested); memory not free at once raises BufferExhaustedError."""
+
+    def __init__(self, config, kwargs):
+        super().__init__(config, **kwargs)
+        self._max_block_ms = 0          # the router's, what appends wait for memory: not at all
+        self._seen_version = -1         # a retry after this metadata version: no second wait
+
+    def _wait_on_metadata(self, topic, partition, max_wait_ms):
+        md = self._metadata
+        cluster = md.cluster
+        n = cluster.partition_count(topic)
+        if n > 0 and (partition is None or partition < n or md.version > self._seen_version >= 0):
+            return cluster              # (a partition still past n: the router refuses it)
+        if not isinstance(topic, str) or not topic:
+            raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+        if self._closed:
+            raise ProducerClosedError("producer is closed")
+        err = topic_error(cluster, topic)
+        if n <= 0 and err is not None and not err.retriable:
+            raise err
+        md.add_topic(topic)
+        version = md.request_update()
+        self._sender.wakeup()
+        raise _MustWait(version)
+
+
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _Pending:
+    """A call that waits its turn in the backlog (metadata or memory), and its deadline."""
+
+    __slots__ = ("kind", "args", "waiter", "deadline", "batch", "bfuture", "appended", "seen")
+
+    def __init__(self, kind: str, args: tuple, waiter, deadline: float):
+        self.kind, self.args, self.waiter, self.deadline = kind, args, waiter, deadline
+        self.batch = self.bfuture = None
+        self.appended = 0
+        self.seen = -1
+
+
+class AsyncProducer:
+    """An asyncio Kafka producer; see :mod:`fastkafka.aio`.
+
+    ``AsyncProducer(config=None, **settings)`` takes what :class:`fastkafka.Producer` takes. It can
+    be created outside a running loop; it is bound to the loop it is first used on.
+    """
+
+    def __init__(self, config: dict | None = None, **kwargs: Any):
+        self._p = _LoopProducer(config, kwargs)
+        self.config = self._p.config
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sink: LoopSink | None = None
+        self._backlog: deque[_Pending] = deque()
+        self._backlog_task: asyncio.Task | None = None
+        self._backlog_waiters: list[asyncio.Future] = []   # flush() calls awaiting the backlog
+        self._drain_waiters: list[asyncio.Future] = []     # flush() calls awaiting the next drain
+        self._closing = False
+        try:
+            self._bind(asyncio.get_running_loop())
+        except RuntimeError:
+            pass                        # bound at first use
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._sink = LoopSink(loop)
+        self._sink.on_drain = self._after_drain
+
+    def _check_loop(self, what: str) -> asyncio.AbstractEventLoop:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise IllegalStateError(
+                f"AsyncProducer.{what}() was called with no event loop running in this thread: "
+                f"call it from a coroutine on the producer's loop, or use fastkafka.Producer "
+                f"from other threads") from None
+        if loop is not self._loop:
+            if self._loop is None:
+                self._bind(loop)
+            else:
+                raise IllegalStateError(
+                    f"AsyncProducer.{what}() was called from another event loop than the one it "
+                    f"belongs to (its first loop): one AsyncProducer per loop; create another "
+                    f"for this loop, or use fastkafka.Producer from other threads")
+        return loop
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        return None if timeout is None else self._loop.time() + timeout
+
+    async def _wake_on(self, register: Callable[[Callable[[], None]], None],
+                       deadline: float | None) -> bool:
+        """Await until the callback given to ``register`` runs (on any thread: the sink hands it
+        to the loop); False when ``deadline`` (loop time) passes first."""
+        fut = self._loop.create_future()
+        register(functools.partial(self._sink.push, _resolve, fut))
+        return await self._await_until(fut, deadline)
+
+    async def _await_until(self, fut: asyncio.Future, deadline: float | None) -> bool:
+        """Await ``fut`` (a future only ever resolved with None); False when ``deadline`` (loop
+        time) passes first."""
+        if deadline is None or fut.done():
+            await fut
+            return True
+        remaining = deadline - self._loop.time()
+        if remaining <= 0:
+            return False
+        handle = self._loop.call_later(remaining, _resolve, fut)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+        return self._loop.time() < deadline
+
+    # -- context manager -----------------------------------------------------------------------
+    async def __aenter__(self) -> "AsyncProducer":
+        self._check_loop("__aenter__")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def __enter__(self):
+        raise TypeError("AsyncProducer is an asynchronous context manager: use 'async with "
+                        "AsyncProducer(...) as p:' (or fastkafka.Producer with 'with')")
+
+    def __exit__(self, *exc):   # pragma: no cover - __enter__ always raises
+        return None
+
+    def __repr__(self) -> str:
+        return f"<fastkafka.aio.AsyncProducer {self._p._name} {'closed' if self._p._closed else 'open'}>"
+
+    # -- sending -------------------------------------------------------------------------------
+    def send(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
+             partition: int | None = None, timestamp_ms: int | None = None,
+             headers: _Headers | None = None) -> "asyncio.Future[RecordMetadata]":
+        """Queue one record now; returns a future of its :class:`RecordMetadata` (``md = await
+        p.send(...)``), or of its delivery error.
+
+        Arguments and errors as :meth:`fastkafka.Producer.send`. A record of the wrong type, too
+        large, or for a partition that does not exist raises here, queuing nothing. Waiting for
+        metadata or buffer memory happens on the loop, bounded by ``max_block_ms``; its timeout
+        is the future's error."""
+        loop = self._check_loop("send")
+        fut = loop.create_future()
+        self._submit("send", (topic, value, key, partition, timestamp_ms, headers), fut)
+        return fut
+
+    async def send_and_wait(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
+                            partition: int | None = None, timestamp_ms: int | None = None,
+                            headers: _Headers | None = None) -> RecordMetadata:
+        """``await p.send(...)`` under the name aiokafka users know."""
+        return await self.send(topic, value, key, partition, timestamp_ms, headers)
+
+    def produce(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
+                partition: int | None = None, on_delivery: _Callback | None = None,
+                timestamp: int | None = None, headers: _Headers | None = None) -> None:
+        """Queue one record and return; ``on_delivery(err, metadata)``, if given, runs on the loop
+        once it is delivered or failed (a failure without ``on_delivery`` is logged). Never waits:
+        when buffer memory is not free it raises BufferExhaustedError at once (``await
+        p.send(...)`` waits for it instead); a record for a topic whose metadata is not known
+        yet is queued until it is (bounded by ``max_block_ms``)."""
+        self._check_loop("produce")
+        if on_delivery is not None and not callable(on_delivery):
+            raise InvalidRecordError(f"on_delivery must be a callable(err, metadata) or None, got "
+                                     f"{type(on_delivery).__name__}")
+        self._submit("produce", (topic, value, key, partition, timestamp, headers), on_delivery)
+
+    async def send_batch(self, topic: str, values, keys=None, partition=None,
+                         headers: _Headers | None = None, timestamp_ms: int | None = None) -> int:
+        """Queue many records at once (lists or pyarrow arrays, as
+        :meth:`fastkafka.Producer.send_batch`); returns the number delivered once all are done,
+        raising the first delivery error if one failed. Invalid input raises before any record is
+        queued. When buffer memory runs out part-way, the rest waits on the loop for it."""
+        loop = self._check_loop("send_batch")
+        fut = loop.create_future()
+        self._submit("batch", (topic, values, keys, partition, headers, timestamp_ms), fut)
+        return await fut
+
+    def _submit(self, kind: str, args: tuple, waiter) -> None:
+        if self._closing or self._p._closed:
+            raise self._p._closed_error()
+        if not self._backlog:
+            item = None
+            try:
+                self._attempt(kind, args, waiter, None)
+                return
+            except _MustWait as e:
+                item = _Pending(kind, args, waiter, self._loop.time() + self.config.max_block_ms / 1000)
+                item.seen = e.version
+            except BufferExhaustedError as e:
+                if kind == "produce":
+                    raise
+                item = _Pending(kind, args, waiter, self._loop.time() + self.config.max_block_ms / 1000)
+                item.seen = -2
+                self._batch_partial(item, e)
+            self._enqueue(item)
+        else:
+            self._check_args(kind, args)
+            self._enqueue(_Pending(kind, args, waiter,
+                                   self._loop.time() + self.config.max_block_ms / 1000))
+
+    def _check_args(self, kind: str, args: tuple) -> None:
+        """What must fail at once even for a call that waits behind others: the argument types
+        the router and the accumulator would refuse without a metadata wait."""
+        topic = args[0]
+        if not isinstance(topic, str) or not topic:
+            raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+
+    def _attempt(self, kind: str, args: tuple, waiter, item: _Pending | None) -> None:
+        p = self._p
+        if kind == "send":
+            p.send_waiter(self._sink, waiter, *args)
+        elif kind == "produce":
+            topic, value, key, partition, timestamp, headers = args
+            p.send_waiter(self._sink, waiter, topic, value, key, partition, timestamp, headers)
+        else:
+            batch = item.batch if item is not None else None
+            if batch is None:
+                batch = p._prepare_batch(*args)
+                bf = BatchFuture(batch.n_records)
+                bf.hold_seal()
+                if item is not None:
+                    item.batch, item.bfuture = batch, bf
+            else:
+                bf = item.bfuture
+            try:
+                p._append_prepared(batch, bf, item.appended if item is not None else 0)
+            except BufferExhaustedError as e:
+                e.prepared = (batch, bf)
+                raise
+            except BaseException:
+                bf.release_seal()
+                raise
+            bf.release_seal()
+            bf.add_callback(lambda bf, push=self._sink.push: push(_batch_done, (bf, waiter)))
+
+    def _batch_partial(self, item: _Pending, exc: BufferExhaustedError) -> None:
+        """A send_batch ran out of memory part-way: the item resumes after the appended records."""
+        prepared = getattr(exc, "prepared", None)
+        if prepared is not None:
+            item.batch, item.bfuture = prepared
+            item.appended += getattr(exc, "records_appended", 0)
+
+    def _enqueue(self, item: _Pending) -> None:
+        self._backlog.append(item)
+        if self._backlog_task is None or self._backlog_task.done():
+            self._backlog_task = self._loop.create_task(self._run_backlog())
+
+    async def _run_backlog(self) -> None:
+        """Send the waiting calls in order, each awaiting metadata or memory up to its deadline."""
+        try:
+            while self._backlog:
+                item = self._backlog[0]
+                try:
+                    await self._send_pending(item)
+                except asyncio.CancelledError:
+                    # the loop is shutting down (asyncio.run cancels what is left): nothing waiting
+                    # can be sent any more; each call gets an error instead of silence
+                    err = ProducerClosedError(
+                        "the event loop cancelled the AsyncProducer's waiting sends (it is shutting "
+                        "down) before they could be queued: close the producer before its loop")
+                    while self._backlog:
+                        self._end_pending(self._backlog.popleft(), err)
+                    raise
+                except BaseException as e:          # the call's outcome: its error
+                    self._end_pending(self._backlog.popleft(), e)
+                    continue
+                self._backlog.popleft()
+        finally:
+            if not self._backlog:
+                waiters, self._backlog_waiters = self._backlog_waiters, []
+                for w in waiters:
+                    _resolve(w)
+
+    def _end_pending(self, item: _Pending, exc: BaseException) -> None:
+        bf = item.bfuture
+        if bf is not None:
+            bf.release_seal()
+            if item.appended:       # its first records are queued: they end it, then this error
+                bf.add_callback(lambda bf, push=self._sink.push, w=item.waiter:
+                                push(_batch_failed_part, (bf, w, exc)))
+                return
+        self._fail(item, exc)
+
+    async def _send_pending(self, item: _Pending) -> None:
+        p = self._p
+        md = p._metadata
+        while True:
+            if self._closing or p._closed:
+                raise p._closed_error()
+            if item.seen >= 0:
+                version = item.seen
+                ok = await self._wake_on(functools.partial(md.add_listener, after=version),
+                                         item.deadline)
+                if not ok:
+                    raise p._metadata_timeout(item.args[0], self.config.max_block_ms)
+                fatal = md.fatal_error
+                if fatal is not None:
+                    raise copy.copy(fatal)
+                p._seen_version = version
+            elif item.seen == -2:
+                size = min(p._pool.total, max(self.config.batch_size, _size_of(item)))
+                if not await self._wake_on(functools.partial(p._pool.add_listener, size),
+                                           item.deadline):
+                    raise BufferExhaustedError(
+                        f"failed to allocate memory within max_block_ms={self.config.max_block_ms}: "
+                        f"buffer_memory={p._pool.total} bytes, {p._pool.available_memory} "
+                        f"available; the producer is sending slower than records are produced")
+            try:
+                self._attempt(item.kind, item.args, item.waiter, item)
+                return
+            except _MustWait as e:
+                item.seen = e.version
+            except BufferExhaustedError as e:
+                item.seen = -2
+                self._batch_partial(item, e)
+            finally:
+                p._seen_version = -1
+
+    def _fail(self, item: _Pending, exc: BaseException) -> None:
+        w = item.waiter
+        if w is None:
+            log.warning("record to %r was not sent and nobody awaits it: %r", item.args[0], exc)
+        elif isinstance(w, asyncio.Future):
+            if not w.done():
+                w.set_exception(exc)
+            else:
+                log.warning("record to %r was not sent and nobody awaits it: %r", item.args[0], exc)
+        else:
+            try:
+                w(exc, None)
+            except Exception:
+                log.exception("delivery callback %r raised", w)
+
+    # -- flush / close -------------------------------------------------------------------------
+    async def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued now and await it (other tasks run meanwhile); returns the
+        records still undelivered after ``timeout`` seconds (0 when all were delivered or failed;
+        failures are reported through the futures and callbacks)."""
+        self._check_loop("flush")
+        p = self._p
+        if p._forked:
+            raise p._closed_error()
+        deadline = self._deadline(timeout)
+        if self._backlog:
+            fut = self._loop.create_future()
+            self._backlog_waiters.append(fut)
+            if not await self._await_until(fut, deadline):
+                return sum(_records_of(i) for i in self._backlog) + p._acc.incomplete_record_count()
+        p._acc.begin_flush()
+        p._sender.wakeup()
+        try:
+            # Every record of these batches was sent through the sink (send, produce) or belongs
+            # to a send_batch whose last batch pushes its outcome: the last batch to complete
+            # makes a drain, after which this looks again.
+            batches = p._acc.incomplete_batches()
+            while True:
+                batches = [b for b in batches if not b.is_done]
+                if not batches:
+                    return 0
+                fut = self._loop.create_future()
+                self._drain_waiters.append(fut)
+                if not await self._await_until(fut, deadline):
+                    return sum(b.record_count for b in batches if not b.is_done)
+        finally:
+            p._acc.end_flush()
+
+    def _after_drain(self) -> None:
+        """After each drain of the sink: flush() calls look again at the batches they await."""
+        if self._drain_waiters:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for f in waiters:
+                _resolve(f)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued (awaiting up to ``timeout`` seconds, forever when None), stop
+        the I/O thread and resolve every outstanding future; records undelivered at the deadline
+        fail with ProducerClosedError. Does not block the loop."""
+        self._check_loop("close")
+        p = self._p
+        if self._closing:
+            return
+        self._closing = True
+        if p._forked:
+            p._closed = True
+            return
+        deadline = self._deadline(timeout)
+        await self.flush(timeout)
+        if not p._stop_io_thread():
+            return
+        thread = p._sender._thread
+        if not await self._until_stopped(thread, deadline):
+            p._sender.force_close = True
+            p._sender.wakeup()
+            if not await self._until_stopped(thread, None if timeout is None
+                                             else self._loop.time() + CLOSE_GRACE_S):
+                p._abandon_io_thread(timeout)
+        p._release_after_close()
+        # The I/O thread has stopped: every record has its outcome, and what it handed over last
+        # (failures of a forced close) is resolved now, before close() returns.
+        self._sink.drain()
+        if self._sink.pending:
+            log.error("AsyncProducer.close(): %d record(s) without an outcome after the I/O thread "
+                      "stopped", self._sink.pending)
+
+    async def _until_stopped(self, thread, deadline: float | None) -> bool:
+        while thread.is_alive():
+            if deadline is not None and self._loop.time() >= deadline:
+                return False
+            await asyncio.sleep(_STOP_POLL_S)
+        return True
+
+    # -- metadata ----------------------------------------------------------------------------
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The partition numbers of ``topic``, awaiting its metadata up to max_block_ms."""
+        self._check_loop("partitions_for")
+        p = self._p
+        p._check_open()
+        deadline = self._loop.time() + self.config.max_block_ms / 1000
+        while True:
+            try:
+                cluster = p._wait_on_metadata(topic, None, 0)
+                return list(range(cluster.partition_count(topic)))
+            except _MustWait as e:
+                if not await self._wake_on(functools.partial(p._metadata.add_listener,
+                                                             after=e.version), deadline):
+                    raise p._metadata_timeout(topic, self.config.max_block_ms) from None
+                fatal = p._metadata.fatal_error
+                if fatal is not None:
+                    raise copy.copy(fatal)
+
+    # -- transactions --------------------------------------------------------------------------
+    async def _await_txn(self, result, timeout: float | None, what: str, txn=None, key=None):
+        try:
+            if not result.done():
+                deadline = self._deadline(self._p._timeout(timeout))
+                register = lambda fn: result.add_done_callback(lambda _r: fn())  # noqa: E731
+                if not await self._wake_on(register, deadline):
+                    raise KafkaTimeoutError(
+                        f"{what} did not finish within {self._p._timeout(timeout)} s; it goes on in "
+                        f"the background: call {what} again to wait for it")
+            return result.wait(0, what)
+        finally:
+            if txn is not None and result.done():
+                txn.pending_result.pop(key, None)
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """As :meth:`fastkafka.Producer.init_transactions`, awaited."""
+        self._check_loop("init_transactions")
+        txn, result = self._p._init_transactions_start()
+        await self._await_txn(result, timeout, "init_transactions()", txn, "init")
+
+    def begin_transaction(self) -> None:
+        """As :meth:`fastkafka.Producer.begin_transaction` (nothing to await: it sends nothing)."""
+        self._check_loop("begin_transaction")
+        self._p.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets, group_metadata,
+                                          timeout: float | None = None) -> None:
+        """As :meth:`fastkafka.Producer.send_offsets_to_transaction`, awaited."""
+        self._check_loop("send_offsets_to_transaction")
+        result = self._p._send_offsets_start(offsets, group_metadata)
+        await self._await_txn(result, timeout, "send_offsets_to_transaction()")
+
+    async def _flush_transaction(self, txn, what: str, timeout: float | None) -> None:
+        left = await self.flush(self._p._timeout(timeout))
+        self._p._check_transaction_flushed(txn, what, timeout, left)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """As :meth:`fastkafka.Producer.commit_transaction`, awaited."""
+        self._check_loop("commit_transaction")
+        txn, result = self._p._commit_start()
+        if result is None:
+            await self._flush_transaction(txn, "commit_transaction()", timeout)
+            result = self._p._commit_enqueue(txn)
+        await self._await_txn(result, timeout, "commit_transaction()", txn, "commit")
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """As :meth:`fastkafka.Producer.abort_transaction`, awaited."""
+        self._check_loop("abort_transaction")
+        txn, result = self._p._abort_start()
+        await self._await_txn(result, timeout, "abort_transaction()", txn, "abort")
+
+    async def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
+        """As :meth:`fastkafka.Producer.prepare_transaction`, awaited."""
+        self._check_loop("prepare_transaction")
+        txn = self._p._prepare_start()
+        await self._flush_transaction(txn, "prepare_transaction()", timeout)
+        return self._p._prepare_finish(txn)
+
+    @property
+    def transaction_state(self) -> str | None:
+        return self._p.transaction_state
+
+    # -- introspection -------------------------------------------------------------------------
+    def metrics(self) -> dict:
+        """:meth:`fastkafka.Producer.metrics`, plus the loop's side: ``aio_loop_wakeups`` (times
+        the I/O thread woke the loop), ``aio_records_completed`` (record outcomes handed to it),
+        ``aio_backlog`` (calls waiting for metadata or memory) and ``aio_unawaited_failures``."""
+        m = self._p.metrics()
+        sink = self._sink
+        m.update({
+            "aio_loop_wakeups": sink.wakeups if sink is not None else 0,
+            "aio_records_completed": sink.records if sink is not None else 0,
+            "aio_records_pending": sink.pending if sink is not None else 0,
+            "aio_backlog": len(self._backlog),
+            "aio_unawaited_failures": sink.unawaited_failures if sink is not None else 0,
+        })
+        return m
+
+
+def _batch_done(arg) -> None:
+    bf, fut = arg
+    if fut.done():
+        if bf.first_error is not None:
+            log.warning("send_batch: %d record(s) failed and nobody awaits them: %r", bf.failed,
+                        bf.first_error)
+        return
+    if bf.first_error is not None:
+        fut.set_exception(bf.first_error)
+    else:
+        fut.set_result(bf.delivered)
+
+
+def _batch_failed_part(arg) -> None:
+    """A send_batch whose first records were queued and the rest could not be: its error, once
+    the queued ones are done."""
+    bf, fut, exc = arg
+    if not fut.done():
+        fut.set_exception(exc)
+    else:
+        log.warning("send_batch failed part-way and nobody awaits it: %r (%d delivered)", exc,
+                    bf.delivered)
+
+
+def _records_of(item: _Pending) -> int:
+    if item.kind == "batch":
+        n = item.batch.n_records if item.batch is not None else len(item.args[1])
+        return n - item.appended
+    return 1
+
+
+def _size_of(item: _Pending) -> int:
+    """Bytes a waiting single record needs in a new batch (an upper bound, for the memory
+    listener); the batch size for a send_batch."""
+    if item.kind == "batch":
+        return 0
+    _topic, value, key = item.args[:3]
+    n = 256
+    for x in (value, key):
+        try:
+            n += len(x) if x is not None else 0
+        except TypeError:
+            pass
+    return n
