@@ -121,6 +121,7 @@ class AsyncProducer:
         self._p = _LoopProducer(config, kwargs)
         self.config = self._p.config
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._poke_fd = -1
         self._sink: LoopSink | None = None
         self._backlog: deque[_Pending] = deque()
         self._backlog_task: asyncio.Task | None = None
@@ -137,6 +138,12 @@ class AsyncProducer:
         self._loop = loop
         self._sink = LoopSink(loop)
         self._sink.on_drain = self._after_drain
+        # The I/O thread pokes this loop when it takes the GIL back, and the loop hands the GIL
+        # over: a loop polling its selector with a zero timeout between Python work (a busy
+        # loop) would otherwise keep the I/O thread waiting (fastkafka/_net/ioloop.pyx).
+        poller = self._p._client.poller
+        self._poke_fd = poller.gil_poke_fd()
+        loop.add_reader(self._poke_fd, poller.gil_poked)
 
     def _check_loop(self, what: str) -> asyncio.AbstractEventLoop:
         try:
@@ -457,7 +464,14 @@ class AsyncProducer:
             p._closed = True
             return
         deadline = self._deadline(timeout)
-        await self.flush(timeout)
+        try:
+            await self.flush(timeout)
+            await self._stop(timeout, deadline)
+        finally:
+            self._loop.remove_reader(self._poke_fd)
+
+    async def _stop(self, timeout: float | None, deadline: float | None) -> None:
+        p = self._p
         if not p._stop_io_thread():
             return
         thread = p._sender._thread
@@ -577,6 +591,7 @@ class AsyncProducer:
             "aio_records_pending": sink.pending if sink is not None else 0,
             "aio_backlog": len(self._backlog),
             "aio_unawaited_failures": sink.unawaited_failures if sink is not None else 0,
+            "aio_gil_pokes": self._p._client.poller.gil_pokes,
         })
         return m
 

@@ -43,6 +43,12 @@ cdef class Poller:
     cdef void *_xctx
     cdef readonly long long gil_free_turns   # GIL-free turns run inside waits
     cdef int _tfd                   # timerfd: wake_at() deadlines
+    cdef int _pokefd                # eventfd: gil_poke_fd() (an event loop hands the GIL over), -1: none
+    cdef int _poke_pending          # 1 while a poke is written and not yet read
+    cdef readonly long long gil_pokes       # pokes written
+    cdef int _turn_active           # 1 from taking the GIL after a wait to the next wait (with a poke fd)
+    cdef int _turn_waiters          # 1 while an event loop waits for the turn to end
+    cdef readonly long long turn_handovers  # gil_poked() calls that waited for a turn
     cdef long long _timer_at_ms     # the deadline it is armed for (LLONG_MAX: none)
     cdef int _wake_pending          # 1 while a wakeup is written and not yet consumed
     cdef dict _data                 # fd -> the object registered with it

@@ -85,6 +85,17 @@ cdef extern from *:
         syscall(SYS_futex, &fk_io_took, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
         __atomic_sub_fetch(&fk_handing_over, 1, __ATOMIC_ACQ_REL);
     }
+    /* Sleep until *word differs from seen, at most ns nanoseconds; wake such sleepers. */
+    static inline void fk_word_wait(int *word, int seen, long long ns) {
+        struct timespec ts;
+        ts.tv_sec = ns / 1000000000LL;
+        ts.tv_nsec = ns % 1000000000LL;
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+    }
+    static inline void fk_word_wake(int *word) {
+        syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    }
+    static inline int fk_load(int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     static inline int fk_swap(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
     static inline void fk_store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
     static inline long long fk_load64(long long *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
@@ -96,6 +107,9 @@ cdef extern from *:
     int fk_took() nogil
     void fk_took_bump() nogil
     void fk_took_wait(int seen, long long ns) nogil
+    void fk_word_wait(int *word, int seen, long long ns) nogil
+    void fk_word_wake(int *word) nogil
+    int fk_load(int *p) nogil
     int fk_swap(int *p, int v) nogil
     void fk_store(int *p, int v) nogil
     long long fk_load64(long long *p) nogil
@@ -111,6 +125,11 @@ cdef long long NO_TIMER = 0x7FFFFFFFFFFFFFFF
 HANDOVER_MAX_US = 500
 
 cdef long long _HANDOVER_MAX_NS = HANDOVER_MAX_US * 1000
+
+#: The longest an event loop waits, without the GIL, for an I/O thread's turn to end (gil_poked).
+TURN_HANDOVER_MAX_US = 2000
+
+cdef long long _TURN_HANDOVER_MAX_NS = TURN_HANDOVER_MAX_US * 1000
 cdef long long handovers = 0           # give_way() calls that released the GIL
 
 
@@ -188,6 +207,7 @@ cdef class Poller:
         self._evfd = -1
         self._xfd = -1
         self._tfd = -1
+        self._pokefd = -1
         self._xfn = NULL
         self._xctx = NULL
         self._timer_at_ms = NO_TIMER
@@ -241,6 +261,9 @@ cdef class Poller:
         if self._tfd >= 0:
             close(self._tfd)
             self._tfd = -1
+        if self._pokefd >= 0:
+            close(self._pokefd)
+            self._pokefd = -1
 
     @property
     def closed(self):
@@ -318,6 +341,44 @@ cdef class Poller:
         if fk_swap(&self._xwake_pending, 1) == 0:
             write(self._xfd, &one, 8)
             self.wakeups_written += 1
+
+    def gil_poke_fd(self):
+        """gil_poke_fd() -> int: an eventfd the I/O thread writes to as it starts taking the GIL
+        back after a wait (at most one write until :meth:`gil_poked` reads it). An event loop
+        watches it and calls :meth:`gil_poked`, which hands the GIL over. Made on the first call,
+        open until the poller is freed (a write to a closed number could reach another file).
+
+        Why: an event loop that runs Python code and polls its selector with a zero timeout gives
+        the GIL up for microseconds on every poll. CPython forces a switch to a thread waiting for
+        the GIL only after a whole switch interval in which the GIL did not change hands, so
+        those short releases can keep the I/O thread waiting for seconds."""
+        if self._pokefd < 0:
+            self._pokefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+            if self._pokefd < 0:
+                raise OSError(errno, "eventfd failed")
+        return self._pokefd
+
+    def gil_poked(self):
+        """gil_poked(): the event loop's reader of :meth:`gil_poke_fd`: read it, then, while the
+        I/O thread's turn with the GIL goes on, wait for it without the GIL (up to
+        TURN_HANDOVER_MAX_US): the turn gets the GIL now, and keeps it, instead of losing it
+        to the loop's next short release in the middle."""
+        cdef uint64_t counter
+        cdef long long deadline, left
+        if self._pokefd >= 0:
+            read(self._pokefd, &counter, 8)
+        fk_store(&self._poke_pending, 0)
+        if fk_load(&self._turn_active):
+            self.turn_handovers += 1
+            with nogil:
+                deadline = _now_ns() + _TURN_HANDOVER_MAX_NS
+                fk_store(&self._turn_waiters, 1)
+                while fk_load(&self._turn_active):
+                    left = deadline - _now_ns()
+                    if left <= 0:
+                        break
+                    fk_word_wait(&self._turn_active, 1, left)
+                fk_store(&self._turn_waiters, 0)
 
     cdef void set_gil_free(self, gil_free_fn fn, void *ctx) noexcept:
         """Run ``fn(ctx, now_ms, &wait_ms)`` without the GIL inside the next waits of :meth:`poll`
@@ -409,6 +470,7 @@ cdef class Poller:
         cdef long long t0, waited
         cdef int64_t xwait
         cdef uint64_t counter
+        cdef uint64_t one = 1
         cdef list out = []
         self._check_open()
         # With the GIL: anything ready now is handled without giving the GIL up.
@@ -431,6 +493,11 @@ cdef class Poller:
         if n == 0 and timeout_ms != 0:
             self.waits += 1
             with nogil:
+                if self._pokefd >= 0:
+                    # this turn with the GIL is over: an event loop waiting for it goes on
+                    fk_store(&self._turn_active, 0)
+                    if fk_load(&self._turn_waiters):
+                        fk_word_wake(&self._turn_active)
                 while True:
                     n = epoll_wait(epfd, evs, maxev, wait)
                     # The GIL-free turn handles deadlines, GIL-free wake-ups and the sockets it
@@ -447,6 +514,11 @@ cdef class Poller:
                         break
                     wait = -1 if xwait < 0 else (<int>xwait if xwait < 0x7FFFFFFF else 0x7FFFFFFF)
                 fk_waiting_add(1)
+                if self._pokefd >= 0:
+                    fk_store(&self._turn_active, 1)
+                    if fk_swap(&self._poke_pending, 1) == 0:
+                        write(self._pokefd, &one, 8)
+                        self.gil_pokes += 1
                 t0 = _now_ns()
             # The GIL is ours again: let the application threads stop waiting for us.
             fk_took_bump()

@@ -1,0 +1,91 @@
+"""fastkafka.aio's fault paths on the in-process fault broker, under asyncio's loop and uvloop's: a
+broker that never answers (buffer memory then runs out: the awaited send times out with the sync
+API's error, the loop keeps running), a record that fails with nobody awaiting it (logged), and
+close() with records the broker never acknowledges (every future resolved, the loop not blocked)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from aioloops import LOOPS, Ticker, run
+from faultbroker import no_response, partition_error
+from fastkafka.aio import AsyncProducer
+from fastkafka.errors import BufferExhaustedError, ProducerClosedError
+from fastkafka.protocol import ApiKey
+
+pytestmark = pytest.mark.parametrize("loop_kind", LOOPS)
+
+FAST = dict(request_timeout_ms=2000, delivery_timeout_ms=15000, retry_backoff_ms=20,
+            reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, linger_ms=2)
+
+#: As in tests/integration/test_aio.py: the loop's longest stall allowed while the producer waits.
+MAX_STALL_MS = 25.0
+
+INVALID_RECORD = 87          # not retriable: the record fails
+
+
+def test_buffer_full_send_times_out_without_blocking_the_loop(fb, no_leaks, loop_kind):
+    fb.create_topic("t", 1)
+    fb.script.on(ApiKey.PRODUCE, no_response(), times=None)
+
+    async def main():
+        async with AsyncProducer(bootstrap_servers=fb.bootstrap, buffer_memory=32 * 1024,
+                                 batch_size=8 * 1024, max_block_ms=800,
+                                 **FAST) as p:
+            futs = [p.send("t", b"v" * 1000) for _ in range(200)]    # 200 KB into 32 KiB
+            async with Ticker() as t:
+                start = time.monotonic()
+                results = await asyncio.gather(*futs, return_exceptions=True)
+                waited = time.monotonic() - start
+            timeouts = [r for r in results if isinstance(r, BufferExhaustedError)]
+            assert timeouts, results[:3]
+            assert "max_block_ms=800" in str(timeouts[0])
+            await p.close(0)
+            return waited, t
+
+    waited, t = run(loop_kind, main)
+    assert 0.7 < waited < 10
+    assert t.ticks > 100 and t.max_gap_ms < MAX_STALL_MS
+
+
+def test_failed_record_nobody_awaits_is_logged(fb, no_leaks, loop_kind, caplog):
+    fb.create_topic("t", 1)
+
+    async def main():
+        async with AsyncProducer(bootstrap_servers=fb.bootstrap, **FAST) as p:
+            await p.send("t", b"ok")
+            fb.script.on(ApiKey.PRODUCE, partition_error(INVALID_RECORD), times=1)
+            p.produce("t", b"fire-and-forget")
+            await p.flush(10)
+            return p.metrics()
+
+    caplog.set_level(logging.WARNING, logger="fastkafka")
+    m = run(loop_kind, main)
+    assert m["aio_unawaited_failures"] == 1
+    assert any("failed and nobody awaits it" in r.getMessage() and "INVALID_RECORD" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def test_close_with_unacknowledged_records_resolves_every_future(fb, no_leaks, loop_kind):
+    fb.create_topic("t", 1)
+
+    async def main():
+        p = AsyncProducer(bootstrap_servers=fb.bootstrap, **FAST)
+        await p.send("t", b"ok")
+        fb.script.on(ApiKey.PRODUCE, no_response(), times=None)
+        futs = [p.send("t", b"%d" % i) for i in range(20)]
+        async with Ticker() as t:
+            start = time.monotonic()
+            await p.close(0.5)
+            took = time.monotonic() - start
+        assert all(f.done() for f in futs)
+        errors = [f.exception() for f in futs]
+        assert all(isinstance(e, ProducerClosedError) for e in errors), errors
+        return took, t
+
+    took, t = run(loop_kind, main)
+    assert took < 0.5 + 2.0 + 1.0          # timeout, the close grace, headroom
+    assert t.max_gap_ms < MAX_STALL_MS
