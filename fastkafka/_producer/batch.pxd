@@ -221,4 +221,5 @@ cdef class LoopSink:
     cdef readonly int64_t unawaited_failures   # failed records nobody awaited (logged)
 
     cdef void push_c(self, object item) noexcept
+    cdef void batch_end_c(self) noexcept
     cdef void _orphans(self) noexcept

@@ -210,6 +210,8 @@ cdef class ProducerBatch:
         if thunks is not None:
             for f in thunks:
                 f._fire(error)
+            if f is not None and type(f.callback) is LoopSink:
+                (<LoopSink>f.callback).batch_end_c()
         if listeners is not None:
             for l in listeners:
                 l.future._batch_done(l.count, error)
@@ -700,8 +702,6 @@ cdef class LoopSink:
                     self._dead = self._is_closed()
                 except BaseException:
                     pass
-            if self._dead:
-                self._orphans()
             return
         self._scheduled = True
         self.wakeups += 1
@@ -709,13 +709,19 @@ cdef class LoopSink:
             self._call_soon_threadsafe(self._drain)
         except RuntimeError:          # the loop is closed
             self._dead = True
-            self._orphans()
         except BaseException:
             _log.exception("handing completions to the event loop failed")
+
+    # Any thread, with the GIL: after a batch pushed its records (ProducerBatch.complete).
+    cdef void batch_end_c(self) noexcept:
+        if self._dead:
+            self._orphans()             # one log line per batch, not per record
 
     def push(self, fn, arg=None):
         """push(fn, arg=None): call ``fn(arg)`` on the loop at its next drain (any thread)."""
         self.push_c((fn, arg))
+        if self._dead:
+            self._orphans()
 
     cdef void _orphans(self) noexcept:
         """The loop is closed: log what completed with nobody left to tell."""
