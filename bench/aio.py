@@ -28,7 +28,9 @@ Clients, all with acks=all, idempotence on, linger 5 ms, ``--size``-byte values 
   reports are only served by a ``poll(0)`` right after each ``produce_batch`` and by the buffer
   timeout's ``flush(0)``: a window or a record that waits for its own delivery waits for that timer
   (about 1-2 s). ``ckf``: the same client with ``await p.flush()`` (documented) before awaiting the
-  futures, which serves them at once (throughput only).
+  futures, which serves them at once (throughput only). Not like for like: librdkafka's flush also
+  sends what is queued at once, ignoring linger.ms, so one record awaited at a time pays no linger
+  (the others wait up to their 5 ms).
 
 Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, ``lat_busy``, ...):
 
@@ -55,7 +57,8 @@ Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, `
   slices, for the whole measured part; its slices per second are reported (the application's
   progress: what the client leaves of the loop). Idle: nothing else runs; the sender sleeps until
   the next tick (``asyncio.sleep``: the selector waits in whole milliseconds). Process CPU per record
-  (``getrusage``, every thread) is reported for the idle runs. A client so far behind the pace that
+  (``getrusage``, every thread) is reported for the idle runs (with the application busy it would
+  be the application's). A client so far behind the pace that
   a paced part would take more than twice its time plus 1 s is stopped there, short of the records
   due (its achieved rate shows it, marked behind; the rounds table says how many it sent).
 
@@ -236,8 +239,13 @@ def pace_limit(seconds: float) -> float:
     return 2 * seconds + 1.0
 
 
-def achieved_rate(sent: int, first_ns: int, last_ns: int) -> float:
-    """Records per second between the first and the last send (0 with fewer than two)."""
+def achieved_rate(sent: int, first_ns: int, last_ns: int, due: int | None = None, begin_ns: int = 0,
+                  end_ns: int = 0) -> float:
+    """Records per second between the first and the last send (0 with fewer than two); for a run
+    stopped short of the ``due`` records, records / (its start ``begin_ns`` -> its stop ``end_ns``),
+    since its last send may have come long before the stop (a send that blocked)."""
+    if due is not None and sent < due and end_ns > begin_ns:
+        return sent / ((end_ns - begin_ns) / 1e9)
     return (sent - 1) / ((last_ns - first_ns) / 1e9) if sent > 1 and last_ns > first_ns else 0.0
 
 
@@ -565,8 +573,10 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
     m0 = c.metrics()
     s0 = slices[0]
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    begin = clock()
     sent, first, last = await paced(sender(measured), args.rate, args.seconds, tick_ns, wait, clock,
                                     pace_limit(args.seconds))
+    end = clock()
     s1 = slices[0]
     app_seconds = (clock() - first) / 1e9
     await c.flush()
@@ -579,9 +589,11 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
     if app is not None:
         await app
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    r = {"records": sent, "due": int(args.rate * args.seconds), "completed": st[True], "errors": st["errors"],
+    due = int(args.rate * args.seconds)
+    r = {"records": sent, "due": due, "completed": st[True], "errors": st["errors"],
          "first_error": st["first_error"], "total_sent": 1 + warm_sent + sent,
-         "achieved": achieved_rate(sent, first, last), "cpu_us_per_record": cpu / sent * 1e6 if sent else None,
+         "achieved": achieved_rate(sent, first, last, due, begin, end),
+         "cpu_us_per_record": cpu / sent * 1e6 if sent and not busy else None,
          "app_slices_per_s": (s1 - s0) / app_seconds if busy and app_seconds > 0 else None,
          **_fk_counters(m0, m1, sent)}
     if len(lat) == sent and lat:
@@ -666,8 +678,9 @@ def log_line(name: str, r: dict) -> str:
     extra = f"  wake-ups/record {r['wakeups_per_record']:.3f}" if r.get("wakeups_per_record") is not None else ""
     if kind.startswith("lat"):
         app = f"  app slices/s {r['app_slices_per_s']:,.0f}" if r.get("app_slices_per_s") is not None else ""
+        cpu = f"  cpu {r['cpu_us_per_record']:.1f} us/rec" if r.get("cpu_us_per_record") is not None else ""
         return (f"achieved {r['achieved']:>8,.0f}/s  p50 {r['p50']:8.2f}  p99 {r['p99']:8.2f}  "
-                f"max {r['max']:8.2f} ms  cpu {r['cpu_us_per_record']:.1f} us/rec{app}{extra}")
+                f"max {r['max']:8.2f} ms{cpu}{app}{extra}")
     return (f"{r['rate']:>10,.1f} rec/s  {r['records']:,} records in {r['seconds']:.2f} s"
             f"{' (capped)' if r.get('capped') else ''}  cpu {r['cpu_us_per_record']:.1f} us/rec{extra}")
 
@@ -767,7 +780,7 @@ def latency_table(kind: str, results: dict[str, list[dict]], names: list[str], r
             f"| {label} | {CLIENTS[c][1]} | {fmt(achieved, ',.0f', 'FAILED')}{behind} | {fmt(med_field(rs, 'p50'))} "
             f"| {fmt(med_field(rs, 'p99'))} | {fmt(med_field(rs, 'p999'))} | {fmt(med_field(rs, 'max'))} "
             f"| {r50} | {r99} | {fmt(med_field(rs, 'app_slices_per_s'), ',.0f')} "
-            f"| {fmt(med_field(rs, 'cpu_us_per_record') if kind == 'lat_idle' else None, '.1f')} "
+            f"| {fmt(med_field(rs, 'cpu_us_per_record'), '.1f')} "
             f"| {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
             f"| {_rounds_cell(rs, lambda r: format(r['p50'], '.2f') + ' / ' + format(r['p99'], '.2f'))}{_why(rs)} |")
     return lines

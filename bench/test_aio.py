@@ -81,6 +81,9 @@ def test_counters_and_rates():
     assert aio.per_record(5, 0) is None
     assert aio.achieved_rate(1001, 0, 1_000_000_000) == pytest.approx(1000.0)
     assert aio.achieved_rate(1, 5, 5) == 0.0
+    # stopped short: 3,000 sent early, then a send blocked until the stop 5 s after the start
+    assert aio.achieved_rate(3000, 0, 10_000_000, due=40_000, begin_ns=0, end_ns=5_000_000_000) == 600.0
+    assert aio.achieved_rate(1001, 0, 1_000_000_000, due=1001, begin_ns=0, end_ns=9) == pytest.approx(1000.0)
     assert aio.pace_limit(5) == 11.0
 
 
@@ -281,8 +284,9 @@ def test_latency_measures_every_paced_record_from_its_done_callback(busy):
     assert "failed" not in aio.check(r, p.sent)
     if busy:
         assert r["app_slices_per_s"] > 100    # the application task ran between bursts
+        assert r["cpu_us_per_record"] is None  # the application's burn, not the client's
     else:
-        assert r["app_slices_per_s"] is None
+        assert r["app_slices_per_s"] is None and r["cpu_us_per_record"] > 0
 
 
 def test_latency_of_the_on_delivery_path_and_its_errors():
@@ -341,7 +345,7 @@ def test_latency_table_ratios_and_behind_marks():
     assert aiok[7] == "1.00" and aiok[8] == "0.90"
     assert ck[2] == "600 (behind)" and ck[7] == "0.10"
     assert fk[9] == "4,000" and fkp[9] == "n/a"   # the application's median slices/s; none given: n/a
-    assert fk[10] == "n/a"                        # CPU per record shown for the idle runs only
+    assert fk[10] == "10.0"                       # (the busy runs' children report None for it)
     idle = aio.latency_table("lat_idle", {n.replace("busy", "idle"): v for n, v in res.items()},
                              [n.replace("busy", "idle") for n in names], 20_000)
     assert _cells(idle[2])[10] == "10.0"
