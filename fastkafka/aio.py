@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from asyncio import _get_running_loop
 import functools
 import logging
 from collections import deque
@@ -119,6 +120,7 @@ class AsyncProducer:
 
     def __init__(self, config: dict | None = None, **kwargs: Any):
         self._p = _LoopProducer(config, kwargs)
+        self._send_waiter = self._p.send_waiter
         self.config = self._p.config
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke_fd = -1
@@ -219,9 +221,17 @@ class AsyncProducer:
         large, or for a partition that does not exist raises here, queuing nothing. Waiting for
         metadata or buffer memory happens on the loop, bounded by ``max_block_ms``; its timeout
         is the future's error."""
-        loop = self._check_loop("send")
+        loop = _get_running_loop()
+        if loop is not self._loop or loop is None:
+            loop = self._check_loop("send")
         fut = loop.create_future()
-        self._submit("send", (topic, value, key, partition, timestamp_ms, headers), fut)
+        if self._backlog or self._closing:
+            self._submit("send", (topic, value, key, partition, timestamp_ms, headers), fut)
+            return fut
+        try:    # the common case: one C call (fastkafka/_producer/sendpath.pyx)
+            self._send_waiter(self._sink, fut, topic, value, key, partition, timestamp_ms, headers)
+        except (_MustWait, BufferExhaustedError) as e:
+            self._park("send", (topic, value, key, partition, timestamp_ms, headers), fut, e)
         return fut
 
     async def send_and_wait(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
@@ -238,11 +248,20 @@ class AsyncProducer:
         when buffer memory is not free it raises BufferExhaustedError at once (``await
         p.send(...)`` waits for it instead); a record for a topic whose metadata is not known
         yet is queued until it is (bounded by ``max_block_ms``)."""
-        self._check_loop("produce")
+        loop = _get_running_loop()
+        if loop is not self._loop or loop is None:
+            self._check_loop("produce")
         if on_delivery is not None and not callable(on_delivery):
             raise InvalidRecordError(f"on_delivery must be a callable(err, metadata) or None, got "
                                      f"{type(on_delivery).__name__}")
-        self._submit("produce", (topic, value, key, partition, timestamp, headers), on_delivery)
+        if self._backlog or self._closing:
+            self._submit("produce", (topic, value, key, partition, timestamp, headers), on_delivery)
+            return
+        try:
+            self._send_waiter(self._sink, on_delivery, topic, value, key, partition, timestamp,
+                              headers)
+        except _MustWait as e:
+            self._park("produce", (topic, value, key, partition, timestamp, headers), on_delivery, e)
 
     async def send_batch(self, topic: str, values, keys=None, partition=None,
                          headers: _Headers | None = None, timestamp_ms: int | None = None) -> int:
@@ -256,27 +275,33 @@ class AsyncProducer:
         return await fut
 
     def _submit(self, kind: str, args: tuple, waiter) -> None:
+        """A call by the general path: refused when closing, queued behind waiting calls, else
+        tried now and queued if it must wait."""
         if self._closing or self._p._closed:
             raise self._p._closed_error()
         if not self._backlog:
-            item = None
             try:
                 self._attempt(kind, args, waiter, None)
-                return
-            except _MustWait as e:
-                item = _Pending(kind, args, waiter, self._loop.time() + self.config.max_block_ms / 1000)
-                item.seen = e.version
-            except BufferExhaustedError as e:
-                if kind == "produce":
-                    raise
-                item = _Pending(kind, args, waiter, self._loop.time() + self.config.max_block_ms / 1000)
-                item.seen = -2
-                self._batch_partial(item, e)
-            self._enqueue(item)
+            except (_MustWait, BufferExhaustedError) as e:
+                self._park(kind, args, waiter, e)
         else:
             self._check_args(kind, args)
             self._enqueue(_Pending(kind, args, waiter,
                                    self._loop.time() + self.config.max_block_ms / 1000))
+
+    def _park(self, kind: str, args: tuple, waiter, exc: Exception) -> None:
+        """The call must wait (``exc``: _MustWait for metadata, BufferExhaustedError for memory):
+        into the backlog, its deadline max_block_ms from now. produce() does not wait for
+        memory: it raises."""
+        item = _Pending(kind, args, waiter, self._loop.time() + self.config.max_block_ms / 1000)
+        if isinstance(exc, _MustWait):
+            item.seen = exc.version
+        else:
+            if kind == "produce":
+                raise exc
+            item.seen = -2
+            self._batch_partial(item, exc)
+        self._enqueue(item)
 
     def _check_args(self, kind: str, args: tuple) -> None:
         """What must fail at once even for a call that waits behind others: the argument types

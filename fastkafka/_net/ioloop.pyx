@@ -453,10 +453,14 @@ cdef class Poller:
         its.it_interval.tv_nsec = 0
         its.it_value.tv_sec = deadline_ms // 1000
         its.it_value.tv_nsec = (deadline_ms % 1000) * 1000000
+        # Recorded before arming: a deadline already passed (linger_ms=0) fires at once, and the
+        # I/O thread consuming it resets the record; recorded after, a stale record would keep
+        # every later deadline from being armed.
+        fk_store64(&self._timer_at_ms, deadline_ms)
         if timerfd_settime(self._tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0:
-            fk_store64(&self._timer_at_ms, deadline_ms)
             self.timers_armed += 1
         else:
+            fk_store64(&self._timer_at_ms, NO_TIMER)
             self.wakeup()    # cannot arm: wake now, as without a timer
 
     cpdef list poll(self, long timeout_ms):

@@ -249,7 +249,7 @@ cdef struct Readiness:
     Py_ssize_t nready       # how many there are (more than ready_cap: only ready_cap written)
     int64_t next_ready      # the earliest time a head not sendable now becomes sendable
     int64_t next_nogil      # the earliest time the GIL-free drain may take a head for ``nodes``
-    int64_t next_gil        # the earliest time after ``after_ms`` only the GIL turn can act on
+    int64_t next_gil        # the earliest time from ``after_ms`` on only the GIL turn can act on
     int64_t first_expiry    # the earliest delivery timeout of a head batch
     Py_ssize_t unknown      # drainable partitions with queued batches and no known leader
 
@@ -261,7 +261,8 @@ cdef struct Readiness:
 # is one of ``nodes`` with room > 0 (0 when one may go now). ``next_gil``: a head the GIL-free
 # turn leaves to the GIL turn (led by none of ``nodes``, or not nogil_sendable_c) becoming
 # sendable (one sendable at once counts from its linger deadline), or any head reaching its
-# delivery timeout; what was due at ``after_ms`` is not counted (the GIL turn that ran then saw it).
+# delivery timeout; what was due before ``after_ms`` is not counted (the GIL turn that ran then
+# saw it; ``after_ms`` itself is, since a whole millisecond cannot tell before from after its scan).
 # thread: io · lock: takes acc · gil: no
 cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint force,
                  int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil

@@ -178,7 +178,7 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
         expiry = h.created_ms + st.delivery_timeout_ms
         if expiry < r.first_expiry:
             r.first_expiry = expiry
-        if after_ms < expiry < r.next_gil:
+        if after_ms <= expiry < r.next_gil:
             r.next_gil = expiry
         if now_ms >= expiry or not queue_drainable_c(st, q):
             # expired: the GIL turn fails it; muted (or not in the transaction): a completion
@@ -209,8 +209,11 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
             if nodes[k].room > 0 and at < r.next_nogil:
                 r.next_nogil = at
         else:
+            # ``after_ms`` is a whole millisecond: a batch started in the millisecond the GIL
+            # turn ran, after its scan (linger_ms=0), is due at exactly ``after_ms`` and was not
+            # seen by it; counted (at worst the GIL turn runs once more within that millisecond)
             g = at if at > after_ms else h.created_ms + st.linger_ms
-            if after_ms < g < r.next_gil:
+            if after_ms <= g < r.next_gil:
                 r.next_gil = g
         q = nxt
     pthread_mutex_unlock(&st.lock)

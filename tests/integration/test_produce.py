@@ -443,3 +443,21 @@ def test_flush_close_context_manager_metadata(broker):
     md = lingering.get(1)                                    # close() delivered it
     got = read_back(broker.bootstrap, topic, NPART, 51)
     assert got[3][md.offset].value == b"delivered-by-close"
+
+
+def test_linger_zero_sends_every_record(broker):
+    """linger_ms=0: each record is due the moment its batch starts. Records sent one at a time,
+    each awaited, then a burst: every one is delivered (a past deadline armed the I/O thread's
+    timer, which fired before its arming was recorded, and later deadlines were then never armed;
+    and a batch started in the millisecond of the I/O thread's last scan was not looked at)."""
+    topic = unique_name("linger0")
+    broker.create_topic(topic, 2)
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+        offsets = [p.send(topic, b"one-%d" % i, partition=0).get(10).offset for i in range(200)]
+        assert offsets == list(range(200))
+        futs = [p.send(topic, b"burst-%d" % i, partition=1) for i in range(2000)]
+        assert p.flush(30) == 0
+        assert [f.get(0).offset for f in futs] == list(range(2000))
+    got = read_back(broker.bootstrap, topic, 2, 2200)
+    assert [m.value for m in got[0]] == [b"one-%d" % i for i in range(200)]
+    assert [m.value for m in got[1]] == [b"burst-%d" % i for i in range(2000)]
