@@ -9,7 +9,7 @@ send in turn, and per-record latency on a paced event loop that is busy or idle.
                         [--only NAME,...] [--loop asyncio|uvloop] [--fastkafka-path DIR]
                         [--bootstrap-servers HOST:PORT [--broker-pid PID]] [--out bench/results/aio.md]
 
-Clients, all with acks=all, idempotence on, linger 5 ms, ``--size``-byte values (no key) on a fresh
+Clients, all with acks=all, idempotence on, linger ``--linger-ms`` (default 5 ms), ``--size``-byte values (no key) on a fresh
 ``--partitions``-partition topic per measurement:
 
 - ``fk``: ``fastkafka.aio.AsyncProducer(bootstrap_servers=..., linger_ms=5, acks="all",
@@ -639,7 +639,8 @@ def child_cmd(name: str, bootstrap: str, topic: str, args, records: int | None =
             "--window", str(args.window), "--cap-seconds", str(args.cap_seconds),
             "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--rate", str(args.rate),
             "--tick-us", str(args.tick_us), "--busy-slice-us", str(args.busy_slice_us),
-            "--size", str(args.size), "--loop", args.loop, "--fastkafka-path", args.fastkafka_path]
+            "--size", str(args.size), "--loop", args.loop, "--fastkafka-path", args.fastkafka_path,
+            "--linger-ms", str(args.linger_ms)]
 
 
 def measure(topics, name: str, topic: str, args, broker_pid: int | None, records: int | None = None) -> dict:
@@ -855,7 +856,7 @@ def command_line(args) -> str:
            f"{args.slow_records} --window {args.window} --cap-seconds {args.cap_seconds:g} --seconds "
            f"{args.seconds:g} --warmup {args.warmup:g} --rate {args.rate:g} --tick-us {args.tick_us:g} "
            f"--busy-slice-us {args.busy_slice_us:g} --size {args.size} --partitions {args.partitions} "
-           f"--warmup-records {args.warmup_records} --loop {args.loop}")
+           f"--warmup-records {args.warmup_records} --loop {args.loop} --linger-ms {args.linger_ms}")
     if args.names != MEASUREMENTS:
         cmd += f" --only {','.join(args.names)}"
     return cmd
@@ -869,8 +870,8 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         f"`{command_line(args)}` — {time.strftime('%Y-%m-%d %H:%M')}, whole run {wall:.0f} s.",
         "",
         f"fastkafka at git {report.get('fastkafka_commit', '?')}. {args.size}-byte values, no key, a fresh "
-        f"{args.partitions}-partition topic per measurement, acks=all, idempotence on, linger 5 ms for every "
-        "client; each measurement in its own process, interleaved over "
+        f"{args.partitions}-partition topic per measurement, acks=all, idempotence on, linger {args.linger_ms} ms for "
+        "every client; each measurement in its own process, interleaved over "
         f"{args.rounds} rounds (order reversed in even rounds). Ratios: fastkafka's number over the "
         "client's, the median of the per-round ratios (records/s: above 1 means fastkafka is faster; "
         "latency: below 1 means fastkafka's is lower). The method is in the docstring of bench/aio.py.",
@@ -938,6 +939,9 @@ def parse_args(argv=None):
     ap.add_argument("--busy-slice-us", type=float, default=200.0,
                     help="µs of pure-Python work per slice of the busy application task")
     ap.add_argument("--size", type=int, default=100, help="value bytes")
+    ap.add_argument("--linger-ms", type=int, default=5,
+                    help="linger.ms of every client (5: fastkafka's and confluent-kafka's default; "
+                         "0: aiokafka's)")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--warmup-records", type=int, default=50_000,
                     help="records of the untimed broker warm-up before the rounds (0: none)")
@@ -954,6 +958,8 @@ def parse_args(argv=None):
     ap.add_argument("--out", default=RESULTS, help="results file (default %(default)s); '-' prints only")
     ap.add_argument("--_child", nargs=3, metavar=("NAME", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    global LINGER_MS
+    LINGER_MS = args.linger_ms
     args.fastkafka_path = os.path.abspath(args.fastkafka_path)
     args.names = select(args.only)
     return args
