@@ -192,6 +192,15 @@ class AsyncProducer:
             handle.cancel()
         return self._loop.time() < deadline
 
+    async def start(self) -> None:
+        """Bind the producer to the running loop (aiokafka's ``await producer.start()``). Nothing
+        else to do: the connection is made in the background from the constructor on."""
+        self._check_loop("start")
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """:meth:`close` under aiokafka's name."""
+        await self.close(timeout)
+
     # -- context manager -----------------------------------------------------------------------
     async def __aenter__(self) -> "AsyncProducer":
         self._check_loop("__aenter__")
