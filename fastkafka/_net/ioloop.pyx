@@ -358,16 +358,32 @@ cdef class Poller:
                 raise OSError(errno, "eventfd failed")
         return self._pokefd
 
+    # thread: io · lock: none · gil: no
+    cdef void _poke_c(self) noexcept nogil:
+        """About to take the GIL back: with a poke fd, mark the turn active, then poke the loop
+        (one write until it is read: ``gil_poked``)."""
+        cdef uint64_t one = 1
+        if self._pokefd >= 0:
+            fk_store(&self._turn_active, 1)
+            if fk_swap(&self._poke_pending, 1) == 0:
+                write(self._pokefd, &one, 8)
+                self.gil_pokes += 1
+
     def gil_poked(self):
         """gil_poked(): the event loop's reader of :meth:`gil_poke_fd`: read it, then, while the
         I/O thread's turn with the GIL goes on, wait for it without the GIL (up to
         TURN_HANDOVER_MAX_US): the turn gets the GIL now, and keeps it, instead of losing it
         to the loop's next short release in the middle."""
         cdef uint64_t counter
+        cdef uint64_t one = 1
         cdef long long deadline, left
+        # Cleared before the read: a poke written after the read makes the descriptor readable
+        # again (the loop calls this once more); one written before it is read here and acted on
+        # below. Cleared after the read, a poke in between would be lost with the I/O thread
+        # left waiting for the GIL and no poke to come.
+        fk_store(&self._poke_pending, 0)
         if self._pokefd >= 0:
             read(self._pokefd, &counter, 8)
-        fk_store(&self._poke_pending, 0)
         if fk_load(&self._turn_active):
             self.turn_handovers += 1
             with nogil:
@@ -379,6 +395,10 @@ cdef class Poller:
                         break
                     fk_word_wait(&self._turn_active, 1, left)
                 fk_store(&self._turn_waiters, 0)
+            if fk_load(&self._turn_active) and fk_swap(&self._poke_pending, 1) == 0:
+                # The turn goes on (it may lose the GIL again in its middle: CPython's own
+                # switch, a lock, a socket write): the loop comes back here on its next turn.
+                write(self._pokefd, &one, 8)
 
     cdef void set_gil_free(self, gil_free_fn fn, void *ctx) noexcept:
         """Run ``fn(ctx, now_ms, &wait_ms)`` without the GIL inside the next waits of :meth:`poll`
@@ -490,6 +510,7 @@ cdef class Poller:
             self.gil_free_turns += 1
             with nogil:
                 k = self._xfn(self._xctx, monotonic_ms(), evs, 0, &xwait)
+                self._poke_c()
             if k != 0 or xwait == 0:
                 timeout_ms = 0
             elif timeout_ms != 0:
@@ -518,11 +539,7 @@ cdef class Poller:
                         break
                     wait = -1 if xwait < 0 else (<int>xwait if xwait < 0x7FFFFFFF else 0x7FFFFFFF)
                 fk_waiting_add(1)
-                if self._pokefd >= 0:
-                    fk_store(&self._turn_active, 1)
-                    if fk_swap(&self._poke_pending, 1) == 0:
-                        write(self._pokefd, &one, 8)
-                        self.gil_pokes += 1
+                self._poke_c()
                 t0 = _now_ns()
             # The GIL is ours again: let the application threads stop waiting for us.
             fk_took_bump()
