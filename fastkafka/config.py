@@ -14,6 +14,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from fastkafka._producer.partitioner import PARTITIONERS
 from fastkafka._wire.compression import CODECS, LEVEL_RANGES, validate_level  # noqa: F401 (re-exported)
 from fastkafka.errors import ConfigError
 
@@ -69,7 +70,9 @@ _SETTINGS = [
              doc="callable(error) for errors that belong to no single record (a broker that lost "
                  "acknowledged records: BrokerDataLossError); runs on the I/O thread"),
     _Setting("partitioner", "partitioner", "murmur2",
-             doc='"murmur2" (Java-compatible for keys, sticky for null keys), "random", '
+             doc='"murmur2" (Java-compatible for keys, sticky for null keys), librdkafka\'s '
+                 '"consistent_random", "consistent", "murmur2_random", "fnv1a", "fnv1a_random" '
+                 '(the same placement as librdkafka), "random", '
                  "or a callable(key, num_partitions, available_partitions) -> int"),
     _Setting("transactional_id", "opt_str", None,
              doc="makes the producer transactional (init_transactions(), begin_transaction(), ...); "
@@ -335,9 +338,11 @@ def _parse(setting: _Setting, value: Any) -> Any:
     if kind == "partitioner":
         if callable(value):
             return value
-        if isinstance(value, str) and value in ("murmur2", "default", "random"):
+        if isinstance(value, str) and (value in PARTITIONERS or value == "default"):
             return "murmur2" if value == "default" else value
-        raise ConfigError(f"partitioner must be 'murmur2', 'random' or a callable, got {value!r}")
+        names = ", ".join(repr(name) for name in PARTITIONERS)
+        raise ConfigError(f"partitioner must be one of {names} ('default' is 'murmur2'), or a "
+                          f"callable(key, num_partitions, available_partitions), got {value!r}")
     if kind == "recovery_strategy":
         if isinstance(value, str) and value.strip().lower() in ("rebootstrap", "none"):
             return value.strip().lower()

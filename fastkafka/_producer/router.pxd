@@ -1,6 +1,7 @@
 # cython: language_level=3
 # path:
-#   send:       send / produce -> route_c -> topic_c -> explicit | murmur2(key) | -1 sticky | partitioner
+#   send:       send / produce -> route_c -> topic_c -> explicit | murmur2(key) | key_partition_c
+#               (librdkafka's hashes) | -1 sticky | partitioner
 #   send_batch: route_batch -> topic_c -> one int | -1 sticky | one int32 per record
 #   refuse:     append_batch -> refuse_partition (what it is given and cannot place)
 #   (topic_c: a cache per metadata version; a miss waits in _topic_info)
@@ -15,13 +16,8 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._net.cells cimport VersionCell
-from fastkafka._producer.partitioner cimport java_partition_c
-
-
-cdef enum:
-    PART_MURMUR2 = 0     # the key's murmur2 (Java-compatible); null keys sticky
-    PART_RANDOM = 1      # sticky for every record
-    PART_CALLABLE = 2    # partitioner(key, num_partitions, available_partitions)
+from fastkafka._producer.partitioner cimport (
+    PART_CALLABLE, PART_CONSISTENT, PART_MURMUR2, PART_RANDOM, java_partition_c, key_partition_c)
 
 
 # Why refuse_partition refuses a partition (its message says so).
@@ -61,8 +57,8 @@ cdef class Router:
     cdef object _last_topic               # the topic of the previous record and its entry
     cdef TopicRoute _last_info
     cdef dict _topics                     # topic -> TopicRoute
-    cdef object _partitioner              # "murmur2", "random" or a callable
-    cdef int _part_kind
+    cdef object _partitioner              # a name of partitioner.PARTITIONERS or a callable
+    cdef int _part_kind                   # its PART_* (partitioner.pxd)
     cdef public int64_t _max_block_ms
 
     # Hooks: what the router needs from the producer (fastkafka.Producer and
@@ -97,7 +93,8 @@ cdef class Router:
         return self._topic_slow_c(topic, partition, partition_obj, max_block)
 
     # The partition of one record (send / produce): explicit, murmur2 of the key at ``kp`` (``kl``
-    # bytes, -1 null), -1 (sticky), or the user partitioner's answer. Checks before any wait.
+    # bytes, -1 null) or librdkafka's hash of it, -1 (sticky), or the user partitioner's answer.
+    # Checks before any wait. The default (murmur2) is the first branch.
     cdef inline int32_t route_c(self, object topic, object partition, object key, const char *kp,
                                 Py_ssize_t kl, int64_t *max_block) except -2:
         cdef int64_t p = -1
@@ -111,6 +108,8 @@ cdef class Router:
             return <int32_t>p
         if self._part_kind == PART_MURMUR2:
             return -1 if kl < 0 else java_partition_c(kp, kl, n)
+        if self._part_kind >= PART_CONSISTENT:
+            return key_partition_c(self._part_kind, kp, kl, n)
         if self._part_kind == PART_RANDOM:
             return -1
         return self._call_partitioner_c(topic, key, self._last_info)

@@ -15,6 +15,7 @@ from posix.time cimport CLOCK_MONOTONIC
 from fastkafka._net.cells cimport VersionCell
 from fastkafka._net.clock cimport clock_ms
 from fastkafka._producer.columns cimport is_arrow, pyarrow_module
+from fastkafka._producer.partitioner cimport part_kind
 from fastkafka._wire.records cimport get_view
 
 from fastkafka._producer.partitioner import partitions_for_keys
@@ -119,13 +120,8 @@ cdef class Router:
 
     def _init_router(self, VersionCell metadata_version not None, partitioner, int64_t max_block_ms):
         self._meta_version = metadata_version
+        self._part_kind = part_kind(partitioner)
         self._partitioner = partitioner
-        if partitioner == "murmur2":
-            self._part_kind = PART_MURMUR2
-        elif partitioner == "random":
-            self._part_kind = PART_RANDOM
-        else:
-            self._part_kind = PART_CALLABLE
         self._max_block_ms = max_block_ms
         self._topics = {}
         self._last_topic = _NO_TOPIC        # no record yet: topic_c's fast path matches nothing
@@ -260,22 +256,28 @@ cdef class Router:
     cdef object _default_partitions(self, object topic, object keys, Py_ssize_t n_records,
                                     TopicRoute info, bint concrete):
         """What ``partition=None`` picks for a send_batch call: the user partitioner's choices,
-        or murmur2 of each key (null keys: the sticky partition); when no record has a key, -1
-        (the accumulator spreads the batches over sticky partitions), or with ``concrete`` the
-        sticky partition for every record."""
+        or the hash of each key (where the partitioner gives a null key the sticky partition, the
+        sticky partition of the moment); when no record has a key, the partition of a null key:
+        -1 (the accumulator spreads the batches over sticky partitions), or with ``concrete`` the
+        sticky partition for every record; ``consistent`` and ``fnv1a`` hash a null key."""
         cdef Py_ssize_t i
+        cdef int32_t p
         if self._part_kind == PART_CALLABLE:
             key_list = keys if isinstance(keys, list) or keys is None else keys.to_pylist()
             return [self._call_partitioner_c(topic, None if key_list is None else key_list[i], info)
                     for i in range(n_records)]
-        if keys is not None and self._part_kind == PART_MURMUR2:
+        if keys is not None and self._part_kind != PART_RANDOM:
             try:
                 return partitions_for_keys(keys, info.partitions,
-                                           self._sticky_partition(topic, info.available))
+                                           self._sticky_partition(topic, info.available),
+                                           self._partitioner)
             except (TypeError, ValueError, BufferError):
                 if type(keys) is list:
                     check_column(keys, "keys")  # raises the typed error naming the index
                 raise
+        p = key_partition_c(self._part_kind, NULL, -1, info.partitions)    # a null key
+        if p >= 0:
+            return array.array("i", [p]) * n_records if concrete else p
         if concrete:
             return array.array("i", [self._sticky_partition(topic, info.available)]) * n_records
         return -1

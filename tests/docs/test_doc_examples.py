@@ -133,6 +133,13 @@ def check_partitioner(run: Run) -> None:
         b"1:alice": 1, b"2:bob": 2, b"3:carol": 3}
 
 
+def check_partitioner_consistent_random(run: Run) -> None:
+    import zlib
+
+    placed = {m.key: m.partition for m in run.committed["from-confluent"]}
+    assert placed == {k: zlib.crc32(k) % 6 for k in (b"customer-42", b"customer-7")}
+
+
 def check_txn_commit(run: Run) -> None:
     assert run.values("orders") == [b"order-1"]
     assert sorted(run.values("audit")) == [b"audit-1", b"audit-2"]
@@ -186,6 +193,7 @@ def check_migrate_eos(run: Run) -> None:
 CHECKS = {
     "send-batch": check_send_batch,
     "partitioner": check_partitioner,
+    "partitioner-consistent-random": check_partitioner_consistent_random,
     "txn-commit": check_txn_commit,
     "txn-abort": check_txn_abort,
     "txn-offsets": check_txn_offsets,

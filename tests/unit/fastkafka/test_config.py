@@ -47,6 +47,26 @@ def test_bad_values_name_the_setting(key, value, match):
         cfg(**{key: value})
 
 
+LIBRDKAFKA_PARTITIONERS = ("random", "consistent", "consistent_random", "murmur2", "murmur2_random",
+                           "fnv1a", "fnv1a_random")
+
+
+@pytest.mark.parametrize("name", LIBRDKAFKA_PARTITIONERS)
+def test_librdkafka_partitioner_names_are_accepted(name):
+    assert cfg(partitioner=name).partitioner == name
+    assert ProducerConfig({"bootstrap.servers": "h:1", "partitioner": name}).partitioner == name
+
+
+def test_partitioner_default_alias_and_error_lists_the_names():
+    assert cfg(partitioner="default").partitioner == "murmur2"
+    assert cfg().partitioner == "murmur2"
+    with pytest.raises(ConfigError) as e:
+        cfg(partitioner="Consistent_Random")     # librdkafka's names are case-sensitive too
+    for name in LIBRDKAFKA_PARTITIONERS:
+        assert repr(name) in str(e.value)
+    assert "callable" in str(e.value) and "'Consistent_Random'" in str(e.value)
+
+
 def test_bootstrap_required_and_parsed():
     with pytest.raises(ConfigError, match="bootstrap_servers is required"):
         ProducerConfig()

@@ -8,11 +8,11 @@ import time
 
 import pyarrow as pa
 import pytest
-from test_partitioner import JAVA_VECTORS, ref_murmur2
+from test_partitioner import JAVA_VECTORS, ref_murmur2, ref_partition
 
 from fastkafka import Producer
 from fastkafka._net.cells import VersionCell
-from fastkafka._producer.partitioner import StickyPartitioner
+from fastkafka._producer.partitioner import PARTITIONERS, StickyPartitioner
 from fastkafka._producer.router import (IO_THREAD, MAX_PARTITION, NO_AVAILABLE, NO_SUCH, OUTSIDE_INT32,
                                         PARTITIONER, Router, unknown_partition)
 from fastkafka._producer.testing import route
@@ -189,6 +189,48 @@ def test_send_batch_null_partitions_without_keys_take_the_sticky_partition():
         sticky = r.sticky.current("t")
         assert sticky in (1, 2, 3, 4) and list(parts) == [sticky, 2, sticky]
         assert r.sticky_asked == [("t", [1, 2, 3, 4])]
+
+
+# ---- librdkafka's partitioner names ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(PARTITIONERS))
+def test_every_partitioner_name_places_send_and_send_batch_alike(name):
+    n = 11
+    r = make({"t": n}, partitioner=name)
+    keys = KEYS + [None, b"x", None, b""]
+    r.sticky.partition("t", list(range(n)))
+    sticky = r.sticky.current("t")
+    one_by_one = [route(r, "t", key=k)[0] for k in keys]
+    expected = [ref_partition(name, k, n) for k in keys]
+    assert one_by_one == [-1 if p is None else p for p in expected]
+    want = [sticky if p is None else p for p in expected]   # a batch's sticky keys: the one now
+    for column in (keys, pa.array(keys, pa.binary()), pa.array(keys, pa.large_binary()),
+                   pa.chunked_array([keys[:100], keys[100:]], pa.binary())):
+        parts, _, _ = r._route_batch("t", None, column, len(keys))
+        if name == "random":
+            assert parts == -1
+        else:
+            assert list(parts) == want, type(column)
+
+
+def test_consistent_and_fnv1a_hash_null_keys_in_send_batch_too():
+    # librdkafka's consistent and fnv1a place a null key on one fixed partition, not the sticky one
+    for name, fixed in (("consistent", 0), ("fnv1a", 0x7EE3623B % 6)):
+        r = make({"t": 6}, partitioner=name)
+        assert route(r, "t")[0] == fixed
+        assert r._route_batch("t", None, None, 10)[0] == fixed
+        assert list(r._route_batch("t", None, [None] * 3, 3)[0]) == [fixed] * 3
+        assert list(r._route_batch("t", [None, 2, None], None, 3)[0]) == [fixed, 2, fixed]
+    for name in ("consistent_random", "murmur2_random", "fnv1a_random"):
+        r = make({"t": 6}, partitioner=name)
+        assert r._route_batch("t", None, None, 10)[0] == -1
+        parts, _, _ = r._route_batch("t", [None, 2, None], None, 3)
+        assert list(parts) == [r.sticky.current("t"), 2, r.sticky.current("t")]
+
+
+def test_an_unknown_partitioner_name_is_refused():
+    with pytest.raises(ValueError, match="partitioner must be one of 'murmur2'"):
+        make({"t": 6}, partitioner="Consistent")
 
 
 # ---- a user partitioner ---------------------------------------------------------------------------
