@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 
 from fastkafka._net.cluster import topic_error
 from fastkafka._producer.batch import LoopSink
+from fastkafka._producer.sendpath import validate_headers, validate_timestamp
 from fastkafka.errors import (BufferExhaustedError, IllegalStateError, InvalidRecordError,
                               KafkaTimeoutError, ProducerClosedError)
 from fastkafka.producer import (BatchFuture, CLOSE_GRACE_S, GroupMetadata, PreparedTransaction,
@@ -318,6 +319,19 @@ class AsyncProducer:
         topic = args[0]
         if not isinstance(topic, str) or not topic:
             raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+        if kind == "batch":
+            return
+        _topic, value, key, _partition, timestamp, headers = args
+        for name, x in (("value", value), ("key", key)):
+            if x is not None and type(x) is not bytes:
+                try:
+                    memoryview(x).release()
+                except TypeError:
+                    raise InvalidRecordError(
+                        f"{name} must be bytes-like (bytes, bytearray, memoryview, any buffer) or "
+                        f"None, got {type(x).__name__}") from None
+        validate_timestamp(timestamp)
+        validate_headers(headers)
 
     def _attempt(self, kind: str, args: tuple, waiter, item: _Pending | None) -> None:
         p = self._p
@@ -655,10 +669,16 @@ def _batch_failed_part(arg) -> None:
 
 
 def _records_of(item: _Pending) -> int:
-    if item.kind == "batch":
-        n = item.batch.n_records if item.batch is not None else len(item.args[1])
-        return n - item.appended
-    return 1
+    """Records of a waiting call not queued yet (a send_batch not yet checked: its values' length
+    when they have one)."""
+    if item.kind != "batch":
+        return 1
+    if item.batch is not None:
+        return item.batch.n_records - item.appended
+    try:
+        return len(item.args[1])
+    except TypeError:
+        return 0
 
 
 def _size_of(item: _Pending) -> int:
