@@ -118,8 +118,10 @@ def test_dropped_async_producer_releases_its_loop_reader(kafka_broker):
         await ap.send(topic, b"first")
         for i in range(5):
             ap.send(topic, b"later-%d" % i)     # not awaited: still queued when dropped
-        fd, ref = ap._poke_fd, weakref.ref(ap._p)
+        fd, ref, ap_ref = ap._poke_fd, weakref.ref(ap._p), weakref.ref(ap)
         del ap
+        # freed at once: its queued records hold its sink, which holds it only weakly
+        assert ap_ref() is None
         deadline = time.monotonic() + 30
         while (ref() is not None or threading.active_count() > threads0) \
                 and time.monotonic() < deadline:
