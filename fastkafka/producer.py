@@ -15,6 +15,7 @@ import copy
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Sequence
@@ -73,13 +74,14 @@ def _close_at_exit() -> None:
     The one non-daemon thread of ours is the short-lived one a finalizer starts to close a dropped
     producer (Producer.__del__): its close is bounded, so the exit waits for it, bounded too."""
     pid = os.getpid()
+    started = time.monotonic()
     stopping = []
     for p in list(_live_producers):
         if p._pid == pid and not p._forked and not p._on_io_thread() and p._stop_io_thread():
             stopping.append(p)
     for p in stopping:
         try:
-            p._close_unattended("still open at interpreter exit")
+            p._close_unattended("still open at interpreter exit", started)
         except Exception:   # one producer's failure must not keep the others from closing
             log.exception("closing producer %s at interpreter exit failed", p._name)
 
@@ -379,11 +381,14 @@ class Producer(ProducerCore):
         self._release_after_close()
         return left
 
-    def _close_unattended(self, why: str) -> None:
+    def _close_unattended(self, why: str, started: float | None = None) -> None:
         """The close nobody called (at interpreter exit, of a dropped producer), after
-        _stop_io_thread: deliver for up to exit_flush_timeout_ms, fail the rest, and say so."""
+        _stop_io_thread (at time.monotonic() ``started``, default now): deliver for up to
+        exit_flush_timeout_ms from then, fail the rest, and say so."""
         timeout_ms = self.config.exit_flush_timeout_ms
-        left = self._finish_close(timeout_ms / 1000.0)
+        if started is None:
+            started = time.monotonic()
+        left = self._finish_close(max(0.0, started + timeout_ms / 1000.0 - time.monotonic()))
         if left:
             log.warning("producer %s %s: %d record(s) not delivered within exit_flush_timeout_ms="
                         "%d failed with ProducerClosedError (call close() or flush() to wait for "
