@@ -45,7 +45,7 @@ from fastkafka._producer.sendpath import validate_headers, validate_timestamp
 from fastkafka.errors import (BufferExhaustedError, IllegalStateError, InvalidRecordError,
                               KafkaTimeoutError, ProducerClosedError)
 from fastkafka.producer import (BatchFuture, CLOSE_GRACE_S, GroupMetadata, PreparedTransaction,
-                                Producer, RecordMetadata)
+                                Producer, RecordMetadata, _weak_method)
 
 log = logging.getLogger("fastkafka")
 
@@ -140,7 +140,9 @@ class AsyncProducer:
     def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._sink = LoopSink(loop)
-        self._sink.on_drain = self._after_drain
+        # Weakly: the sink is referenced by every record not yet completed, and must not keep a
+        # dropped AsyncProducer (and its producer) alive (see __del__).
+        self._sink.on_drain = _weak_method(self._after_drain)
         # The I/O thread pokes this loop when it takes the GIL back, and the loop hands the GIL
         # over: a loop polling its selector with a zero timeout between Python work (a busy
         # loop) would otherwise keep the I/O thread waiting (fastkafka/_net/ioloop.pyx).
@@ -216,6 +218,27 @@ class AsyncProducer:
 
     def __exit__(self, *exc):   # pragma: no cover - __enter__ always raises
         return None
+
+    def __del__(self):
+        # Dropped without close(): nothing of the I/O thread or the loop keeps an AsyncProducer
+        # or its _LoopProducer alive (the sink's on_drain is weak; the loop's poke reader holds
+        # the poller only), so this runs once the application lets go of it, and the
+        # _LoopProducer's own finalizer then closes it as a dropped Producer is closed (bounded
+        # by exit_flush_timeout_ms, a WARNING naming the records that failed). Here the poke
+        # reader is taken off the loop while the loop is open: it would keep the poller and its
+        # descriptors alive and be called for nothing. On another thread while the loop runs,
+        # the removal is handed to the loop. The poke descriptor stays open as long as the
+        # poller does, which the reader holds, so its number cannot be reused meanwhile.
+        loop = getattr(self, "_loop", None)
+        if loop is None or getattr(self, "_closing", True) or loop.is_closed():
+            return
+        try:
+            if loop.is_running() and _get_running_loop() is not loop:
+                loop.call_soon_threadsafe(loop.remove_reader, self._poke_fd)
+            else:
+                loop.remove_reader(self._poke_fd)
+        except Exception:
+            pass
 
     def __repr__(self) -> str:
         return f"<fastkafka.aio.AsyncProducer {self._p._name} {'closed' if self._p._closed else 'open'}>"

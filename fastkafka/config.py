@@ -52,6 +52,10 @@ _SETTINGS = [
     _Setting("retry_backoff_max_ms", "int", 1000, 0, INT32_MAX,
              doc="cap of the exponential backoff of repeated InitProducerId, Metadata and admin requests"),
     _Setting("delivery_timeout_ms", "int", 120_000, 1, INT32_MAX),
+    _Setting("exit_flush_timeout_ms", "int", 5000, 0, INT32_MAX,
+             doc="a producer still open at interpreter exit, or dropped without close(), delivers "
+                 "what is queued for up to this long; the rest fails with ProducerClosedError and "
+                 "a WARNING names how many. 0: nothing is delivered, everything queued fails"),
     _Setting("request_timeout_ms", "int", 30_000, 1, INT32_MAX),
     _Setting("metadata_max_age_ms", "int", 300_000, 0, INT32_MAX),
     _Setting("max_request_size", "int", 1_048_576, 1024, 2**31 - 1),

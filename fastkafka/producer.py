@@ -10,10 +10,12 @@ nothing.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Sequence
@@ -59,6 +61,48 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_mark_forked_producers)
 
 
+def _close_at_exit() -> None:
+    """The producers still open at interpreter exit deliver what is queued for up to their
+    ``exit_flush_timeout_ms``, all at once (not one after the other), then stop; what is left
+    fails with ProducerClosedError and a WARNING names how many.
+
+    Why this runs at all: the I/O thread is a daemon thread (Sender.start). CPython's exit first
+    joins the non-daemon threads (threading._shutdown), then runs the atexit hooks, then stops the
+    daemon threads where they stand. A non-daemon I/O thread would only stop when told, so an
+    unclosed producer would hang the exit before this hook could tell it; as a daemon thread it is
+    still running here, and without this hook the records it still held would be dropped silently.
+    The one non-daemon thread of ours is the short-lived one a finalizer starts to close a dropped
+    producer (Producer.__del__): its close is bounded, so the exit waits for it, bounded too."""
+    pid = os.getpid()
+    started = time.monotonic()
+    stopping = []
+    for p in list(_live_producers):
+        if p._pid == pid and not p._forked and not p._on_io_thread() and p._stop_io_thread():
+            stopping.append(p)
+    for p in stopping:
+        try:
+            p._close_unattended("still open at interpreter exit", started)
+        except Exception:   # one producer's failure must not keep the others from closing
+            log.exception("closing producer %s at interpreter exit failed", p._name)
+
+
+atexit.register(_close_at_exit)
+
+
+def _weak_method(method):
+    """A callable that calls the bound ``method`` through a weak reference to its object, and does
+    nothing once that object is gone. The hooks a Producer gives its I/O thread are made so: the
+    running thread must not keep the Producer alive, or a producer dropped without close() is
+    never collected and its thread and sockets live on (its finalizer closes it)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args):
+        m = ref()
+        if m is not None:
+            return m(*args)
+    return call
+
+
 class Producer(ProducerCore):
     """A thread-safe Kafka producer.
 
@@ -97,13 +141,14 @@ class Producer(ProducerCore):
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
         self._close_lock = threading.Lock()
         self._close_started = False
-        # If the I/O thread dies (a bug), sends are refused at once, naming the failure.
-        self._sender.on_fatal = self._on_io_thread_failed
+        # If the I/O thread dies (a bug), sends are refused at once, naming the failure. The I/O
+        # thread's hooks hold the producer weakly (_weak_method).
+        self._sender.on_fatal = _weak_method(self._on_io_thread_failed)
         self._pid = os.getpid()
         self._forked = False
         if self._sender.txn is not None:
             self._txn_blocked = True   # until begin_transaction()
-            self._sender.txn.on_state_change = self._on_txn_state
+            self._sender.txn.on_state_change = _weak_method(self._on_txn_state)
         self._sender.start(f"fastkafka-sender-{self._name}")
         _live_producers.add(self)
 
@@ -320,14 +365,34 @@ class Producer(ProducerCore):
         self._sender.wakeup()
         return True
 
-    def _finish_close(self, timeout: float | None) -> None:
-        """close(), second half: wait for the I/O thread (see close), then release the rest."""
+    def _finish_close(self, timeout: float | None) -> int:
+        """close(), second half: wait for the I/O thread (see close), then release the rest.
+        Returns the records that had no outcome at the deadline and were failed by the close."""
+        left = 0
         if not self._sender.join(timeout):
+            # Counted at the deadline, less those delivered while the thread stops.
+            queued = self._acc.incomplete_record_count()
+            sent = self._sender.stats["records_sent"]
             self._sender.force_close = True
             self._sender.wakeup()
             if not self._sender.join(None if timeout is None else CLOSE_GRACE_S):
                 self._abandon_io_thread(timeout)
+            left = max(0, queued - (self._sender.stats["records_sent"] - sent))
         self._release_after_close()
+        return left
+
+    def _close_unattended(self, why: str, started: float | None = None) -> None:
+        """The close nobody called (at interpreter exit, of a dropped producer), after
+        _stop_io_thread (at time.monotonic() ``started``, default now): deliver for up to
+        exit_flush_timeout_ms from then, fail the rest, and say so."""
+        timeout_ms = self.config.exit_flush_timeout_ms
+        if started is None:
+            started = time.monotonic()
+        left = self._finish_close(max(0.0, started + timeout_ms / 1000.0 - time.monotonic()))
+        if left:
+            log.warning("producer %s %s: %d record(s) not delivered within exit_flush_timeout_ms="
+                        "%d failed with ProducerClosedError (call close() or flush() to wait for "
+                        "them)", self._name, why, left, timeout_ms)
 
     def _abandon_io_thread(self, timeout) -> None:
         """The I/O thread did not stop within the close timeout and the grace after it."""
@@ -592,20 +657,28 @@ class Producer(ProducerCore):
                 f"from an application thread; the producer was left unchanged")
 
     def __del__(self):
-        if getattr(self, "_forked", False):
+        # Dropped without close(): no reference of the I/O thread keeps a producer alive
+        # (_weak_method), so this runs once the application lets go of it. The close is the one
+        # of interpreter exit, bounded by exit_flush_timeout_ms, on a thread of its own: a
+        # finalizer runs on whatever thread dropped the last reference or ran the garbage
+        # collector (an event loop's, or the I/O thread itself, which cannot join itself), and
+        # must not block it. That thread keeps the producer alive until it is closed. It is not
+        # a daemon thread, so an exit waits for it (bounded); if no thread can be started (the
+        # interpreter is shutting down), the close runs here, or, on the I/O thread, the thread
+        # is only told to finish what is queued and stop.
+        if getattr(self, "_forked", False) or getattr(self, "_close_started", True):
             return
-        if not getattr(self, "_close_started", True):
+        try:
+            if not self._stop_io_thread():
+                return
             try:
-                if self._on_io_thread():
-                    # Dropped by the last reference held in a callback: ask the I/O thread to
-                    # finish what is queued and stop; it cannot be joined from here.
-                    self._close_started = self._closed = True
-                    self._acc.close()
-                    self._sender.running = False
-                else:
-                    self.close(0)
-            except Exception:
-                pass
+                threading.Thread(target=self._close_unattended, args=("dropped without close()",),
+                                 name=f"fastkafka-close-{self._name}", daemon=False).start()
+            except RuntimeError:
+                if not self._on_io_thread():
+                    self._close_unattended("dropped without close()")
+        except Exception:
+            pass
 
     # -- introspection ---------------------------------------------------------------------
     def metrics(self) -> dict:
