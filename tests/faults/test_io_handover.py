@@ -22,12 +22,17 @@ def test_busy_sender_hands_the_gil_over_and_every_record_arrives(fb, make_produc
     p.send("t", b"warm").get(10)
     before = handover_count()
     futs = []
-    for burst in range(40):
+    # At least 40 bursts, and on until a send() met the I/O thread waiting for the GIL (a machine
+    # busy with other processes may not schedule the I/O thread in a given burst's gap); 400 at
+    # most, which no working hand-over needs.
+    for burst in range(400):
         futs += [p.send("t", b"v-%d-%d" % (burst, i)) for i in range(10)]
         busy(0.003)          # the GIL held in Python between bursts, as a serialising app does
+        if burst >= 39 and handover_count() > before:
+            break
     offsets = {(m.partition, m.offset) for m in (f.get(10) for f in futs)}
-    assert len(offsets) == 400                        # every record acknowledged, none twice
-    assert fb.cluster.record_count("t") == 401
+    assert len(offsets) == len(futs)                  # every record acknowledged, none twice
+    assert fb.cluster.record_count("t") == len(futs) + 1
     m = p.metrics()
     assert m["io_waits"] > 0
     assert m["io_gil_wait_max_ms"] * m["io_waits"] >= m["io_gil_wait_ms_total"] > 0
