@@ -37,11 +37,11 @@ from asyncio import _get_running_loop
 import functools
 import logging
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from fastkafka._net.cluster import topic_error
 from fastkafka._producer.batch import LoopSink
-from fastkafka._producer.sendpath import validate_headers, validate_timestamp
+from fastkafka._producer.sendpath import validate_field, validate_headers, validate_timestamp
 from fastkafka.errors import (BufferExhaustedError, IllegalStateError, InvalidRecordError,
                               KafkaTimeoutError, ProducerClosedError)
 from fastkafka.producer import (BatchFuture, CLOSE_GRACE_S, GroupMetadata, PreparedTransaction,
@@ -51,8 +51,8 @@ log = logging.getLogger("fastkafka")
 
 __all__ = ["AsyncProducer"]
 
-_Bytes = bytes | bytearray | memoryview
-_Headers = Sequence[tuple[str | bytes, _Bytes | None]]
+_Bytes = bytes | bytearray | memoryview | str    # a str is sent as its UTF-8
+_Headers = Sequence[tuple[str | bytes, _Bytes | None]] | Mapping[str | bytes, _Bytes | None]
 _Callback = Callable[[BaseException | None, RecordMetadata], Any]
 
 #: How often ``close()`` looks whether the I/O thread has stopped (seconds; it does not block).
@@ -347,12 +347,7 @@ class AsyncProducer:
         _topic, value, key, _partition, timestamp, headers = args
         for name, x in (("value", value), ("key", key)):
             if x is not None and type(x) is not bytes:
-                try:
-                    memoryview(x).release()
-                except TypeError:
-                    raise InvalidRecordError(
-                        f"{name} must be bytes-like (bytes, bytearray, memoryview, any buffer) or "
-                        f"None, got {type(x).__name__}") from None
+                validate_field(x, name)
         validate_timestamp(timestamp)
         validate_headers(headers)
 

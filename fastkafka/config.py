@@ -2,7 +2,8 @@
 
 Every setting has one canonical snake_case name; ``linger_ms`` and ``linger.ms`` are the same setting.
 Settings of other clients whose value asks for what this producer does anyway are accepted with no
-effect (``ACCEPTED_FOREIGN``); a mistyped key names the closest valid one.
+effect (``ACCEPTED_FOREIGN``); confluent-kafka keys with no setting here are refused naming what to
+use instead (``REPLACED_FOREIGN``); a mistyped key names the closest valid one.
 Values may be given as their Python type or as strings (as Spark options always are): ``"5"`` for an
 integer, ``"true"``/``"false"`` for a boolean. Unknown keys, values of the wrong type or out of range,
 and inconsistent combinations raise :class:`~fastkafka.errors.ConfigError` naming the setting.
@@ -202,6 +203,58 @@ _UNSUPPORTED_FAMILIES = {
 }
 
 
+_FASTKAFKA_LOGGER = "the 'fastkafka' logger (logging.getLogger(\"fastkafka\"))"
+
+#: confluent-kafka (librdkafka) keys with no setting here: a configuration copied with one of them
+#: fails at construction with what to use instead, never with a guess at a similar key. Keyed by
+#: confluent-kafka's spelling; the dotted and snake_case spellings are looked up alike.
+#: Documented in docs/migration.md.
+REPLACED_FOREIGN: dict[str, str] = {
+    "error_cb": (
+        "there is no error callback: errors of a record reach its on_delivery callback and its "
+        "future; connection errors are retried and logged to " + _FASTKAFKA_LOGGER + "; errors "
+        "that belong to no record (a broker that lost acknowledged records) go to "
+        "on_error=callable(error); their counts (errors, retries, net_disconnects, "
+        "broker_data_loss) are in producer.metrics()"),
+    "stats_cb": (
+        "there is no statistics callback: call producer.metrics() for the counters (a dict) when "
+        "you want them; events are logged to " + _FASTKAFKA_LOGGER),
+    "statistics.interval.ms": (
+        "there is no statistics callback to time: call producer.metrics() for the counters (a "
+        "dict) when you want them"),
+    "logger": (
+        "the producer logs through the logging module, to " + _FASTKAFKA_LOGGER + ": attach "
+        "handlers or a level to it instead of passing a logger; counters are in "
+        "producer.metrics()"),
+    "log_level": "set the level of " + _FASTKAFKA_LOGGER + " instead",
+    "debug": (
+        "there are no librdkafka debug contexts: set " + _FASTKAFKA_LOGGER + " to logging.DEBUG"),
+    "throttle_cb": (
+        "there is no throttle callback: a broker's throttle (KIP-219) is honoured, no request goes "
+        "to that broker until it has passed"),
+    "oauth_cb": (
+        "use sasl_oauth_token_provider=callable() -> (token, expiry as epoch seconds), called "
+        "without the config string argument, with sasl_mechanism='OAUTHBEARER'"),
+    "queue.buffering.max.messages": (
+        "the queue is bounded in bytes, not records: use buffer_memory (bytes, default 64 MiB); "
+        "produce() waits up to max_block_ms for room instead of raising BufferError"),
+    "queue.buffering.max.kbytes": (
+        "use buffer_memory, in bytes (queue.buffering.max.kbytes * 1024)"),
+    "batch.num.messages": "batches are bounded in bytes only: use batch_size (bytes)",
+    "on_delivery": "pass on_delivery (or callback) to each produce() or send() call",
+    "delivery.report.only.error": (
+        "pass on_delivery only where you want reports, or a callback that ignores err=None"),
+}
+
+
+def _replaced(key: str) -> str | None:
+    """What to use instead of a confluent-kafka key of REPLACED_FOREIGN, in any spelling."""
+    for probe in (key, key.replace("_", "."), key.replace(".", "_")):
+        if probe in REPLACED_FOREIGN:
+            return REPLACED_FOREIGN[probe]
+    return None
+
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -233,6 +286,9 @@ def canonical_name(key: str) -> str:
         return key
     if key in _FOREIGN_SNAKE:
         return _FOREIGN_SNAKE[key]
+    instead = _replaced(key)
+    if instead is not None:
+        raise ConfigError(f"config key {key!r} (confluent-kafka) is not supported: {instead}")
     msg = f"unknown config key {key!r}"
     hint = _suggestion(key)
     if hint is not None:

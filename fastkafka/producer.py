@@ -258,16 +258,18 @@ class Producer(ProducerCore):
         return version, n, available
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None,
-                   headers: Sequence | None = None, timestamp_ms: int | None = None) -> BatchFuture:
+                   headers: Sequence | Mapping | None = None,
+                   timestamp_ms: int | None = None) -> BatchFuture:
         """Queue many records at once; returns a future of the number delivered.
 
-        ``values`` (and ``keys``) are lists of bytes-like/None, or pyarrow ``binary``/``large_binary``/
-        ``string``/``large_string`` arrays (nulls and sliced arrays included), read straight from the
-        Arrow buffers. Any other iterable of bytes-like/None (a tuple, a generator, ...) is read
+        ``values`` (and ``keys``) are lists of bytes-like/str/None (a str is sent as its UTF-8), or
+        pyarrow ``binary``/``large_binary``/``string``/``large_string`` arrays (nulls and sliced
+        arrays included), read straight from the Arrow buffers. Any other iterable of
+        bytes-like/str/None (a tuple, a generator, ...) is read
         once into a list first; a str, bytes, mapping or set is rejected. ``partition`` is None, one
         int for every record, or one per record (a list or other iterable of int/None, or a pyarrow
-        integer array; a null entry is partitioned as if it were None). ``headers`` apply to every
-        record. ``get()`` raises the first delivery error.
+        integer array; a null entry is partitioned as if it were None). ``headers`` (as for
+        :meth:`send`: a list of pairs or a dict) apply to every record. ``get()`` raises the first delivery error.
 
         Invalid input raises before any record of the call is queued: InvalidRecordError for a
         wrong type, MalformedRecordError (an InvalidRecordError and a ValueError) for an unusable
@@ -293,7 +295,7 @@ class Producer(ProducerCore):
             if len(keys) != n_records:
                 raise MalformedRecordError(
                     f"keys has {len(keys)} entries but values has {n_records}: expected one key "
-                    f"(bytes-like or None) per value, or keys=None")
+                    f"(bytes-like, str or None) per value, or keys=None")
         timestamp_ms = validate_timestamp(timestamp_ms)
         validate_headers(headers)
         # the router (fastkafka/_producer/router.pyx), as for send(): the metadata wait, the checks
@@ -738,8 +740,8 @@ class _PreparedBatch:
         self.timestamp_ms, self.n_records = timestamp_ms, n_records
 
 
-_COLUMN = ("a list (or another iterable) of bytes-like/None, or a pyarrow binary/large_binary/string/"
-           "large_string array")
+_COLUMN = ("a list (or another iterable) of bytes-like/str/None, or a pyarrow binary/large_binary/"
+           "string/large_string array")
 
 
 def _is_arrow(obj) -> bool:

@@ -349,7 +349,7 @@ cdef class RecordAccumulator:
         """append_batch(topic, partitions, values, keys, headers, timestamp_ms, future, now_ms,
         max_block_ms, available_partitions=None, max_record_size=-1) -> int appended
 
-        ``values``/``keys``: lists of bytes-like/None or pyarrow binary/large_binary/string/
+        ``values``/``keys``: lists of bytes-like/str/None or pyarrow binary/large_binary/string/
         large_string arrays (read straight from the Arrow buffers); ``keys`` may be None.
         ``partitions``: one int, or one int32 per record (list, array.array('i'), numpy int32,
         pyarrow int array), or ``PARTITION_STICKY`` (-1): the topic's sticky partition, switched

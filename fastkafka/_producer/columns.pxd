@@ -2,19 +2,20 @@
 # path:
 #   send_batch: prepare_column -> column_get (lists) / arrow_get (Arrow) -> append_record_locked
 
-# Contract of fastkafka._producer.columns: the one reader of send_batch columns (lists of bytes-like/None
-# and Arrow binary/string arrays, read straight from their buffers), shared by the accumulator's
+# Contract of fastkafka._producer.columns: the one reader of send_batch columns (lists of
+# bytes-like/str/None and Arrow binary/string arrays, read straight from their buffers), shared by the accumulator's
 # append_batch and the partitioner's partitions_for_keys.
 from cpython.buffer cimport PyObject_GetBuffer, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_CheckExact
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_Check
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 cdef enum:
     COL_NULL = 0      # every element null
-    COL_LIST = 1      # Python list of bytes-like / None
+    COL_LIST = 1      # Python list of bytes-like / str / None
     COL_ARROW32 = 2   # Arrow binary/string: int32 offsets
     COL_ARROW64 = 3   # Arrow large_binary/large_string: int64 offsets
 
@@ -35,7 +36,7 @@ cdef bint is_arrow(object obj)
 # The pyarrow module, imported on first use.
 cdef object pyarrow_module()
 
-# Fill ``c`` for ``col`` (a list of bytes-like/None, any other iterable of them, or a pyarrow
+# Fill ``c`` for ``col`` (a list of bytes-like/str/None, any other iterable of them, or a pyarrow
 # binary/large_binary/string/large_string/null array or chunked array); every element is checked
 # (InvalidRecordError / MalformedRecordError naming ``name[index]``). Returns the length; the
 # objects ``c`` points into are appended to ``keep``, which the caller keeps alive.
@@ -71,8 +72,10 @@ cdef inline void arrow_get(const Column *c, Py_ssize_t i, const char **p,
     n[0] = <Py_ssize_t>(b - a)
 
 
-# Element ``i`` of any column: pointer and length (-1: null). For a list element that is neither
-# bytes nor bytearray, ``view`` is filled and ``release[0]`` set: the caller releases it.
+# Element ``i`` of any column: pointer and length (-1: null). A str element gives its UTF-8 (made
+# and kept in the str by prepare_column's check; the list, kept alive by the caller, holds the str).
+# For a list element that is neither bytes, bytearray nor str, ``view`` is filled and
+# ``release[0]`` set: the caller releases it.
 cdef inline int column_get(Column *c, Py_ssize_t i, const char **p, Py_ssize_t *n,
                            Py_buffer *view, bint *release) except -1:
     cdef object x
@@ -91,6 +94,8 @@ cdef inline int column_get(Column *c, Py_ssize_t i, const char **p, Py_ssize_t *
     elif PyByteArray_CheckExact(x):
         p[0] = PyByteArray_AS_STRING(x)
         n[0] = PyByteArray_GET_SIZE(x)
+    elif PyUnicode_Check(x):
+        p[0] = PyUnicode_AsUTF8AndSize(x, n)
     else:
         PyObject_GetBuffer(x, view, PyBUF_SIMPLE)
         release[0] = True

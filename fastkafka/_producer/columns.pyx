@@ -1,6 +1,7 @@
 # cython: language_level=3
-"""The reader of ``send_batch`` columns: lists of bytes-like/None and pyarrow binary/large_binary/
-string/large_string arrays read straight from their Arrow buffers (slices and nulls honoured).
+"""The reader of ``send_batch`` columns: lists of bytes-like/str/None (a str as its UTF-8) and
+pyarrow binary/large_binary/string/large_string arrays read straight from their Arrow buffers
+(slices and nulls honoured).
 
 :func:`prepare_column` checks a column once and describes it in a ``Column`` struct; the inline
 ``column_get`` / ``arrow_get`` (``columns.pxd``) then give element ``i`` as pointer and length with no
@@ -18,7 +19,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 
-from fastkafka._wire.records cimport unusable_buffer
+from fastkafka._wire.records cimport str_utf8, unusable_buffer
 
 import array
 
@@ -46,7 +47,8 @@ cdef inline uintptr_t _addr(object buf):
 
 cdef Py_ssize_t prepare_column(object col, Column *c, str name, list keep) except -1:
     """Fill ``c`` for ``col``; validate it; return its length. Keeps needed objects in ``keep``."""
-    cdef Py_ssize_t n, i
+    cdef Py_ssize_t n, i, sl
+    cdef const char *sp
     cdef object x, t, bufs
     cdef Py_buffer view
     c.kind = COL_NULL
@@ -90,13 +92,13 @@ cdef Py_ssize_t prepare_column(object col, Column *c, str name, list keep) excep
         return n
     if type(col) is not list:
         if col is None or isinstance(col, (str, bytes, bytearray, memoryview)):
-            raise InvalidRecordError(f"{name} must be a list of bytes-like/None or an Arrow array, "
-                                     f"not {type(col).__name__}")
+            raise InvalidRecordError(f"{name} must be a list of bytes-like/str/None or an Arrow "
+                                     f"array, not {type(col).__name__}")
         try:
             col = iter(col)
         except TypeError:
-            raise InvalidRecordError(f"{name} must be a list of bytes-like/None or an Arrow array, "
-                                     f"not {type(col).__name__}") from None
+            raise InvalidRecordError(f"{name} must be a list of bytes-like/str/None or an Arrow "
+                                     f"array, not {type(col).__name__}") from None
         col = list(col)
     keep.append(col)
     n = PyList_GET_SIZE(col)
@@ -104,10 +106,13 @@ cdef Py_ssize_t prepare_column(object col, Column *c, str name, list keep) excep
         x = <object>PyList_GET_ITEM(col, i)
         if x is None or PyBytes_CheckExact(x) or PyByteArray_CheckExact(x):
             continue
-        if isinstance(x, (str, int, float)) or not PyObject_CheckBuffer(x):
+        if PyUnicode_Check(x):
+            str_utf8(x, name, i, &sp, &sl)   # checked, and its UTF-8 kept in it for column_get
+            continue
+        if isinstance(x, (int, float)) or not PyObject_CheckBuffer(x):
             raise InvalidRecordError(f"{name}[{i}] must be bytes-like (bytes, bytearray, memoryview "
-                                     f"or another C-contiguous buffer) or None, not "
-                                     f"{type(x).__name__}")
+                                     f"or another C-contiguous buffer), str (sent as UTF-8) or "
+                                     f"None, not {type(x).__name__}")
         try:
             PyObject_GetBuffer(x, &view, PyBUF_SIMPLE)
         except (BufferError, ValueError, TypeError) as e:

@@ -348,7 +348,7 @@ def partitions_for_keys(keys, int32_t num_partitions, int32_t null_partition=-1,
     One partition per key for ``send_batch``: ``key_partition(key, num_partitions, partitioner)``
     (for the default, ``java_partition`` of a non-null key), ``null_partition`` where that is the
     sticky partition (a null key; for ``consistent_random`` an empty one too). ``keys`` is a list
-    of bytes-like/None or a pyarrow binary/large_binary/string/large_string array, read by the
+    of bytes-like/str/None or a pyarrow binary/large_binary/string/large_string array, read by the
     column reader ``send_batch`` uses (:mod:`fastkafka._producer.columns`: Arrow buffers read in
     place, slices honoured). The hashing loop runs without the GIL for Arrow input.
 

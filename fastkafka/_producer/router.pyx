@@ -73,7 +73,7 @@ cdef int64_t explicit_partition(object topic, object partition) except -1:
 
 def check_column(list column, str name):
     """check_column(column, name): raise what send() raises for the first entry of a list of
-    keys or values that is not bytes-like or None, naming it ``name[index]``; the error path of
+    keys or values that is not bytes-like, str or None, naming it ``name[index]``; the error path of
     callers that read the list elsewhere first."""
     cdef Py_buffer view
     cdef const char *p

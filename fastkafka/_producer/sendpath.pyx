@@ -2,7 +2,8 @@
 """The compiled half of :class:`fastkafka.Producer`: ``send()`` and ``produce()`` as one C call.
 
 Per record, everything the Python layer used to do in several frames happens here without leaving C
-on the common path: type checks of key and value (bytes take no buffer request), the wall clock for
+on the common path: type checks of key and value (bytes take no buffer request, a str gives the
+UTF-8 CPython keeps in it), the wall clock for
 the timestamp, the partition (the router, the base class: per-topic cache, murmur2 or sticky;
 fastkafka/_producer/router.pyx), the size check against ``max_request_size``, the append into the
 accumulator, and the sender wake-up when a batch filled or started.
@@ -52,10 +53,33 @@ def validate_timestamp(timestamp_ms):
     return check_timestamp(timestamp_ms)
 
 
+def validate_field(obj, str name):
+    """validate_field(obj, name) -> None: raises what ``send`` raises for ``obj`` as its key or
+    value called ``name`` (bytes-like, str or None)."""
+    cdef Py_buffer view
+    cdef const char *p
+    cdef Py_ssize_t n
+    if get_view(obj, name, &view, &p, &n):
+        PyBuffer_Release(&view)
+
+
+cdef object delivery_alias(object on_delivery, object callback):
+    """``on_delivery`` for a send given ``callback`` (confluent-kafka's other name for it):
+    InvalidRecordError when both are given or ``callback`` is not callable."""
+    if on_delivery is not None:
+        raise InvalidRecordError(
+            "on_delivery and callback given: callback is another name for on_delivery (as in "
+            "confluent-kafka); pass one of them")
+    if not callable(callback):
+        raise InvalidRecordError(
+            f"callback must be a callable(err, metadata) or None, got {type(callback).__name__}")
+    return callback
+
+
 cdef Py_ssize_t check_headers(object headers) except -1:
-    """The encoded size of ``headers`` (a list or tuple of (key, value) pairs); InvalidRecordError
-    naming the header for a wrong type, MalformedRecordError for a str key that is not valid
-    Unicode (a lone surrogate cannot be encoded as UTF-8)."""
+    """The encoded size of ``headers`` (a list or tuple of (key, value) pairs, or a dict);
+    InvalidRecordError naming the header for a wrong type, MalformedRecordError for a str key or
+    value that is not valid Unicode (a lone surrogate cannot be encoded as UTF-8)."""
     try:
         return headers_encoded_size(headers)
     except TypeError as e:  # the same error type as every other bad field
@@ -73,7 +97,7 @@ def validate_headers(headers):
 cdef object _header_error(object headers, object exc):
     """The MalformedRecordError naming the header whose key or value could not be read."""
     cdef Py_ssize_t i
-    for i, item in enumerate(headers):
+    for i, item in enumerate(headers.items() if isinstance(headers, dict) else headers):
         key, value = item
         if isinstance(key, str):
             try:
@@ -82,7 +106,15 @@ cdef object _header_error(object headers, object exc):
                 return MalformedRecordError(
                     f"headers: header {i}: key {key!r} cannot be encoded as UTF-8 ({e.reason} at "
                     f"position {e.start}); a header key must be str of valid Unicode or bytes")
-        if value is not None and not isinstance(value, bytes):
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return MalformedRecordError(
+                    f"headers: header {i} ({key!r}): the str value cannot be encoded as UTF-8 "
+                    f"({e.reason} at position {e.start}); a header value must be bytes-like, str "
+                    f"of valid Unicode or None")
+        elif value is not None and not isinstance(value, bytes):
             try:
                 bytes(value)
             except (ValueError, BufferError) as e:
@@ -125,15 +157,17 @@ cdef class ProducerCore(Router):
         return self._acc.sticky_partition(topic, available)
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
-             on_delivery=None):
+             on_delivery=None, callback=None):
         """send(topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None,
-        on_delivery=None) -> FutureRecordMetadata
+        on_delivery=None, callback=None) -> FutureRecordMetadata
 
         Queue one record; returns a future of its :class:`RecordMetadata`.
 
-        ``value`` and ``key`` are bytes-like or None (any C-contiguous buffer, taken as its raw
-        bytes); ``headers`` a list of (str|bytes, bytes|None) pairs. ``on_delivery(err,
-        metadata)`` runs on the I/O thread once the record is acknowledged or has failed. Raises
+        ``value`` and ``key`` are bytes-like, str or None (any C-contiguous buffer, taken as its
+        raw bytes; a str as its UTF-8); ``headers`` a list of (str|bytes, bytes-like|str|None)
+        pairs or a dict of them (in its order). ``on_delivery(err, metadata)`` runs on the I/O
+        thread once the record is acknowledged or has failed; ``callback`` is another name for it
+        (confluent-kafka's), not to be given with it. Raises
         at once (sending nothing) for a record of the wrong type (InvalidRecordError) or an
         unusable value (MalformedRecordError, also a ValueError), too large, or for a partition
         that does not exist; the message names the argument. Blocks up to ``max_block_ms`` for
@@ -141,17 +175,21 @@ cdef class ProducerCore(Router):
         callback), which never waits: BufferExhaustedError (KafkaTimeoutError for metadata)
         at once instead, since waiting there would stop the thread that frees memory.
         """
+        if callback is not None:
+            on_delivery = delivery_alias(on_delivery, callback)
         return self._send(topic, value, key, partition, timestamp_ms, headers, on_delivery, True)
 
     def produce(self, topic, value=None, key=None, partition=None, on_delivery=None,
-                timestamp=None, headers=None):
+                timestamp=None, headers=None, callback=None):
         """produce(topic, value=None, key=None, partition=None, on_delivery=None, timestamp=None,
-        headers=None) -> None
+        headers=None, callback=None) -> None
 
         confluent-kafka-style :meth:`send` that returns nothing and, without ``on_delivery``,
         allocates no future: the fastest way to queue one record. Same checks and errors as
-        :meth:`send`; delivery failures are seen through ``on_delivery``, ``flush()`` and
-        ``metrics()``."""
+        :meth:`send` (``callback``: confluent-kafka's other name for ``on_delivery``); delivery
+        failures are seen through ``on_delivery``, ``flush()`` and ``metrics()``."""
+        if callback is not None:
+            on_delivery = delivery_alias(on_delivery, callback)
         self._send(topic, value, key, partition, timestamp, headers, on_delivery, False)
 
     def send_waiter(self, LoopSink sink not None, waiter, topic, value=None, key=None,

@@ -42,18 +42,25 @@ cdef inline Py_ssize_t record_size_c(int64_t timestamp_delta, int32_t offset_del
     return size_uvarint(zigzag64(body)) + body
 
 
-# Pointer/length of a bytes-like record field (None -> NULL, -1); InvalidRecordError naming
-# ``name`` for anything else (MalformedRecordError for a buffer that is released or not
-# C-contiguous). Returns 1 when ``view`` was filled and must be released.
+# Pointer/length of a bytes-like or str record field (None -> NULL, -1; bytes first, a str as its
+# UTF-8 through str_utf8); InvalidRecordError naming ``name`` for anything else
+# (MalformedRecordError for a buffer that is released or not C-contiguous, or a str that is not
+# valid Unicode). Returns 1 when ``view`` was filled and must be released.
 cdef int get_view(object obj, str name, Py_buffer *view, const char **p, Py_ssize_t *n) except -1
+
+# Pointer/length of the UTF-8 of str ``s`` (kept in the str by CPython: no copy, valid while ``s``
+# is alive); MalformedRecordError naming ``name`` (``name[index]`` for index >= 0) for a str that
+# is not valid Unicode (a lone surrogate). Returns 0.
+cdef int str_utf8(object s, str name, Py_ssize_t index, const char **p, Py_ssize_t *n) except -1
 
 # The MalformedRecordError (naming ``name``) for a buffer-protocol object whose buffer could not be
 # had as one C-contiguous block (``exc``: what PyObject_GetBuffer raised), e.g. a released memoryview.
 cdef object unusable_buffer(object obj, str name, object exc)
 
 
-# Size of the encoded headers section (count varint included) of a headers
-# sequence; validates it like append() does (TypeError naming the index).
+# Size of the encoded headers section (count varint included) of headers (a list or tuple of
+# pairs, or a dict); validates them like append() does (TypeError naming the index; a str key or
+# value that is not valid Unicode: UnicodeEncodeError).
 cdef Py_ssize_t headers_encoded_size(object headers) except -1
 
 

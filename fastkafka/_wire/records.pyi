@@ -1,9 +1,11 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional, Union, final
 
 _Bytes = Union[bytes, bytearray, memoryview]
+_Value = Union[bytes, bytearray, memoryview, str]  # a str is written as its UTF-8
 _Buffer = Union[bytes, bytearray, memoryview, object]  # a compressor's output (buffer protocol)
-_Headers = Optional[Sequence[tuple[Union[str, bytes], Optional[_Bytes]]]]
+_Headers = Optional[Union[Sequence[tuple[Union[str, bytes], Optional[_Value]]],
+                          Mapping[Union[str, bytes], Optional[_Value]]]]
 
 class EncodedHeaders:
     data: bytes
@@ -18,11 +20,11 @@ class BatchBuilder:
     def __init__(self, batch_size: int, compression_type: Union[int, str] = 0,
                  compression_level: Optional[int] = None,
                  base_timestamp: Optional[int] = None) -> None: ...
-    def append(self, timestamp_ms: int, key: Optional[_Bytes], value: Optional[_Bytes],
+    def append(self, timestamp_ms: int, key: Optional[_Value], value: Optional[_Value],
                headers: _Headers = None) -> bool: ...
     def append_many(self, timestamps: Union[int, Sequence[int]],
-                    keys: Optional[Sequence[Optional[_Bytes]]],
-                    values: Sequence[Optional[_Bytes]], start: int = 0) -> int: ...
+                    keys: Optional[Sequence[Optional[_Value]]],
+                    values: Sequence[Optional[_Value]], start: int = 0) -> int: ...
     def close(self) -> None: ...
     def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int,
               transactional: bool = False) -> None: ...

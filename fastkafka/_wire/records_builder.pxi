@@ -252,8 +252,8 @@ cdef class BatchBuilder:
     def append(self, int64_t timestamp_ms, key, value, headers=None):
         """append(timestamp_ms, key, value, headers=None) -> bool
 
-        Append one record. ``key``/``value``: bytes, bytearray, memoryview or
-        None; ``headers``: list/tuple of (str|bytes, bytes-like|None) pairs.
+        Append one record. ``key``/``value``: bytes-like, str (its UTF-8) or None;
+        ``headers``: list/tuple of (str|bytes, bytes-like|str|None) pairs, or a dict.
         Returns False (appending nothing) when the batch is full.
         """
         cdef Py_buffer kview, vview
@@ -279,7 +279,7 @@ cdef class BatchBuilder:
         Append records ``start..`` from parallel sequences without per-record
         Python calls. ``timestamps`` is one int for all records or a sequence;
         ``keys`` is None (all null) or a sequence; ``values`` a sequence (items
-        bytes-like or None). Stops at the first record that does not fit and
+        bytes-like, str or None). Stops at the first record that does not fit and
         returns how many were appended (resume with ``start + result``).
         """
         cdef object vseq, kseq = None, tseq = None

@@ -6,17 +6,22 @@
 # ---- headers ------------------------------------------------------------
 
 cdef list _prepare_headers(object headers, Py_ssize_t *size_out):
-    """Validate headers; return [(key bytes, value bytes or None), ...] and the
-    encoded size of the headers section (count varint included)."""
+    """Validate headers (a list or tuple of (key, value) pairs, or a dict: its items in its order);
+    return [(key bytes, value bytes or None), ...] and the encoded size of the headers section
+    (count varint included). A str key or value is taken as its UTF-8 (UnicodeEncodeError, a
+    ValueError, for a lone surrogate)."""
     cdef list out
     cdef Py_ssize_t size, i, n
     cdef object item, hk, hv
     if headers is None:
         size_out[0] = 1
         return None
-    if not isinstance(headers, (list, tuple)):
+    if isinstance(headers, dict):
+        headers = list((<dict>headers).items())
+    elif not isinstance(headers, (list, tuple)):
         raise TypeError(
-            f"headers must be a list or tuple of (key, value) pairs, got {type(headers).__name__}")
+            f"headers must be a list or tuple of (key, value) pairs or a dict, got "
+            f"{type(headers).__name__}")
     n = len(headers)
     if n == 0:
         size_out[0] = 1
@@ -37,9 +42,11 @@ cdef list _prepare_headers(object headers, Py_ssize_t *size_out):
         if hv is not None:
             if isinstance(hv, (bytearray, memoryview)):
                 hv = bytes(hv)
+            elif isinstance(hv, str):
+                hv = PyUnicode_AsUTF8String(hv)
             elif not PyBytes_Check(hv):
                 raise TypeError(
-                    f"header {i}: value must be bytes, bytearray, memoryview or None, "
+                    f"header {i}: value must be bytes, bytearray, memoryview, str or None, "
                     f"got {type(hv).__name__}")
         size += _len_field_size(PyBytes_GET_SIZE(hk))
         size += _len_field_size(-1 if hv is None else PyBytes_GET_SIZE(hv))
@@ -58,7 +65,8 @@ cdef Py_ssize_t headers_encoded_size(object headers) except -1:
 
 cdef class EncodedHeaders:
     """EncodedHeaders(headers): a record headers section (a list or tuple of (str|bytes,
-    bytes-like|None) pairs) encoded once, validated as ``send()`` validates headers.
+    bytes-like|str|None) pairs, or a dict of them) encoded once, validated as ``send()`` validates
+    headers.
 
     Accepted wherever headers are (``send``, ``produce``, ``send_batch``): each record then gets
     a copy of the encoded bytes instead of its headers being converted and encoded again (what
@@ -103,15 +111,18 @@ cdef Py_ssize_t _write_headers(char *p, list prepared) noexcept:
 
 #: What a key or value may be, as error messages say it.
 BYTES_LIKE = "bytes-like (bytes, bytearray, memoryview or another C-contiguous buffer)"
+#: ... and what else it may be.
+OR_STR = "str (sent as UTF-8)"
 
 
 cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
                   Py_ssize_t *n) except -1:
-    """Pointer/length of a bytes-like record field (None: NULL, -1); InvalidRecordError naming
-    ``name`` for anything else, MalformedRecordError (also a ValueError) for a buffer that cannot be
-    had as one C-contiguous block (released memoryview, strided view or array). Any C-contiguous
-    buffer is taken as its raw bytes, whatever its item size or number of dimensions. Returns 1
-    when ``view`` was filled and must be released."""
+    """Pointer/length of a bytes-like or str record field (None: NULL, -1); InvalidRecordError
+    naming ``name`` for anything else, MalformedRecordError (also a ValueError) for a buffer that
+    cannot be had as one C-contiguous block (released memoryview, strided view or array) or a str
+    that is not valid Unicode. Any C-contiguous buffer is taken as its raw bytes, whatever its item
+    size or number of dimensions; a str as its UTF-8 (str_utf8: no copy, valid while ``obj`` is
+    alive, which the caller holds). Returns 1 when ``view`` was filled and must be released."""
     if obj is None:
         p[0] = NULL
         n[0] = -1
@@ -120,8 +131,11 @@ cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
         p[0] = PyBytes_AS_STRING(obj)
         n[0] = PyBytes_GET_SIZE(obj)
         return 0
-    if isinstance(obj, str) or not PyObject_CheckBuffer(obj):
-        raise InvalidRecordError(f"{name} must be {BYTES_LIKE} or None, not {type(obj).__name__}")
+    if PyUnicode_Check(obj):
+        return str_utf8(obj, name, -1, p, n)
+    if not PyObject_CheckBuffer(obj):
+        raise InvalidRecordError(
+            f"{name} must be {BYTES_LIKE}, {OR_STR} or None, not {type(obj).__name__}")
     try:
         PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
     except (BufferError, ValueError, TypeError) as e:
@@ -129,6 +143,23 @@ cdef int get_view(object obj, str name, Py_buffer *view, const char **p,
     p[0] = <const char *>view.buf
     n[0] = view.len
     return 1
+
+
+cdef int str_utf8(object s, str name, Py_ssize_t index, const char **p,
+                  Py_ssize_t *n) except -1:
+    """The UTF-8 of str ``s`` as pointer and length: CPython keeps it in the str once made, so
+    there is no copy after the first call and it stays valid while ``s`` is alive. A str that is
+    not valid Unicode (a lone surrogate) raises MalformedRecordError naming ``name`` (``name[index]``
+    for an index >= 0). Returns 0."""
+    try:
+        p[0] = PyUnicode_AsUTF8AndSize(s, n)
+    except UnicodeEncodeError as e:
+        if index >= 0:
+            name = f"{name}[{index}]"
+        raise MalformedRecordError(
+            f"{name}: str cannot be encoded as UTF-8 ({e.reason} at position {e.start}); expected "
+            f"{BYTES_LIKE}, str of valid Unicode or None") from None
+    return 0
 
 
 cdef object unusable_buffer(object obj, str name, object exc):

@@ -323,7 +323,7 @@ def test_bad_records_raise_at_once_and_good_ones_arrive(broker):
                                 timestamp_ms=BASE_TS + i), i))
         ok(0)
         with pytest.raises(InvalidRecordError):
-            p.send(topic, "a str value")
+            p.send(topic, "a str value with a lone surrogate \udc80")   # a str is its UTF-8
         ok(1)
         with pytest.raises(InvalidRecordError):
             p.send(topic, b"v", key=12345)
@@ -338,7 +338,7 @@ def test_bad_records_raise_at_once_and_good_ones_arrive(broker):
         ok(3)
         # Malformed headers and timestamps are InvalidRecordError too (headers were a bare TypeError,
         # and negative / float timestamps were accepted by send_batch).
-        for bad_headers in ([("k", "str value")], [(1, b"x")], ["ab"], "ab"):
+        for bad_headers in ([("k", "str \udc80")], [(1, b"x")], ["ab"], "ab", {"k": 5}):
             with pytest.raises(InvalidRecordError):
                 p.send(topic, b"v", headers=bad_headers)
         for bad_ts in (-5, 1.5, True):
@@ -353,11 +353,11 @@ def test_bad_records_raise_at_once_and_good_ones_arrive(broker):
         with pytest.raises(RecordTooLargeError):
             p.send(topic, b"x" * 200_000)
         with pytest.raises(InvalidRecordError):
-            p.send_batch(topic, [b"ok", "bad"])
+            p.send_batch(topic, [b"ok", 1.5])
         with pytest.raises(InvalidRecordError):
             p.send_batch(topic, [b"a", b"b"], keys=[b"k"])
         with pytest.raises(InvalidRecordError):
-            p.send_batch(topic, [b"a"], headers=[("k", "str value")])
+            p.send_batch(topic, [b"a"], headers=[("k", "str \udc80")])
         for i in range(4, 40):
             ok(i)
         assert p.flush(30) == 0

@@ -17,7 +17,7 @@ from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.partitioner import java_partition, partitions_for_keys
 from fastkafka.errors import (
     BufferExhaustedError, DeliveryTimeoutError, InvalidRecordError, KafkaError, KafkaTimeoutError,
-    ProducerClosedError, RecordTooLargeError, UnknownPartitionError,
+    MalformedRecordError, ProducerClosedError, RecordTooLargeError, UnknownPartitionError,
 )
 
 import pyarrow as pa
@@ -101,7 +101,9 @@ def test_append_types_and_headers():
                    None, 0, 0)
     assert isinstance(f, FutureRecordMetadata)
     with pytest.raises(InvalidRecordError):
-        add(acc, value="text")
+        add(acc, value=1.5)
+    with pytest.raises(MalformedRecordError, match="value: str cannot be encoded as UTF-8"):
+        add(acc, value="\udc80")                     # a str is its UTF-8; a lone surrogate has none
     with pytest.raises(InvalidRecordError):
         add(acc, key=12)
     [batch] = acc.queued("t", 0)
@@ -676,8 +678,8 @@ def test_append_batch_per_record_partitions_all_forms():
 def test_append_batch_validates_everything_before_appending():
     acc = make()
     fut = BatchFuture()
-    with pytest.raises(InvalidRecordError, match=r"values\[3\].*str"):
-        acc.append_batch("t", 0, [b"a", b"b", None, "oops", b"e"], None, None, 0, fut, 0, 0)
+    with pytest.raises(InvalidRecordError, match=r"values\[3\].*float"):
+        acc.append_batch("t", 0, [b"a", b"b", None, 1.5, b"e"], None, None, 0, fut, 0, 0)
     with pytest.raises(InvalidRecordError, match=r"keys\[1\].*int"):
         acc.append_batch("t", 0, [b"a", b"b"], [b"k", 5], None, 0, BatchFuture(), 0, 0)
     with pytest.raises(InvalidRecordError, match="keys has 1"):

@@ -103,7 +103,7 @@ def test_any_iterable_is_read_once_into_a_list():
     (b"raw", InvalidRecordError, "not bytes"),
     (memoryview(b"raw"), InvalidRecordError, "not memoryview"),
     (17, InvalidRecordError, "not int"),
-    ([b"a", "b"], InvalidRecordError, r"values\[1\].*not str"),
+    ([b"a", "b", "\udc80"], MalformedRecordError, r"values\[2\]: str cannot be encoded as UTF-8"),
     ([b"a", b"b", True], InvalidRecordError, r"values\[2\].*not bool"),
     ([1.5], InvalidRecordError, r"values\[0\].*not float"),
     ([b"a", object()], InvalidRecordError, r"values\[1\].*not object"),

@@ -173,7 +173,9 @@ def test_partitions_for_keys_list_and_arrow():
     assert list(partitions_for_keys(strs, 7, 9)) == expected
     assert list(partitions_for_keys(pa.nulls(3), 7, 2)) == [2, 2, 2]
     with pytest.raises(InvalidRecordError, match=r"keys\[1\]"):
-        partitions_for_keys([b"a", "b"], 3)
+        partitions_for_keys([b"a", 2.5], 3)
+    assert list(partitions_for_keys(["foobar", "\u00e9"], 10)) == list(
+        partitions_for_keys([b"foobar", "\u00e9".encode()], 10))     # a str key is its UTF-8
     with pytest.raises(InvalidRecordError, match="Arrow type int64 is not supported"):
         partitions_for_keys(pa.array([1, 2]), 3)
     with pytest.raises(ValueError, match="num_partitions must be positive, got 0"):

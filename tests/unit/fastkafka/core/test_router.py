@@ -412,7 +412,9 @@ def test_send_batch_per_record_column_errors():
 def test_send_batch_bad_keys_are_named_by_index():
     r = make({"t": 3})
     with pytest.raises(InvalidRecordError, match=r"keys\[1\]"):
-        r._route_batch("t", None, [b"a", "b"], 2)
+        r._route_batch("t", None, [b"a", 2.5], 2)
+    with pytest.raises(MalformedRecordError, match=r"keys\[1\]: str cannot be encoded"):
+        r._route_batch("t", None, [b"a", "\udc80"], 2)
 
 
 # ---- the one maker of UnknownPartitionError ----------------------------------------------------------
