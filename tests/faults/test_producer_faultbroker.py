@@ -499,7 +499,7 @@ def test_produce_futures_are_left_out_of_the_garbage_collector(fb, make_producer
 def test_produce_rejects_bad_records_like_send(fb, make_producer):
     fb.create_topic("t", 2)
     p = make_producer(fb, max_request_size=10_000)
-    bad = [(dict(value="str"), InvalidRecordError, "value must be bytes-like"),
+    bad = [(dict(value=1.5), InvalidRecordError, "value must be bytes-like"),
            (dict(value=b"v", key=7), InvalidRecordError, "key must be bytes-like"),
            (dict(value=b"v", partition=2), UnknownPartitionError, "partition 2 of topic 't'"),
            (dict(value=b"v", partition="0"), InvalidRecordError, "partition must be an int"),
