@@ -275,17 +275,27 @@ class AsyncProducer:
 
     def produce(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
                 partition: int | None = None, on_delivery: _Callback | None = None,
-                timestamp: int | None = None, headers: _Headers | None = None) -> None:
+                timestamp: int | None = None, headers: _Headers | None = None,
+                callback: _Callback | None = None) -> None:
         """Queue one record and return; ``on_delivery(err, metadata)``, if given, runs on the loop
-        once it is delivered or failed (a failure without ``on_delivery`` is logged). Never waits:
+        once it is delivered or failed (a failure without ``on_delivery`` is logged; ``callback``
+        is another name for it, as for :meth:`fastkafka.Producer.produce`). Never waits:
         when buffer memory is not free it raises BufferExhaustedError at once (``await
         p.send(...)`` waits for it instead); a record for a topic whose metadata is not known
         yet is queued until it is (bounded by ``max_block_ms``)."""
         loop = _get_running_loop()
         if loop is not self._loop or loop is None:
             self._check_loop("produce")
+        if callback is not None:
+            if on_delivery is not None:
+                raise InvalidRecordError(
+                    "on_delivery and callback given: callback is another name for on_delivery (as "
+                    "in confluent-kafka); pass one of them")
+            on_delivery, what = callback, "callback"
+        else:
+            what = "on_delivery"
         if on_delivery is not None and not callable(on_delivery):
-            raise InvalidRecordError(f"on_delivery must be a callable(err, metadata) or None, got "
+            raise InvalidRecordError(f"{what} must be a callable(err, metadata) or None, got "
                                      f"{type(on_delivery).__name__}")
         if self._backlog or self._closing:
             self._submit("produce", (topic, value, key, partition, timestamp, headers), on_delivery)

@@ -130,8 +130,14 @@ def test_produce_callbacks_run_on_the_loop_thread(kafka_broker, loop_kind):
         loop_thread = threading.get_ident()
         async with AsyncProducer(bootstrap_servers=kafka_broker.bootstrap) as p:
             for i in range(100):
-                p.produce(topic, b"%d" % i, on_delivery=lambda err, md, i=i: seen.append(
+                cb = (lambda err, md, i=i: seen.append(
                     (i, err, md.offset, threading.get_ident() == loop_thread)))
+                if i % 2:
+                    p.produce(topic, b"%d" % i, on_delivery=cb)
+                else:
+                    p.produce(topic, b"%d" % i, callback=cb)       # confluent-kafka's name
+            with pytest.raises(InvalidRecordError, match="on_delivery and callback given"):
+                p.produce(topic, b"x", on_delivery=cb, callback=cb)
             assert await p.flush(10) == 0
         return seen
 
