@@ -19,7 +19,12 @@ from fastkafka._producer.partitioner cimport part_kind
 from fastkafka._wire.records cimport get_view
 
 from fastkafka._producer.partitioner import partitions_for_keys
-from fastkafka.errors import InvalidRecordError, MalformedRecordError, UnknownPartitionError
+from fastkafka._producer.partitioner import StickyPartitioner
+from fastkafka.errors import (InvalidRecordError, KafkaTimeoutError, MalformedRecordError,
+                              UnknownPartitionError)
+
+# The sticky choices of routers with no accumulator of their own (Router._sticky_partition).
+_OWN_STICKY = StickyPartitioner()
 
 #: The highest partition number Kafka can have (an int32 on the wire).
 MAX_PARTITION = MAX_PARTITION_C
@@ -130,12 +135,15 @@ cdef class Router:
     # -- hooks ---------------------------------------------------------------------------------
     cpdef tuple _topic_info(self, object topic, object partition, int64_t max_wait_ms):
         """(metadata version, partition count, available partitions) of ``topic``, waiting up to
-        ``max_wait_ms`` for its metadata."""
-        raise NotImplementedError("a Router subclass provides _topic_info")
+        ``max_wait_ms`` for its metadata. A router alone has no metadata: it knows no topic
+        (fastkafka.Producer answers from its cluster metadata)."""
+        raise KafkaTimeoutError(f"topic {topic!r} not present in metadata: this router has no "
+                                f"metadata source")
 
     cpdef int32_t _sticky_partition(self, str topic, list available) except -2:
-        """The topic's sticky partition now."""
-        raise NotImplementedError("a Router subclass provides _sticky_partition")
+        """The topic's sticky partition now: the router's own sticky choice among ``available``
+        (fastkafka.Producer uses its accumulator's, which moves when a batch fills)."""
+        return _OWN_STICKY.partition(topic, available)
 
     cpdef int64_t _now_ms(self) except? -1:
         """The monotonic clock in ms (the producer's one clock)."""

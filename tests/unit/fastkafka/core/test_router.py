@@ -452,3 +452,15 @@ def test_the_router_is_the_only_maker_of_unknown_partition_error():
                 makers[str(path.relative_to(root))] = count
     assert makers.pop("_producer/router.pyx") == 1
     assert makers == {"_producer/accumulator.pyx": 2, "_producer/columns.pyx": 1}
+
+
+def test_a_router_alone_knows_no_topic_and_keeps_its_own_sticky_choice():
+    from fastkafka._producer.router import Router
+    from fastkafka.errors import KafkaTimeoutError
+
+    r = Router()
+    with pytest.raises(KafkaTimeoutError, match="'t' not present in metadata"):
+        r._topic_info("t", None, 0)
+    first = r._sticky_partition("t", [3, 4])
+    assert first in (3, 4)
+    assert r._sticky_partition("t", [3, 4]) == first     # sticky until moved
