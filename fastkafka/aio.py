@@ -363,11 +363,8 @@ class AsyncProducer:
 
     def _attempt(self, kind: str, args: tuple, waiter, item: _Pending | None) -> None:
         p = self._p
-        if kind == "send":
+        if kind != "batch":     # send and produce: the same arguments, in the same order
             p.send_waiter(self._sink, waiter, *args)
-        elif kind == "produce":
-            topic, value, key, partition, timestamp, headers = args
-            p.send_waiter(self._sink, waiter, topic, value, key, partition, timestamp, headers)
         else:
             batch = item.batch if item is not None else None
             if batch is None:
