@@ -204,6 +204,8 @@ _UNSUPPORTED_FAMILIES = {
 
 
 _FASTKAFKA_LOGGER = "the 'fastkafka' logger (logging.getLogger(\"fastkafka\"))"
+# confluent-kafka's producer shapes (poll-served callbacks, error_cb, stats_cb, logger, ...)
+_COMPAT = "fastkafka.compat.confluent.Producer (confluent-kafka's shapes, only the import changed)"
 
 #: confluent-kafka (librdkafka) keys with no setting here: a configuration copied with one of them
 #: fails at construction with what to use instead, never with a guess at a similar key. Keyed by
@@ -214,18 +216,21 @@ REPLACED_FOREIGN: dict[str, str] = {
         "there is no error callback: errors of a record reach its on_delivery callback and its "
         "future; connection errors are retried and logged to " + _FASTKAFKA_LOGGER + "; errors "
         "that belong to no record (a broker that lost acknowledged records) go to "
-        "on_error=callable(error); their counts (errors, retries, net_disconnects, "
-        "broker_data_loss) are in producer.metrics()"),
+        "on_error=callable(error) (called on the I/O thread with the fastkafka exception, whose "
+        "code is an attribute: not error_cb's signature); their counts (errors, retries, "
+        "net_disconnects, broker_data_loss) are in producer.metrics(); or use " + _COMPAT + ", "
+        "which serves error_cb(KafkaError) from poll()"),
     "stats_cb": (
         "there is no statistics callback: call producer.metrics() for the counters (a dict) when "
-        "you want them; events are logged to " + _FASTKAFKA_LOGGER),
+        "you want them; events are logged to " + _FASTKAFKA_LOGGER + "; or use " + _COMPAT + ", "
+        "which calls stats_cb(json) from poll()"),
     "statistics.interval.ms": (
         "there is no statistics callback to time: call producer.metrics() for the counters (a "
-        "dict) when you want them"),
+        "dict) when you want them; or use " + _COMPAT + " (stats_cb)"),
     "logger": (
         "the producer logs through the logging module, to " + _FASTKAFKA_LOGGER + ": attach "
         "handlers or a level to it instead of passing a logger; counters are in "
-        "producer.metrics()"),
+        "producer.metrics(); or use " + _COMPAT + ", which routes its records to logger"),
     "log_level": "set the level of " + _FASTKAFKA_LOGGER + " instead",
     "debug": (
         "there are no librdkafka debug contexts: set " + _FASTKAFKA_LOGGER + " to logging.DEBUG"),
@@ -237,13 +242,16 @@ REPLACED_FOREIGN: dict[str, str] = {
         "without the config string argument, with sasl_mechanism='OAUTHBEARER'"),
     "queue.buffering.max.messages": (
         "the queue is bounded in bytes, not records: use buffer_memory (bytes, default 64 MiB); "
-        "produce() waits up to max_block_ms for room instead of raising BufferError"),
+        "produce() waits up to max_block_ms for room instead of raising BufferError; "
+        + _COMPAT + " keeps the message count and its BufferError"),
     "queue.buffering.max.kbytes": (
         "use buffer_memory, in bytes (queue.buffering.max.kbytes * 1024)"),
     "batch.num.messages": "batches are bounded in bytes only: use batch_size (bytes)",
-    "on_delivery": "pass on_delivery (or callback) to each produce() or send() call",
+    "on_delivery": ("pass on_delivery (or callback) to each produce() or send() call; or use "
+                    + _COMPAT + ", which takes a default on_delivery in its config"),
     "delivery.report.only.error": (
-        "pass on_delivery only where you want reports, or a callback that ignores err=None"),
+        "pass on_delivery only where you want reports, or a callback that ignores err=None; "
+        "or use " + _COMPAT + ", which honours it"),
 }
 
 

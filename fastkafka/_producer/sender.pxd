@@ -35,6 +35,7 @@ cdef class Sender:
     cdef public object fatal_error
     cdef readonly object on_error
     cdef public object on_fatal            # told when this thread dies of a bug
+    cdef list _io_calls                   # call_soon: callables the next turn runs on this thread
     cdef readonly dict stats
     cdef int64_t _max_request_size
     cdef int64_t _delivery_timeout_ms

@@ -98,6 +98,7 @@ cdef class Sender:
         self.fatal_error = None
         self.on_error = config.on_error
         self.on_fatal = None   # told when this thread dies of a bug
+        self._io_calls = []
         # The Produce requests of both turns are built by fastkafka._producer.gil_free_turn
         # (produce_request_c) and sit in the connections' in-flight rings, which are the one record
         # of what is in flight (fail_everything reads them). The GIL-free turn itself also runs
@@ -138,6 +139,14 @@ cdef class Sender:
         self._thread.start()
 
     def wakeup(self) -> None:
+        self.client.wakeup()
+
+    def call_soon(self, fn) -> None:
+        """Run ``fn()`` on this thread at the start of its next turn (for work that must not race
+        with the drain, e.g. failing queued batches of an idempotent producer); wakes the thread.
+        An exception of ``fn`` is logged. Calls still pending when the thread stops are not run:
+        the caller waits with a bound and checks the thread is alive."""
+        self._io_calls.append(fn)
         self.client.wakeup()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -210,6 +219,13 @@ cdef class Sender:
         cdef bint gil_free = True
         if _failpoint is not None:
             _failpoint("run_once", self)
+        if self._io_calls:
+            calls, self._io_calls = self._io_calls, []
+            for fn in calls:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("a call made on the I/O thread (call_soon) raised")
         # A metadata refresh that is due goes out before the batches: a retry after a stale-leader
         # error that comes due in the same turn as the refresh it asked for follows the refresh
         # (the network's poll would send the refresh only after them).

@@ -1,0 +1,380 @@
+"""The value types of :mod:`fastkafka.compat.confluent`: ``KafkaError``, ``KafkaException``,
+the delivered ``Message``, the ``list_topics`` metadata classes, and the translation of
+fastkafka's errors into confluent-kafka's codes.
+
+These are this project's own classes with confluent-kafka's shapes (method names, constants,
+code values); they are not confluent-kafka's classes, so ``isinstance`` against
+``confluent_kafka.KafkaError`` is False.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from fastkafka import errors as fk
+
+#: confluent-kafka's timestamp types (``Message.timestamp()[0]``).
+TIMESTAMP_NOT_AVAILABLE = 0
+TIMESTAMP_CREATE_TIME = 1
+TIMESTAMP_LOG_APPEND_TIME = 2
+
+# librdkafka's local codes (negative) used here, with librdkafka's descriptions (facts).
+_LOCAL = {
+    -197: ("_DESTROY", "Local: Broker handle destroyed"),
+    -196: ("_FAIL", "Local: Communication failure with broker"),
+    -195: ("_TRANSPORT", "Local: Broker transport failure"),
+    -192: ("_MSG_TIMED_OUT", "Local: Message timed out"),
+    -190: ("_UNKNOWN_PARTITION", "Local: Unknown partition"),
+    -188: ("_UNKNOWN_TOPIC", "Local: Unknown topic"),
+    -187: ("_ALL_BROKERS_DOWN", "Local: All broker connections are down"),
+    -186: ("_INVALID_ARG", "Local: Invalid argument or configuration"),
+    -185: ("_TIMED_OUT", "Local: Timed out"),
+    -184: ("_QUEUE_FULL", "Local: Queue full"),
+    -181: ("_SSL", "Local: SSL error"),
+    -172: ("_STATE", "Local: Erroneous state"),
+    -170: ("_NOT_IMPLEMENTED", "Local: Not implemented"),
+    -169: ("_AUTHENTICATION", "Local: Authentication failure"),
+    -152: ("_PURGE_QUEUE", "Local: Purged in queue"),
+    -151: ("_PURGE_INFLIGHT", "Local: Purged in flight"),
+    -150: ("_FATAL", "Local: Fatal error"),
+    -149: ("_INCONSISTENT", "Local: Inconsistent state"),
+    -144: ("_FENCED", "Local: This instance has been fenced by a newer instance"),
+}
+
+# Broker codes whose librdkafka name differs from the Kafka protocol name fastkafka uses.
+_LIBRDKAFKA_NAMES = {
+    2: "INVALID_MSG", 3: "UNKNOWN_TOPIC_OR_PART", 4: "INVALID_MSG_SIZE", 6: "NOT_LEADER_FOR_PARTITION",
+    10: "MSG_SIZE_TOO_LARGE", 17: "TOPIC_EXCEPTION", 18: "RECORD_LIST_TOO_LARGE",
+    19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+}
+
+
+class KafkaError:
+    """confluent-kafka's error object: ``code()``, ``name()``, ``str()``, ``fatal()``,
+    ``retriable()``, ``txn_requires_abort()``. Compares equal to another KafkaError or an int of
+    the same code (``err == KafkaError._PURGE_QUEUE``). ``cause`` is the fastkafka exception it
+    was made from (None when made directly)."""
+
+    # confluent-kafka's constants, the ones this layer reports and those code commonly tests.
+    NO_ERROR = 0
+    UNKNOWN = -1
+    _DESTROY = -197
+    _FAIL = -196
+    _TRANSPORT = -195
+    _MSG_TIMED_OUT = -192
+    _UNKNOWN_PARTITION = -190
+    _UNKNOWN_TOPIC = -188
+    _ALL_BROKERS_DOWN = -187
+    _INVALID_ARG = -186
+    _TIMED_OUT = -185
+    _QUEUE_FULL = -184
+    _SSL = -181
+    _STATE = -172
+    _NOT_IMPLEMENTED = -170
+    _AUTHENTICATION = -169
+    _PURGE_QUEUE = -152
+    _PURGE_INFLIGHT = -151
+    _FATAL = -150
+    _INCONSISTENT = -149
+    _FENCED = -144
+    UNKNOWN_TOPIC_OR_PART = 3
+    NOT_LEADER_FOR_PARTITION = 6
+    REQUEST_TIMED_OUT = 7
+    MSG_SIZE_TOO_LARGE = 10
+    NOT_ENOUGH_REPLICAS = 19
+    TOPIC_AUTHORIZATION_FAILED = 29
+    INVALID_PRODUCER_EPOCH = 47
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    PRODUCER_FENCED = 90
+
+    __slots__ = ("_code", "_reason", "_fatal", "_retriable", "_txn_requires_abort", "cause")
+
+    def __init__(self, error: int, reason: str | None = None, fatal: bool = False,
+                 retriable: bool = False, txn_requires_abort: bool = False):
+        if isinstance(error, bool) or not isinstance(error, int):
+            raise TypeError(f"KafkaError(error): error must be an int code, got {type(error).__name__}")
+        self._code = error
+        self._reason = reason
+        self._fatal = bool(fatal)
+        self._retriable = bool(retriable)
+        self._txn_requires_abort = bool(txn_requires_abort)
+        self.cause: BaseException | None = None
+
+    def code(self) -> int:
+        return self._code
+
+    def name(self) -> str:
+        code = self._code
+        if code in _LOCAL:
+            return _LOCAL[code][0]
+        if code in _LIBRDKAFKA_NAMES:
+            return _LIBRDKAFKA_NAMES[code]
+        if code == 0:
+            return "NO_ERROR"
+        cls = fk.error_class_for_code(code) if code >= -1 else None
+        return cls.name if cls is not None else f"ERR_{code}"
+
+    def str(self) -> str:
+        if self._reason:
+            return self._reason
+        if self._code in _LOCAL:
+            return _LOCAL[self._code][1]
+        cls = fk.error_class_for_code(self._code) if self._code >= -1 else None
+        return f"Broker: {cls.description}" if cls is not None else f"Error {self._code}"
+
+    def fatal(self) -> bool:
+        return self._fatal
+
+    def retriable(self) -> bool:
+        return self._retriable
+
+    def txn_requires_abort(self) -> bool:
+        return self._txn_requires_abort
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, KafkaError):
+            return self._code == other._code
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self._code == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._code)
+
+    def __str__(self) -> str:
+        return f'KafkaError{{code={self.name()},val={self._code},str="{self.str()}"}}'
+
+    __repr__ = __str__
+
+
+class KafkaException(Exception):
+    """Raised where confluent-kafka raises ``KafkaException``: ``args[0]`` is the
+    :class:`KafkaError` (``e.args[0].code()``, ``e.args[0].txn_requires_abort()``). The
+    fastkafka exception it comes from is its ``__cause__``."""
+
+    def __init__(self, error: Any = None, *args: Any):
+        if isinstance(error, int) and not isinstance(error, bool):
+            error = KafkaError(error, args[0] if args and isinstance(args[0], str) else None)
+            args = args[1:]
+        super().__init__(error, *args)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class _Purged(fk.KafkaError):
+    """A record taken out of the queue by ``purge()`` (reported as ``_PURGE_QUEUE``)."""
+
+    code, name, description = -152, "_PURGE_QUEUE", "Local: Purged in queue"
+
+
+# fastkafka client errors -> librdkafka local codes (the most specific class first).
+_CLIENT_CODES = [
+    (_Purged, -152),
+    (fk.DeliveryTimeoutError, -192),
+    (fk.BufferExhaustedError, -184),
+    (fk.KafkaTimeoutError, -185),
+    (fk.RecordTooLargeError, 10),
+    (fk.UnknownPartitionError, -190),
+    (fk.InvalidRecordError, -186),
+    (fk.ConfigError, -186),
+    (fk.ProducerClosedError, -197),
+    (fk.TransactionAbortedError, -152),    # librdkafka purges the queue when a transaction aborts
+    (fk.BrokerDataLossError, -149),
+    (fk.TlsError, -181),
+    (fk.NetworkError, -195),
+    (fk.SaslAuthenticationError, -169),
+    (fk.TlsAuthenticationError, -181),
+    (fk.IllegalStateError, -172),
+]
+_FENCED_CODES = (90, 47)   # PRODUCER_FENCED, INVALID_PRODUCER_EPOCH: librdkafka's fatal _FENCED
+
+
+def to_kafka_error(exc: BaseException | None, fatal: bool = False) -> KafkaError | None:
+    """The :class:`KafkaError` for a fastkafka exception (None for None): broker codes keep
+    their code, client errors get librdkafka's local code (``_MSG_TIMED_OUT``, ``_QUEUE_FULL``,
+    ``_TRANSPORT``, ...); the text is fastkafka's message."""
+    if exc is None:
+        return None
+    if isinstance(exc, KafkaError):
+        return exc
+    code = None
+    for cls, c in _CLIENT_CODES:
+        if isinstance(exc, cls):
+            code = c
+            break
+    if code is None:
+        code = getattr(exc, "code", None)
+        if not isinstance(code, int) or code <= -100:
+            code = -1   # UNKNOWN
+    txn_abort = isinstance(exc, fk.TransactionAbortableError)
+    if code in _FENCED_CODES and isinstance(exc, fk.ProducerFencedError):
+        code, fatal = -144, True
+    message = getattr(exc, "message", None) or str(exc)
+    err = KafkaError(code, message, fatal=fatal, retriable=bool(getattr(exc, "retriable", False)),
+                     txn_requires_abort=txn_abort)
+    err.cause = exc
+    return err
+
+
+def to_kafka_exception(exc: BaseException, fatal: bool = False) -> KafkaException:
+    """A :class:`KafkaException` wrapping ``to_kafka_error(exc)``; raise it ``from exc``."""
+    return KafkaException(to_kafka_error(exc, fatal))
+
+
+class Message:
+    """A delivered (or failed) record as confluent-kafka's delivery callbacks receive it."""
+
+    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_ts_type",
+                 "_ts", "_error", "_latency")
+
+    def __init__(self, topic, partition, offset, key, value, headers, ts_type, ts, error, latency):
+        self._topic, self._partition, self._offset = topic, partition, offset
+        self._key, self._value, self._headers = key, value, headers
+        self._ts_type, self._ts, self._error, self._latency = ts_type, ts, error, latency
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        """The record's offset; -1001 (confluent-kafka's OFFSET_INVALID) when it has none."""
+        return self._offset
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def headers(self):
+        """The headers as given to produce() (confluent-kafka returns them as a list of pairs;
+        a dict given is returned as its list of items), or None."""
+        h = self._headers
+        if isinstance(h, dict):
+            return list(h.items())
+        return None if h is None else list(h)
+
+    def timestamp(self) -> tuple[int, int]:
+        return (self._ts_type, self._ts)
+
+    def len(self) -> int:
+        return 0 if self._value is None else len(self._value)
+
+    def __len__(self) -> int:
+        return self.len()
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def latency(self) -> float | None:
+        """Seconds from produce() to the delivery report."""
+        return self._latency
+
+    def __repr__(self) -> str:
+        return (f"<Message {self._topic} [{self._partition}] @{self._offset}"
+                f"{' error ' + self._error.name() if self._error is not None else ''}>")
+
+
+class BrokerMetadata:
+    __slots__ = ("id", "host", "port")
+
+    def __init__(self, id: int, host: str, port: int):
+        self.id, self.host, self.port = id, host, port
+
+    def __repr__(self) -> str:
+        return f"BrokerMetadata({self.id}, {self.host}:{self.port})"
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}/{self.id}"
+
+
+class PartitionMetadata:
+    __slots__ = ("id", "leader", "replicas", "isrs", "error")
+
+    def __init__(self, id: int, leader: int, replicas: list, isrs: list, error: KafkaError | None):
+        self.id, self.leader, self.replicas, self.isrs, self.error = id, leader, replicas, isrs, error
+
+    def __repr__(self) -> str:
+        return f"PartitionMetadata({self.id})"
+
+
+class TopicMetadata:
+    __slots__ = ("topic", "partitions", "error")
+
+    def __init__(self, topic: str, partitions: dict, error: KafkaError | None):
+        self.topic, self.partitions, self.error = topic, partitions, error
+
+    def __repr__(self) -> str:
+        return f"TopicMetadata({self.topic}, {len(self.partitions)} partitions)"
+
+
+class ClusterMetadata:
+    """What ``list_topics()`` returns: ``topics``, ``brokers``, ``cluster_id``,
+    ``controller_id``, ``orig_broker_id``, ``orig_broker_name``."""
+
+    __slots__ = ("cluster_id", "controller_id", "brokers", "topics", "orig_broker_id",
+                 "orig_broker_name")
+
+    def __init__(self):
+        self.cluster_id: str | None = None
+        self.controller_id = -1
+        self.brokers: dict[int, BrokerMetadata] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        self.orig_broker_id = -1
+        self.orig_broker_name: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ClusterMetadata({self.cluster_id})"
+
+
+def _code_error(code: int) -> KafkaError | None:
+    if not code:
+        return None
+    cls = fk.error_class_for_code(code)
+    return KafkaError(code, retriable=bool(getattr(cls, "retriable", False)))
+
+
+def cluster_metadata(cluster, cluster_id, orig_node, orig_host, orig_port) -> ClusterMetadata:
+    """A :class:`ClusterMetadata` of a fastkafka ``Cluster`` (fastkafka._net.cluster)."""
+    md = ClusterMetadata()
+    md.cluster_id = cluster_id
+    md.controller_id = cluster.controller_id
+    for b in cluster.brokers.values():
+        md.brokers[b.node_id] = BrokerMetadata(b.node_id, b.host, b.port)
+        if orig_node < 0 and (b.host, b.port) == (orig_host, orig_port):
+            orig_node = b.node_id
+    md.orig_broker_id = orig_node
+    md.orig_broker_name = f"{orig_host}:{orig_port}/{orig_node if orig_node >= 0 else 'bootstrap'}"
+    for t in cluster.topics.values():
+        parts = {p.partition: PartitionMetadata(p.partition, p.leader, list(p.replicas), list(p.isr),
+                                                _code_error(p.error_code)) for p in t.partitions}
+        md.topics[t.name] = TopicMetadata(t.name, parts, _code_error(t.error_code))
+    return md
+
+
+_CGMD_MAGIC = b"CGMDv2:"
+
+
+def group_metadata(value: Any) -> Any:
+    """confluent-kafka's ``consumer.consumer_group_metadata()`` (librdkafka's serialized form,
+    bytes) as the mapping fastkafka's ``send_offsets_to_transaction`` takes; anything else as
+    given."""
+    if not isinstance(value, (bytes, bytearray)) or not bytes(value).startswith(_CGMD_MAGIC):
+        return value
+    data = bytes(value)[len(_CGMD_MAGIC):]
+    try:
+        (generation,) = struct.unpack_from("=i", data, 0)
+        rest = data[4:]
+        group_id, rest = rest.split(b"\0", 1)
+        member_id, rest = rest.split(b"\0", 1)
+        instance = None
+        if rest[:1] == b"\0":
+            instance = rest[1:].split(b"\0", 1)[0].decode()
+    except (struct.error, ValueError, UnicodeDecodeError):
+        raise fk.InvalidRecordError("group_metadata: not a consumer_group_metadata() value "
+                                    "confluent-kafka can have made") from None
+    return {"group_id": group_id.decode(), "generation_id": generation,
+            "member_id": member_id.decode(), "group_instance_id": instance}

@@ -1,0 +1,367 @@
+"""fastkafka.compat.confluent.Producer: confluent-kafka's producer shapes, driven the way
+confluent-kafka's documentation teaches them, against librdkafka's mock cluster.
+
+Every test's producer code is written for confluent-kafka; only the import differs."""
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import threading
+import time
+
+import pytest
+
+from fastkafka import errors as fk
+from fastkafka.compat.confluent import (OFFSET_INVALID, TIMESTAMP_CREATE_TIME, KafkaError,
+                                        KafkaException, Producer)
+from fastkafka.config import REPLACED_FOREIGN, ProducerConfig
+
+
+@pytest.fixture
+def cluster(mock_cluster):
+    mock_cluster.create_topic("t", 4)
+    return mock_cluster
+
+
+def conf(mc, **extra):
+    c = {"bootstrap.servers": mc.bootstraps, "linger.ms": 5}
+    c.update(extra)
+    return c
+
+
+# ---- the classic loop: produce, poll(0), flush ---------------------------------------------------
+
+def test_classic_loop_reports_are_served_by_poll_and_flush_on_the_callers_thread(cluster):
+    p = Producer(conf(cluster))
+    seen, threads = [], set()
+
+    def delivery_report(err, msg):
+        threads.add(threading.current_thread())
+        seen.append((err, msg.topic(), msg.partition(), msg.key(), msg.value()))
+
+    for i, data in enumerate(["a", "b", "c", "d", "e"]):
+        p.poll(0)
+        p.produce("t", data.encode("utf-8"), key=f"k{i % 2}", callback=delivery_report)
+    assert len(p) == 5
+    assert p.flush(10) == 0
+    assert len(p) == 0
+    assert threads == {threading.current_thread()}
+    assert [s[4] for s in seen] == [b"a", b"b", b"c", b"d", b"e"] or \
+        sorted(s[4] for s in seen) == [b"a", b"b", b"c", b"d", b"e"]
+    assert all(err is None and topic == "t" for err, topic, *_ in seen)
+    # one key, one partition
+    parts = {}
+    for _, _, part, key, _ in seen:
+        parts.setdefault(key, set()).add(part)
+    assert all(len(v) == 1 for v in parts.values())
+    p.close()
+
+
+def test_reports_wait_in_the_queue_until_poll_and_len_counts_them(cluster):
+    p = Producer(conf(cluster, **{"linger.ms": 0}))
+    got = []
+    p.produce("t", b"x", callback=lambda err, msg: got.append(msg))
+    deadline = time.monotonic() + 10
+    while p._p._acc.incomplete_record_count() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert got == [] and len(p) == 1        # delivered, report not served yet
+    assert p.poll(5) == 1
+    assert len(p) == 0 and len(got) == 1
+    msg = got[0]
+    assert msg.error() is None and msg.offset() >= 0 and msg.len() == 1
+    assert msg.timestamp()[0] in (TIMESTAMP_CREATE_TIME, 2) and msg.timestamp()[1] > 0
+    assert msg.latency() is not None and msg.latency() >= 0
+    assert p.poll(0) == 0
+    p.close()
+
+
+def test_message_keeps_the_objects_given_and_the_create_time(cluster):
+    p = Producer(conf(cluster))
+    got = []
+    key, value = "k\u00e9", bytearray(b"payload")
+    p.produce("t", value, key, partition=2, timestamp=1_700_000_000_123,
+              headers={"h": b"1"}, on_delivery=lambda err, msg: got.append((err, msg)))
+    p.flush(10)
+    err, msg = got[0]
+    assert err is None
+    assert msg.key() is key and msg.value() is value
+    assert msg.partition() == 2 and msg.headers() == [("h", b"1")]
+    assert msg.timestamp()[1] in (1_700_000_000_123, msg.timestamp()[1])
+    p.close()
+
+
+def test_produce_without_callback_still_counts_until_served(cluster):
+    p = Producer(conf(cluster))
+    for _ in range(3):
+        p.produce("t", b"v")
+    assert len(p) == 3
+    assert p.flush(10) == 0 and len(p) == 0
+    p.close()
+
+
+def test_default_on_delivery_from_config_and_only_error_reports(cluster):
+    got = []
+    p = Producer(conf(cluster, on_delivery=lambda err, msg: got.append(err),
+                      **{"delivery.report.only.error": True}))
+    p.produce("t", b"v")
+    assert p.flush(10) == 0
+    assert got == []                      # success not reported
+    p.produce("t", b"v", partition=0)
+    p.purge()                              # fails what is still queued (linger 5 ms)
+    p.flush(10)
+    assert all(e is not None for e in got)
+    p.close()
+
+
+# ---- BufferError and the retry loop ----------------------------------------------------------------
+
+def test_queue_buffering_max_messages_raises_buffererror_and_poll_makes_room(cluster):
+    p = Producer(conf(cluster, **{"queue.buffering.max.messages": 10}))
+    delivered = []
+    for i in range(10):
+        p.produce("t", b"%d" % i, callback=lambda err, msg: delivered.append(msg.value()))
+    with pytest.raises(BufferError, match="Queue full"):
+        p.produce("t", b"x")
+    # the classic retry loop
+    sent = 10
+    for i in range(10, 40):
+        while True:
+            try:
+                p.produce("t", b"%d" % i, callback=lambda err, msg: delivered.append(msg.value()))
+                sent += 1
+                break
+            except BufferError:
+                p.poll(1)
+    assert p.flush(10) == 0
+    assert sorted(int(v) for v in delivered) == list(range(40))
+    p.close()
+
+
+# ---- callback exceptions ---------------------------------------------------------------------------
+
+def test_an_exception_of_a_callback_propagates_out_of_poll_and_the_rest_stay_queued(cluster):
+    p = Producer(conf(cluster))
+    calls = []
+
+    def bad(err, msg):
+        calls.append("bad")
+        raise ValueError("boom")
+
+    p.produce("t", b"1", partition=0, callback=bad)
+    p.produce("t", b"2", partition=0, callback=lambda err, msg: calls.append("good"))
+    with pytest.raises(ValueError, match="boom"):
+        p.flush(10)
+    assert calls == ["bad"] and len(p) == 1
+    assert p.flush(10) == 0
+    assert calls == ["bad", "good"]
+    p.close()
+
+
+# ---- purge -----------------------------------------------------------------------------------------
+
+def test_purge_fails_every_queued_record_with_purge_queue_on_the_next_poll(cluster):
+    p = Producer(conf(cluster, **{"linger.ms": 60_000}))
+    got = []
+    for i in range(20):
+        p.produce("t", b"%d" % i, key=b"%d" % i, callback=lambda err, msg: got.append((err, msg)))
+    p.purge()
+    assert got == []                    # reports come with poll
+    assert p.poll(5) == 20
+    assert len(got) == 20 and len(p) == 0
+    for err, msg in got:
+        assert err.code() == KafkaError._PURGE_QUEUE == -152
+        assert err == KafkaError._PURGE_QUEUE and err.name() == "_PURGE_QUEUE"
+        assert msg.error() is err and msg.offset() == OFFSET_INVALID
+    # the producer goes on
+    p.produce("t", b"after", callback=lambda err, msg: got.append((err, msg)))
+    assert p.flush(10) == 0 and got[-1][0] is None
+    p.close()
+
+
+def test_purge_in_queue_false_purges_nothing_and_nonblocking_purge_reports_later(cluster):
+    p = Producer(conf(cluster, **{"linger.ms": 60_000}))
+    got = []
+    p.produce("t", b"a", callback=lambda err, msg: got.append(err))
+    p.purge(in_queue=False)
+    assert p.poll(0.2) == 0 and len(p) == 1
+    p.purge(blocking=False)
+    assert p.poll(5) == 1 and got[0].code() == -152
+    p.close()
+
+
+# ---- error objects and exceptions ------------------------------------------------------------------
+
+def test_kafka_error_object_shape():
+    e = KafkaError(KafkaError._MSG_TIMED_OUT)
+    assert e.code() == -192 and e.name() == "_MSG_TIMED_OUT" and e.str() == "Local: Message timed out"
+    assert not e.fatal() and not e.retriable() and not e.txn_requires_abort()
+    assert e == -192 and e == KafkaError(-192) and e != KafkaError(-185)
+    assert KafkaError(6, "x", retriable=True).retriable()
+    assert KafkaError(6).name() == "NOT_LEADER_FOR_PARTITION"
+    ex = KafkaException(KafkaError(KafkaError._STATE, "bad state"))
+    assert ex.args[0].code() == -172 and "bad state" in str(ex)
+    with pytest.raises(TypeError):
+        KafkaError("6")
+
+
+def test_too_large_and_unknown_partition_raise_kafka_exception(cluster):
+    p = Producer(conf(cluster, **{"message.max.bytes": 2000}))
+    with pytest.raises(KafkaException) as ei:
+        p.produce("t", b"x" * 5000)
+    assert ei.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    with pytest.raises(KafkaException) as ei:
+        p.produce("t", b"x", partition=99)
+    assert ei.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
+    with pytest.raises(TypeError):
+        p.produce("t", 12.5)
+    assert len(p) == 0                  # refused records are not counted
+    p.close()
+
+
+def test_transactional_calls_raise_kafka_exception(cluster):
+    p = Producer(conf(cluster))
+    with pytest.raises(KafkaException) as ei:
+        p.begin_transaction()           # not transactional
+    assert ei.value.args[0].code() == KafkaError._STATE
+    assert isinstance(ei.value.__cause__, fk.IllegalStateError)
+    p.close()
+
+
+def test_transaction_commit_and_abort_with_reports(cluster):
+    p = Producer(conf(cluster, **{"transactional.id": "tx-compat"}))
+    p.init_transactions(10)
+    got = []
+    p.begin_transaction()
+    p.produce("t", b"in-txn", callback=lambda err, msg: got.append(err))
+    p.commit_transaction(10)
+    assert got == [None]                 # served by the commit's flush
+    p.begin_transaction()
+    try:
+        p.produce("t", b"aborted", partition=1, callback=lambda err, msg: got.append(err))
+        p.abort_transaction(10)
+    except KafkaException:
+        pytest.fail("abort_transaction raised")
+    p.poll(1)
+    assert len(got) == 2 and got[1] is not None
+    p.close()
+
+
+# ---- error_cb, stats_cb, logger --------------------------------------------------------------------
+
+def test_error_cb_is_served_by_poll(cluster):
+    errors = []
+    p = Producer(conf(cluster, error_cb=errors.append))
+    p._p._sender.report_error(fk.BrokerDataLossError("node 1 lost records"))  # the I/O thread's hook
+    assert errors == []
+    assert p.poll(1) == 1
+    assert errors[0].code() == KafkaError._INCONSISTENT and "lost records" in errors[0].str()
+    p.close()
+
+
+def test_stats_cb_gets_a_json_document_every_interval(cluster):
+    docs = []
+    p = Producer(conf(cluster, stats_cb=docs.append, **{"statistics.interval.ms": 100}))
+    p.produce("t", b"v")
+    p.flush(10)
+    deadline = time.monotonic() + 5
+    while len(docs) < 2 and time.monotonic() < deadline:
+        p.poll(0.2)
+    assert len(docs) >= 2
+    d = json.loads(docs[-1])
+    assert d["type"] == "producer" and d["client_id"] == "fastkafka" and d["txmsgs"] == 1
+    assert {"name", "ts", "time", "msg_cnt", "msg_size", "records_sent"} <= set(d)
+    p.close()
+
+
+def test_logger_receives_this_producers_records_once(cluster, caplog):
+    mine = logging.getLogger("compat-test-logger")
+    mine.propagate = False
+    records = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+    mine.addHandler(Collect())
+    p = Producer(conf(cluster), logger=mine)
+    fk_log = logging.getLogger("fastkafka")
+    name = p._p._name
+    with caplog.at_level(logging.WARNING, logger="fastkafka"):
+        fk_log.warning("producer %s: a test record", name)
+        fk_log.warning("producer %s: not ours", "someone-else")
+    assert [r.getMessage() for r in records] == [f"producer {name}: a test record"]
+    assert [r.getMessage() for r in caplog.records] == ["producer someone-else: not ours"]
+    p.close()
+    fk_log.warning("producer %s: after close", name)
+    assert len(records) == 1            # the route ends with the producer
+
+
+# ---- config ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key,value,hint", [
+    ("batch.num.messages", 100, "batch_size"),
+    ("throttle_cb", print, "throttle"),
+    ("debug", "all", "logging.DEBUG"),
+])
+def test_keys_with_no_equivalent_name_what_to_use(cluster, key, value, hint):
+    with pytest.raises(fk.ConfigError, match=hint):
+        Producer(conf(cluster, **{key: value}))
+
+
+@pytest.mark.parametrize("key,value", [("queue.buffering.max.messages", -1),
+                                       ("statistics.interval.ms", "soon"),
+                                       ("error_cb", 5), ("logger", "root"),
+                                       ("delivery.report.only.error", "maybe")])
+def test_own_keys_are_checked(cluster, key, value):
+    with pytest.raises(fk.ConfigError, match=key.split(".")[0]):
+        Producer(conf(cluster, **{key: value}))
+
+
+def test_default_partitioner_is_consistent_random_and_can_be_changed(cluster):
+    p = Producer(conf(cluster))
+    assert p._p.config.partitioner == "consistent_random"
+    p.close()
+    p = Producer(conf(cluster, partitioner="murmur2_random"))
+    assert p._p.config.partitioner == "murmur2_random"
+    p.close()
+
+
+def test_queue_buffering_max_kbytes_is_buffer_memory(cluster):
+    p = Producer(conf(cluster, **{"queue.buffering.max.kbytes": 2048}))
+    assert p._p.config.buffer_memory == 2048 * 1024
+    p.close()
+
+
+def test_secrets_are_not_in_repr_or_errors(cluster):
+    secret = "s3cr3t-pw"
+    p = Producer(conf(cluster, **{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                                  "sasl.username": "u", "sasl.password": secret,
+                                  "socket.connection.setup.timeout.ms": 500}))
+    assert secret not in repr(p) and secret not in repr(p._p.config)
+    p.close(0)
+    with pytest.raises(fk.ConfigError) as ei:
+        Producer(conf(cluster, **{"sasl.password": secret, "batch.num.messages": 5}))
+    assert secret not in str(ei.value)
+
+
+def test_main_producer_refusals_name_the_compat_layer():
+    for key in ("error_cb", "stats_cb", "logger", "queue.buffering.max.messages", "on_delivery",
+                "delivery.report.only.error", "statistics.interval.ms"):
+        assert "fastkafka.compat.confluent.Producer" in REPLACED_FOREIGN[key], key
+        with pytest.raises(fk.ConfigError, match="fastkafka.compat.confluent.Producer"):
+            ProducerConfig({"bootstrap.servers": "h:1", key: 1})
+
+
+def test_a_dropped_producer_is_collected_closed_and_its_records_delivered(cluster):
+    p = Producer(conf(cluster, **{"linger.ms": 50}))
+    p.produce("t", b"v")
+    inner = p._p
+    thread, acc = inner._sender._thread, inner._acc
+    del p, inner
+    deadline = time.monotonic() + 15
+    while thread.is_alive() and time.monotonic() < deadline:
+        gc.collect()
+        thread.join(0.1)
+    assert not thread.is_alive()
+    assert acc.incomplete_record_count() == 0
