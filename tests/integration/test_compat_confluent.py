@@ -1,0 +1,110 @@
+"""fastkafka.compat.confluent.Producer against confluent_kafka.Producer on Apache Kafka: one
+script text, written as confluent-kafka's documentation teaches it, executed twice with only its
+import line changed, to two topics; confluent-kafka's consumer reads both back."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from brokers import read_back, unique_name
+
+pytestmark = pytest.mark.broker
+
+SCRIPT = textwrap.dedent('''
+    {import_line}
+
+    observed = []
+
+    def delivery_report(err, msg):
+        observed.append((err, msg.topic(), msg.partition(), msg.key(), msg.value()))
+
+    p = Producer({{"bootstrap.servers": BOOTSTRAP, "linger.ms": 5,
+                  "queue.buffering.max.messages": 50}})
+    for i, data in enumerate(DATA):
+        p.poll(0)
+        while True:
+            try:
+                p.produce(TOPIC, data.encode("utf-8"), key=("key-%d" % (i % 7)).encode(),
+                          callback=delivery_report)
+                break
+            except BufferError:
+                p.poll(1)
+    left = p.flush(30)
+    metadata = p.list_topics(TOPIC, timeout=10)
+    all_metadata = p.list_topics(timeout=10)
+
+    t = Producer({{"bootstrap.servers": BOOTSTRAP, "transactional.id": TXN_ID}})
+    t.init_transactions(30)
+    t.begin_transaction()
+    t.produce(TXN_TOPIC, b"committed", callback=delivery_report)
+    t.commit_transaction(30)
+    txn_errors = []
+    try:
+        t.commit_transaction(5)          # no transaction open
+    except KafkaException as e:
+        txn_errors.append(e.args[0].code())
+    t.flush(10)
+''')
+
+DATA = [f"record {i} " + "x" * (i % 13) for i in range(300)]
+
+
+def run_script(import_line: str, bootstrap: str, topic: str, txn_topic: str) -> dict:
+    scope = {"BOOTSTRAP": bootstrap, "TOPIC": topic, "TXN_TOPIC": txn_topic,
+             "TXN_ID": unique_name("compat-txn"), "DATA": DATA}
+    exec(compile(SCRIPT.format(import_line=import_line), f"<script {import_line}>", "exec"), scope)
+    return scope
+
+
+def test_same_script_with_confluent_kafka_and_the_compat_layer(kafka_broker):
+    results = {}
+    for name, import_line in [
+            ("confluent", "from confluent_kafka import Producer, KafkaException"),
+            ("compat", "from fastkafka.compat.confluent import Producer, KafkaException")]:
+        topic, txn_topic = unique_name(f"cc-{name}"), unique_name(f"cc-{name}-txn")
+        kafka_broker.create_topic(topic, 6)
+        kafka_broker.create_topic(txn_topic, 1)
+        results[name] = (topic, run_script(import_line, kafka_broker.bootstrap, topic, txn_topic))
+
+    (ck_topic, ck), (fk_topic, fk) = results["confluent"], results["compat"]
+    assert ck["left"] == fk["left"] == 0
+    # the same sequence of callback observations, topic name aside
+    def shape(observed, topic):
+        return [(err, t == topic, part, key, value) for err, t, part, key, value in observed]
+    ck_obs = shape(ck["observed"][:-1], ck_topic)
+    fk_obs = shape(fk["observed"][:-1], fk_topic)
+    assert len(fk_obs) == len(DATA)
+    # per partition, the order of reports is the order of production (confluent-kafka's
+    # guarantee); across partitions, reports interleave as batches complete
+    def by_partition(obs):
+        out = {}
+        for o in obs:
+            out.setdefault(o[2], []).append(o)
+        return out
+    assert by_partition(fk_obs) == by_partition(ck_obs)
+    assert all(o[0] is None and o[1] for o in fk_obs)
+    # the transaction's record was reported, and the second commit raised KafkaException
+    assert fk["observed"][-1][0] is None and fk["observed"][-1][4] == b"committed"
+    assert fk["txn_errors"] == ck["txn_errors"] and len(fk["txn_errors"]) == 1
+
+    # read back: the same records, the same partition per key
+    def stored(topic):
+        msgs = [m for ms in read_back(kafka_broker.bootstrap, topic, 6, len(DATA)).values() for m in ms]
+        return sorted((m.partition, m.key, m.value) for m in msgs)
+    assert stored(fk_topic) == stored(ck_topic)
+    assert [m.value for m in read_back(kafka_broker.bootstrap, fk["TXN_TOPIC"], 1, 1)[0]] == [b"committed"]
+
+    # list_topics: the same view of the cluster
+    for key in ("metadata", "all_metadata"):
+        a, b = ck[key], fk[key]
+        assert b.cluster_id == a.cluster_id and b.controller_id == a.controller_id
+        assert {i: (x.host, x.port) for i, x in b.brokers.items()} == \
+            {i: (x.host, x.port) for i, x in a.brokers.items()}
+        assert b.orig_broker_id == a.orig_broker_id
+    a, b = ck["metadata"].topics[ck_topic], fk["metadata"].topics[fk_topic]
+    assert a.error is None and b.error is None
+    assert {i: (p.leader, p.replicas, p.isrs, p.error) for i, p in b.partitions.items()} == \
+        {i: (p.leader, p.replicas, p.isrs, p.error) for i, p in a.partitions.items()}
+    assert {ck_topic, fk_topic} <= set(fk["all_metadata"].topics)
+    assert set(ck["all_metadata"].topics) <= set(fk["all_metadata"].topics)
