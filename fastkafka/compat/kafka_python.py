@@ -241,7 +241,8 @@ class KafkaProducer:
 
     def __init__(self, **configs: Any):
         settings: dict[str, Any] = dict(_KP_DEFAULTS)
-        self._serialize_fields: list[tuple[str, Any]] = []   # kafka-python Serializer objects
+        # (field, serialize(topic, headers, data)): kafka-python Serializer objects
+        self._serialize_fields: list[tuple[str, Callable]] = []
         self._object_partitioner = None
         configs = dict(configs)
         settings["bootstrap_servers"] = _servers(configs.pop("bootstrap_servers", "localhost"))
@@ -270,12 +271,18 @@ class KafkaProducer:
                 settings[name] = None if value is None else _token_provider(value)
             else:
                 settings[name] = value      # a fastkafka setting, or a ConfigError naming the key
+        if self._serialize_fields or self._object_partitioner is not None:
+            # the slow path (_prepare) serializes every field itself, callables too
+            for field in ("key", "value"):
+                fn = settings.pop(f"{field}_serializer", None)
+                if fn is not None:
+                    self._serialize_fields.append((field, lambda t, h, d, fn=fn: fn(d)))
         self._producer = Producer(**settings)
         self._closed = False
 
     def _serializer(self, name: str, value, settings: dict) -> None:
         if value is not None and not callable(value) and callable(getattr(value, "serialize", None)):
-            self._serialize_fields.append((name[:-len("_serializer")], value))
+            self._serialize_fields.append((name[:-len("_serializer")], value.serialize))
         else:
             settings[name] = value
 
@@ -333,11 +340,10 @@ class KafkaProducer:
         serialized_value, cluster)``)."""
         raw_key, raw_value = key, value
         p = self._producer
-        value, key = p.serialize(topic, value, key)     # the callables given, if any
         for field, ser in self._serialize_fields:
             obj = value if field == "value" else key
             try:
-                out = ser.serialize(topic, headers or [], obj)
+                out = ser(topic, headers or [], obj)
             except Exception as e:
                 raise SerializationError(f"{field}_serializer failed on the {field} of a record "
                                          f"for topic {topic!r} ({type(e).__name__}: {e}); nothing "
