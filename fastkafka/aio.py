@@ -122,6 +122,10 @@ class AsyncProducer:
     def __init__(self, config: dict | None = None, **kwargs: Any):
         self._p = _LoopProducer(config, kwargs)
         self._send_waiter = self._p.send_waiter
+        # key_serializer / value_serializer: applied here, once per record (send_waiter takes
+        # serialized records, also when one waits for metadata or memory and is tried again)
+        self._serializing = (self._p.config.key_serializer is not None
+                             or self._p.config.value_serializer is not None)
         self.config = self._p.config
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke_fd = -1
@@ -258,6 +262,8 @@ class AsyncProducer:
         if loop is not self._loop or loop is None:
             loop = self._check_loop("send")
         fut = loop.create_future()
+        if self._serializing:
+            value, key = self._p.serialize(topic, value, key)
         if self._backlog or self._closing:
             self._submit("send", (topic, value, key, partition, timestamp_ms, headers), fut)
             return fut
@@ -297,6 +303,8 @@ class AsyncProducer:
         if on_delivery is not None and not callable(on_delivery):
             raise InvalidRecordError(f"{what} must be a callable(err, metadata) or None, got "
                                      f"{type(on_delivery).__name__}")
+        if self._serializing:
+            value, key = self._p.serialize(topic, value, key)
         if self._backlog or self._closing:
             self._submit("produce", (topic, value, key, partition, timestamp, headers), on_delivery)
             return

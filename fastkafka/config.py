@@ -79,6 +79,11 @@ _SETTINGS = [
                  '"consistent_random", "consistent", "murmur2_random", "fnv1a", "fnv1a_random" '
                  '(the same placement as librdkafka), "random", '
                  "or a callable(key, num_partitions, available_partitions) -> int"),
+    _Setting("key_serializer", "serializer", None,
+             doc="callable(key) -> bytes | str | None, applied to every key by send(), produce() "
+                 "and send_batch() of lists (kafka-python's shape; also called for None)"),
+    _Setting("value_serializer", "serializer", None,
+             doc="callable(value) -> bytes | str | None, applied to every value as key_serializer"),
     _Setting("transactional_id", "opt_str", None,
              doc="makes the producer transactional (init_transactions(), begin_transaction(), ...); "
                  "needs idempotence"),
@@ -164,7 +169,10 @@ class _Accepted:
 _KAFKA_INTERNALS = "org.apache.kafka.clients.producer.internals."
 _BYTES_SERIALIZER = _Accepted(
     ("org.apache.kafka.common.serialization.ByteArraySerializer", "ByteArraySerializer"),
-    "keys and values are passed as bytes (or Arrow binary/string arrays) and written as they are",
+    "a Java class cannot run here: keys and values are bytes-like or str (sent as UTF-8, as "
+    "StringSerializer would) and written as they are; for anything else pass a Python callable, "
+    "{name}=callable(obj) -> bytes (kafka-python's shape, e.g. "
+    "lambda v: json.dumps(v).encode())",
     case_sensitive=True)
 
 #: Settings of other clients (Java producer, librdkafka) accepted with the values listed: each
@@ -180,8 +188,6 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
         "(a Java class cannot run here; for your own partitioning pass "
         "partitioner=callable(key, num_partitions, available_partitions) -> int)",
         case_sensitive=True, requires=("partitioner", "murmur2")),
-    "key.serializer": _BYTES_SERIALIZER,
-    "value.serializer": _BYTES_SERIALIZER,
     "check.crcs": _Accepted(
         ("true", "false"), "a consumer setting: the producer writes a CRC-32C into every batch "
         "and reads no records"),
@@ -456,6 +462,19 @@ def _parse(setting: _Setting, value: Any) -> Any:
         if value is None or isinstance(value, ssl.SSLContext):
             return value
         raise ConfigError(f"{name} must be an ssl.SSLContext, got {type(value).__name__}")
+    if kind == "serializer":
+        # A Java class name: ByteArraySerializer asks for what is done anyway (no serializer).
+        if isinstance(value, str):
+            if _BYTES_SERIALIZER.accepts(value):
+                return None
+            accepted = ", ".join(repr(v) for v in _BYTES_SERIALIZER.values)
+            raise ConfigError(f"{name}={value!r} is not supported: "
+                              f"{_BYTES_SERIALIZER.supported.format(name=name)}; accepted class "
+                              f"names: {accepted}")
+        if value is None or callable(value):
+            return value
+        raise ConfigError(f"{name} must be a callable(obj) -> bytes or None, got "
+                          f"{type(value).__name__}")
     if kind == "callback":
         if value is None or callable(value):
             return value

@@ -37,6 +37,7 @@ DeliveryTimeoutError                  -103   yes        no
 RecordTooLargeError                   -104   no         no
 InvalidRecordError (also TypeError)   -105   no         no
 MalformedRecordError (+ ValueError)   -130   no         no
+SerializationError (InvalidRecord)    -131   no         no
 UnknownPartitionError (+ ValueError)  -106   no         no
 ProducerClosedError                   -107   no         no
 NetworkError                          -108   yes        yes
@@ -78,6 +79,7 @@ __all__ = [
     "RecordTooLargeError",
     "InvalidRecordError",
     "MalformedRecordError",
+    "SerializationError",
     "UnknownPartitionError",
     "ProducerClosedError",
     "NetworkError",
@@ -388,6 +390,25 @@ class MalformedRecordError(InvalidRecordError, ValueError):
                                "A record argument has the right type but an unusable value.")
 
 
+class SerializationError(InvalidRecordError):
+    """A ``key_serializer`` or ``value_serializer`` raised, or returned something that is not
+    bytes-like, str or None. ``field`` is ``"key"`` or ``"value"``, ``topic`` the record's topic;
+    the serializer's exception is the ``__cause__``. Raised by ``send``/``produce``/``send_batch``
+    before the record (or any record of the call) is queued. An :class:`InvalidRecordError`, so
+    one ``except`` catches every bad input."""
+
+    code, name, description = (-131, "SERIALIZATION_ERROR",
+                               "A key or value serializer failed or returned an unusable type.")
+    field: Optional[str] = None
+    topic: Optional[str] = None
+
+    def __init__(self, message: Optional[str] = None, *, field: Optional[str] = None,
+                 topic: Optional[str] = None, code: Optional[int] = None):
+        super().__init__(message, code=code)
+        self.field = field
+        self.topic = topic
+
+
 class UnknownPartitionError(KafkaError, ValueError):
     """An explicit partition number is not in the topic."""
 
@@ -552,7 +573,7 @@ _CLIENT_CLASSES = (
     ConfigError, KafkaTimeoutError, BufferExhaustedError, DeliveryTimeoutError, RecordTooLargeError,
     InvalidRecordError, UnknownPartitionError, ProducerClosedError, NetworkError, DisconnectedError,
     CorrelationIdMismatchError, CorruptFrameError, IllegalStateError, MalformedRecordError, InvalidBrokerResponseError,
-    ProducerForkedError, BrokerDataLossError, TransactionAbortedError,
+    ProducerForkedError, BrokerDataLossError, TransactionAbortedError, SerializationError,
 )
 for _cls in _CLIENT_CLASSES:
     _BY_CODE[_cls.code] = _cls

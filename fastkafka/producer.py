@@ -138,7 +138,8 @@ class Producer(ProducerCore):
         # send()/produce() are compiled (fastkafka/_producer/sendpath.pyx) and place records with
         # the router (fastkafka/_producer/router.pyx), as send_batch does; they use this state.
         self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
-                        min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms)
+                        min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms,
+                        cfg.key_serializer, cfg.value_serializer)
         self._close_lock = threading.Lock()
         self._close_started = False
         # If the I/O thread dies (a bug), sends are refused at once, naming the failure. The I/O
@@ -270,6 +271,8 @@ class Producer(ProducerCore):
         int for every record, or one per record (a list or other iterable of int/None, or a pyarrow
         integer array; a null entry is partitioned as if it were None). ``headers`` (as for
         :meth:`send`: a list of pairs or a dict) apply to every record. ``get()`` raises the first delivery error.
+        ``key_serializer``/``value_serializer`` apply to list columns; an Arrow column with its
+        serializer set is an InvalidRecordError (Arrow entries are bytes already).
 
         Invalid input raises before any record of the call is queued: InvalidRecordError for a
         wrong type, MalformedRecordError (an InvalidRecordError and a ValueError) for an unusable
@@ -288,10 +291,10 @@ class Producer(ProducerCore):
         if not isinstance(topic, str) or not topic:
             raise (MalformedRecordError if isinstance(topic, str) else InvalidRecordError)(
                 f"topic must be a non-empty string, got {topic!r}")
-        values = _column(values, "values")
+        values = self._serialized_column(topic, _column(values, "values"), "value")
         n_records = len(values)
         if keys is not None:
-            keys = _column(keys, "keys")
+            keys = self._serialized_column(topic, _column(keys, "keys"), "key")
             if len(keys) != n_records:
                 raise MalformedRecordError(
                     f"keys has {len(keys)} entries but values has {n_records}: expected one key "
@@ -303,6 +306,18 @@ class Producer(ProducerCore):
         parts, available, remaining = self._route_batch(topic, partition, keys, n_records)
         return _PreparedBatch(topic, values, keys, parts, available, remaining, headers,
                               timestamp_ms, n_records)
+
+    def _serialized_column(self, topic, col, field: str):
+        """A list column through the serializer of ``field`` (send_batch); an Arrow column with
+        that serializer set is refused: its entries are bytes already, and are written as such."""
+        if getattr(self.config, f"{field}_serializer") is not None:
+            if type(col) is not list:
+                raise InvalidRecordError(
+                    f"send_batch got a pyarrow {field}s column but {field}_serializer is set: Arrow "
+                    f"columns are written as their bytes, never serialized; pass a list of objects "
+                    f"to serialize, or use a producer without {field}_serializer for Arrow data")
+            return self._serialize_column(topic, col, field)
+        return col
 
     def _append_prepared(self, b: "_PreparedBatch", fut: BatchFuture, start: int = 0) -> None:
         """Append the records of ``b`` from index ``start`` on, counted in ``fut``."""

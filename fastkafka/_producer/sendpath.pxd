@@ -1,6 +1,6 @@
 # cython: language_level=3
 # path:
-#   record: send / produce -> _send -> check_timestamp -> _TopicInfo -> java_partition_c / sticky
+#   record: send / produce -> _send -> [_serialized] -> check_timestamp -> _TopicInfo -> java_partition_c / sticky
 #           -> RecordAccumulator.append_c -> wake_at / wake_gil_free / wakeup -> give_way
 
 # Contract of fastkafka._producer.sendpath: the compiled half of fastkafka.Producer (send() and
@@ -28,6 +28,11 @@ cdef class ProducerCore(Router):
     # A transactional producer outside a transaction: send() raises _closed_error() (the subclass
     # names the transaction state), at the cost of one flag test per record.
     cdef public bint _txn_blocked
+    # key_serializer / value_serializer (None: not set); _serializing is set when either is, so
+    # a producer without them pays one flag test per record.
+    cdef object _key_serializer
+    cdef object _value_serializer
+    cdef bint _serializing
 
     # Hooks the compiled front door calls on fastkafka.Producer, which overrides them (rare paths),
     # besides the router's _topic_info (the metadata wait):
@@ -38,5 +43,12 @@ cdef class ProducerCore(Router):
     # (router.pxd's hook) the accumulator's sticky partition of ``topic``.
     cpdef int32_t _sticky_partition(self, str topic, list available) except -2
 
+    # ``obj`` through ``serializer`` (the one of ``field``, "key" or "value"): its output checked
+    # (bytes-like, str or None), any failure a SerializationError naming the field and the topic.
+    # (``index``: the record's in a send_batch column, -1 for send / produce.)
+    cdef object _serialized(self, object serializer, str field, object topic, object obj,
+                            Py_ssize_t index)
+
     cdef object _send(self, object topic, object value, object key, object partition,
-                      object timestamp_ms, object headers, object on_delivery, bint want_future)
+                      object timestamp_ms, object headers, object on_delivery, bint want_future,
+                      bint serialize)

@@ -13,7 +13,7 @@ router.pxd: ``_topic_info`` (metadata missing or stale, may block), ``_closed_er
 ``_too_large`` (the error messages).
 """
 cimport cython
-from cpython.buffer cimport PyBuffer_Release
+from cpython.buffer cimport PyBuffer_Release, PyObject_CheckBuffer
 from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_REALTIME
 
@@ -26,7 +26,7 @@ from fastkafka._producer.router cimport Router
 from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
 
 from fastkafka.errors import (InvalidRecordError, MalformedRecordError, ProducerClosedError,
-                              RecordTooLargeError)
+                              RecordTooLargeError, SerializationError)
 
 #: Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
 REQUEST_OVERHEAD = 61 + 256
@@ -137,8 +137,12 @@ cdef class ProducerCore(Router):
         self._closed = True               # until _init_core: a half-built producer is closed
 
     def _init_core(self, RecordAccumulator acc not None, VersionCell metadata_version not None,
-                   Poller poller not None, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms):
+                   Poller poller not None, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms,
+                   key_serializer=None, value_serializer=None):
         self._init_router(metadata_version, partitioner, max_block_ms)
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._serializing = key_serializer is not None or value_serializer is not None
         self._acc = acc
         self._poller = poller
         self._max_record_size = max_record_size
@@ -177,7 +181,8 @@ cdef class ProducerCore(Router):
         """
         if callback is not None:
             on_delivery = delivery_alias(on_delivery, callback)
-        return self._send(topic, value, key, partition, timestamp_ms, headers, on_delivery, True)
+        return self._send(topic, value, key, partition, timestamp_ms, headers, on_delivery, True,
+                          True)
 
     def produce(self, topic, value=None, key=None, partition=None, on_delivery=None,
                 timestamp=None, headers=None, callback=None):
@@ -190,7 +195,7 @@ cdef class ProducerCore(Router):
         failures are seen through ``on_delivery``, ``flush()`` and ``metrics()``."""
         if callback is not None:
             on_delivery = delivery_alias(on_delivery, callback)
-        self._send(topic, value, key, partition, timestamp, headers, on_delivery, False)
+        self._send(topic, value, key, partition, timestamp, headers, on_delivery, False, True)
 
     def send_waiter(self, LoopSink sink not None, waiter, topic, value=None, key=None,
                     partition=None, timestamp_ms=None, headers=None):
@@ -199,14 +204,59 @@ cdef class ProducerCore(Router):
 
         :meth:`send` for fastkafka.aio: the record's outcome goes to ``sink``, whose drain on the
         event loop resolves ``waiter`` (an asyncio future, a callable(err, metadata), or None).
-        Call it on the sink's loop thread."""
+        Call it on the sink's loop thread. ``value`` and ``key`` are taken as serialized:
+        fastkafka.aio applies the serializers first (:meth:`serialize`), once per record even
+        when the record then waits for metadata or memory."""
         cdef FutureRecordMetadata f = self._send(topic, value, key, partition, timestamp_ms,
-                                                 headers, sink, True)
+                                                 headers, sink, True, False)
         f.waiter = waiter
         sink.pending += 1
 
+    cdef object _serialized(self, object serializer, str field, object topic, object obj,
+                            Py_ssize_t index):
+        cdef object out
+        cdef str which = (f"the {field} of a record" if index < 0 else
+                          f"the {field} of record {index} (of send_batch's {field}s)")
+        try:
+            out = serializer(obj)
+        except Exception as e:
+            raise SerializationError(
+                f"{field}_serializer failed on {which} for topic {topic!r} "
+                f"({type(e).__name__}: {e}); nothing was sent", field=field, topic=topic) from e
+        if out is None or type(out) is bytes or isinstance(out, str) or PyObject_CheckBuffer(out):
+            return out
+        raise SerializationError(
+            f"{field}_serializer returned {type(out).__name__} for {which} for topic {topic!r}: "
+            f"expected bytes, bytearray, memoryview, str or None; nothing was sent",
+            field=field, topic=topic)
+
+    def serialize(self, topic, value=None, key=None):
+        """serialize(topic, value=None, key=None) -> (value, key)
+
+        ``value`` and ``key`` through the producer's ``value_serializer`` and ``key_serializer``
+        (each left as it is when its serializer is not set), as :meth:`send` does before placing
+        the record: SerializationError for a failure or an unusable output."""
+        if self._value_serializer is not None:
+            value = self._serialized(self._value_serializer, "value", topic, value, -1)
+        if self._key_serializer is not None:
+            key = self._serialized(self._key_serializer, "key", topic, key, -1)
+        return value, key
+
+    def _serialize_column(self, topic, list column, str field):
+        """_serialize_column(topic, column, field) -> list: send_batch's ``values`` or ``keys``
+        (``field`` "value" or "key") through that serializer, a new list; the column itself when
+        it has none. A SerializationError names the record's index."""
+        cdef object serializer = (self._value_serializer if field == "value" else
+                                  self._key_serializer)
+        cdef Py_ssize_t i
+        if serializer is None:
+            return column
+        return [self._serialized(serializer, field, topic, column[i], i)
+                for i in range(len(column))]
+
     cdef object _send(self, object topic, object value, object key, object partition,
-                      object timestamp_ms, object headers, object on_delivery, bint want_future):
+                      object timestamp_ms, object headers, object on_delivery, bint want_future,
+                      bint serialize):
         cdef int w
         cdef Py_buffer kview, vview
         cdef const char *kp = NULL
@@ -226,6 +276,11 @@ cdef class ProducerCore(Router):
             raise InvalidRecordError(
                 f"on_delivery must be a callable(err, metadata) or None, got "
                 f"{type(on_delivery).__name__}")
+        if self._serializing and serialize:
+            if self._value_serializer is not None:
+                value = self._serialized(self._value_serializer, "value", topic, value, -1)
+            if self._key_serializer is not None:
+                key = self._serialized(self._key_serializer, "key", topic, key, -1)
         krel = get_view(key, "key", &kview, &kp, &kl)
         try:
             vrel = get_view(value, "value", &vview, &vp, &vl)

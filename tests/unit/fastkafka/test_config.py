@@ -151,7 +151,6 @@ BYTE_ARRAY = "org.apache.kafka.common.serialization.ByteArraySerializer"
     ("partitioner.class", KAFKA_INTERNALS + "DefaultPartitioner"),
     ("partitioner.class", KAFKA_INTERNALS + "BuiltInPartitioner"),
     ("partitioner.class", None), ("partitioner.class", "null"), ("partitioner.class", ""),
-    ("key.serializer", BYTE_ARRAY), ("value.serializer", BYTE_ARRAY), ("value_serializer", "ByteArraySerializer"),
     ("check.crcs", "true"), ("check.crcs", False),
     ("api.version.request", "true"), ("broker.address.family", "any"), ("interceptor.classes", ""),
 ])
@@ -176,7 +175,6 @@ def test_a_java_producer_config_is_accepted_whole():
 @pytest.mark.parametrize("key,value,supported", [
     ("partitioner.class", "com.example.MyPartitioner", "partitioner=callable"),
     ("partitioner.class", KAFKA_INTERNALS + "UniformStickyPartitioner", "murmur2 of the key"),
-    ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "as bytes"),
     ("client.dns.lookup", "resolve_canonical_bootstrap_servers_only", "every address"),
     ("check.crcs", "maybe", "CRC-32C"),
     ("interceptor.classes", "com.example.Tracing", "no interceptors"),

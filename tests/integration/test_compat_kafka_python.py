@@ -1,0 +1,156 @@
+"""Producer code written the way kafka-python's documentation teaches it (a json value_serializer,
+a str key_serializer, ``future.get(timeout=10)``, ``add_callback``/``add_errback``, a custom
+partitioner, ``api_version``), run once with ``kafka.KafkaProducer`` and once with
+``fastkafka.compat.kafka_python.KafkaProducer`` (only the class differs), each to its own topics
+on Apache Kafka; confluent-kafka's consumer reads both back: the same records in the same
+partitions, and the same callback observations.
+
+Also the Schema Registry recipe of docs/producer.md ("Serializers"): confluent-kafka's
+AvroSerializer as a fastkafka value_serializer, read back by its DeserializingConsumer with the
+AvroDeserializer of the same (mock://) registry."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from brokers import read_back, unique_name
+
+pytestmark = pytest.mark.broker
+
+PARTITIONS = 6
+#: What kafka-python's documentation passes to skip the version probe. Kafka 4 no longer takes
+#: the Produce versions of 0.10, so kafka-python itself needs a version the broker still speaks;
+#: fastkafka accepts any (it negotiates with ApiVersions and logs the argument at DEBUG).
+API_VERSION = (2, 6)
+USERS = [f"user-{i}" for i in range(12)]
+
+
+def custom_partitioner():
+    """A partitioner in the shape the installed kafka-python documents: a ``Partitioner`` with
+    ``partition(topic, key, serialized_key, value, serialized_value, cluster)`` (kafka-python 3),
+    else ``partitioner(key_bytes, all_partitions, available_partitions)`` (kafka-python 2)."""
+    def pick(key_bytes, all_partitions):
+        return sorted(all_partitions)[sum(key_bytes) % len(all_partitions)]
+
+    try:
+        from kafka.partitioner import Partitioner
+    except ImportError:
+        return lambda key_bytes, all_partitions, available: pick(key_bytes, all_partitions)
+
+    class ByteSum(Partitioner):
+        def partition(self, topic, key, serialized_key, value, serialized_value, cluster):
+            return pick(serialized_key, cluster.partitions_for_topic(topic))
+
+    return ByteSum()
+
+
+def kafka_python_program(KafkaProducer, bootstrap, topic, custom_topic):
+    """Producer code as kafka-python's documentation writes it; returns what its callbacks saw
+    and what ``get`` returned."""
+    observed = []
+
+    def on_send_success(record_metadata):
+        observed.append(("success", record_metadata.topic == topic, record_metadata.partition,
+                         record_metadata.offset >= 0))
+
+    def on_send_error(excp):
+        observed.append(("error", type(excp).__name__))
+
+    producer = KafkaProducer(bootstrap_servers=[bootstrap],
+                             value_serializer=lambda m: json.dumps(m).encode("ascii"),
+                             key_serializer=str.encode,
+                             api_version=API_VERSION)
+    got = []
+    for i, user in enumerate(USERS):
+        future = producer.send(topic, {"user": user, "n": i}, key=user)
+        record_metadata = future.get(timeout=10)
+        got.append((record_metadata.topic == topic, record_metadata.partition,
+                    record_metadata.serialized_key_size, record_metadata.serialized_value_size,
+                    record_metadata.topic_partition.partition == record_metadata.partition))
+    for i, user in enumerate(USERS):
+        producer.send(topic, {"async": i}, key=user).add_callback(on_send_success) \
+            .add_errback(on_send_error)
+    producer.flush()
+    producer.close()
+
+    custom = KafkaProducer(bootstrap_servers=bootstrap, key_serializer=str.encode,
+                           partitioner=custom_partitioner(), api_version=API_VERSION)
+    for user in USERS:
+        custom.send(custom_topic, b"custom", key=user)
+    custom.flush()
+    partitions = custom.partitions_for(custom_topic)
+    custom.close()
+    return got, sorted(observed), partitions
+
+
+def read_records(bootstrap, topic, n):
+    by_part = read_back(bootstrap, topic, PARTITIONS, n)
+    return sorted((part, m.key, m.value) for part, msgs in by_part.items() for m in msgs)
+
+
+def test_kafka_python_code_behaves_the_same_on_the_compat_producer(kafka_broker):
+    from kafka import KafkaProducer as KafkaPythonProducer
+
+    from fastkafka.compat.kafka_python import KafkaProducer as CompatProducer
+
+    results, records = {}, {}
+    for name, cls in (("kafka-python", KafkaPythonProducer), ("fastkafka", CompatProducer)):
+        topic, custom_topic = unique_name(f"kp-{name}"), unique_name(f"kp-{name}-custom")
+        kafka_broker.create_topic(topic, PARTITIONS)
+        kafka_broker.create_topic(custom_topic, PARTITIONS)
+        results[name] = kafka_python_program(cls, kafka_broker.bootstrap, topic, custom_topic)
+        records[name] = (read_records(kafka_broker.bootstrap, topic, 2 * len(USERS)),
+                         read_records(kafka_broker.bootstrap, custom_topic, len(USERS)))
+    theirs, ours = results["kafka-python"], results["fastkafka"]
+    assert ours == theirs
+    got, observed, partitions = ours
+    assert len(got) == len(USERS) and all(g[0] and g[4] for g in got)
+    assert len(observed) == len(USERS) and all(o[0] == "success" for o in observed)
+    assert partitions == set(range(PARTITIONS))
+    assert records["fastkafka"] == records["kafka-python"]
+    plain, custom = records["fastkafka"]
+    assert len({part for part, _, _ in plain}) > 1           # keys spread over partitions
+    for part, key, _ in custom:
+        assert part == sum(key) % PARTITIONS
+
+
+def test_schema_registry_avro_serializer_as_value_serializer(kafka_broker):
+    from confluent_kafka import DeserializingConsumer, TopicPartition
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext, StringDeserializer
+
+    from fastkafka import Producer
+
+    topic = unique_name("avro")
+    kafka_broker.create_topic(topic, 1)
+    # -- the recipe of docs/producer.md, "Serializers" --
+    registry = SchemaRegistryClient.new_client({"url": "mock://recipe"})
+    schema = """{"type": "record", "name": "User", "fields": [
+                  {"name": "name", "type": "string"}, {"name": "age", "type": "int"}]}"""
+    to_avro = AvroSerializer(registry, schema)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    users = [{"name": "ada", "age": 36}, {"name": "alan", "age": 41}, None]
+    with Producer(bootstrap_servers=kafka_broker.bootstrap,
+                  value_serializer=lambda user: to_avro(user, ctx)) as producer:
+        for user in users:
+            producer.send(topic, user, key=b"k").get(timeout=10)
+    # -- read back by confluent-kafka against the same registry --
+    consumer = DeserializingConsumer({
+        "bootstrap.servers": kafka_broker.bootstrap, "group.id": unique_name("avro-g"),
+        "key.deserializer": StringDeserializer("utf_8"),
+        "value.deserializer": AvroDeserializer(registry), "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        for _ in range(200):
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append((msg.key(), msg.value()))
+            if len(got) == len(users):
+                break
+    finally:
+        consumer.close()
+    assert got == [("k", u) for u in users]
