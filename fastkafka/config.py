@@ -101,6 +101,27 @@ _SETTINGS = [
              doc="check that the broker's certificate names the host connected to"),
     _Setting("ssl_context", "ssl_context", None,
              doc="a ready ssl.SSLContext; wins over the other ssl_* settings"),
+    # Java key and trust stores (fastkafka._net.tls_stores): PKCS12 files, or PEM text in the config.
+    _Setting("ssl_keystore_location", "path", None,
+             doc="PKCS12 file of the client certificate, its chain and private key (mutual TLS)"),
+    _Setting("ssl_keystore_password", "secret", None, doc="password of ssl_keystore_location"),
+    _Setting("ssl_keystore_type", "store_type", None,
+             doc="PKCS12 (the default with ssl_keystore_location) or PEM (ssl_keystore_key and "
+                 "ssl_keystore_certificate_chain); JKS is refused with the keytool command that "
+                 "converts it"),
+    _Setting("ssl_keystore_key", "secret", None,
+             doc="ssl_keystore_type=PEM: the client's private key, PEM text (encrypted with "
+                 "ssl_password / ssl.key.password, or not)"),
+    _Setting("ssl_keystore_certificate_chain", "opt_str", None,
+             doc="ssl_keystore_type=PEM: the client certificate and its chain, PEM text"),
+    _Setting("ssl_truststore_location", "path", None,
+             doc="PKCS12 file of the CA certificates that sign the brokers'"),
+    _Setting("ssl_truststore_password", "secret", None, doc="password of ssl_truststore_location"),
+    _Setting("ssl_truststore_type", "store_type", None,
+             doc="PKCS12 (the default with ssl_truststore_location) or PEM (ssl_truststore_certificates "
+                 "or a PEM ssl_truststore_location)"),
+    _Setting("ssl_truststore_certificates", "opt_str", None,
+             doc="ssl_truststore_type=PEM: the CA certificates, PEM text"),
     # SASL (security_protocol SASL_PLAINTEXT / SASL_SSL): fastkafka._net.sasl, checked at construction.
     _Setting("sasl_mechanism", "sasl_mechanism", None,
              doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
@@ -109,10 +130,20 @@ _SETTINGS = [
     _Setting("sasl_oauth_token_provider", "callback", None,
              doc="OAUTHBEARER: callable() -> (token, expiry as epoch seconds), called again "
                  "before the token expires"),
+    _Setting("sasl_jaas_config", "secret", None,
+             doc="the Java client's login line (fastkafka._net.jaas): PlainLoginModule / "
+                 "ScramLoginModule with username and password, or OAuthBearerLoginModule with "
+                 "Kafka's unsecuredLogin* options or clientId / clientSecret / scope (with "
+                 "sasl_oauthbearer_token_endpoint_url); never shown"),
+    _Setting("sasl_oauthbearer_token_endpoint_url", "opt_str", None,
+             doc="OAUTHBEARER: the OAuth token endpoint of the client-credentials login "
+                 "(clientId and clientSecret in sasl_jaas_config); tokens are cached until "
+                 "shortly before they expire"),
 ]
 
 #: Settings whose value is never shown (repr, errors, logs).
-SECRET_SETTINGS = {"ssl_password", "sasl_plain_password"}
+SECRET_SETTINGS = {"ssl_password", "sasl_plain_password", "sasl_jaas_config",
+                   "ssl_keystore_password", "ssl_truststore_password", "ssl_keystore_key"}
 
 SETTINGS: dict[str, _Setting] = {s.name: s for s in _SETTINGS}
 
@@ -195,6 +226,11 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
         ("true",), "the producer always asks each broker for its API versions (ApiVersions)"),
     "broker.address.family": _Accepted(
         ("any",), "the producer uses whichever address family a name resolves to"),
+    "sasl.login.callback.handler.class": _Accepted(
+        ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+         "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
+        "the OAUTHBEARER client-credentials login of sasl.oauthbearer.token.endpoint.url is built "
+        "in (a Java class cannot run here)", case_sensitive=True),
     "interceptor.classes": _Accepted(
         ("",), "no interceptors (a Java class cannot run here; use on_delivery callbacks)",
         case_sensitive=True),
@@ -203,9 +239,11 @@ _FOREIGN_SNAKE = {k.replace(".", "_"): k for k in ACCEPTED_FOREIGN}
 
 _UNSUPPORTED_FAMILIES = {
     "ssl.": ("this TLS setting is not supported: TLS is set up with ssl_cafile, ssl_certfile, "
-             "ssl_keyfile, ssl_password, ssl_check_hostname or ssl_context (PEM files)"),
+             "ssl_keyfile, ssl_password, ssl_check_hostname, ssl_context (PEM files) or the "
+             "PKCS12 / PEM stores ssl_keystore_* and ssl_truststore_*"),
     "sasl.": ("this SASL setting is not supported: SASL is set up with sasl_mechanism, "
-              "sasl_plain_username, sasl_plain_password or sasl_oauth_token_provider"),
+              "sasl_jaas_config, sasl_plain_username, sasl_plain_password, "
+              "sasl_oauth_token_provider or sasl_oauthbearer_token_endpoint_url"),
 }
 
 
@@ -448,6 +486,10 @@ def _parse(setting: _Setting, value: Any) -> Any:
         if value is None or isinstance(value, str):
             return value
         raise ConfigError(f"{name} must be a string, got {type(value).__name__}")  # never the value
+    if kind == "store_type":
+        from fastkafka._net.tls_stores import parse_store_type
+
+        return parse_store_type(name, value)
     if kind == "hostname_check":
         # ssl.endpoint.identification.algorithm (Java, librdkafka): "https" checks, "none"/"" not.
         if isinstance(value, str) and value.strip().lower() in ("https", "none", ""):
@@ -551,8 +593,10 @@ class ProducerConfig:
 
     def _check_sasl(self, v: dict[str, Any]) -> None:
         """SASL settings: consistent with security_protocol and the mechanism (fastkafka._net.sasl)."""
+        from fastkafka._net.jaas import apply_jaas
         from fastkafka._net.sasl import check_settings
 
+        apply_jaas(v)   # sasl_jaas_config -> user/password or the OAUTHBEARER token provider
         check_settings(v, self._explicit)
 
     def _check_tls(self, v: dict[str, Any]) -> None:

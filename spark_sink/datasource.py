@@ -8,6 +8,7 @@ and gets the partition's rows as pyarrow RecordBatches, which go to the producer
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from dataclasses import asdict
 
@@ -18,8 +19,18 @@ from fastkafka.errors import ConfigError
 from fastkafka import PreparedTransaction
 
 from .exactly_once import TransactionCommitter
-from .options import check_schema, settings_from_options
+from .options import check_schema, ignored_warning, settings_from_options
 from .task import TaskReport, TaskWriter
+
+log = logging.getLogger("spark_sink")
+
+#: writer(overwrite=True): what Spark's own Kafka sink says (Save mode Overwrite not allowed for
+#: Kafka), with the reason and what to do.
+OVERWRITE_REFUSED = (
+    "save mode Overwrite is not supported by the fastkafka sink, as Spark's Kafka sink refuses it "
+    "(\"Save mode Overwrite not allowed for Kafka\"): a Kafka topic cannot be truncated or "
+    "overwritten, records are only appended. Use .mode(\"append\") to add the rows to the topic; "
+    "to replace its content, delete and re-create the topic (fastkafka.admin.Admin) first")
 
 
 class TaskCommit(WriterCommitMessage):
@@ -77,6 +88,7 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
         "aborted": aborted,
         "delivery_guarantee": settings.delivery_guarantee,
         "replay": replay,    # exactly_once: a micro-batch committed before; this run's rows aborted
+        "ignored_options": list(settings.ignored),   # Spark Kafka source / consumer options
         "reports": [asdict(r) for r in reports],
     }
     line = (f"fastkafka sink {'aborted' if aborted else 'committed'}: {summary['rows']} rows, "
@@ -125,9 +137,17 @@ class FastKafkaDataSource(DataSource):
         return "fastkafka"
 
     def _settings(self, schema):
-        return check_schema(schema, settings_from_options(self.options))
+        settings = check_schema(schema, settings_from_options(self.options))
+        if settings.ignored:
+            log.warning("%s", ignored_warning(settings.ignored))   # once per write / query start
+        return settings
 
     def writer(self, schema, overwrite):
+        """A batch write. ``.save()`` needs ``.mode("append")``: Spark refuses ErrorIfExists (the
+        default) and Ignore for every Python data source before this runs; Overwrite is refused
+        here (Kafka topics are append-only)."""
+        if overwrite:
+            raise ConfigError(OVERWRITE_REFUSED)
         settings = self._settings(schema)
         if settings.exactly_once and settings.batch_id >= 0:
             if not settings.transaction_log_path:
@@ -139,6 +159,8 @@ class FastKafkaDataSource(DataSource):
         return FastKafkaWriter(settings)
 
     def streamWriter(self, schema, overwrite):
+        """A streaming query. ``overwrite`` is True in the output mode complete: each micro-batch
+        writes the whole result table, appended to the topic, as Spark's Kafka sink does."""
         settings = self._settings(schema)
         if settings.exactly_once:
             if not settings.transaction_log_path:

@@ -35,6 +35,11 @@ Options
     ``<checkpointLocation>/fastkafka-transactions``). Needed by ``batch_writer`` with
     ``exactly_once``, where the data source sees no checkpoint.
 
+Options of Spark's Kafka source (``startingOffsets``, ``subscribe``, ``failOnDataLoss``, ...,
+:data:`IGNORED_OPTIONS`) and Kafka consumer settings (``kafka.group.id``, ...,
+:data:`CONSUMER_SETTINGS`) are accepted and ignored, with one WARNING per write naming them.
+``kafka.key.serializer`` / ``kafka.value.serializer`` are refused, as Spark's Kafka sink refuses them.
+
 Input columns follow Spark's own Kafka sink: ``value`` (required; binary or string), ``key``
 (binary or string), ``topic`` (string), ``partition`` (int), ``headers``
 (array<struct<key: string, value: binary>>). Other columns are ignored, as Spark's sink does.
@@ -60,6 +65,66 @@ SINK_TRANSACTION_TIMEOUT_MS = 900_000
 #: options Spark itself may pass to a data source; accepted and ignored
 SPARK_OPTIONS = ("path", "checkpointlocation", "__partition_columns")
 
+_READER = "an option of Spark's Kafka source (reading): a sink reads nothing"
+#: Options of Spark's Kafka data source (Structured Streaming + Kafka Integration Guide) that mean
+#: nothing to a sink, lower case -> why. Accepted with one WARNING per write naming them, so a
+#: job moved from ``format("kafka")`` keeps its options.
+IGNORED_OPTIONS = {
+    **{k: _READER for k in (
+        "assign", "subscribe", "subscribepattern", "startingoffsets", "endingoffsets",
+        "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
+        "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "failondataloss",
+        "kafkaconsumer.polltimeoutms", "maxoffsetspertrigger", "minoffsetspertrigger",
+        "maxtriggerdelay", "minpartitions", "maxrecordsperpartition", "groupidprefix")},
+    "includeheaders": ("an option of Spark's Kafka source: the sink writes the headers of a "
+                       "'headers' column whenever the DataFrame has one"),
+}
+#: prefixes of ignored source options (``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``)
+IGNORED_PREFIXES = {"fetchoffset.": _READER}
+_CONSUMER = "a Kafka consumer setting: the sink only produces"
+#: Java consumer settings (``kafka.<name>``) that mean nothing to a producer: ignored with the
+#: WARNING. Settings both clients have (security, ssl.*, sasl.*, client.id, ...) go to the producer.
+CONSUMER_SETTINGS = frozenset((
+    "group.id", "group.instance.id", "group.protocol", "group.remote.assignor", "auto.offset.reset",
+    "enable.auto.commit", "auto.commit.interval.ms", "key.deserializer", "value.deserializer",
+    "session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy",
+    "max.poll.records", "max.poll.interval.ms", "fetch.min.bytes", "fetch.max.bytes",
+    "fetch.max.wait.ms", "max.partition.fetch.bytes", "isolation.level", "exclude.internal.topics",
+    "allow.auto.create.topics", "client.rack", "default.api.timeout.ms",
+    "internal.leave.group.on.close", "internal.throw.on.fetch.stable.offset.unsupported",
+    "enable.metrics.push"))
+#: producer settings Spark's sink refuses, and so does this one (the same reason)
+REFUSED_SETTINGS = {
+    "key.serializer": ("Kafka option 'kafka.key.serializer' is not supported: keys are written as "
+                       "the bytes of the 'key' column (binary, or a string as UTF-8), as Spark's "
+                       "Kafka sink writes them with ByteArraySerializer; serialize the key in the "
+                       "DataFrame (e.g. to_json, to_avro, cast) and drop the option"),
+    "value.serializer": ("Kafka option 'kafka.value.serializer' is not supported: values are "
+                         "written as the bytes of the 'value' column (binary, or a string as "
+                         "UTF-8), as Spark's Kafka sink writes them with ByteArraySerializer; "
+                         "serialize the value in the DataFrame (e.g. to_json, to_avro, cast) and "
+                         "drop the option"),
+}
+
+
+def ignored_reason(key: str) -> str | None:
+    """Why option ``key`` (as given) is ignored by the sink, or None when it is not."""
+    low = key.lower()
+    if low in IGNORED_OPTIONS:
+        return IGNORED_OPTIONS[low]
+    for prefix, why in IGNORED_PREFIXES.items():
+        if low.startswith(prefix):
+            return why
+    if low.startswith("kafka.") and low[len("kafka."):] in CONSUMER_SETTINGS:
+        return _CONSUMER
+    return None
+
+
+def ignored_warning(ignored) -> str:
+    """The one WARNING line of a write that got ignored options."""
+    return ("fastkafka sink: ignoring " + "; ".join(f"{k} ({ignored_reason(k)})" for k in ignored)
+            + ". Remove them to silence this warning")
+
 
 class SchemaError(ValueError):
     """The DataFrame's columns do not fit the sink (missing ``value``, a wrong type, no topic)."""
@@ -81,6 +146,7 @@ class SinkSettings:
     transaction_log_path: str | None = None
     test_crash: str | None = None       # fault injection for tests (exactly_once.py)
     max_attempts: int = 4               # spark.task.maxFailures (exactly_once: ids to take over)
+    ignored: tuple = field(default=())  # options of Spark's Kafka source / consumer, ignored
 
     @property
     def exactly_once(self) -> bool:
@@ -98,7 +164,7 @@ class SinkSettings:
                 f"batch_id={self.batch_id!r}, summary_path={self.summary_path!r}, "
                 f"columns={self.columns!r}, delivery_guarantee={self.delivery_guarantee!r}, "
                 f"transactional_id_prefix={self.transactional_id_prefix!r}, "
-                f"transaction_log_path={self.transaction_log_path!r})")
+                f"transaction_log_path={self.transaction_log_path!r}, ignored={self.ignored!r})")
 
     def with_columns(self, columns) -> "SinkSettings":
         return dataclasses.replace(self, columns=tuple(columns))
@@ -125,9 +191,14 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
     summary_path = None
     extra: dict[str, Any] = {}
     checkpoint = None
+    ignored = []
     for raw_key, value in options.items():
         key = raw_key.lower()
-        if key.startswith("kafka."):
+        if ignored_reason(raw_key) is not None:
+            ignored.append(raw_key)
+        elif key.startswith("kafka.") and key[len("kafka."):] in REFUSED_SETTINGS:
+            raise ConfigError(REFUSED_SETTINGS[key[len("kafka."):]])
+        elif key.startswith("kafka."):
             producer[key[len("kafka."):]] = value
         elif key == "topic":
             topic = str(value)
@@ -160,7 +231,7 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
     if checkpoint is not None and "transaction_log_path" not in extra:
         extra["transaction_log_path"] = checkpoint.rstrip("/") + "/fastkafka-transactions"
     return dataclasses.replace(_settings(producer, topic, task_headers, flush_timeout_s, batch_id, **extra),
-                               summary_path=summary_path)
+                               summary_path=summary_path, ignored=tuple(sorted(ignored)))
 
 
 def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms: int | None,

@@ -68,8 +68,23 @@ def build_context(values: dict) -> ssl.SSLContext:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.check_hostname = bool(values.get("ssl_check_hostname", True))
+    from fastkafka._net.tls_stores import load_keystore, trust_cadata
+
+    cadata, store_file = trust_cadata(values)   # ssl_truststore_*: PKCS12 or PEM
     cafile = values.get("ssl_cafile")
-    if cafile is not None:
+    if cadata is not None:
+        try:
+            ctx.load_verify_locations(cadata=cadata)
+        except (ssl.SSLError, ValueError) as e:
+            raise ConfigError(f"the trust store's certificates cannot be used: {_ssl_reason(e)}") from None
+    elif store_file is not None:
+        _check_file("ssl_truststore_location", store_file)
+        try:
+            ctx.load_verify_locations(cafile=store_file)
+        except (ssl.SSLError, ValueError) as e:
+            raise ConfigError(f"ssl_truststore_location {store_file!r} holds no usable CA "
+                              f"certificate (PEM expected): {_ssl_reason(e)}") from None
+    elif cafile is not None:
         _check_file("ssl_cafile", cafile)
         try:
             ctx.load_verify_locations(cafile=cafile)
@@ -78,6 +93,8 @@ def build_context(values: dict) -> ssl.SSLContext:
                               f"{_ssl_reason(e)}") from None
     else:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if load_keystore(ctx, values):             # ssl_keystore_*: PKCS12 or PEM
+        return ctx
     certfile, keyfile = values.get("ssl_certfile"), values.get("ssl_keyfile")
     password = values.get("ssl_password")
     if keyfile is not None and certfile is None:

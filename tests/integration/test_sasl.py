@@ -207,3 +207,93 @@ def test_reauthentication_loses_and_duplicates_nothing(sasl_kafka, mech):
     got = read_back(sasl_kafka.bootstrap_for("SASL_PLAINTEXT"), topic, 1, len(records), timeout=60,
                     extra_config=reader_sasl("PLAIN"))[0]
     assert [msg.value for msg in got] == records
+
+
+# ---- sasl.jaas.config (the Java client's login line) in the producer's own config -------------
+JAAS = "org.apache.kafka.common.security.{0}.{1}LoginModule required {2};"
+
+
+class TokenEndpoint:
+    """A local OAuth token endpoint (client credentials, HTTP Basic): hands out unsecured JWS that
+    the broker's unsecured validator accepts, so the whole login path runs against Kafka."""
+
+    def __init__(self, client_id: str, secret: str):
+        import threading
+        import urllib.parse
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        self.requests = 0
+        expected = "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                form = dict(urllib.parse.parse_qsl(
+                    self.rfile.read(int(self.headers["Content-Length"])).decode()))
+                outer.requests += 1
+                if (self.headers.get("Authorization") != expected
+                        or form.get("grant_type") != "client_credentials"):
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                token, _ = unsecured_jws("erin", 600)
+                body = json.dumps({"access_token": token, "expires_in": 600}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("login", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER-unsecured",
+                                   "OAUTHBEARER-client-credentials"])
+def test_jaas_config_logs_in_as_java_clients_do(sasl_kafka, login, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="fastkafka")
+    mech = login.split("-client")[0].split("-unsecured")[0]
+    endpoint = None
+    extra = {}
+    secret = "cc-secret-8812"
+    if login == "OAUTHBEARER-unsecured":
+        line = JAAS.format("oauthbearer", "OAuthBearer", 'unsecuredLoginStringClaim_sub="erin"')
+    elif login == "OAUTHBEARER-client-credentials":
+        endpoint = TokenEndpoint("app", secret)
+        line = JAAS.format("oauthbearer", "OAuthBearer", f'clientId="app" clientSecret="{secret}"')
+        extra = {"sasl.oauthbearer.token.endpoint.url": endpoint.url}
+    else:
+        user, secret = USERS[mech]
+        line = JAAS.format(*(("plain", "Plain") if mech == "PLAIN" else ("scram", "Scram")),
+                           f'username="{user}" password="{secret}"')
+    topic = unique_name("jaas")
+    sasl_kafka.create_topic(topic, 1)
+    records = [(None, b"jaas-%d" % i) for i in range(50)]
+    try:
+        cfg = {"bootstrap.servers": sasl_kafka.bootstrap_for("SASL_PLAINTEXT"),
+               "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech,
+               "sasl.jaas.config": line, **extra, "linger_ms": 5, "max_block_ms": 30000}
+        with Producer(cfg) as p:
+            futs = [p.send(topic, v, partition=0) for _, v in records]
+            assert p.flush(60) == 0
+            assert [f.get(1).offset for f in futs] == list(range(50))
+            assert p.metrics()["net_authentication_failures"] == 0
+            shown = repr(p) + repr(p.config if hasattr(p, "config") else "")
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+    if endpoint is not None:
+        assert endpoint.requests == 1     # one token for the producer's connections
+    got = read_back(sasl_kafka.bootstrap_for("SASL_PLAINTEXT"), topic, 1, 50, timeout=60,
+                    extra_config=reader_sasl("PLAIN"))[0]
+    assert [m.value for m in got] == [v for _, v in records]
+    assert secret not in caplog.text and secret not in shown

@@ -3,8 +3,10 @@
 The ``fastkafka`` data source passes ``kafka.security.protocol``, ``kafka.ssl.*`` and ``kafka.sasl.*``
 (and the pythonic names) through to the producer in each task:
 
-* DataFrames written over SSL, mutual TLS with an encrypted client key, and SASL_SSL with
-  SCRAM-SHA-256 are read back by confluent-kafka over the same listener, every row exactly;
+* DataFrames written over SSL, mutual TLS with an encrypted client key or with PKCS12 key and trust
+  stores (Java's ``ssl.keystore.*`` / ``ssl.truststore.*``), and SASL_SSL with SCRAM-SHA-256 (given
+  as settings or as ``sasl.jaas.config``), PLAIN and OAUTHBEARER (``sasl.jaas.config`` with Kafka's
+  unsecured login) are read back by confluent-kafka over the same listener, every row exactly;
 * a failing handshake (an untrusted CA, a wrong SCRAM password) fails the job with the typed error
   (TlsAuthenticationError / SaslAuthenticationError) in the task, long before the delivery deadline
   the job sets (``kafka.delivery.timeout.ms``, and the task's flush deadline that follows from it);
@@ -33,10 +35,56 @@ DELIVERY_TIMEOUT_MS = 120_000     # what a failing handshake must not wait out
 FAIL_BOUND_S = 45                 # the job, every task attempt included, fails well before that
 
 
-def _cases(pki):
+@pytest.fixture(scope="module")
+def stores(pki, tmp_path_factory):
+    """PKCS12 key and trust stores of the module's PKI (the trust store made by keytool)."""
+    from javastores import make_stores
+
+    return make_stores(pki, str(tmp_path_factory.mktemp("stores")))
+
+
+JAAS = "org.apache.kafka.common.security.{0}.{1}LoginModule required {2};"
+
+
+def _cases(pki, stores=None):
     """listener -> (producer options for the sink, confluent-kafka reader settings, secrets)."""
     bob, bob_pw = SASL_USERS["SCRAM-SHA-256"]
-    return {
+    alice, alice_pw = SASL_USERS["PLAIN"]
+    plain_reader = tls_reader_config(pki, **{"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN",
+                                             "sasl.username": alice, "sasl.password": alice_pw})
+    java_stores = {} if stores is None else {
+        # Java's names, PKCS12 stores (Java's default type, written out here as jobs do)
+        "mtls_pkcs12": ("MTLS", {"security.protocol": "SSL",
+                                 "ssl.truststore.location": stores.truststore,
+                                 "ssl.truststore.password": stores.truststore_password,
+                                 "ssl.keystore.type": "PKCS12",
+                                 "ssl.keystore.location": stores.keystore,
+                                 "ssl.keystore.password": stores.keystore_password,
+                                 "ssl.key.password": stores.keystore_password},
+                        tls_reader_config(pki, **{"ssl.certificate.location": pki.client_cert,
+                                                  "ssl.key.location": pki.client_key}),
+                        (stores.keystore_password, stores.truststore_password)),
+        # SASL the way every Spark job sets it: sasl.jaas.config
+        "sasl_ssl_jaas_scram": ("SASLSSL", {"security.protocol": "SASL_SSL",
+                                            "ssl.truststore.location": stores.truststore,
+                                            "ssl.truststore.password": stores.truststore_password,
+                                            "sasl.mechanism": "SCRAM-SHA-256",
+                                            "sasl.jaas.config": JAAS.format(
+                                                "scram", "Scram", f'username="{bob}" password="{bob_pw}"')},
+                                plain_reader, (bob_pw, stores.truststore_password)),
+        "sasl_ssl_jaas_plain": ("SASLSSL", {"security.protocol": "SASL_SSL", "ssl.ca.location": pki.ca,
+                                            "sasl.mechanism": "PLAIN",
+                                            "sasl.jaas.config": JAAS.format(
+                                                "plain", "Plain", f'username="{alice}" password="{alice_pw}"')},
+                                plain_reader, (alice_pw,)),
+        "sasl_ssl_oauthbearer": ("SASLSSL", {"security.protocol": "SASL_SSL", "ssl.ca.location": pki.ca,
+                                             "sasl.mechanism": "OAUTHBEARER",
+                                             "sasl.jaas.config": JAAS.format(
+                                                 "oauthbearer", "OAuthBearer",
+                                                 'unsecuredLoginStringClaim_sub="spark-job"')},
+                                 plain_reader, ()),
+    }
+    return {**java_stores,
         # pythonic names
         "ssl": ("SSL", {"security_protocol": "SSL", "ssl_cafile": pki.ca}, tls_reader_config(pki), ()),
         # dotted names, a client certificate whose key is encrypted
@@ -77,9 +125,11 @@ def _writer(df, bootstrap, topic, producer_options, summary=None, **extra):
     return w
 
 
-@pytest.mark.parametrize("case", ["ssl", "mtls", "sasl_ssl_scram"])
-def test_dataframe_written_over_tls_and_sasl_is_read_back_exactly(spark, tls_kafka, pki, tmp_path, case):
-    listener, options, reader, secrets = _cases(pki)[case]
+@pytest.mark.parametrize("case", ["ssl", "mtls", "sasl_ssl_scram", "mtls_pkcs12", "sasl_ssl_jaas_scram",
+                                  "sasl_ssl_jaas_plain", "sasl_ssl_oauthbearer"])
+def test_dataframe_written_over_tls_and_sasl_is_read_back_exactly(spark, tls_kafka, pki, stores, tmp_path,
+                                                                   case):
+    listener, options, reader, secrets = _cases(pki, stores)[case]
     bootstrap = tls_kafka.bootstrap_for(listener)
     topic = unique_name(f"spark-{case.replace('_', '-')}")
     tls_kafka.create_topic(topic, NPART)

@@ -1,0 +1,351 @@
+"""``sasl.jaas.config``: the Java client's SASL login line, read into the producer's SASL settings.
+
+The grammar (one login module, as Kafka's clients take it)::
+
+    <LoginModuleClass> <flag> [<key>=<value> ...] ;
+
+``flag`` is ``required``, ``requisite``, ``sufficient`` or ``optional``; a value is a double-quoted
+string (a backslash escapes the next character) or a bare word. What each module gives:
+
+* ``...plain.PlainLoginModule`` / ``...scram.ScramLoginModule``: ``username`` and ``password`` become
+  ``sasl_plain_username`` / ``sasl_plain_password`` (PLAIN, resp. SCRAM-SHA-256/512);
+* ``...oauthbearer.OAuthBearerLoginModule``: either Kafka's unsecured login options
+  (``unsecuredLoginStringClaim_sub="alice"``, ...; an unsigned JWS is made, as Kafka's default
+  unsecured login does) or, with ``sasl.oauthbearer.token.endpoint.url``, the client-credentials
+  flow (``clientId``, ``clientSecret``, optional ``scope``): the token is fetched from the endpoint.
+
+No error message, repr or log line of this module shows a value: a password or secret may be
+anywhere in the line.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Callable
+
+from fastkafka.errors import ConfigError, SaslAuthenticationError
+
+__all__ = ["JaasEntry", "parse_jaas", "PLAIN_MODULE", "SCRAM_MODULE", "OAUTHBEARER_MODULE",
+           "unsecured_token_provider", "ClientCredentialsProvider", "apply_jaas"]
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+FLAGS = ("required", "requisite", "sufficient", "optional")
+_MODULE_MECHANISMS = {
+    PLAIN_MODULE: ("PLAIN",),
+    SCRAM_MODULE: ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+    OAUTHBEARER_MODULE: ("OAUTHBEARER",),
+}
+
+
+@dataclass(frozen=True)
+class JaasEntry:
+    """One parsed login module: its class, flag and options (values kept out of the repr)."""
+
+    module: str
+    flag: str
+    options: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"JaasEntry({self.module}, {self.flag}, keys={sorted(self.options)})"
+
+
+def _err(pos: int, what: str) -> ConfigError:
+    # The position, never the text around it: a value may be a password.
+    return ConfigError(f"sasl.jaas.config: {what} (at character {pos + 1}); the form is "
+                       f"'<LoginModuleClass> required key=\"value\" ...;'")
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
+def _word(text: str, i: int) -> tuple[str, int]:
+    start = i
+    while i < len(text) and not text[i].isspace() and text[i] not in '=;"':
+        i += 1
+    return text[start:i], i
+
+
+def parse_jaas(text: str) -> JaasEntry:
+    """Parse one JAAS login line; ConfigError (naming the position, not the text) if malformed."""
+    if not isinstance(text, str):
+        raise ConfigError(f"sasl.jaas.config must be a string, got {type(text).__name__}")
+    i = _skip_space(text, 0)
+    module, i = _word(text, i)
+    if not module:
+        raise _err(i, "no login module class")
+    if not all(part.isidentifier() for part in module.split(".")):
+        raise _err(0, "the login module is not a Java class name")
+    i = _skip_space(text, i)
+    flag, j = _word(text, i)
+    if flag.lower() not in FLAGS:
+        raise _err(i, f"the control flag must be one of {', '.join(FLAGS)}")
+    i = j
+    options: dict[str, str] = {}
+    while True:
+        i = _skip_space(text, i)
+        if i >= len(text):
+            raise _err(i, "missing ';' at the end")
+        if text[i] == ";":
+            break
+        key_at = i
+        key, i = _word(text, i)
+        if not key:
+            raise _err(i, "expected an option name")
+        if i >= len(text) or text[i] != "=":
+            raise _err(key_at, "an option has no '=value'")
+        i += 1
+        if i < len(text) and text[i] == '"':
+            value, i = _quoted(text, i + 1)
+        else:
+            value, i = _word(text, i)
+            if not value:
+                raise _err(i, 'an option has an empty value (an empty one is written key="")')
+        if key in options:
+            raise _err(key_at, "an option is given twice")
+        options[key] = value
+    rest = _skip_space(text, i + 1)
+    if rest < len(text):
+        raise _err(rest, "text after ';' (only one login module is supported)")
+    return JaasEntry(module, flag.lower(), options)
+
+
+def _quoted(text: str, i: int) -> tuple[str, int]:
+    start = i - 1
+    out = []
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            if i + 1 >= len(text):
+                break
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if c == '"':
+            return "".join(out), i + 1
+        out.append(c)
+        i += 1
+    raise _err(start, "a quoted value is not closed")
+
+
+# ------------------------------------------------------------------------------ OAUTHBEARER
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+_UNSECURED = "unsecuredLogin"
+_UNSECURED_PREFIXES = ("unsecuredLoginStringClaim_", "unsecuredLoginNumberClaim_",
+                       "unsecuredLoginListClaim_")
+_UNSECURED_KEYS = ("unsecuredLoginPrincipalClaimName", "unsecuredLoginLifetimeSeconds",
+                   "unsecuredLoginScopeClaimName")
+
+
+def _unsecured_claims(options: dict) -> tuple[dict, float]:
+    """The claims of Kafka's unsecured login (without iat/exp) and the lifetime in seconds."""
+    claims: dict = {}
+    for key, value in options.items():
+        if key.startswith("unsecuredLoginStringClaim_"):
+            claims[key[len("unsecuredLoginStringClaim_"):]] = value
+        elif key.startswith("unsecuredLoginNumberClaim_"):
+            name = key[len("unsecuredLoginNumberClaim_"):]
+            try:
+                number = float(value)
+            except ValueError:
+                raise ConfigError(f"sasl.jaas.config: {key} is not a number") from None
+            claims[name] = int(number) if number.is_integer() else number
+        elif key.startswith("unsecuredLoginListClaim_"):
+            # Kafka's form: the first character separates the items (",a,b" -> ["a", "b"]).
+            items = value[1:].split(value[0]) if value else []
+            claims[key[len("unsecuredLoginListClaim_"):]] = [x for x in items if x]
+        elif key.startswith("unsecuredLoginExtension_"):
+            raise ConfigError(f"sasl.jaas.config: {key}: SASL extensions are not supported")
+        elif key not in _UNSECURED_KEYS:
+            raise ConfigError(f"sasl.jaas.config: option {key!r} is not one of Kafka's unsecured "
+                              f"OAUTHBEARER login options (unsecuredLoginStringClaim_<name>, "
+                              f"unsecuredLoginNumberClaim_<name>, unsecuredLoginListClaim_<name>, "
+                              f"{', '.join(_UNSECURED_KEYS)}); for a token endpoint set "
+                              f"sasl.oauthbearer.token.endpoint.url and clientId/clientSecret")
+    principal = options.get("unsecuredLoginPrincipalClaimName", "sub")
+    if not claims.get(principal):
+        raise ConfigError(f"sasl.jaas.config: the unsecured OAUTHBEARER login needs the principal "
+                          f"claim: unsecuredLoginStringClaim_{principal}=\"<user>\"")
+    try:
+        lifetime = float(options.get("unsecuredLoginLifetimeSeconds", "3600"))
+    except ValueError:
+        raise ConfigError("sasl.jaas.config: unsecuredLoginLifetimeSeconds is not a number") from None
+    if lifetime <= 0:
+        raise ConfigError("sasl.jaas.config: unsecuredLoginLifetimeSeconds must be > 0")
+    return claims, lifetime
+
+
+def unsecured_token_provider(options: dict,
+                             clock: Callable[[], float] = time.time) -> Callable[[], tuple]:
+    """A token provider making Kafka's unsecured (``alg: none``) JWS from the login options."""
+    claims, lifetime = _unsecured_claims(options)
+    header = _b64url(json.dumps({"alg": "none"}, separators=(",", ":")).encode())
+
+    def provide() -> tuple[str, float]:
+        now = clock()
+        body = {**claims, "iat": round(now, 3), "exp": round(now + lifetime, 3)}
+        payload = _b64url(json.dumps(body, separators=(",", ":")).encode())
+        return f"{header}.{payload}.", now + lifetime
+
+    provide.__qualname__ = provide.__name__ = "unsecured_jws"
+    return provide
+
+
+def _jwt_expiry(token: str) -> float | None:
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        return float(claims["exp"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class ClientCredentialsProvider:
+    """OAuth 2 client credentials (RFC 6749 4.4): POST to ``url`` with HTTP Basic authentication
+    (client id and secret URL-encoded, as Kafka's client does) and ``grant_type=client_credentials``
+    (plus ``scope``); returns the ``access_token`` and its expiry (``expires_in``, else the JWT's
+    ``exp``). :class:`fastkafka._net.sasl.TokenSource` caches the token until shortly before it
+    expires. Errors name the URL and the HTTP status, never the secret or the token."""
+
+    def __init__(self, url: str, client_id: str, client_secret: str, scope: str | None = None,
+                 timeout_s: float = 10.0, clock: Callable[[], float] = time.time):
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ConfigError(f"sasl.oauthbearer.token.endpoint.url must be an http(s) URL, got "
+                              f"{url!r}")
+        self.url = url
+        self.scope = scope
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._client_id = client_id
+        self._secret = client_secret
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"ClientCredentialsProvider({self.url!r}, client_id={self._client_id!r}, ***)"
+
+    def __call__(self) -> tuple[str, float]:
+        self.calls += 1
+        pair = (urllib.parse.quote(self._client_id, safe="") + ":"
+                + urllib.parse.quote(self._secret, safe=""))
+        form = {"grant_type": "client_credentials"}
+        if self.scope:
+            form["scope"] = self.scope
+        request = urllib.request.Request(
+            self.url, data=urllib.parse.urlencode(form).encode("ascii"), method="POST",
+            headers={"Authorization": "Basic " + base64.b64encode(pair.encode()).decode("ascii"),
+                     "Content-Type": "application/x-www-form-urlencoded",
+                     "Accept": "application/json"})
+        now = self.clock()
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                body = response.read(1 << 20)
+        except urllib.error.HTTPError as e:
+            raise SaslAuthenticationError(f"OAUTHBEARER: the token endpoint {self.url} answered "
+                                          f"HTTP {e.code}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise SaslAuthenticationError(f"OAUTHBEARER: the token endpoint {self.url} cannot be "
+                                          f"reached: {reason}") from None
+        try:
+            answer = json.loads(body)
+            token = answer["access_token"]
+        except (ValueError, KeyError, TypeError):
+            raise SaslAuthenticationError(f"OAUTHBEARER: the token endpoint {self.url} answered "
+                                          f"without an access_token (JSON expected)") from None
+        if not isinstance(token, str) or not token:
+            raise SaslAuthenticationError(f"OAUTHBEARER: the token endpoint {self.url} answered "
+                                          f"with an empty access_token")
+        expires_in = answer.get("expires_in")
+        if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
+            return token, now + float(expires_in)
+        expiry = _jwt_expiry(token)
+        if expiry is None:
+            raise SaslAuthenticationError(f"OAUTHBEARER: the token endpoint {self.url} gave no "
+                                          f"expires_in and the token has no exp claim")
+        return token, expiry
+
+
+# ------------------------------------------------------------------------- into the settings
+def apply_jaas(v: dict) -> None:
+    """Fill the SASL settings of ``v`` (canonical names) from ``v["sasl_jaas_config"]``, checked
+    against ``sasl_mechanism``. ConfigError for a module that does not fit, or for credentials
+    given both ways."""
+    text = v.get("sasl_jaas_config")
+    endpoint = v.get("sasl_oauthbearer_token_endpoint_url")
+    if v.get("security_protocol") not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return   # fastkafka._net.sasl.check_settings names the SASL settings given without SASL
+    if text is None:
+        if endpoint is not None:
+            raise ConfigError("sasl.oauthbearer.token.endpoint.url needs sasl.jaas.config with "
+                              "OAuthBearerLoginModule and its clientId and clientSecret")
+        return
+    entry = parse_jaas(text)
+    mech = v.get("sasl_mechanism")
+    mechanisms = _MODULE_MECHANISMS.get(entry.module)
+    if mechanisms is None:
+        known = ", ".join(_MODULE_MECHANISMS)
+        raise ConfigError(f"sasl.jaas.config: login module {entry.module} is not supported "
+                          f"(supported: {known})")
+    if mech is None:
+        raise ConfigError(f"sasl.jaas.config uses {entry.module.rsplit('.', 1)[1]}: set "
+                          f"sasl.mechanism to {' or '.join(mechanisms)}")
+    if mech not in mechanisms:
+        raise ConfigError(f"sasl.jaas.config uses {entry.module.rsplit('.', 1)[1]}, which is for "
+                          f"{' or '.join(mechanisms)}, but sasl.mechanism is {mech}")
+    if entry.module == OAUTHBEARER_MODULE:
+        if v.get("sasl_oauth_token_provider") is not None:
+            raise ConfigError("sasl_oauth_token_provider and sasl.jaas.config are both given: "
+                              "use one")
+        v["sasl_oauth_token_provider"] = _oauth_provider(entry.options, endpoint)
+        return
+    if endpoint is not None:
+        raise ConfigError("sasl.oauthbearer.token.endpoint.url is for OAUTHBEARER only")
+    both = [n for n in ("sasl_plain_username", "sasl_plain_password") if v.get(n) is not None]
+    if both:
+        raise ConfigError(f"{' and '.join(both)} and sasl.jaas.config are both given: use one")
+    unknown = sorted(set(entry.options) - {"username", "password"})
+    if unknown:
+        raise ConfigError(f"sasl.jaas.config: {entry.module.rsplit('.', 1)[1]} takes username and "
+                          f"password, not {', '.join(unknown)}")
+    missing = [k for k in ("username", "password") if k not in entry.options]
+    if missing:
+        raise ConfigError(f"sasl.jaas.config: {entry.module.rsplit('.', 1)[1]} needs "
+                          f"{' and '.join(missing)}")
+    v["sasl_plain_username"] = entry.options["username"]
+    v["sasl_plain_password"] = entry.options["password"]
+
+
+def _oauth_provider(options: dict, endpoint: str | None):
+    if endpoint is None:
+        if any(k in options for k in ("clientId", "clientSecret")):
+            raise ConfigError("sasl.jaas.config has clientId/clientSecret: set "
+                              "sasl.oauthbearer.token.endpoint.url to the token endpoint")
+        return unsecured_token_provider(options)
+    unsecured = [k for k in options if k.startswith(_UNSECURED)]
+    if unsecured:
+        raise ConfigError("sasl.jaas.config: unsecuredLogin* options and "
+                          "sasl.oauthbearer.token.endpoint.url are exclusive")
+    missing = [k for k in ("clientId", "clientSecret") if not options.get(k)]
+    if missing:
+        raise ConfigError(f"sasl.jaas.config: the token endpoint needs {' and '.join(missing)}")
+    unknown = sorted(set(options) - {"clientId", "clientSecret", "scope"})
+    if unknown:
+        raise ConfigError(f"sasl.jaas.config: OAuthBearerLoginModule with a token endpoint takes "
+                          f"clientId, clientSecret and scope, not {', '.join(unknown)}")
+    return ClientCredentialsProvider(endpoint, options["clientId"], options["clientSecret"],
+                                     options.get("scope"))
