@@ -68,8 +68,8 @@ cdef int prepare_timestamps(object col, TsColumn *t, Py_ssize_t n, int64_t defau
             v = t.vals[i]
             if v < 0 or (t.mul != 1 and v > INT64_MAX // t.mul):
                 raise MalformedRecordError(
-                    f"timestamps[{i}]: {col[i]} is not a time Kafka can hold (ms since the epoch, "
-                    f"0 or more); use a null for the producer's current time")
+                    f"timestamps[{i}]: {v} ({col.type}) is not a time Kafka can hold (ms since "
+                    f"the epoch, 0 or more); use a null for the producer's current time")
         return 0
     if col is None or isinstance(col, (str, bytes, bytearray, memoryview, dict)):
         raise InvalidRecordError(f"{_INT_ERROR}, not {type(col).__name__}")
