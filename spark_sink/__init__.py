@@ -93,7 +93,8 @@ def _row_columns(fields, settings: SinkSettings) -> list:
         raise SchemaError(f"the rows have no 'value' column (columns: {', '.join(fields)})")
     if settings.topic is None and "topic" not in lower:
         raise SchemaError("no topic: pass topic=... or give the rows a 'topic' column")
-    wanted = ["value", "key", "partition", "headers"] + ([] if settings.topic else ["topic"])
+    wanted = (["value", "key", "partition", "headers", "timestamp"]
+              + ([] if settings.topic else ["topic"]))
     return [lower[c] for c in wanted if c in lower]
 
 
