@@ -38,17 +38,32 @@ SCHEMA = ("key binary, value binary, "
           "timestamp timestamp, topic string")
 
 
-def _row(i: int):
+def _make_rows():
     """Row i: null, empty and repeated keys; null (tombstone) and empty values; headers null,
     empty, duplicated, with empty and null values; an explicit partition on some rows (keyed or
-    not); a timestamp on most; the second topic on some."""
-    key = None if i % 7 == 3 else b"" if i % 11 == 4 else b"k%d" % (i % 50)
-    value = None if i % 13 == 5 else b"" if i % 13 == 6 else b"v%d-" % i + b"x" * (i % 17)
-    headers = [None, [], [("h", b"x")], [("dup", b"1"), ("dup", b"2"), ("z", b"")],
-               [("n", None), ("a", b"%d" % i)]][i % 5]
-    partition = i % NPART if i % 6 == 0 else None
-    ts_ms = None if i % 4 == 1 else BASE_MS + i * 1001
-    return key, value, headers, partition, ts_ms, i % 9 == 0
+    not); a timestamp on most; the second topic on some. Every row's (key, value, headers) is
+    unique, so that a record read back names its row: a row whose would repeat an earlier one's
+    gets a header with its index instead."""
+    rows, seen = [], set()
+    for i in range(N):
+        key = None if i % 7 == 3 else b"" if i % 11 == 4 else b"k%d" % (i % 50)
+        value = None if i % 13 == 5 else b"" if i % 13 == 6 else b"v%d-" % i + b"x" * (i % 17)
+        headers = [None, [], [("h", b"x")], [("dup", b"1"), ("dup", b"2"), ("z", b"")],
+                   [("n", None), ("a", b"%d" % i)]][i % 5]
+        if repr((key, value, headers or [])) in seen:
+            headers = [("row", b"%d" % i)]
+        seen.add(repr((key, value, headers or [])))
+        partition = i % NPART if i % 6 == 0 else None
+        ts_ms = None if i % 4 == 1 else BASE_MS + i * 1001
+        rows.append((key, value, headers, partition, ts_ms, i % 9 == 0))
+    return rows
+
+
+ROWS = _make_rows()
+
+
+def _row(i: int):
+    return ROWS[i]
 
 
 def _frame(spark, topics):
@@ -98,6 +113,7 @@ def _check_records(got, expected, label):
         for m in msgs:
             by_content[repr(_content(m))].append(m)
     want = collections.Counter(repr((k, v, h)) for _, k, v, h, _, _ in expected)
+    assert max(want.values()) == 1           # rows are told apart by their contents
     have = collections.Counter({c: len(ms) for c, ms in by_content.items()})
     assert have == want, f"{label}: records differ: missing {want - have}, extra {have - want}"
     matched = {}
