@@ -315,14 +315,16 @@ class AsyncProducer:
             self._park("produce", (topic, value, key, partition, timestamp, headers), on_delivery, e)
 
     async def send_batch(self, topic: str, values, keys=None, partition=None,
-                         headers: _Headers | None = None, timestamp_ms: int | None = None) -> int:
-        """Queue many records at once (lists or pyarrow arrays, as
-        :meth:`fastkafka.Producer.send_batch`); returns the number delivered once all are done,
+                         headers: _Headers | None = None, timestamp_ms: int | None = None, *,
+                         timestamps=None, record_headers=None) -> int:
+        """Queue many records at once (lists or pyarrow arrays, per-record ``timestamps`` and
+        ``record_headers`` as :meth:`fastkafka.Producer.send_batch`); returns the number delivered once all are done,
         raising the first delivery error if one failed. Invalid input raises before any record is
         queued. When buffer memory runs out part-way, the rest waits on the loop for it."""
         loop = self._check_loop("send_batch")
         fut = loop.create_future()
-        self._submit("batch", (topic, values, keys, partition, headers, timestamp_ms), fut)
+        self._submit("batch", (topic, values, keys, partition, headers, timestamp_ms, timestamps,
+                               record_headers), fut)
         return await fut
 
     def _submit(self, kind: str, args: tuple, waiter) -> None:

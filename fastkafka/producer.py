@@ -21,6 +21,7 @@ from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Sequence
 
 from fastkafka._producer.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
+from fastkafka._producer.batch_args import PreparedBatch as _PreparedBatch, column as _column, per_record as _per_record
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._net.ioloop import handover_count, yield_to_io
 from fastkafka._net.cells import monotonic_ms
@@ -260,7 +261,8 @@ class Producer(ProducerCore):
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None,
                    headers: Sequence | Mapping | None = None,
-                   timestamp_ms: int | None = None) -> BatchFuture:
+                   timestamp_ms: int | None = None, *, timestamps=None,
+                   record_headers=None) -> BatchFuture:
         """Queue many records at once; returns a future of the number delivered.
 
         ``values`` (and ``keys``) are lists of bytes-like/str/None (a str is sent as its UTF-8), or
@@ -270,9 +272,24 @@ class Producer(ProducerCore):
         once into a list first; a str, bytes, mapping or set is rejected. ``partition`` is None, one
         int for every record, or one per record (a list or other iterable of int/None, or a pyarrow
         integer array; a null entry is partitioned as if it were None). ``headers`` (as for
-        :meth:`send`: a list of pairs or a dict) apply to every record. ``get()`` raises the first delivery error.
+        :meth:`send`: a list of pairs or a dict) apply to every record; ``timestamp_ms`` (default:
+        now) is every record's timestamp. ``get()`` raises the first delivery error.
         ``key_serializer``/``value_serializer`` apply to list columns; an Arrow column with its
         serializer set is an InvalidRecordError (Arrow entries are bytes already).
+
+        Per record (same length as ``values``; slices honoured, no Python object per record on the
+        Arrow path):
+
+        - ``timestamps``: a pyarrow ``timestamp`` array (any unit, converted to ms; a time zone
+          changes nothing: the values are UTC), a pyarrow integer array (ms since the epoch), or a
+          list of int/None. A null gets ``timestamp_ms`` (now when that is None).
+        - ``record_headers``: a pyarrow ``list<struct<key: string, value: binary>>`` array (key
+          ``string``/``large_string``; value ``binary``/``large_binary``/``string``/
+          ``large_string``; ``list`` or ``large_list``), the layout of Spark's ``headers`` column,
+          or a list of per-record headers (None, or pairs or a dict as for :meth:`send`). A null
+          or empty list gives the record no headers of its own; a null value is a header with a
+          null value; a null key (or a null entry) raises MalformedRecordError naming the record.
+          The call's ``headers`` follow each record's own.
 
         Invalid input raises before any record of the call is queued: InvalidRecordError for a
         wrong type, MalformedRecordError (an InvalidRecordError and a ValueError) for an unusable
@@ -280,12 +297,14 @@ class Producer(ProducerCore):
         record index. On the producer's I/O thread (in a delivery callback) it never waits: see
         :meth:`send`.
         """
-        batch = self._prepare_batch(topic, values, keys, partition, headers, timestamp_ms)
+        batch = self._prepare_batch(topic, values, keys, partition, headers, timestamp_ms,
+                                    timestamps, record_headers)
         fut = BatchFuture(batch.n_records)
         self._append_prepared(batch, fut)
         return fut
 
-    def _prepare_batch(self, topic, values, keys, partition, headers, timestamp_ms) -> "_PreparedBatch":
+    def _prepare_batch(self, topic, values, keys, partition, headers, timestamp_ms,
+                       timestamps=None, record_headers=None) -> "_PreparedBatch":
         """send_batch's checks and placement, nothing appended (shared with fastkafka.aio)."""
         self._check_open()
         if not isinstance(topic, str) or not topic:
@@ -301,11 +320,15 @@ class Producer(ProducerCore):
                     f"(bytes-like, str or None) per value, or keys=None")
         timestamp_ms = validate_timestamp(timestamp_ms)
         validate_headers(headers)
+        if timestamps is not None:
+            timestamps = _per_record(timestamps, "timestamps", n_records)
+        if record_headers is not None:
+            record_headers = _per_record(record_headers, "record_headers", n_records)
         # the router (fastkafka/_producer/router.pyx), as for send(): the metadata wait, the checks
         # and the partition of every record
         parts, available, remaining = self._route_batch(topic, partition, keys, n_records)
         return _PreparedBatch(topic, values, keys, parts, available, remaining, headers,
-                              timestamp_ms, n_records)
+                              timestamp_ms, n_records, timestamps, record_headers)
 
     def _serialized_column(self, topic, col, field: str):
         """A list column through the serializer of ``field`` (send_batch); an Arrow column with
@@ -322,13 +345,16 @@ class Producer(ProducerCore):
     def _append_prepared(self, b: "_PreparedBatch", fut: BatchFuture, start: int = 0) -> None:
         """Append the records of ``b`` from index ``start`` on, counted in ``fut``."""
         values, keys, parts = b.values, b.keys, b.parts
+        tss, rhs = b.timestamps, b.record_headers
         if start:
             values = values[start:]
             keys = None if keys is None else keys[start:]
             parts = parts if isinstance(parts, int) else parts[start:]
+            tss = None if tss is None else tss[start:]
+            rhs = None if rhs is None else rhs[start:]
         self._acc.append_batch(b.topic, parts, values, keys, b.headers, b.timestamp_ms, fut,
                                monotonic_ms(), b.max_block_ms, b.available,
-                               self._max_record_size - REQUEST_OVERHEAD)
+                               self._max_record_size - REQUEST_OVERHEAD, tss, rhs)
         self._sender.wakeup()
         yield_to_io()   # as send(): an I/O thread waiting for the GIL gets it now
 
@@ -740,50 +766,6 @@ class Producer(ProducerCore):
             m.update(self._sender.txn.stats)
             m["txn_state"] = self._sender.txn.state.value
         return m
-
-
-class _PreparedBatch:
-    """A send_batch call checked and placed by the router, not yet appended."""
-
-    __slots__ = ("topic", "values", "keys", "parts", "available", "max_block_ms", "headers",
-                 "timestamp_ms", "n_records")
-
-    def __init__(self, topic, values, keys, parts, available, max_block_ms, headers, timestamp_ms,
-                 n_records):
-        self.topic, self.values, self.keys, self.parts = topic, values, keys, parts
-        self.available, self.max_block_ms, self.headers = available, max_block_ms, headers
-        self.timestamp_ms, self.n_records = timestamp_ms, n_records
-
-
-_COLUMN = ("a list (or another iterable) of bytes-like/str/None, or a pyarrow binary/large_binary/"
-           "string/large_string array")
-
-
-def _is_arrow(obj) -> bool:
-    return type(obj).__module__.startswith("pyarrow")
-
-
-def _column(col, name: str):
-    """``values`` or ``keys`` of send_batch: a list or a pyarrow object as given (the accumulator
-    checks the Arrow type); any other iterable read once into a list; InvalidRecordError naming
-    ``name`` for what is not a column of records."""
-    if type(col) is list or _is_arrow(col):
-        return col
-    if col is None or isinstance(col, (str, bytes, bytearray, memoryview)):
-        hint = " (for one record, use send())" if col is not None else ""
-        raise InvalidRecordError(f"{name} must be {_COLUMN}, got {type(col).__name__}{hint}")
-    if isinstance(col, Mapping):
-        raise InvalidRecordError(
-            f"{name} must be {_COLUMN}, got {type(col).__name__} (for a mapping of key -> value, "
-            f"pass values=list(d.values()), keys=list(d.keys()))")
-    if isinstance(col, AbstractSet):
-        raise InvalidRecordError(
-            f"{name} must be {_COLUMN}, got {type(col).__name__}, whose order is arbitrary")
-    try:
-        it = iter(col)
-    except TypeError:
-        raise InvalidRecordError(f"{name} must be {_COLUMN}, got {type(col).__name__}") from None
-    return list(it)
 
 
 __all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "BatchFuture"]

@@ -64,3 +64,6 @@ rm -rf fastkafka.egg-info
   || { echo "build check failed" >&2; exit 1; }
 # Apache Kafka's broker and tools jars ($FASTKAFKA_KAFKA_VERSION, default 4.4.0); a no-op once cached.
 .venv/bin/python -m fastkafka_tools.apachekafka fetch --tools
+# The Spark 3.5 environment of tests/spark35 (partition_writer / batch_writer on Spark 3.x): a venv of
+# its own in the same cache (pyspark 3.5 cannot share one with pyspark 4.2); a no-op once made.
+.venv/bin/python -m fastkafka_tools.spark35 >/dev/null

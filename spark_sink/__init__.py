@@ -8,6 +8,8 @@
     sdf.writeStream.foreachBatch(spark_sink.batch_writer(topic="events",
                                                          bootstrap_servers="host:9092")).start()
 
+``partition_writer`` and ``batch_writer`` also work on Spark 3.5 (the data source is Spark 4's).
+
 Delivery is at-least-once by default: every task flushes before it returns and raises (so Spark
 retries it) if any of its records failed or is still undelivered. The data source (and
 ``batch_writer``) can also write exactly once, in Kafka transactions the driver commits
@@ -28,7 +30,18 @@ __all__ = ["register", "partition_writer", "batch_writer", "read_summaries", "Sc
 
 
 def register(spark) -> None:
-    """Register the Spark Python data source ``fastkafka`` with this SparkSession."""
+    """Register the Spark Python data source ``fastkafka`` with this SparkSession (Spark 4: the
+    data source needs Spark 4's Python Data Source API; on Spark 3.x this raises ConfigError, and
+    ``partition_writer`` / ``batch_writer`` are the ways to write)."""
+    from .batch_job import has_data_source_api
+
+    if not has_data_source_api():
+        import pyspark
+        raise ConfigError(
+            f"the data source 'fastkafka' needs Spark 4's Python Data Source API "
+            f"(pyspark.sql.datasource), which pyspark {pyspark.__version__} does not have: on Spark "
+            f"3.x write with df.foreachPartition(spark_sink.partition_writer(...)) or "
+            f"writeStream.foreachBatch(spark_sink.batch_writer(...))")
     from .datasource import FastKafkaDataSource
     spark.dataSource.register(FastKafkaDataSource)
 
@@ -80,7 +93,8 @@ def _row_columns(fields, settings: SinkSettings) -> list:
         raise SchemaError(f"the rows have no 'value' column (columns: {', '.join(fields)})")
     if settings.topic is None and "topic" not in lower:
         raise SchemaError("no topic: pass topic=... or give the rows a 'topic' column")
-    wanted = ["value", "key", "partition", "headers"] + ([] if settings.topic else ["topic"])
+    wanted = (["value", "key", "partition", "headers", "timestamp"]
+              + ([] if settings.topic else ["topic"]))
     return [lower[c] for c in wanted if c in lower]
 
 
@@ -91,6 +105,10 @@ def batch_writer(topic: str | None = None, *, task_headers: bool = False,
     """A function for ``writeStream.foreachBatch``: writes each micro-batch through the
     ``fastkafka`` data source (the Arrow path), with the batch id in the task headers when
     ``task_headers`` is set. Same settings and errors as :func:`partition_writer`.
+
+    On Spark 3.x (no data source API) each micro-batch is one Spark job whose tasks write as the
+    data source's do and report to the driver, which commits (:mod:`spark_sink.batch_job`); the
+    same guarantees hold there.
 
     ``delivery_guarantee="exactly_once"`` writes each micro-batch in transactions the driver
     commits (see the data source options ``delivery.guarantee``, ``transactional.id.prefix`` and
@@ -114,6 +132,12 @@ def batch_writer(topic: str | None = None, *, task_headers: bool = False,
         options["flush.timeout.ms"] = str(flush_timeout_ms)
 
     def write_batch(df, batch_id: int) -> None:
+        from .batch_job import has_data_source_api
+
+        if not has_data_source_api():       # Spark 3.x
+            from .batch_job import write_batch as write_job
+            write_job(df, settings, batch_id)
+            return
         register(df.sparkSession)
         (df.write.format("fastkafka").mode("append").options(**options)
            .option("batch.id", str(batch_id)).save())

@@ -42,7 +42,9 @@ Options of Spark's Kafka source (``startingOffsets``, ``subscribe``, ``failOnDat
 
 Input columns follow Spark's own Kafka sink: ``value`` (required; binary or string), ``key``
 (binary or string), ``topic`` (string), ``partition`` (int), ``headers``
-(array<struct<key: string, value: binary>>). Other columns are ignored, as Spark's sink does.
+(array<struct<key: string, value: binary>>; per-row headers first, then the task's), ``timestamp``
+(timestamp, or bigint as ms since the epoch: the record's timestamp, truncated to ms; a null: the
+producer's current time). Other columns are ignored, as Spark's sink does.
 """
 
 from __future__ import annotations
@@ -303,7 +305,8 @@ def _positive(name: str, value: Any) -> int:
 def check_schema(schema, settings: SinkSettings) -> SinkSettings:
     """Check a Spark ``StructType`` against the sink's input columns; SchemaError naming the
     problem. Returns the settings with the columns that will be read."""
-    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
+                                   StructType, TimestampType)
 
     fields = {f.name.lower(): f for f in schema.fields}
     found = []
@@ -348,5 +351,12 @@ def check_schema(schema, settings: SinkSettings) -> SinkSettings:
         if not ok:
             raise SchemaError(f"column '{f.name}' must be array<struct<key:string,value:binary>>, "
                               f"not {t.simpleString()}")
+        found.append(f.name)
+    f = fields.get("timestamp")
+    if f is not None:
+        if type(f.dataType) not in (TimestampType, LongType):
+            raise SchemaError(f"column '{f.name}' must be timestamp (or bigint: ms since the epoch), "
+                              f"not {f.dataType.simpleString()}; rename or cast it (e.g. "
+                              f"cast({f.name} AS timestamp))")
         found.append(f.name)
     return settings.with_columns(found)

@@ -106,6 +106,7 @@ class TaskWriter:
         self._topic_col = cols.get("topic")
         self._partition = cols.get("partition")
         self._headers_col = cols.get("headers")
+        self._timestamp_col = cols.get("timestamp")
         self._row_index = None        # positions of those columns in a Row (row path)
 
     def _transactional_producer(self) -> Producer:
@@ -139,24 +140,25 @@ class TaskWriter:
 
     # -- Arrow path ------------------------------------------------------------------------
     def write_arrow(self, batch) -> None:
-        """Queue one pyarrow RecordBatch, read straight from its buffers (no object per row)."""
+        """Queue one pyarrow RecordBatch, read straight from its buffers (no object per row):
+        values, keys, partitions, the per-row ``headers`` (list<struct<key, value>>) and
+        ``timestamp`` (a null: the producer's current time) columns."""
         import pyarrow.compute as pc
 
         n = batch.num_rows
         if n == 0:
             return
         names = batch.schema.names
-        value = batch.column(names.index(self._value))
-        key = batch.column(names.index(self._key)) if self._key else None
-        part = batch.column(names.index(self._partition)) if self._partition else None
-        if self._headers_col is not None:
-            # per-row headers: the record-at-a-time path (values still come from Arrow)
-            self._write_rows_arrow(batch, names)
-            return
+
+        def col(name):
+            return batch.column(names.index(name)) if name else None
+
+        value, key, part = col(self._value), col(self._key), col(self._partition)
+        cols = (value, key, part, col(self._timestamp_col), col(self._headers_col))
         self.report.rows += n
         self.report.bytes += _byte_count(value) + (0 if key is None else _byte_count(key))
         if self.settings.topic is not None:
-            self._send_batch(self.settings.topic, value, key, part)
+            self._send_batch(self.settings.topic, *cols)
             return
         topics = batch.column(names.index(self._topic_col))
         if topics.null_count:
@@ -164,27 +166,17 @@ class TaskWriter:
             raise InvalidRecordError(f"row {i} of the batch has a null topic and no 'topic' option is set")
         uniq = pc.unique(topics)
         if len(uniq) == 1:
-            self._send_batch(uniq[0].as_py(), value, key, part)
+            self._send_batch(uniq[0].as_py(), *cols)
             return
         for t in uniq.to_pylist():
             mask = pc.equal(topics, t)
-            self._send_batch(t, value.filter(mask), None if key is None else key.filter(mask),
-                             None if part is None else part.filter(mask))
+            self._send_batch(t, *(None if c is None else c.filter(mask) for c in cols))
 
-    def _send_batch(self, topic, value, key, part) -> None:
-        self._futures.append(self.producer.send_batch(topic, value, keys=key, partition=part,
-                                                      headers=self._encoded_headers))
-
-    def _write_rows_arrow(self, batch, names) -> None:
-        cols = {c: batch.column(names.index(c)).to_pylist() for c in self.settings.columns}
-        n = batch.num_rows
-        for i in range(n):
-            self.write_row_values(
-                cols[self._value][i],
-                cols[self._key][i] if self._key else None,
-                cols[self._topic_col][i] if self._topic_col else None,
-                cols[self._partition][i] if self._partition else None,
-                cols[self._headers_col][i] if self._headers_col else None)
+    def _send_batch(self, topic, value, key, part, timestamps, headers) -> None:
+        # per-row headers first, then the task's (as on the row path)
+        self._futures.append(self.producer.send_batch(
+            topic, value, keys=key, partition=part, headers=self._encoded_headers,
+            timestamps=timestamps, record_headers=headers))
 
     # -- row path --------------------------------------------------------------------------
     def _on_delivery(self, err, md) -> None:
@@ -194,8 +186,11 @@ class TaskWriter:
                 if self._first_error is None:
                     self._first_error = err
 
-    def write_row_values(self, value, key=None, topic=None, partition=None, headers=None) -> None:
-        """Queue one record given as Python values (str is sent as UTF-8)."""
+    def write_row_values(self, value, key=None, topic=None, partition=None, headers=None,
+                         timestamp=None) -> None:
+        """Queue one record given as Python values (str is sent as UTF-8). ``timestamp``: a
+        datetime (a naive one in the local time zone, as pyspark gives TimestampType values), an
+        int (ms since the epoch) or None (the producer's current time)."""
         if isinstance(value, str):
             value = value.encode()
         if isinstance(key, str):
@@ -208,7 +203,9 @@ class TaskWriter:
             hs = [(h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1]) for h in headers]
             if self.headers:
                 hs = hs + self.headers
-        self.producer.produce(t, value, key, partition, self._on_delivery, None, hs)
+        if timestamp is not None and not isinstance(timestamp, int):
+            timestamp = _datetime_ms(timestamp)
+        self.producer.produce(t, value, key, partition, self._on_delivery, timestamp, hs)
         self.report.rows += 1
         self.report.bytes += (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
 
@@ -219,7 +216,8 @@ class TaskWriter:
             fields = list(row.__fields__)
             idx = self._row_index = tuple(
                 None if c is None else fields.index(c)
-                for c in (self._value, self._key, self._topic_col, self._partition, self._headers_col))
+                for c in (self._value, self._key, self._topic_col, self._partition, self._headers_col,
+                          self._timestamp_col))
         self.write_row_values(*[None if i is None else row[i] for i in idx])
 
     # -- end of the task -------------------------------------------------------------------
@@ -264,6 +262,15 @@ class TaskWriter:
                 self.report.transaction = (prepared.transactional_id, prepared.producer_id,
                                            prepared.producer_epoch)
         return self.report
+
+
+def _datetime_ms(dt) -> int:
+    """ms since the epoch of a datetime (naive: local time, as pyspark makes them), truncated."""
+    try:
+        return int(dt.replace(microsecond=0).timestamp()) * 1000 + dt.microsecond // 1000
+    except (AttributeError, TypeError):
+        raise InvalidRecordError(f"a timestamp must be a datetime or an int (ms since the epoch), "
+                                 f"not {type(dt).__name__}") from None
 
 
 def _byte_count(arr) -> int:

@@ -13,7 +13,8 @@
 * ``fresh_topic(partitions=1, prefix="t") -> name``: a new topic on ``broker``.
 * ``mock_cluster``: a function-scoped 3-broker librdkafka mock cluster (``tests.mockcluster``).
 * ``spark``: one SparkSession for the whole session (master ``local[2,4]``: two cores, and a failed
-  task is retried up to 4 times, as on a cluster), started lazily by the first test that needs it
+  task is retried up to 4 times, as on a cluster; Spark's own Kafka sink's jars in ``spark.jars``),
+  started lazily by the first test that needs it
   (tests/spark, the Spark examples of the documentation in tests/docs).
 
 Tests that need a real broker carry ``@pytest.mark.broker`` (added automatically to every test that
@@ -162,18 +163,25 @@ def reader():
 
 @pytest.fixture(scope="session")
 def spark():
-    """The session's one SparkSession, with the data source ``fastkafka`` registered."""
+    """The session's one SparkSession, with the data source ``fastkafka`` registered and Spark's
+    own Kafka sink (``format("kafka")``, the peer of tests/spark/test_differential.py) on its
+    classpath: its jars (``ensure_jars("spark-kafka")``, fetched once with Maven) in ``spark.jars``."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     import spark_sink
+    from fastkafka_tools.apachekafka import ensure_jars
+
+    folder = ensure_jars("spark-kafka")
+    jars = [os.path.join(folder, j) for j in sorted(os.listdir(folder)) if j.endswith(".jar")]
 
     session = (SparkSession.builder.master("local[2,4]").appName("fastkafka-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
                .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+               .config("spark.jars", ",".join(jars))
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     spark_sink.register(session)

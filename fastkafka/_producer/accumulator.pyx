@@ -55,7 +55,9 @@ from fastkafka._producer.batch cimport (ProducerBatch, FutureRecordMetadata, Bat
                                     set_builder, bs_full_c)
 from fastkafka._producer.bufferpool cimport BufferPool
 from fastkafka._producer.columns cimport (Column, COL_NULL, prepare_column, prepare_int32_column,
-                                      column_get)
+                                      column_get, TsColumn, prepare_timestamps, ts_get,
+                                      HeaderColumn, prepare_headers_column, headers_size,
+                                      headers_write)
 from fastkafka._producer.partitioner cimport StickyPartitioner
 
 import logging
@@ -345,23 +347,29 @@ cdef class RecordAccumulator:
 
     def append_batch(self, str topic, partitions, values, keys, headers, int64_t timestamp_ms,
                      BatchFuture future, int64_t now_ms, int64_t max_block_ms,
-                     list available_partitions=None, int64_t max_record_size=-1):
+                     list available_partitions=None, int64_t max_record_size=-1,
+                     timestamps=None, record_headers=None):
         """append_batch(topic, partitions, values, keys, headers, timestamp_ms, future, now_ms,
-        max_block_ms, available_partitions=None, max_record_size=-1) -> int appended
+        max_block_ms, available_partitions=None, max_record_size=-1, timestamps=None,
+        record_headers=None) -> int appended
 
         ``values``/``keys``: lists of bytes-like/str/None or pyarrow binary/large_binary/string/
         large_string arrays (read straight from the Arrow buffers); ``keys`` may be None.
         ``partitions``: one int, or one int32 per record (list, array.array('i'), numpy int32,
         pyarrow int array), or ``PARTITION_STICKY`` (-1): the topic's sticky partition, switched
         to another of ``available_partitions`` each time a new batch is needed (null keys).
-        ``headers``: None or one list for every record. ``max_record_size`` > 0: a record whose
+        ``headers``: None or one list for every record (after each record's own
+        ``record_headers``: a pyarrow list<struct<key, value>> array or a list of per-record
+        headers). ``timestamps``: one per record (pyarrow timestamp/integer array or a list of
+        int/None; a null gets ``timestamp_ms``). ``max_record_size`` > 0: a record whose
         encoded size exceeds it raises ``RecordTooLargeError`` (before anything is appended). Everything is
         validated before the first record is appended (``InvalidRecordError`` names the index
         and type). ``future`` is sealed when this returns or raises; if the buffer pool times out
         part-way, the records appended so far stay queued and the error carries
         ``records_appended``."""
         return append_batch_c(self, topic, partitions, values, keys, headers, timestamp_ms, future, now_ms,
-                              max_block_ms, available_partitions, max_record_size)
+                              max_block_ms, available_partitions, max_record_size, timestamps,
+                              record_headers)
 
     # -- sender side ----------------------------------------------------------------------------
 

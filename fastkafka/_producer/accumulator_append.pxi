@@ -9,9 +9,20 @@ from fastkafka._producer.router cimport CANNOT_EXIST, NONE_AVAILABLE, refuse_par
 # The append path: one for send(), produce() and send_batch() (lists and Arrow)
 # ---------------------------------------------------------------------------------------------
 
+cdef inline int _builder_append(BatchBuilder b, int64_t timestamp, const char *kp, Py_ssize_t kl,
+                               const char *vp, Py_ssize_t vl, object headers, const char *hp,
+                               Py_ssize_t hl) except -1:
+    """The record into builder ``b``: its headers section encoded already (``hp``, ``hl`` bytes)
+    or ``headers`` (None or what append_raw takes). 1 appended, 0 no room."""
+    if hp != NULL:
+        return b.append_encoded(timestamp, kp, kl, vp, vl, hp, hl)
+    return b.append_raw(timestamp, kp, kl, vp, vl, headers)
+
+
 cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue pq,
                                           int64_t timestamp, const char *kp, Py_ssize_t kl,
-                                          const char *vp, Py_ssize_t vl, object headers):
+                                          const char *vp, Py_ssize_t vl, object headers,
+                                          const char *hp=NULL, Py_ssize_t hl=0):
     """Append the record to the partition's open (last) batch: that batch, or None when there is
     none or it has no room (it is then closed for appends and the sender is to be woken)."""
     cdef ProducerBatch batch
@@ -19,7 +30,7 @@ cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue
     if nb:
         batch = <ProducerBatch>q_get(&pq.q, nb - 1)
         if not batch.s.full:
-            if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
+            if _builder_append(batch.builder, timestamp, kp, kl, vp, vl, headers, hp, hl):
                 return batch
             batch.s.full = True
             if acc.wakeup_pending != WAKE_GIL:
@@ -31,7 +42,8 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
                                         bint sticky, bint move_sticky, int64_t timestamp,
                                         const char *kp, Py_ssize_t kl, const char *vp,
                                         Py_ssize_t vl, object headers, Py_ssize_t hsize,
-                                        int64_t now_ms, int64_t max_block_ms):
+                                        int64_t now_ms, int64_t max_block_ms,
+                                        const char *hp=NULL):
     """Append one record of ``ts.topic`` to ``partition``; return the batch it went into. Called
     with the accumulator's lock held, which is held again when this returns or raises (it is
     released while waiting for buffer memory).
@@ -45,7 +57,8 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
        headers' encoded size, -1 to compute it here) from the buffer pool, waiting up to
        ``max_block_ms`` without the lock when it is not free; then the open batch is tried once
        more, since another thread may have started one meanwhile (the memory goes back then).
-    ``now_ms`` < 0: the monotonic clock, read only when a batch is started."""
+    ``now_ms`` < 0: the monotonic clock, read only when a batch is started. ``hp`` (not NULL): the
+    record's headers section, encoded (``hsize`` bytes), instead of ``headers``."""
     cdef _PartitionQueue pq
     cdef ProducerBatch batch
     cdef bint switched = False
@@ -56,7 +69,7 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     cdef char *buf = NULL
     while True:
         pq = acc._pq_locked(ts, partition)
-        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
+        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers, hp, hsize)
         if batch is not None:
             return batch
         if sticky:
@@ -95,7 +108,7 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
         if acc.st.closed:
             acc.buffer_pool.give_back(buf, size)
             raise ProducerClosedError("the producer was closed while waiting for memory")
-        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
+        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers, hp, hsize)
         if batch is not None:
             acc.buffer_pool.give_back(buf, size)
             return batch
@@ -104,7 +117,7 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     # from here the builder owns the bytes and the buffer (and gives them back when freed)
     batch = acc._new_batch(pq, now_ms, size, buf)
     try:
-        if not batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
+        if not _builder_append(batch.builder, timestamp, kp, kl, vp, vl, headers, hp, hsize):
             raise RuntimeError("BatchBuilder refused the first record of a new batch")
     except BaseException:
         set_builder(batch, None)
@@ -124,10 +137,18 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
 cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, values, keys, headers,
                              int64_t timestamp_ms, BatchFuture future, int64_t now_ms,
                              int64_t max_block_ms, list available_partitions,
-                             int64_t max_record_size) except -1:
+                             int64_t max_record_size, timestamps=None,
+                             record_headers=None) except -1:
     """RecordAccumulator.append_batch (its docstring has the rules)."""
 
     cdef Column vc, kc
+    cdef TsColumn tc
+    cdef HeaderColumn hc
+    cdef bint has_ts = False, has_hc = False
+    cdef int64_t ts = timestamp_ms
+    cdef char *scratch = NULL         # the record's headers section (record_headers)
+    cdef char *grown
+    cdef Py_ssize_t scap = 0, hl = 0
     cdef list keep = []
     cdef Py_ssize_t n, nk, i
     cdef int32_t single = 0
@@ -140,7 +161,7 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
     cdef Py_buffer kview, vview
     cdef bint krel = False, vrel = False, locked = False
     cdef int64_t size, appended = 0
-    cdef _TopicState ts
+    cdef _TopicState tstate
     cdef _PartitionQueue pq = None
     cdef ProducerBatch batch
     cdef object err = None
@@ -157,7 +178,15 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
             nk = prepare_column(keys, &kc, "keys", keep)
             if nk != n:
                 raise MalformedRecordError(f"keys has {nk} elements but values has {n}")
-        if headers is not None:
+        if timestamps is not None:
+            prepare_timestamps(timestamps, &tc, n, timestamp_ms, keep)
+            has_ts = True
+        if record_headers is not None:
+            # the call's headers go after each record's own (the column's tail)
+            prepare_headers_column(record_headers, &hc, n, headers, keep)
+            has_hc = True
+            headers = None
+        elif headers is not None:
             try:
                 # encoded once for every record of the call (each record copies the bytes)
                 headers = EncodedHeaders(headers)
@@ -192,6 +221,8 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
                 if vrel:
                     PyBuffer_Release(&vview)
                     vrel = False
+                if has_hc:
+                    hsize = headers_size(&hc, i)
                 size = BATCH_HEADER_SIZE + record_size_c(0, 0, kl, vl, hsize)
                 if size > max_record_size:
                     raise RecordTooLargeError(
@@ -203,9 +234,9 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
         locked = True
         if self.st.closed:
             raise ProducerClosedError("the producer is closed")
-        ts = self._topic_locked(topic)
+        tstate = self._topic_locked(topic)
         if sticky:
-            ts.available = available_partitions
+            tstate.available = available_partitions
             single = self._sticky.partition(topic, available_partitions)
         cur_p = -1
         for i in range(n):
@@ -213,16 +244,29 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
             column_get(&vc, i, &vp, &vl, &vview, &vrel)
             p = pp[i] if pp != NULL else single
             if p != cur_p:
-                pq = self._pq_locked(ts, p)
+                pq = self._pq_locked(tstate, p)
                 cur_p = p
+            if has_ts:
+                ts = ts_get(&tc, i, timestamp_ms)
+            if has_hc:
+                hl = headers_size(&hc, i)
+                if hl > scap:
+                    grown = <char *>PyMem_RawRealloc(scratch, hl if hl > 256 else 256)
+                    if grown == NULL:
+                        raise MemoryError()
+                    scratch = grown
+                    scap = hl if hl > 256 else 256
+                headers_write(&hc, i, scratch)
+            else:
+                hl = hsize
             # the open batch inline (most records), else the whole append path
-            batch = _append_to_tail(self, pq, timestamp_ms, kp, kl, vp, vl, headers)
+            batch = _append_to_tail(self, pq, ts, kp, kl, vp, vl, headers, scratch, hl)
             if batch is None:
-                batch = append_record_locked(self, ts, p, sticky, False, timestamp_ms, kp, kl,
-                                             vp, vl, headers, hsize, now_ms, max_block_ms)
+                batch = append_record_locked(self, tstate, p, sticky, False, ts, kp, kl,
+                                             vp, vl, headers, hl, now_ms, max_block_ms, scratch)
                 if batch.partition != cur_p:  # the sticky partition moved
                     cur_p = batch.partition
-                    pq = self._pq_locked(ts, cur_p)
+                    pq = self._pq_locked(tstate, cur_p)
                     single = cur_p
             count_batch_record(batch, future)
             appended += 1
@@ -249,6 +293,7 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
             PyBuffer_Release(&vview)
         if locked:
             self._release()
+        PyMem_RawFree(scratch)
     future.seal(appended)
     if err is not None:
         try:

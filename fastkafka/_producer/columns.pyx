@@ -1,7 +1,9 @@
 # cython: language_level=3
 """The reader of ``send_batch`` columns: lists of bytes-like/str/None (a str as its UTF-8) and
 pyarrow binary/large_binary/string/large_string arrays read straight from their Arrow buffers
-(slices and nulls honoured).
+(slices and nulls honoured); per-record timestamps (Arrow timestamp/integer arrays) and per-record
+headers (Arrow list<struct<key, value>> arrays: list offsets, the struct's children and validity
+bitmaps) read the same way, with no Python object per record.
 
 :func:`prepare_column` checks a column once and describes it in a ``Column`` struct; the inline
 ``column_get`` / ``arrow_get`` (``columns.pxd``) then give element ``i`` as pointer and length with no
@@ -15,15 +17,18 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyObject_CheckBuffer
 from cpython.bytes cimport PyBytes_CheckExact
 from cpython.bytearray cimport PyByteArray_CheckExact
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject
-from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t, uintptr_t, INT64_MAX
+from libc.string cimport memcpy
 
-from fastkafka._wire.records cimport str_utf8, unusable_buffer
+from fastkafka._wire.records cimport EncodedHeaders, _len_field_size, str_utf8, unusable_buffer
+from fastkafka._wire.varint cimport read_uvarint, unzigzag64
 
 import array
 
-from fastkafka.errors import InvalidRecordError, UnknownPartitionError
+from fastkafka.errors import InvalidRecordError, MalformedRecordError, UnknownPartitionError
 
 cdef object _pa = None
 
@@ -168,6 +173,9 @@ cdef const int32_t *prepare_int32_column(object partitions, Py_ssize_t n,
     if n:
         pp = &pview[0]
     return pp
+
+
+include "columns_records.pxi"
 
 
 def column_lengths(values, keys):

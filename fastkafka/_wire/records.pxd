@@ -159,6 +159,14 @@ cdef class BatchBuilder:
 
     cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
                         const char *value, Py_ssize_t vlen, object headers) except -1
+    # append_raw with the headers section already encoded (``hsize`` bytes at ``hdr``, count
+    # varint included): copied as is. 1 appended, 0 no room (nothing written).
+    cdef int append_encoded(self, int64_t timestamp, const char *key, Py_ssize_t klen,
+                            const char *value, Py_ssize_t vlen, const char *hdr,
+                            Py_ssize_t hsize) except -1
+    cdef char *_record_start(self, int64_t timestamp, const char *key, Py_ssize_t klen,
+                             const char *value, Py_ssize_t vlen, Py_ssize_t hsize,
+                             Py_ssize_t *total_out) except? NULL
     cpdef close(self)
     cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                 bint transactional=*)
