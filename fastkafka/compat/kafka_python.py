@@ -25,7 +25,8 @@ from collections import namedtuple
 from typing import Any, Callable
 
 from fastkafka.errors import (ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError,
-                              RecordTooLargeError, SerializationError, UnknownPartitionError)
+                              RecordTooLargeError, SerializationError)
+from fastkafka._producer.router import PARTITIONER, unknown_partition
 from fastkafka.producer import Producer
 
 log = logging.getLogger("fastkafka")
@@ -358,8 +359,7 @@ class KafkaProducer:
             partition = self._object_partitioner.partition(
                 topic, raw_key, key, raw_value, value, _Cluster(parts, available))
             if partition is None or not isinstance(partition, int) or partition not in parts:
-                raise UnknownPartitionError(f"the partitioner answered {partition!r} for topic "
-                                            f"{topic!r}, which has partitions {parts}")
+                raise unknown_partition(PARTITIONER, topic, partition, len(parts))
         return value, key, partition
 
     def flush(self, timeout: float | None = None) -> None:

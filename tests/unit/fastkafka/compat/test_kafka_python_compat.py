@@ -228,7 +228,7 @@ def test_a_kafka_python_partitioner_object_places_records(mock_cluster):
     with KafkaProducer(bootstrap_servers=mock_cluster.bootstraps, partitioner=Last()) as p:
         assert p.send("kp-part", b"v", key=b"k").get(10).partition == 2
     with KafkaProducer(bootstrap_servers=mock_cluster.bootstraps, partitioner=Bad()) as p:
-        with pytest.raises(UnknownPartitionError, match="answered 99"):
+        with pytest.raises(UnknownPartitionError, match="partitioner returned 99"):
             p.send("kp-part", b"v")
 
 
