@@ -132,11 +132,49 @@ cdef class RecordMetadata:
     def __hash__(self):
         return hash(self._astuple())
 
+    def __getattr__(self, name):
+        # only for names the class does not have: confluent-kafka's Message methods get a pointer
+        if name in _CONFLUENT_MESSAGE:
+            raise AttributeError(
+                f"'RecordMetadata' object has no attribute {name!r}: a delivery callback here gets "
+                f"(err, RecordMetadata), whose topic, partition, offset and timestamp are "
+                f"attributes; {_CONFLUENT_MESSAGE[name]} (fastkafka.compat.confluent.Producer passes "
+                f"confluent-kafka's message objects)")
+        raise AttributeError(f"'RecordMetadata' object has no attribute {name!r}")
+
     def __repr__(self):
         return (f"RecordMetadata(topic={self.topic!r}, partition={self.partition}, "
                 f"offset={self.offset}, timestamp={self.timestamp}, "
                 f"serialized_key_size={self.serialized_key_size}, "
                 f"serialized_value_size={self.serialized_value_size})")
+
+
+#: confluent-kafka's Message methods that RecordMetadata has no counterpart for, and what to use
+_CONFLUENT_MESSAGE = {
+    "error": "the error is the callback's first argument",
+    "key": "keep the key in a closure (the callback is not given it back)",
+    "value": "keep the value in a closure (the callback is not given it back)",
+    "headers": "keep the headers in a closure (the callback is not given them back)",
+    "latency": "measure it from the send time kept in a closure",
+    "len": "serialized_value_size is the value's size",
+    "timestamp_type": "timestamp is the broker's log-append time when the topic uses it",
+}
+
+cdef str _callback_hint(BaseException e):
+    """A pointer for a confluent-kafka style callback (msg.topic()) given a RecordMetadata."""
+    if isinstance(e, TypeError) and ("'str' object is not callable" in str(e)
+                                     or "'int' object is not callable" in str(e)):
+        return (" (a confluent-kafka style callback? here the callback gets (err, RecordMetadata) "
+                "and md.topic, md.partition, md.offset, md.timestamp are attributes, not methods; "
+                "fastkafka.compat.confluent.Producer passes confluent-kafka's message objects)")
+    return ""
+
+
+cdef void _callback_failed(object fn, BaseException e) noexcept:
+    try:
+        _log.error("delivery callback %r raised%s", fn, _callback_hint(e), exc_info=e)
+    except BaseException:
+        pass
 
 
 cdef inline RecordMetadata _make_metadata(str topic, int32_t partition, int64_t offset,
@@ -470,14 +508,14 @@ cdef class FutureRecordMetadata:
         if self.callback is not None and type(self.callback) is not LoopSink:
             try:
                 self.callback(error, md)
-            except Exception:
-                _log.exception("delivery callback %r raised", self.callback)
+            except Exception as e:
+                _callback_failed(self.callback, e)
         if self.extra_callbacks is not None:
             for fn in self.extra_callbacks:
                 try:
                     fn(error, md)
-                except Exception:
-                    _log.exception("delivery callback %r raised", fn)
+                except Exception as e:
+                    _callback_failed(fn, e)
 
     def done(self):
         cdef int32_t i = self.index
@@ -530,8 +568,8 @@ cdef class FutureRecordMetadata:
         if now:
             try:
                 fn(b.error, self._metadata())
-            except Exception:
-                _log.exception("delivery callback %r raised", fn)
+            except Exception as e:
+                _callback_failed(fn, e)
 
     @property
     def metadata(self):

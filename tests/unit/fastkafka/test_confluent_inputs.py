@@ -191,6 +191,33 @@ def test_send_produce_and_send_batch_take_confluent_inputs(producer, broker):
     ]
 
 
+def test_a_confluent_style_callback_is_pointed_at_the_compat_layer(producer, caplog):
+    """msg.topic() on a RecordMetadata: the error logged names the attributes and the compat layer;
+    msg.value() and msg.error() raise an AttributeError that says what to use instead."""
+    import logging
+    calls = []
+
+    def confluent_style(err, msg):
+        calls.append(1)
+        print(msg.topic(), msg.partition())
+
+    with caplog.at_level(logging.ERROR, logger="fastkafka"):
+        producer.produce(TOPIC, b"v", callback=confluent_style)
+        assert producer.flush(10) == 0
+    assert calls == [1]
+    logged = [r.getMessage() for r in caplog.records if "delivery callback" in r.getMessage()]
+    assert len(logged) == 1
+    assert "md.topic, md.partition, md.offset, md.timestamp are attributes" in logged[0]
+    assert "fastkafka.compat.confluent.Producer" in logged[0]
+    md = producer.send(TOPIC, b"v").get(10)
+    with pytest.raises(AttributeError, match="the error is the callback's first argument"):
+        md.error()
+    with pytest.raises(AttributeError, match="keep the value in a closure"):
+        md.value()
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'$"):
+        md.nonsense
+
+
 @pytest.mark.parametrize("call", ["send", "produce"])
 def test_callback_and_on_delivery_together_or_not_callable_are_refused(producer, call):
     fn = getattr(producer, call)
