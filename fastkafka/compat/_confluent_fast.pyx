@@ -20,6 +20,15 @@ from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from fastkafka._producer.batch cimport FutureRecordMetadata, LoopSink, ProducerBatch, resolve_batch
+
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *op)
+    void PyObject_GC_Track(void *op)
+    bint PyFunction_Check(object o)
+    void *PyFunction_GET_CLOSURE(object o)
+    void *PyFunction_GET_DEFAULTS(object o)
+    void *PyFunction_GET_KW_DEFAULTS(object o)
 from fastkafka._producer.sendpath cimport ProducerCore
 
 #: confluent-kafka's timestamp types (``Message.timestamp()[0]``).
@@ -32,6 +41,14 @@ OFFSET_INVALID = -1001
 cdef int64_t _OFFSET_INVALID = -1001
 cdef object _NO_REPORT = object()       # the waiter of a record served without a callback
 cdef list _EMPTY = []                   # never appended to
+
+
+cdef inline bint _leads_nowhere(object cb) noexcept:
+    """Whether ``cb`` holds nothing that can lead back to a producer but its module's globals: a
+    function without closure or defaults. (A module whose globals hold the producer keeps it
+    alive anyway; a closure or bound method may be the only path back to a dropped one.)"""
+    return (PyFunction_Check(cb) and PyFunction_GET_CLOSURE(cb) == NULL
+            and PyFunction_GET_DEFAULTS(cb) == NULL and PyFunction_GET_KW_DEFAULTS(cb) == NULL)
 
 
 cdef inline int64_t _now_ns() noexcept:
@@ -63,6 +80,7 @@ cdef class Message:
     cdef int64_t _ts
     cdef int64_t _t0                # produce(): CLOCK_MONOTONIC ns
     cdef double _latency            # seconds; < 0: none
+    cdef bint _untracked            # left out of the cyclic GC until its report is served
 
     def __init__(self, topic, partition, offset, key, value, headers, ts_type, ts, error,
                  latency):
@@ -123,12 +141,19 @@ cdef class _Waker:
 
     cdef public bint sleeping
     cdef object _set
+    cdef LoopSink _sink
+    cdef bint _detached             # its producer is gone: what completes is dropped
 
     def __cinit__(self, event):
         self._set = event.set
 
     def call_soon_threadsafe(self, fn, *args):
-        if self.sleeping:
+        if self._detached:
+            # nobody will take the list: empty it (its futures refer to the sink: a cycle the
+            # collector cannot see through untracked futures)
+            self._sink._items = []
+            self._sink._scheduled = False
+        elif self.sleeping:
             self._set()
 
     def is_closed(self):
@@ -170,6 +195,7 @@ cdef class PollCore:
         self._core = core
         self._waker = _Waker(wake_event)
         self._sink = LoopSink(self._waker)
+        self._waker._sink = self._sink
         self._default_cb = default_cb
         self._only_error = only_error
         self._max_messages = max_messages
@@ -222,8 +248,20 @@ cdef class PollCore:
             self._produced -= 1
             self._produce_failed(e, m, topic)   # raises, or queues the failure's report
             return
-        # set after the send: a report taken before this (another thread's poll) waits for it
-        f.waiter = _NO_REPORT if m is None else m
+        # set after the send: a report taken before this (another thread's poll) waits for it.
+        # Left out of the cyclic garbage collector while in flight (it would otherwise scan them
+        # again and again when many wait, e.g. flush() only at the end), unless the callback may
+        # be the only way back to this producer: a cycle through an untracked object is never
+        # collected, and a dropped producer would stay open.
+        if m is None:
+            f.waiter = _NO_REPORT
+            PyObject_GC_UnTrack(<void *>f)
+        else:
+            f.waiter = m
+            if _leads_nowhere(cb):
+                PyObject_GC_UnTrack(<void *>f)
+                PyObject_GC_UnTrack(<void *>m)
+                m._untracked = True
 
     def _queue_failed(self, Message m, topic, err):
         """Queue the report of a record that failed before it reached a batch (no metadata
@@ -239,6 +277,16 @@ cdef class PollCore:
             m._latency = (_now_ns() - m._t0) / 1e9
         self._failed.append(m)
         self._waker.wake()
+
+    def _detach(self):
+        """The producer is being dropped: forget the reports waiting, and those to come."""
+        if self._waker is not None:
+            self._waker._detached = True
+            self._sink._items = []
+            self._sink._scheduled = False
+        self._taken = _EMPTY
+        self._pos = 0
+        del self._failed[:]
 
     def __len__(self):
         """Records produced whose delivery report has not been served by poll()/flush() yet
@@ -310,6 +358,9 @@ cdef class PollCore:
             if w is _NO_REPORT:
                 continue
             m = <Message>w
+            if m._untracked:                    # the user may keep it: the GC sees it again
+                m._untracked = False
+                PyObject_GC_Track(<void *>m)
             i = f.index
             b = resolve_batch(f.batch, &i)
             exc = b.error

@@ -349,6 +349,7 @@ class Producer(PollCore):
                 self._admin.close()
 
     def __del__(self):
+        self._detach()      # the reports nobody will serve (their futures refer to the sink)
         route = getattr(self, "_route", None)
         if route is not None:
             route.close()
