@@ -222,60 +222,9 @@ def to_kafka_exception(exc: BaseException, fatal: bool = False) -> KafkaExceptio
     return KafkaException(to_kafka_error(exc, fatal))
 
 
-class Message:
-    """A delivered (or failed) record as confluent-kafka's delivery callbacks receive it."""
-
-    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_ts_type",
-                 "_ts", "_error", "_latency")
-
-    def __init__(self, topic, partition, offset, key, value, headers, ts_type, ts, error, latency):
-        self._topic, self._partition, self._offset = topic, partition, offset
-        self._key, self._value, self._headers = key, value, headers
-        self._ts_type, self._ts, self._error, self._latency = ts_type, ts, error, latency
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        """The record's offset; -1001 (confluent-kafka's OFFSET_INVALID) when it has none."""
-        return self._offset
-
-    def key(self):
-        return self._key
-
-    def value(self):
-        return self._value
-
-    def headers(self):
-        """The headers as given to produce() (confluent-kafka returns them as a list of pairs;
-        a dict given is returned as its list of items), or None."""
-        h = self._headers
-        if isinstance(h, dict):
-            return list(h.items())
-        return None if h is None else list(h)
-
-    def timestamp(self) -> tuple[int, int]:
-        return (self._ts_type, self._ts)
-
-    def len(self) -> int:
-        return 0 if self._value is None else len(self._value)
-
-    def __len__(self) -> int:
-        return self.len()
-
-    def error(self) -> KafkaError | None:
-        return self._error
-
-    def latency(self) -> float | None:
-        """Seconds from produce() to the delivery report."""
-        return self._latency
-
-    def __repr__(self) -> str:
-        return (f"<Message {self._topic} [{self._partition}] @{self._offset}"
-                f"{' error ' + self._error.name() if self._error is not None else ''}>")
+# confluent-kafka's Message is compiled (fastkafka/compat/_confluent_fast.pyx): poll() fills one
+# per delivery report.
+from fastkafka.compat._confluent_fast import Message  # noqa: E402
 
 
 class BrokerMetadata:

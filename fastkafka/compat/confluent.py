@@ -25,9 +25,13 @@ thread as ``(err, msg)`` with a :class:`~fastkafka.compat._confluent_types.Messa
 wait (delivered or not, until their report is served); ``purge()``; ``list_topics()``;
 transactions raising :class:`KafkaException`.
 
-What it costs: every record's report is queued by the I/O thread and its callback runs when the
-application polls (as in confluent-kafka), one Python object per record more than
-:meth:`fastkafka.Producer.produce`. New code should use :class:`fastkafka.Producer` directly.
+What it costs: little. ``produce()``, ``poll(0)`` and ``len()`` are compiled
+(fastkafka/compat/_confluent_fast.pyx): per record one C :class:`Message` is made at produce
+time, the I/O thread only appends the record's future to a list, and ``poll()`` takes that list
+in one go, filling each Message from its batch before calling the callback on the caller's
+thread. bench/compat.py measures it faster than confluent-kafka's own producer
+(bench/results/compat.md). :class:`fastkafka.Producer` (callbacks on the I/O thread, no report
+queue) is faster still.
 docs/migration.md ("The compatibility layer") lists the differences that remain.
 """
 from __future__ import annotations
@@ -47,6 +51,7 @@ from fastkafka.compat._confluent_types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_
                                                PartitionMetadata, TopicMetadata, _Purged,
                                                cluster_metadata, group_metadata, to_kafka_error,
                                                to_kafka_exception)
+from fastkafka.compat._confluent_fast import PollCore
 from fastkafka.config import canonical_name
 from fastkafka.producer import Producer as _FastProducer, _weak_method
 
@@ -60,7 +65,6 @@ OFFSET_INVALID = -1001
 #: librdkafka's default queue.buffering.max.messages.
 DEFAULT_MAX_MESSAGES = 100_000
 _INFINITE_S = 10_000_000.0   # a timeout of -1 (confluent-kafka: wait forever), in seconds
-_now_ms = time.time_ns
 
 
 def _seconds(timeout, what: str) -> float:
@@ -88,43 +92,7 @@ def _callable_setting(name: str, value: Any):
     return value
 
 
-class _Report:
-    """One produced record until its delivery report is served by poll(): the I/O thread calls
-    it with fastkafka's ``(err, RecordMetadata)`` and queues it."""
-
-    __slots__ = ("owner", "cb", "topic", "key", "value", "headers", "ts", "t0", "err", "md", "t1")
-
-    def __init__(self, owner, cb, topic, key, value, headers, ts):
-        self.owner, self.cb, self.topic, self.key, self.value = owner, cb, topic, key, value
-        self.headers, self.ts, self.t0 = headers, ts, time.monotonic()
-
-    def __call__(self, err, md):
-        owner = self.owner
-        if err is None and owner._only_error:
-            owner._done_unreported += 1
-            self.owner = self.key = self.value = None
-        else:
-            self.err, self.md, self.t1 = err, md, time.monotonic()
-            owner._reports.append(self)
-        if owner._sleeping:
-            owner._wake.set()
-
-    def message(self) -> tuple[KafkaError | None, Message]:
-        md, err = self.md, to_kafka_error(self.err)
-        offset = md.offset if md is not None and md.offset >= 0 and err is None else OFFSET_INVALID
-        partition = md.partition if md is not None else -1
-        if md is None:
-            ts_type, ts = TIMESTAMP_NOT_AVAILABLE, 0
-        elif err is None and md.timestamp != self.ts and md.timestamp >= 0:
-            ts_type, ts = TIMESTAMP_LOG_APPEND_TIME, md.timestamp
-        else:
-            ts_type, ts = TIMESTAMP_CREATE_TIME, self.ts
-        msg = Message(self.topic, partition, offset, self.key, self.value, self.headers, ts_type,
-                      ts, err, self.t1 - self.t0)
-        return err, msg
-
-
-class Producer:
+class Producer(PollCore):
     """confluent-kafka's ``Producer(conf)`` on :class:`fastkafka.Producer` (see the module
     docstring). ``conf`` is confluent-kafka's configuration dict; keyword arguments are merged
     into it (``logger=`` is commonly passed so). Unknown keys, or keys with no equivalent, raise
@@ -144,16 +112,8 @@ class Producer:
         self._admin_conf = {k: v for k, v in merged.items() if _is_admin_key(k)}
         self._admin = None
         self._admin_lock = threading.Lock()
-        self._reports: deque = deque()
         self._events: deque = deque()         # error_cb events (KafkaError)
-        self._done_unreported = 0             # delivered without a report to serve (I/O thread)
-        self._done_seen = 0
-        self._produced = 0
-        self._served = 0
-        self._count_lock = threading.Lock()
-        self._serve_lock = threading.RLock()
         self._wake = threading.Event()
-        self._sleeping = False
         user_on_error = merged.pop("on_error", None)
         self._user_on_error = _callable_setting("on_error", user_on_error)
         # held weakly by the I/O thread's config: a dropped compat producer is collected (and closed)
@@ -161,6 +121,9 @@ class Producer:
         self._route = LogRoute(self._p._name, own["logger"]) if own["logger"] is not None else None
         self._next_stats = (time.monotonic() + self._stats_interval
                             if self._stats_cb is not None and self._stats_interval else None)
+        self._init_poll(self._p, self._wake, self._default_cb, self._only_error,
+                        self._max_messages, self._events, to_kafka_error,
+                        self._next_stats is None)
 
     def _own_settings(self, merged: dict) -> dict:
         """Take out the keys this layer implements (any spelling) and check them."""
@@ -202,65 +165,21 @@ class Producer:
         return f"<fastkafka.compat.confluent.Producer {self._p._name}>"
 
     # -- producing -------------------------------------------------------------------------
-    def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, callback=None,
-                timestamp=0, headers=None):
-        """produce(topic, [value], [key], [partition], [on_delivery], [timestamp], [headers])
-
-        Queue one record (confluent-kafka's arguments: ``partition=-1`` lets the partitioner
-        choose, ``timestamp=0`` is now, ``callback`` is another name for ``on_delivery``). The
-        delivery report ``on_delivery(err, msg)`` runs in a later ``poll()`` or ``flush()``.
-        Raises ``BufferError`` when ``queue.buffering.max.messages`` records wait (call
-        ``poll()`` and retry), ``KafkaException`` for a record that cannot be sent (too large:
-        ``MSG_SIZE_TOO_LARGE``; a partition that does not exist: ``_UNKNOWN_PARTITION``),
-        ``TypeError`` for a value of the wrong type. A topic whose metadata cannot be had within
-        ``max_block_ms`` fails through the delivery report, as in confluent-kafka."""
-        cb = on_delivery if on_delivery is not None else callback
-        if cb is None:
-            cb = self._default_cb
-        elif not callable(cb):
-            raise TypeError(f"on_delivery must be a callable(err, msg), got {type(cb).__name__}")
-        if partition == -1 or partition is None:
-            partition = None
-        if timestamp == 0 or timestamp is None:
-            timestamp = _now_ms() // 1_000_000
-        with self._count_lock:
-            if self._max_messages and self._produced - self._served >= self._max_messages:
-                raise BufferError(
-                    f"Local: Queue full ({self._produced - self._served} messages waiting, "
-                    f"queue.buffering.max.messages={self._max_messages}): call poll() to serve "
-                    f"delivery reports, then produce again")
-            self._produced += 1
-        report = _Report(self, cb, topic, key, value, headers, timestamp) if cb is not None \
-            else self._done_no_callback
-        try:
-            self._p.produce(topic, value, key, partition, report, timestamp, headers)
-        except (fk.RecordTooLargeError, fk.UnknownPartitionError, fk.ProducerClosedError,
-                fk.IllegalStateError, fk.TransactionAbortableError) as e:
-            self._unproduce()
+    # produce(), len() and poll(0) are PollCore's (compiled): see _confluent_fast.pyx
+    def _produce_failed(self, e: BaseException, msg, topic) -> None:
+        """produce()'s record was refused by fastkafka with ``e``: raise confluent-kafka's
+        error for it, or (no metadata within max_block_ms) queue its failure report."""
+        if isinstance(e, (fk.RecordTooLargeError, fk.UnknownPartitionError, fk.ProducerClosedError,
+                          fk.IllegalStateError, fk.TransactionAbortableError)):
             raise to_kafka_exception(e) from e
-        except fk.BufferExhaustedError as e:
-            self._unproduce()
+        if isinstance(e, fk.BufferExhaustedError):
             raise BufferError(f"Local: Queue full ({e.message})") from e
-        except (fk.InvalidRecordError, TypeError, ValueError):
-            self._unproduce()
-            raise
-        except fk.KafkaError as e:
+        if isinstance(e, fk.KafkaError) and not isinstance(e, fk.InvalidRecordError):
             # metadata not to be had (timeout, the broker's topic error): confluent-kafka queues
             # the record and fails it through its delivery report
-            if cb is None:
-                self._done_no_callback(e, None)
-            else:
-                report(e, None)
-
-    def _unproduce(self) -> None:
-        with self._count_lock:
-            self._produced -= 1
-
-    def _done_no_callback(self, err, md) -> None:
-        # a record produced without a callback: counted until poll() serves its (empty) report
-        self._done_unreported += 1
-        if self._sleeping:
-            self._wake.set()
+            self._queue_failed(msg, topic, e)
+            return
+        raise e
 
     def _on_error(self, error) -> None:
         """fastkafka's on_error (I/O thread): queued for error_cb, served by poll()."""
@@ -268,58 +187,41 @@ class Producer:
             self._user_on_error(error)
         if self._error_cb is not None:
             self._events.append(to_kafka_error(error))
-            if self._sleeping:
-                self._wake.set()
+            self._waker.wake()
 
     # -- serving events --------------------------------------------------------------------
-    def _serve(self, limit: int | None = None) -> int:
+    def _serve(self) -> int:
         """Serve what is queued now (error_cb events, delivery reports, stats when due); an
         exception of a callback propagates, the events after it stay queued."""
         served = 0
-        with self._serve_lock:
-            while self._events:
-                err = self._events.popleft()
-                served += 1
-                self._error_cb(err)
-            done = self._done_unreported
-            if done != self._done_seen:
-                n = done - self._done_seen
-                self._done_seen = done
-                with self._count_lock:
-                    self._served += n
-                served += n
-            reports = self._reports
-            while reports:
-                r = reports.popleft()
-                with self._count_lock:
-                    self._served += 1
-                served += 1
-                err, msg = r.message()
-                if r.cb is not None and (err is not None or not self._only_error):
-                    r.cb(err, msg)
-            if self._next_stats is not None and time.monotonic() >= self._next_stats:
-                self._next_stats = time.monotonic() + self._stats_interval
-                served += 1
-                self._stats_cb(self._stats_json())
+        while self._events:
+            err = self._events.popleft()
+            served += 1
+            self._error_cb(err)
+        served += self._serve_reports()
+        if self._next_stats is not None and time.monotonic() >= self._next_stats:
+            self._next_stats = time.monotonic() + self._stats_interval
+            served += 1
+            self._stats_cb(self._stats_json())
         return served
 
     def _pending_events(self) -> bool:
-        return bool(self._events or self._reports or self._done_unreported != self._done_seen)
+        return bool(self._events) or self._has_reports()
 
     def _wait(self, deadline: float) -> None:
         """Sleep until an event is queued, the next stats are due or ``deadline``."""
         until = deadline if self._next_stats is None else min(deadline, self._next_stats)
+        waker = self._waker
         self._wake.clear()
-        self._sleeping = True
+        waker.sleeping = True
         try:
             if not self._pending_events():
                 self._wake.wait(max(0.0, min(until - time.monotonic(), 0.5)))
         finally:
-            self._sleeping = False
+            waker.sleeping = False
 
-    def poll(self, timeout: float | None = None) -> int:
-        """Serve the delivery reports, error_cb and stats_cb events queued, waiting up to
-        ``timeout`` seconds (None or -1: forever) for the first; returns how many were served."""
+    def _poll(self, timeout: float | None) -> int:
+        """poll() beyond poll(0) of reports alone (PollCore.poll): waits, error_cb, stats_cb."""
         deadline = time.monotonic() + _seconds(timeout, "poll()")
         while True:
             n = self._serve()
@@ -344,11 +246,6 @@ class Producer:
                 self._wait(deadline)
         finally:
             acc.end_flush()
-
-    def __len__(self) -> int:
-        """Records produced whose delivery report has not been served by poll()/flush() yet
-        (delivered or not): confluent-kafka's ``len(producer)``."""
-        return self._produced - self._served
 
     def __bool__(self) -> bool:
         return True   # an empty producer is not false (confluent-kafka's is always true)
@@ -456,6 +353,7 @@ class Producer:
                 self._admin.close()
 
     def __del__(self):
+        self._detach()      # the reports nobody will serve (their futures refer to the sink)
         route = getattr(self, "_route", None)
         if route is not None:
             route.close()
