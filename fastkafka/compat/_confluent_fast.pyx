@@ -68,19 +68,6 @@ cdef class Message:
     ``timestamp()`` (``(type, ms)``), ``len()``, ``error()`` (a KafkaError or None) and
     ``latency()`` (seconds from produce() to the report being taken by poll()/flush())."""
 
-    cdef object _topic
-    cdef object _key
-    cdef object _value
-    cdef object _headers
-    cdef object _error
-    cdef object _cb                 # the delivery callback, until the report is served
-    cdef int32_t _partition
-    cdef int _ts_type
-    cdef int64_t _offset
-    cdef int64_t _ts
-    cdef int64_t _t0                # produce(): CLOCK_MONOTONIC ns
-    cdef double _latency            # seconds; < 0: none
-    cdef bint _untracked            # left out of the cyclic GC until its report is served
 
     def __init__(self, topic, partition, offset, key, value, headers, ts_type, ts, error,
                  latency):
@@ -139,10 +126,6 @@ cdef class _Waker:
     """The poll sink's "event loop": the I/O thread calls :meth:`call_soon_threadsafe` at the
     first completion since poll() last took the list; it wakes a poll()/flush() that sleeps."""
 
-    cdef public bint sleeping
-    cdef object _set
-    cdef LoopSink _sink
-    cdef bint _detached             # its producer is gone: what completes is dropped
 
     def __cinit__(self, event):
         self._set = event.set
@@ -171,20 +154,6 @@ cdef class PollCore:
     :class:`fastkafka.Producer` exists, and provides ``_produce_failed`` (the errors of a
     refused record) and ``_poll`` (a poll that waits, or serves more than reports)."""
 
-    cdef ProducerCore _core
-    cdef LoopSink _sink
-    cdef readonly _Waker _waker
-    cdef object _default_cb
-    cdef object _to_error               # fastkafka exception -> KafkaError
-    cdef object _events                 # error_cb events (the subclass fills it), a deque
-    cdef bint _only_error
-    cdef bint _fast_poll                # poll(0) may skip the subclass (no stats_cb)
-    cdef int64_t _max_messages
-    cdef int64_t _produced
-    cdef int64_t _served
-    cdef list _taken                    # the list last taken from the sink ...
-    cdef Py_ssize_t _pos                # ... and how far it has been served
-    cdef list _failed                   # Messages (None: no callback) failed before a batch
 
     def __cinit__(self, *args, **kwargs):
         self._taken = _EMPTY
@@ -243,7 +212,7 @@ cdef class PollCore:
         self._produced += 1                 # before the send: a poll() on another thread may serve it
         try:
             f = <FutureRecordMetadata>self._core._send(topic, value, key, partition, timestamp,
-                                                       headers, self._sink, True)
+                                                       headers, self._sink, True, True)
         except BaseException as e:
             self._produced -= 1
             self._produce_failed(e, m, topic)   # raises, or queues the failure's report

@@ -1,0 +1,54 @@
+# cython: language_level=3
+# path:
+#   produce: PollCore.produce -> Message -> ProducerCore._send(sink=LoopSink) -> future (I/O thread)
+#   report:  _fire -> LoopSink.push_c (I/O thread) -> _Waker.call_soon_threadsafe -> wake the poller
+#   serve:   poll()/flush() -> _serve_reports: the sink's list taken whole -> each Message filled -> callback
+
+# Contract of fastkafka.compat._confluent_fast (its .pyx): the C types of the confluent-kafka
+# compatibility layer (fastkafka.compat.confluent), a Message and the compiled produce/poll.
+from libc.stdint cimport int32_t, int64_t
+
+from fastkafka._producer.batch cimport LoopSink
+from fastkafka._producer.sendpath cimport ProducerCore
+
+
+cdef class Message:
+    cdef object _topic
+    cdef object _key
+    cdef object _value
+    cdef object _headers
+    cdef object _error
+    cdef object _cb                 # the delivery callback, until the report is served
+    cdef int32_t _partition
+    cdef int _ts_type
+    cdef int64_t _offset
+    cdef int64_t _ts
+    cdef int64_t _t0                # produce(): CLOCK_MONOTONIC ns
+    cdef double _latency            # seconds; < 0: none
+    cdef bint _untracked            # left out of the cyclic GC until its report is served
+
+
+cdef class _Waker:
+    cdef public bint sleeping
+    cdef object _set
+    cdef LoopSink _sink
+    cdef bint _detached             # its producer is gone: what completes is dropped
+
+
+cdef class PollCore:
+    cdef ProducerCore _core
+    cdef LoopSink _sink
+    cdef readonly _Waker _waker
+    cdef object _default_cb
+    cdef object _to_error               # fastkafka exception -> KafkaError
+    cdef object _events                 # error_cb events (the subclass fills it), a deque
+    cdef bint _only_error
+    cdef bint _fast_poll                # poll(0) may skip the subclass (no stats_cb)
+    cdef int64_t _max_messages
+    cdef int64_t _produced
+    cdef int64_t _served
+    cdef list _taken                    # the list last taken from the sink ...
+    cdef Py_ssize_t _pos                # ... and how far it has been served
+    cdef list _failed                   # Messages (None: no callback) failed before a batch
+
+    cpdef Py_ssize_t _serve_reports(self) except -1
