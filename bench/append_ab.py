@@ -13,7 +13,9 @@ Shapes (10,000 records of 100 B each, into a fresh accumulator per call unless s
 - ``columns_p6`` (the after build only, when the before build has no per-record columns): with a
   ``timestamps`` (timestamp[us]) and a ``record_headers`` column (two headers per record).
 
-Each build runs in a child process with the tree first on ``sys.path`` (checked); a round runs
+The children keep freed memory in glibc's heap (``MALLOC_TRIM_THRESHOLD_``,
+``MALLOC_MMAP_THRESHOLD_``): otherwise a call's batch buffers are fresh pages whose faults cost more
+than the loop itself. Each build runs in a child process with the tree first on ``sys.path`` (checked); a round runs
 both builds back to back, the order alternating; a child reports, per shape, the fastest of
 ``--reps`` calls in ns per record. The report gives the medians over rounds and the median of the
 per-round ratios after/before (≤ 1: no slower).
@@ -58,14 +60,14 @@ def child(tree: str, reps: int) -> dict:
     hdr = pa.array([[{"key": "source", "value": b"bench"}, {"key": "seq", "value": b"%d" % i}]
                     for i in range(n)], pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
 
+    def once(make, call):
+        a = make()
+        t = time.perf_counter()
+        call(a)
+        return time.perf_counter() - t      # ``a`` freed on return, before the next call's
+
     def timed(make, call, count):
-        best = float("inf")
-        for _ in range(reps):
-            a = make()
-            t = time.perf_counter()
-            call(a)
-            best = min(best, time.perf_counter() - t)
-        return best / count * 1e9
+        return min(once(make, call) for _ in range(reps)) / count * 1e9
 
     def warm():
         a = acc()
@@ -110,7 +112,10 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()[0]
     for r in range(args.rounds):
         for which in (("before", "after") if r % 2 == 0 else ("after", "before")):
-            env = dict(os.environ, PYTHONPATH=os.path.realpath(trees[which]))
+            # glibc keeps freed memory (no trim, no mmap'ed blocks): each call reuses the last
+            # call's pages instead of faulting fresh ones in, which would dominate the loop's cost
+            env = dict(os.environ, PYTHONPATH=os.path.realpath(trees[which]),
+                       MALLOC_TRIM_THRESHOLD_=str(1 << 30), MALLOC_MMAP_THRESHOLD_=str(1 << 30))
             out = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", trees[which],
                                   str(args.reps)], env=env, capture_output=True, text=True, timeout=600)
             if out.returncode:
