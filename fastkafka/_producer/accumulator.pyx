@@ -340,7 +340,7 @@ cdef class RecordAccumulator:
                         f"(call sticky_partition() first)")
                 partition = self._sticky.partition_c(topic, ts.available)
             batch = append_record_locked(self, ts, partition, sticky, True, timestamp, kp, kl, vp,
-                                         vl, headers, -1, now_ms, max_block_ms)
+                                         vl, headers, -1, now_ms, max_block_ms, NULL)
             return new_future(batch, timestamp, kl, vl, on_delivery, want_future)
         finally:
             self._release()

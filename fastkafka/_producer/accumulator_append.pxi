@@ -9,20 +9,9 @@ from fastkafka._producer.router cimport CANNOT_EXIST, NONE_AVAILABLE, refuse_par
 # The append path: one for send(), produce() and send_batch() (lists and Arrow)
 # ---------------------------------------------------------------------------------------------
 
-cdef inline int _builder_append(BatchBuilder b, int64_t timestamp, const char *kp, Py_ssize_t kl,
-                               const char *vp, Py_ssize_t vl, object headers, const char *hp,
-                               Py_ssize_t hl) except -1:
-    """The record into builder ``b``: its headers section encoded already (``hp``, ``hl`` bytes)
-    or ``headers`` (None or what append_raw takes). 1 appended, 0 no room."""
-    if hp != NULL:
-        return b.append_encoded(timestamp, kp, kl, vp, vl, hp, hl)
-    return b.append_raw(timestamp, kp, kl, vp, vl, headers)
-
-
 cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue pq,
                                           int64_t timestamp, const char *kp, Py_ssize_t kl,
-                                          const char *vp, Py_ssize_t vl, object headers,
-                                          const char *hp=NULL, Py_ssize_t hl=0):
+                                          const char *vp, Py_ssize_t vl, object headers):
     """Append the record to the partition's open (last) batch: that batch, or None when there is
     none or it has no room (it is then closed for appends and the sender is to be woken)."""
     cdef ProducerBatch batch
@@ -30,7 +19,26 @@ cdef inline ProducerBatch _append_to_tail(RecordAccumulator acc, _PartitionQueue
     if nb:
         batch = <ProducerBatch>q_get(&pq.q, nb - 1)
         if not batch.s.full:
-            if _builder_append(batch.builder, timestamp, kp, kl, vp, vl, headers, hp, hl):
+            if batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers):
+                return batch
+            batch.s.full = True
+            if acc.wakeup_pending != WAKE_GIL:
+                acc.wakeup_pending = WAKE_NOW
+    return None
+
+
+cdef ProducerBatch _append_to_tail_hp(RecordAccumulator acc, _PartitionQueue pq,
+                                      int64_t timestamp, const char *kp, Py_ssize_t kl,
+                                      const char *vp, Py_ssize_t vl, const char *hp,
+                                      Py_ssize_t hl):
+    """_append_to_tail for a record whose headers section is encoded already (``hl`` bytes at
+    ``hp``): send_batch's per-record headers."""
+    cdef ProducerBatch batch
+    cdef Py_ssize_t nb = q_len(&pq.q)
+    if nb:
+        batch = <ProducerBatch>q_get(&pq.q, nb - 1)
+        if not batch.s.full:
+            if batch.builder.append_encoded(timestamp, kp, kl, vp, vl, hp, hl):
                 return batch
             batch.s.full = True
             if acc.wakeup_pending != WAKE_GIL:
@@ -43,7 +51,7 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
                                         const char *kp, Py_ssize_t kl, const char *vp,
                                         Py_ssize_t vl, object headers, Py_ssize_t hsize,
                                         int64_t now_ms, int64_t max_block_ms,
-                                        const char *hp=NULL):
+                                        const char *hp):
     """Append one record of ``ts.topic`` to ``partition``; return the batch it went into. Called
     with the accumulator's lock held, which is held again when this returns or raises (it is
     released while waiting for buffer memory).
@@ -69,7 +77,10 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     cdef char *buf = NULL
     while True:
         pq = acc._pq_locked(ts, partition)
-        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers, hp, hsize)
+        if hp != NULL:
+            batch = _append_to_tail_hp(acc, pq, timestamp, kp, kl, vp, vl, hp, hsize)
+        else:
+            batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
         if batch is not None:
             return batch
         if sticky:
@@ -108,7 +119,10 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
         if acc.st.closed:
             acc.buffer_pool.give_back(buf, size)
             raise ProducerClosedError("the producer was closed while waiting for memory")
-        batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers, hp, hsize)
+        if hp != NULL:
+            batch = _append_to_tail_hp(acc, pq, timestamp, kp, kl, vp, vl, hp, hsize)
+        else:
+            batch = _append_to_tail(acc, pq, timestamp, kp, kl, vp, vl, headers)
         if batch is not None:
             acc.buffer_pool.give_back(buf, size)
             return batch
@@ -117,7 +131,8 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     # from here the builder owns the bytes and the buffer (and gives them back when freed)
     batch = acc._new_batch(pq, now_ms, size, buf)
     try:
-        if not _builder_append(batch.builder, timestamp, kp, kl, vp, vl, headers, hp, hsize):
+        if not (batch.builder.append_encoded(timestamp, kp, kl, vp, vl, hp, hsize) if hp != NULL
+                else batch.builder.append_raw(timestamp, kp, kl, vp, vl, headers)):
             raise RuntimeError("BatchBuilder refused the first record of a new batch")
     except BaseException:
         set_builder(batch, None)
@@ -134,6 +149,79 @@ cdef ProducerBatch append_record_locked(RecordAccumulator acc, _TopicState ts, i
     return batch
 
 
+cdef int _count_record(ProducerBatch batch, BatchFuture future) except -1:
+    count_batch_record(batch, future)
+    return 0
+
+
+cdef int _append_columns_locked(RecordAccumulator self, _TopicState tstate, Py_ssize_t n,
+                                Column *kc, Column *vc, const int32_t *pp, int32_t single,
+                                bint sticky, const TsColumn *tc, const HeaderColumn *hc,
+                                bint has_ts, bint has_hc, int64_t timestamp_ms, object headers,
+                                Py_ssize_t hsize, int64_t now_ms, int64_t max_block_ms,
+                                BatchFuture future, int64_t *appended, bint *locked) except -1:
+    """append_batch_c's loop for a timestamp and/or a headers section per record (the headers
+    encoded into a scratch buffer, then copied into the batch). Apart from the plain loop so that
+    one stays as small (and as inlined) as it was. Called and returns with the lock held
+    (``locked[0]`` says so while it runs); ``appended[0]`` counts the records appended."""
+    cdef Py_ssize_t i, kl, vl, hl = hsize, scap = 0
+    cdef const char *kp
+    cdef const char *vp
+    cdef Py_buffer kview, vview
+    cdef bint krel = False, vrel = False
+    cdef int32_t p, cur_p = -1
+    cdef int64_t ts = timestamp_ms
+    cdef char *scratch = NULL
+    cdef char *grown
+    cdef ProducerBatch batch
+    try:
+        for i in range(n):
+            column_get(kc, i, &kp, &kl, &kview, &krel)
+            column_get(vc, i, &vp, &vl, &vview, &vrel)
+            p = pp[i] if pp != NULL else single
+            if has_ts:
+                ts = ts_get(tc, i, timestamp_ms)
+            if has_hc:
+                hl = headers_size(hc, i)
+                if hl > scap:
+                    grown = <char *>PyMem_RawRealloc(scratch, hl if hl > 256 else 256)
+                    if grown == NULL:
+                        raise MemoryError()
+                    scratch = grown
+                    scap = hl if hl > 256 else 256
+                headers_write(hc, i, scratch)
+            # the whole append path (its first step is the open batch): the plain loop's inline
+            # steps stay inlined there
+            batch = append_record_locked(self, tstate, p, sticky, False, ts, kp, kl, vp, vl,
+                                         headers, hl, now_ms, max_block_ms, scratch)
+            if batch.partition != cur_p:  # the sticky partition moved
+                cur_p = batch.partition
+                single = cur_p
+            _count_record(batch, future)
+            appended[0] += 1
+            if krel:
+                PyBuffer_Release(&kview)
+                krel = False
+            if vrel:
+                PyBuffer_Release(&vview)
+                vrel = False
+            if (i & 4095) == 4095:
+                # let other producer threads and the sender in
+                self._release()
+                locked[0] = False
+                self._acquire()
+                locked[0] = True
+                if self.st.closed:
+                    raise ProducerClosedError("the producer was closed during send_batch")
+    finally:
+        if krel:
+            PyBuffer_Release(&kview)
+        if vrel:
+            PyBuffer_Release(&vview)
+        PyMem_RawFree(scratch)
+    return 0
+
+
 cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, values, keys, headers,
                              int64_t timestamp_ms, BatchFuture future, int64_t now_ms,
                              int64_t max_block_ms, list available_partitions,
@@ -145,10 +233,6 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
     cdef TsColumn tc
     cdef HeaderColumn hc
     cdef bint has_ts = False, has_hc = False
-    cdef int64_t ts = timestamp_ms
-    cdef char *scratch = NULL         # the record's headers section (record_headers)
-    cdef char *grown
-    cdef Py_ssize_t scap = 0, hl = 0
     cdef list keep = []
     cdef Py_ssize_t n, nk, i
     cdef int32_t single = 0
@@ -239,51 +323,45 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
             tstate.available = available_partitions
             single = self._sticky.partition(topic, available_partitions)
         cur_p = -1
-        for i in range(n):
-            column_get(&kc, i, &kp, &kl, &kview, &krel)
-            column_get(&vc, i, &vp, &vl, &vview, &vrel)
-            p = pp[i] if pp != NULL else single
-            if p != cur_p:
-                pq = self._pq_locked(tstate, p)
-                cur_p = p
-            if has_ts:
-                ts = ts_get(&tc, i, timestamp_ms)
-            if has_hc:
-                hl = headers_size(&hc, i)
-                if hl > scap:
-                    grown = <char *>PyMem_RawRealloc(scratch, hl if hl > 256 else 256)
-                    if grown == NULL:
-                        raise MemoryError()
-                    scratch = grown
-                    scap = hl if hl > 256 else 256
-                headers_write(&hc, i, scratch)
-            else:
-                hl = hsize
-            # the open batch inline (most records), else the whole append path
-            batch = _append_to_tail(self, pq, ts, kp, kl, vp, vl, headers, scratch, hl)
-            if batch is None:
-                batch = append_record_locked(self, tstate, p, sticky, False, ts, kp, kl,
-                                             vp, vl, headers, hl, now_ms, max_block_ms, scratch)
-                if batch.partition != cur_p:  # the sticky partition moved
-                    cur_p = batch.partition
-                    pq = self._pq_locked(tstate, cur_p)
-                    single = cur_p
-            count_batch_record(batch, future)
-            appended += 1
-            if krel:
-                PyBuffer_Release(&kview)
-                krel = False
-            if vrel:
-                PyBuffer_Release(&vview)
-                vrel = False
-            if (i & 4095) == 4095:
-                # let other producer threads and the sender in
-                self._release()
-                locked = False
-                self._acquire()
-                locked = True
-                if self.st.closed:
-                    raise ProducerClosedError("the producer was closed during send_batch")
+        if has_ts or has_hc:
+            _append_columns_locked(self, tstate, n, &kc, &vc, pp, single, sticky, &tc, &hc,
+                                   has_ts, has_hc, timestamp_ms, headers, hsize, now_ms,
+                                   max_block_ms, future, &appended, &locked)
+        else:
+            # the call's timestamp and headers for every record (the loop the others follow)
+            for i in range(n):
+                column_get(&kc, i, &kp, &kl, &kview, &krel)
+                column_get(&vc, i, &vp, &vl, &vview, &vrel)
+                p = pp[i] if pp != NULL else single
+                if p != cur_p:
+                    pq = self._pq_locked(tstate, p)
+                    cur_p = p
+                # the open batch inline (most records), else the whole append path
+                batch = _append_to_tail(self, pq, timestamp_ms, kp, kl, vp, vl, headers)
+                if batch is None:
+                    batch = append_record_locked(self, tstate, p, sticky, False, timestamp_ms, kp,
+                                                 kl, vp, vl, headers, hsize, now_ms, max_block_ms,
+                                                 NULL)
+                    if batch.partition != cur_p:  # the sticky partition moved
+                        cur_p = batch.partition
+                        pq = self._pq_locked(tstate, cur_p)
+                        single = cur_p
+                count_batch_record(batch, future)
+                appended += 1
+                if krel:
+                    PyBuffer_Release(&kview)
+                    krel = False
+                if vrel:
+                    PyBuffer_Release(&vview)
+                    vrel = False
+                if (i & 4095) == 4095:
+                    # let other producer threads and the sender in
+                    self._release()
+                    locked = False
+                    self._acquire()
+                    locked = True
+                    if self.st.closed:
+                        raise ProducerClosedError("the producer was closed during send_batch")
     except BaseException as e:
         err = e
     finally:
@@ -293,7 +371,6 @@ cdef int64_t append_batch_c(RecordAccumulator self, str topic, partitions, value
             PyBuffer_Release(&vview)
         if locked:
             self._release()
-        PyMem_RawFree(scratch)
     future.seal(appended)
     if err is not None:
         try:

@@ -47,7 +47,11 @@ cdef int prepare_timestamps(object col, TsColumn *t, Py_ssize_t n, int64_t defau
                                      f"{type(col).__name__}")
         if pa.types.is_integer(col.type):
             if col.type != pa.int64():
-                col = col.cast(pa.int64())    # every integer type fits (uint64 past it raises)
+                try:
+                    col = col.cast(pa.int64())
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:   # uint64 past int64
+                    raise MalformedRecordError(f"timestamps: not ms since the epoch Kafka can "
+                                               f"hold: {e}") from None
         else:
             _ts_unit(col.type, t)
         m = len(col)

@@ -164,9 +164,6 @@ cdef class BatchBuilder:
     cdef int append_encoded(self, int64_t timestamp, const char *key, Py_ssize_t klen,
                             const char *value, Py_ssize_t vlen, const char *hdr,
                             Py_ssize_t hsize) except -1
-    cdef char *_record_start(self, int64_t timestamp, const char *key, Py_ssize_t klen,
-                             const char *value, Py_ssize_t vlen, Py_ssize_t hsize,
-                             Py_ssize_t *total_out) except? NULL
     cpdef close(self)
     cpdef stamp(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                 bint transactional=*)

@@ -106,6 +106,46 @@ cdef int builder_stamp_c(BuilderCore *c, int64_t producer_id, int16_t producer_e
     return 0
 
 
+cdef inline char *_record_start(BatchBuilder self, int64_t timestamp, const char *key,
+                                Py_ssize_t klen, const char *value, Py_ssize_t vlen,
+                                Py_ssize_t hsize, Py_ssize_t *total_out) except? NULL:
+    """Write a record's length, attributes, deltas, key and value at the end of the records
+    for a headers section of ``hsize`` bytes; return where the headers go (the caller writes
+    them, then _record_appended), or NULL when the batch has no room (nothing written)."""
+    cdef Py_ssize_t body, total
+    cdef int64_t delta
+    cdef char *p
+    if self.c.closed:
+        raise RuntimeError("BatchBuilder is closed; no more appends")
+    if klen < -1 or vlen < -1:
+        raise ValueError("key/value length must be >= -1 (-1 means null)")
+    if not self.c.has_base_ts:
+        # first record fixes the base; not committed until it is written
+        delta = 0
+    else:
+        delta = <int64_t>(<uint64_t>timestamp - <uint64_t>self.c.base_ts)
+    body = (1 + size_uvarint(zigzag64(delta)) + size_uvarint(zigzag64(self.c.count))
+            + _len_field_size(klen) + _len_field_size(vlen) + hsize)
+    total = size_uvarint(zigzag64(body)) + body
+    if self.c.count > 0 and self.c.len + total > self.c.batch_size:
+        return NULL
+    if self.c.len + total > self.c.cap and not self._grow(self.c.len + total):
+        if self.c.count > 0:
+            return NULL         # the pool has not the bytes free at once: this batch is full
+        raise MemoryError(f"the buffer pool has no {self.c.len + total - self.c.cap} bytes free "
+                          f"for the first record of a batch buffer of {self.c.cap} bytes")
+    p = self.c.buf + self.c.len
+    p += write_uvarint(p, zigzag64(body))
+    p[0] = 0                                    # record attributes
+    p += 1
+    p += write_uvarint(p, zigzag64(delta))
+    p += write_uvarint(p, zigzag64(self.c.count))
+    p += _write_bytes_field(p, key, klen)
+    p += _write_bytes_field(p, value, vlen)
+    total_out[0] = total
+    return p
+
+
 cdef int _check_stamped(BatchBuilder b, str what) except -1:
     if not b.c.closed:
         raise RuntimeError(f"{what} needs close() and stamp() first")
@@ -205,47 +245,20 @@ cdef class BatchBuilder:
 
     cdef int append_raw(self, int64_t timestamp, const char *key, Py_ssize_t klen,
                         const char *value, Py_ssize_t vlen, object headers) except -1:
-        cdef Py_ssize_t hsize = 1, total
+        cdef Py_ssize_t hsize = 1, body, total
         cdef list prepared = None
         cdef bytes encoded = None
-        cdef char *p
-        if type(headers) is EncodedHeaders:
-            encoded = (<EncodedHeaders>headers).data
-            return self.append_encoded(timestamp, key, klen, value, vlen,
-                                       PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded))
-        if headers is not None:
-            prepared = _prepare_headers(headers, &hsize)
-        p = self._record_start(timestamp, key, klen, value, vlen, hsize, &total)
-        if p == NULL:
-            return 0
-        _write_headers(p, prepared)
-        _record_appended(self, timestamp, total)
-        return 1
-
-    cdef int append_encoded(self, int64_t timestamp, const char *key, Py_ssize_t klen,
-                            const char *value, Py_ssize_t vlen, const char *hdr,
-                            Py_ssize_t hsize) except -1:
-        cdef Py_ssize_t total
-        cdef char *p = self._record_start(timestamp, key, klen, value, vlen, hsize, &total)
-        if p == NULL:
-            return 0
-        memcpy(p, hdr, hsize)
-        _record_appended(self, timestamp, total)
-        return 1
-
-    cdef char *_record_start(self, int64_t timestamp, const char *key, Py_ssize_t klen,
-                             const char *value, Py_ssize_t vlen, Py_ssize_t hsize,
-                             Py_ssize_t *total_out) except? NULL:
-        """Write a record's length, attributes, deltas, key and value at the end of the records
-        for a headers section of ``hsize`` bytes; return where the headers go (the caller writes
-        them, then _record_appended), or NULL when the batch has no room (nothing written)."""
-        cdef Py_ssize_t body, total
         cdef int64_t delta
         cdef char *p
         if self.c.closed:
             raise RuntimeError("BatchBuilder is closed; no more appends")
         if klen < -1 or vlen < -1:
             raise ValueError("key/value length must be >= -1 (-1 means null)")
+        if type(headers) is EncodedHeaders:
+            encoded = (<EncodedHeaders>headers).data
+            hsize = PyBytes_GET_SIZE(encoded)
+        elif headers is not None:
+            prepared = _prepare_headers(headers, &hsize)
         if not self.c.has_base_ts:
             # first record fixes the base; not committed until it is written
             delta = 0
@@ -255,10 +268,10 @@ cdef class BatchBuilder:
                 + _len_field_size(klen) + _len_field_size(vlen) + hsize)
         total = size_uvarint(zigzag64(body)) + body
         if self.c.count > 0 and self.c.len + total > self.c.batch_size:
-            return NULL
+            return 0
         if self.c.len + total > self.c.cap and not self._grow(self.c.len + total):
             if self.c.count > 0:
-                return NULL         # the pool has not the bytes free at once: this batch is full
+                return 0            # the pool has not the bytes free at once: this batch is full
             raise MemoryError(f"the buffer pool has no {self.c.len + total - self.c.cap} bytes free "
                               f"for the first record of a batch buffer of {self.c.cap} bytes")
         p = self.c.buf + self.c.len
@@ -269,8 +282,23 @@ cdef class BatchBuilder:
         p += write_uvarint(p, zigzag64(self.c.count))
         p += _write_bytes_field(p, key, klen)
         p += _write_bytes_field(p, value, vlen)
-        total_out[0] = total
-        return p
+        if encoded is not None:
+            memcpy(p, PyBytes_AS_STRING(encoded), hsize)
+        else:
+            _write_headers(p, prepared)
+        _record_appended(self, timestamp, total)
+        return 1
+
+    cdef int append_encoded(self, int64_t timestamp, const char *key, Py_ssize_t klen,
+                            const char *value, Py_ssize_t vlen, const char *hdr,
+                            Py_ssize_t hsize) except -1:
+        cdef Py_ssize_t total
+        cdef char *p = _record_start(self, timestamp, key, klen, value, vlen, hsize, &total)
+        if p == NULL:
+            return 0
+        memcpy(p, hdr, hsize)
+        _record_appended(self, timestamp, total)
+        return 1
 
     def append(self, int64_t timestamp_ms, key, value, headers=None):
         """append(timestamp_ms, key, value, headers=None) -> bool

@@ -245,6 +245,7 @@ def test_lists_of_int_or_none():
     (pa.array([datetime.datetime(1969, 12, 31, 23, 59)], pa.timestamp("us")), MalformedRecordError,
      r"timestamps\[0\]"),
     (pa.array([2**62], pa.timestamp("s")), MalformedRecordError, r"timestamps\[0\]"),
+    (pa.array([2**63 + 5], pa.uint64()), MalformedRecordError, "timestamps: not ms since the epoch"),
     ([1, 2.5], InvalidRecordError, r"timestamps\[1\] must be an int"),
     ([True, 1], InvalidRecordError, r"timestamps\[0\] must be an int"),
     (pa.array([1.5, 2.5]), InvalidRecordError, "Arrow type double is not supported"),
