@@ -717,7 +717,7 @@ cdef class RecordAccumulator:
             if timeout_s is not None:
                 deadline = monotonic_ms() + timeout_s * 1000.0
             for b in snapshot:
-                if b.done:
+                if b.settled:            # done, and its callbacks have run
                     continue
                 if timeout_s is None:
                     b.wait(None)

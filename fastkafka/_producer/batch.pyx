@@ -5,9 +5,9 @@ and the per-batch listeners that feed it.
 
 Completion
 ----------
-One completion per batch: :meth:`ProducerBatch.complete` sets the result, wakes waiters, then runs
-the per-record ``on_delivery(err, RecordMetadata)`` callbacks in record order and the aggregate
-:class:`BatchFuture` listeners. A record's :class:`FutureRecordMetadata` is (batch, index). Callbacks
+One completion per batch: :meth:`ProducerBatch.complete` sets the result, runs the per-record
+``on_delivery(err, RecordMetadata)`` callbacks in record order and the aggregate
+:class:`BatchFuture` listeners, then wakes waiters (``flush()`` returns after the callbacks). A record's :class:`FutureRecordMetadata` is (batch, index). Callbacks
 run on the thread that completes the batch (the sender's I/O thread); one that raises is logged to
 the ``fastkafka`` logger and does not stop the others. A batch split by the accumulator hands its
 records over to the pieces (``children``); it completes once every piece has.
@@ -222,8 +222,8 @@ cdef class ProducerBatch:
     cpdef bint complete(self, int64_t base_offset, int64_t log_append_time, object error) except -1:
         """complete(base_offset, log_append_time, error) -> bool
 
-        Set the result once (False if already completed), wake waiters, then run the per-record
-        callbacks and the BatchFuture listeners. Call it with no lock held."""
+        Set the result once (False if already completed), run the per-record callbacks and the
+        BatchFuture listeners, then wake waiters. Call it with no lock held."""
         cdef list thunks, listeners
         cdef object ev
         cdef FutureRecordMetadata f
@@ -243,16 +243,24 @@ cdef class ProducerBatch:
         self.listeners = None
         self.last_listener = None
         done_release()
-        if ev is not None:
-            ev.set()
-        if thunks is not None:
-            for f in thunks:
-                f._fire(error)
-            if f is not None and type(f.callback) is LoopSink:
-                (<LoopSink>f.callback).batch_end_c()
-        if listeners is not None:
-            for l in listeners:
-                l.future._batch_done(l.count, error)
+        try:
+            if thunks is not None:
+                for f in thunks:
+                    f._fire(error)
+                if f is not None and type(f.callback) is LoopSink:
+                    (<LoopSink>f.callback).batch_end_c()
+            if listeners is not None:
+                for l in listeners:
+                    l.future._batch_done(l.count, error)
+        finally:
+            # waiters (flush(), wait()) wake once the callbacks have run, as the Java client's
+            # flush() returns after them: what a callback recorded is there when flush() returns
+            done_acquire()
+            self.settled = True
+            ev = self._event
+            done_release()
+            if ev is not None:
+                ev.set()
         if self.parent is not None:
             _piece_done(self.parent, error)
         return True
@@ -336,15 +344,16 @@ cdef class ProducerBatch:
         return None if self.children is None else tuple(self.children)
 
     def wait(self, timeout=None):
-        """wait(timeout=None) -> bool: block (GIL released) until completed or ``timeout`` s.
+        """wait(timeout=None) -> bool: block (GIL released) until completed and its callbacks and
+        listeners have run, or ``timeout`` s.
         Raises IllegalStateError on a producer's I/O thread (a delivery callback), which is the
         thread that would complete it."""
         cdef object ev
-        if self.done:
+        if self.settled:
             return True
         _refuse_wait_on_io_thread("wait for a record's delivery (future.get())")
         done_acquire()
-        if self.done:
+        if self.settled:
             done_release()
             return True
         ev = self._event
@@ -426,6 +435,7 @@ cdef void _piece_done(ProducerBatch parent, object error) noexcept:
             done_release()
             return
         parent.done = True
+        parent.settled = True            # its callbacks are its pieces', run before this
         ev = parent._event
         error = parent.error
         done_release()

@@ -7,6 +7,8 @@ against the in-process fault broker, whose stored batches are decoded by the ref
 """
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 
@@ -203,7 +205,7 @@ def test_a_confluent_style_callback_is_pointed_at_the_compat_layer(producer, cap
 
     with caplog.at_level(logging.ERROR, logger="fastkafka"):
         producer.produce(TOPIC, b"v", callback=confluent_style)
-        assert producer.flush(10) == 0
+        assert producer.flush(10) == 0        # returns after the callbacks (and their logging)
     assert calls == [1]
     logged = [r.getMessage() for r in caplog.records if "delivery callback" in r.getMessage()]
     assert len(logged) == 1
@@ -216,6 +218,28 @@ def test_a_confluent_style_callback_is_pointed_at_the_compat_layer(producer, cap
         md.value()
     with pytest.raises(AttributeError, match="no attribute 'nonsense'$"):
         md.nonsense
+
+
+def test_flush_returns_after_every_delivery_callback_has_run(producer):
+    """confluent-kafka's and the Java client's flush() return after the callbacks: code that
+    collects results in its callback reads them right after flush(). Callbacks that release the
+    GIL (sleep, print to a file) give the flushing thread every chance to run early."""
+    done = []
+
+    def slow(err, md):
+        time.sleep(0.002)
+        done.append(md.offset)
+
+    for _ in range(5):
+        done.clear()
+        for i in range(50):
+            producer.produce(TOPIC, b"r%d" % i, on_delivery=slow)
+        assert producer.flush(30) == 0
+        assert len(done) == 50
+    futures = [producer.send(TOPIC, b"s", on_delivery=slow) for _ in range(20)]
+    done.clear()
+    futures[-1].get(30)                     # the last record's batch: its callbacks have run
+    assert done[-1] == futures[-1].get().offset
 
 
 @pytest.mark.parametrize("call", ["send", "produce"])
