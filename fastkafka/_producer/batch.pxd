@@ -70,6 +70,7 @@ cdef class ProducerBatch:
     cdef public int64_t reserved              # bytes the builder holds in the buffer pool (it gives them back)
     cdef bint done                            # completed (guarded by done_acquire())
     cdef bint settled                         # done and its callbacks and listeners have run
+    cdef unsigned long completer              # the thread running its callbacks (until settled)
     cdef readonly int64_t base_offset
     cdef readonly int64_t log_append_time
     cdef readonly object error

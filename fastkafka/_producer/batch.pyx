@@ -22,7 +22,7 @@ cimport cython
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_acquire_lock, PyThread_release_lock,
-    NOWAIT_LOCK, WAIT_LOCK,
+    NOWAIT_LOCK, WAIT_LOCK, PyThread_get_thread_ident,
 )
 from libc.stdint cimport int32_t, int64_t
 
@@ -233,6 +233,7 @@ cdef class ProducerBatch:
             done_release()
             return False
         self.done = True
+        self.completer = PyThread_get_thread_ident()
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
@@ -351,6 +352,8 @@ cdef class ProducerBatch:
         cdef object ev
         if self.settled:
             return True
+        if self.done and self.completer == PyThread_get_thread_ident():
+            return True             # a callback of this batch, on the thread running them
         _refuse_wait_on_io_thread("wait for a record's delivery (future.get())")
         done_acquire()
         if self.settled:
@@ -536,7 +539,7 @@ cdef class FutureRecordMetadata:
         ``KafkaTimeoutError`` if not completed within ``timeout`` seconds."""
         cdef int32_t i = self.index
         cdef ProducerBatch b = resolve_batch(self.batch, &i)
-        if not b.done and not b.wait(timeout):
+        if not b.settled and not b.wait(timeout):
             raise KafkaTimeoutError(f"record not delivered within {timeout} s "
                                     f"(topic {b.topic!r}, partition {b.partition})")
         if b.children is not None:  # split while we waited; done means every piece is
@@ -550,7 +553,7 @@ cdef class FutureRecordMetadata:
         """exception(timeout=None) -> the delivery error or None (waits like ``get``)."""
         cdef int32_t i = self.index
         cdef ProducerBatch b = resolve_batch(self.batch, &i)
-        if not b.done and not b.wait(timeout):
+        if not b.settled and not b.wait(timeout):
             raise KafkaTimeoutError(f"record not delivered within {timeout} s")
         if b.children is not None:
             i = self.index
