@@ -102,7 +102,8 @@ cdef class Sender:
         # client's (brokers down and back, authentication, unusable brokers) come through
         # _network_error with the other completions of its poll.
         self.stats = {}
-        self.reporter = ErrorReporter(config.on_error, config.error_report_interval_ms, self.stats)
+        self.reporter = ErrorReporter(config.on_error,
+                                      getattr(config, "error_report_interval_ms", 60_000), self.stats)
         client.error_hook = self._network_error
         self.on_fatal = None   # told when this thread dies of a bug
         self._io_calls = []

@@ -7,14 +7,17 @@ and the transitions with time passed in: tests/unit/fastkafka/core/test_error_re
 Waits are bounded polls for a state (never a sleep that asserts speed)."""
 from __future__ import annotations
 
+import socket
+import ssl
+import threading
 import time
 
 import pytest
 
 from faultbroker import FaultBroker, SaslServer
 from fastkafka import Producer
-from fastkafka.errors import (AllBrokersDownError, BrokersRecovered, ClusterAuthorizationFailedError,
-                              ProducerFencedError, SaslAuthenticationError,
+from fastkafka.errors import (ClusterAuthorizationFailedError, ProducerFencedError,
+                              SaslAuthenticationError, TlsAuthenticationError,
                               TopicAuthorizationFailedError, TransactionAbortableError,
                               UnsupportedVersionError)
 from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey
@@ -89,6 +92,43 @@ def test_a_failed_authentication_is_reported_naming_the_broker_never_the_passwor
         assert SECRET not in text
     assert kinds(got).count("AllBrokersDownError") == 1     # its only broker cannot be used
     assert m["errors_reported"] == len(got)
+
+
+@pytest.mark.faultbroker
+def test_an_untrusted_broker_certificate_is_reported_naming_the_broker(pki, no_leaks):
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(pki.expired)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def serve():             # a TLS listener whose certificate has expired
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.settimeout(5)
+            try:
+                server_ctx.wrap_socket(conn, server_side=True).close()
+            except (ssl.SSLError, OSError):
+                conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    got = []
+    try:
+        with Producer(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SSL",
+                      ssl_cafile=pki.ca, on_error=got.append, **FAST):
+            wait_until(lambda: "TlsAuthenticationError" in kinds(got), "the report")
+    finally:
+        stop.set()
+        t.join(5)
+        listener.close()
+    e = next(x for x in got if isinstance(x, TlsAuthenticationError))
+    assert (e.node, e.host, e.port, e.code, e.retriable) == (-1, "127.0.0.1", port, -141, False)
+    assert "expired" in str(e) and f"127.0.0.1:{port}" in str(e)
 
 
 @pytest.mark.faultbroker
