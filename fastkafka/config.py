@@ -72,8 +72,15 @@ _SETTINGS = [
     _Setting("max_response_size", "int", 100 * 1024 * 1024, 1024, 2**31 - 1,
              doc="largest response frame accepted before the connection is closed"),
     _Setting("on_error", "callback", None,
-             doc="callable(error) for errors that belong to no single record (a broker that lost "
-                 "acknowledged records: BrokerDataLossError); runs on the I/O thread"),
+             doc="callable(error) for errors that belong to no single record (every broker down "
+                 "and back, a failed SASL or TLS authentication, a broker lacking an API the "
+                 "producer needs, a fenced or fatally failed producer, broker data loss), each a "
+                 "typed fastkafka exception (docs/observability.md); runs on the I/O thread; "
+                 "alias error_cb"),
+    _Setting("error_report_interval_ms", "int", 60_000, 0, INT32_MAX,
+             doc="on_error's rate limit: at most one report per kind of error and broker in this "
+                 "time; the number held back rides on the next (error.suppressed) and is counted "
+                 "in metrics()['errors_suppressed']; 0: no limit"),
     _Setting("partitioner", "partitioner", "murmur2",
              doc='"murmur2" (Java-compatible for keys, sticky for null keys), librdkafka\'s '
                  '"consistent_random", "consistent", "murmur2_random", "fnv1a", "fnv1a_random" '
@@ -168,6 +175,9 @@ ALIASES.update({
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
     "sasl.mechanisms": "sasl_mechanism",
+    # confluent-kafka's error_cb: here it gets the fastkafka exception (.code, .name, .retriable,
+    # str()), on the I/O thread, instead of a KafkaError served by poll()
+    "error_cb": "on_error",
 })
 
 
@@ -256,14 +266,6 @@ _COMPAT = "fastkafka.compat.confluent.Producer (confluent-kafka's shapes, only t
 #: confluent-kafka's spelling; the dotted and snake_case spellings are looked up alike.
 #: Documented in docs/migration.md.
 REPLACED_FOREIGN: dict[str, str] = {
-    "error_cb": (
-        "there is no error callback: errors of a record reach its on_delivery callback and its "
-        "future; connection errors are retried and logged to " + _FASTKAFKA_LOGGER + "; errors "
-        "that belong to no record (a broker that lost acknowledged records) go to "
-        "on_error=callable(error) (called on the I/O thread with the fastkafka exception, whose "
-        "code is an attribute: not error_cb's signature); their counts (errors, retries, "
-        "net_disconnects, broker_data_loss) are in producer.metrics(); or use " + _COMPAT + ", "
-        "which serves error_cb(KafkaError) from poll()"),
     "stats_cb": (
         "there is no statistics callback: call producer.metrics() for the counters (a dict) when "
         "you want them; events are logged to " + _FASTKAFKA_LOGGER + "; or use " + _COMPAT + ", "

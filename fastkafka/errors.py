@@ -47,7 +47,15 @@ CorruptFrameError                     -111   yes        yes
 IllegalStateError                     -112   no         no
 SaslAuthenticationError               -150   no         no
 TransactionAbortedError               -160   no         no
+AllBrokersDownError                   -170   yes        no
+BrokersRecovered (a notice)           -171   no         no
 ====================================  =====  =========  ================
+
+Errors that belong to no single record (every broker down, a failed authentication, a broker
+without an API the producer needs, a fenced or fatally failed producer, broker data loss) are
+handed to the producer's ``on_error`` hook (alias ``error_cb``); ``suppressed`` on such an error
+counts the reports of the same kind (and broker) the hook's rate limit held back before it
+(docs/observability.md).
 
 ``UnsupportedVersionError`` is the class for broker code 35 (UNSUPPORTED_VERSION); the client raises
 the same class when version negotiation fails, so one ``except`` catches both. Likewise
@@ -91,6 +99,8 @@ __all__ = [
     "UnknownServerError",
     "TransactionAbortedError",
     "TransactionAbortableError",
+    "AllBrokersDownError",
+    "BrokersRecovered",
 ]
 
 
@@ -116,6 +126,9 @@ class KafkaError(Exception):
     retriable: bool = False
     invalid_metadata: bool = False
     description: str = "A Kafka error."
+    #: On an error handed to ``on_error``: how many reports of the same kind (and broker) the
+    #: rate limit (``error_report_interval_ms``) held back since the last one that was delivered.
+    suppressed: int = 0
 
     def __init__(self, message: Optional[str] = None, *, code: Optional[int] = None):
         if message is None:
@@ -532,6 +545,44 @@ class TlsAuthenticationError(KafkaError):
     code, name, description = (-141, "TLS_AUTHENTICATION_FAILED",
                                "TLS authentication with a broker failed.")
     retriable = False
+    node: Optional[int] = None      # the broker's node id, host and port (set when reported)
+    host: Optional[str] = None
+    port: Optional[int] = None
+
+
+class AllBrokersDownError(KafkaError):
+    """No broker can be reached: every broker the producer knows (from metadata, or the bootstrap
+    addresses before the first metadata) has failed its last connection attempt since it was last
+    connected, and no connection is ready. Handed to ``on_error`` once per outage (the transition),
+    never per retry; the producer keeps trying, records wait (up to ``delivery_timeout_ms``).
+    ``brokers`` maps each ``"host:port"`` to its last connection error. When a connection becomes
+    ready again, :class:`BrokersRecovered` follows. librdkafka's ``_ALL_BROKERS_DOWN``."""
+
+    code, name, retriable, description = (-170, "ALL_BROKERS_DOWN", True,
+                                          "No broker can be reached.")
+    brokers: Mapping[str, str] = MappingProxyType({})
+
+    def __init__(self, message=None, *, brokers=None):
+        super().__init__(message)
+        if brokers is not None:
+            self.brokers = dict(brokers)
+
+
+class BrokersRecovered(KafkaError):
+    """A notice, not a failure: after an :class:`AllBrokersDownError`, a connection to a broker is
+    ready again. Handed to ``on_error`` once per outage, and only when the outage itself was
+    reported. ``node``, ``host`` and ``port`` name the broker reached first; ``down_ms`` is how long
+    no broker could be reached."""
+
+    code, name, description = (-171, "BROKERS_RECOVERED",
+                               "A broker can be reached again after every broker was down.")
+
+    def __init__(self, message=None, *, node=None, host=None, port=None, down_ms=None):
+        super().__init__(message)
+        self.node = node
+        self.host = host
+        self.port = port
+        self.down_ms = down_ms
 
 
 class TransactionAbortedError(KafkaError):
@@ -580,6 +631,8 @@ for _cls in _CLIENT_CLASSES:
 del _cls
 _BY_CODE[TlsError.code] = TlsError
 _BY_CODE[TlsAuthenticationError.code] = TlsAuthenticationError
+_BY_CODE[AllBrokersDownError.code] = AllBrokersDownError
+_BY_CODE[BrokersRecovered.code] = BrokersRecovered
 
 
 def error_class_for_code(code: int) -> type:

@@ -92,6 +92,10 @@ cdef class NetworkClient:
     cdef DueCell _refresh_due              # the metadata's: when its next refresh is due
     cdef readonly object sasl              # SaslSettings, None for PLAINTEXT/SSL
     cdef readonly dict auth_errors         # node -> its last authentication error
+    # error_hook(now, error): errors of no single record (every broker down and back, failed
+    # authentication, a broker lacking a needed API), run with the completions; None: not reported
+    cdef public object error_hook
+    cdef object _all_down_since            # ms since no known broker can be reached, else None
 
     cdef int64_t now_c(self) except? -1
     cdef Connection conn_for(self, int32_t node_id)

@@ -20,6 +20,7 @@ class NetworkClient:
     sasl: Any
     auth_errors: dict[int, Exception]
     produce_handler: Callable[[int, list[Any], Any, BaseException | None], None] | None
+    error_hook: Callable[[int, Exception], None] | None
     def __init__(self, config: Any, metadata: Any, *, clock: Callable[[], int] = ...,
                  manage_metadata: bool = True, required_apis: Any = ...) -> None: ...
     def wakeup(self) -> None: ...

@@ -117,6 +117,8 @@ cdef class NetworkClient:
         from fastkafka._net.sasl import SaslSettings
         self.sasl = SaslSettings.from_config(config)
         self.auth_errors = {}
+        self.error_hook = None
+        self._all_down_since = None
 
     cdef int64_t now_c(self) except? -1:
         if self._default_clock:
@@ -249,6 +251,8 @@ cdef class NetworkClient:
             conn.next_attempt_ms = now + self._reconnect_backoff_ms
         else:
             _schedule_reconnect(self, conn, now)
+            if record and self.error_hook is not None:
+                _attempt_failed(self, now)
         for r in pending:
             if type(r) is ProduceRequest:
                 (<ProduceRequest>r).handler = self.produce_handler

@@ -73,6 +73,8 @@ def _connect_failed(NetworkClient self, Connection conn, int64_t now, error):
     _schedule_reconnect(self, conn, now)
     self.metadata.last_error = error
     self.metadata.request_update()
+    if self.error_hook is not None:
+        _attempt_failed(self, now)
 
 def _schedule_reconnect(NetworkClient self, Connection conn, int64_t now):
     conn.failures += 1
@@ -105,6 +107,8 @@ def _next_handshake_step(NetworkClient self, Connection conn, int64_t now):
         self.auth_errors.pop(conn.node_id, None)   # it authenticated (SASL)
         self.metadata.connection_ready(conn.host, conn.port)
         log.debug("connection to node %s ready: %s", conn.node_id, conn)
+        if self._all_down_since is not None:
+            _brokers_recovered(self, conn, now)
 
 def _on_api_versions(NetworkClient self, Connection conn, step, body, error):
     if error is not None:
@@ -131,6 +135,12 @@ def _on_api_versions(NetworkClient self, Connection conn, step, body, error):
     if missing:
         # Unusable for this client; other nodes keep working. Retried after the longest backoff.
         conn.failures = max(conn.failures, 20)
+        if self.error_hook is not None:
+            err = UnsupportedVersionError(
+                f"node {conn.node_id} ({conn.host}:{conn.port}) cannot be used: it supports no "
+                f"version of {', '.join(missing)} that this client speaks")
+            err.node, err.host, err.port, err.missing = conn.node_id, conn.host, conn.port, tuple(missing)
+            _report(self, now, err)
         self._close(conn, now, InvalidBrokerResponseError(
             f"node {conn.node_id} ({conn.host}:{conn.port}) cannot be used: it supports no "
             f"version of {', '.join(missing)} that this client speaks (it lists "
@@ -151,6 +161,10 @@ def _authentication_failed(NetworkClient self, Connection conn, int64_t now, err
     self.stats["authentication_failures"] += 1
     conn.failures = max(conn.failures, 20)   # the longest reconnect backoff
     self.auth_errors[conn.node_id] = error
+    if self.error_hook is not None:
+        if getattr(error, "node", None) is None:   # (a TLS failure; SASL's name their broker)
+            error.node, error.host, error.port = conn.node_id, conn.host, conn.port
+        _report(self, now, error)
     self._close(conn, now, error, failure=f"authentication failed: {error.message}")
     self.metadata.fatal_connection_error(error)   # metadata waits raise it at once
 
@@ -192,3 +206,53 @@ def _tls_close(NetworkClient self, Connection conn, int64_t now, error):
         self._close(conn, now, exc)
     else:
         _authentication_failed(self, conn, now, exc)
+
+
+# -- errors that belong to no single record (error_hook: the producer's on_error) -----------------
+def _report(NetworkClient self, int64_t now, error):
+    """Hand ``error`` to error_hook with the completions of this poll (after the I/O: the hook
+    never runs in the middle of a connection's state change)."""
+    self._completions.append((self.error_hook, now, error))
+
+def _attempt_failed(NetworkClient self, int64_t now):
+    """A connection attempt failed. When now every broker known (from metadata, or the bootstrap
+    addresses) has failed its last attempt since it was last connected, no broker can be reached:
+    reported once, at this transition (the attempts that follow change nothing until a connection
+    is ready again: _brokers_recovered). A broker not tried since its connection was lost, or never
+    tried, is not known to be down; the metadata refresh a lost connection asks for tries them."""
+    if self._all_down_since is not None:
+        return
+    brokers = self.metadata.cluster.brokers
+    if not brokers:
+        return
+    for node in brokers:
+        c = self.connections.get(node)
+        if c is None or (<Connection>c).failures == 0:
+            return
+    self._all_down_since = now
+    from fastkafka._net.cluster import format_address
+    from fastkafka.errors import AllBrokersDownError
+    last = self.metadata.connection_errors()
+    down = {}
+    for b in brokers.values():
+        addr = format_address(b.host, b.port)
+        down[addr] = last.get(addr, "unreachable")
+    text = ", ".join(f"{addr} ({why})" for addr, why in down.items())
+    n = len(down)
+    error = AllBrokersDownError(
+        f"all {n} known broker{'s' if n != 1 else ''} down: {text}; still trying, records wait "
+        f"up to delivery_timeout_ms", brokers=down)
+    log.warning("%s", error)
+    _report(self, now, error)
+
+def _brokers_recovered(NetworkClient self, Connection conn, int64_t now):
+    """A connection is ready after every broker was down: the outage ends (reported once)."""
+    from fastkafka.errors import BrokersRecovered
+    down_ms = max(now - self._all_down_since, 0)
+    self._all_down_since = None
+    notice = BrokersRecovered(
+        f"node {conn.node_id} ({conn.host}:{conn.port}) is reachable again after no broker could "
+        f"be reached for {down_ms} ms", node=conn.node_id, host=conn.host, port=conn.port,
+        down_ms=down_ms)
+    log.warning("%s", notice)
+    _report(self, now, notice)

@@ -34,6 +34,7 @@ cdef class Sender:
     cdef public object _thread
     cdef public object fatal_error
     cdef readonly object on_error
+    cdef readonly object reporter          # ErrorReporter: on_error's rate limit (error_reports.py)
     cdef public object on_fatal            # told when this thread dies of a bug
     cdef list _io_calls                   # call_soon: callables the next turn runs on this thread
     cdef readonly dict stats

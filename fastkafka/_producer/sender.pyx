@@ -31,6 +31,7 @@ from fastkafka.errors import (BrokerDataLossError, DeliveryTimeoutError, Invalid
 from fastkafka.errors import (DuplicateSequenceNumberError, InvalidProducerEpochError,
                               OutOfOrderSequenceNumberError, UnknownProducerIdError)
 from fastkafka._producer.accumulator import IdempotenceState
+from fastkafka._producer.error_reports import ErrorReporter
 from fastkafka._wire.compression import in_c as codec_in_c
 from fastkafka.protocol import ApiKey
 
@@ -97,6 +98,13 @@ cdef class Sender:
         self._thread = None
         self.fatal_error = None
         self.on_error = config.on_error
+        # Errors of no single record (on_error): rate-limited per kind and broker; the network
+        # client's (brokers down and back, authentication, unusable brokers) come through
+        # _network_error with the other completions of its poll.
+        self.stats = {}
+        self.reporter = ErrorReporter(config.on_error,
+                                      getattr(config, "error_report_interval_ms", 60_000), self.stats)
+        client.error_hook = self._network_error
         self.on_fatal = None   # told when this thread dies of a bug
         self._io_calls = []
         # The Produce requests of both turns are built by fastkafka._producer.gil_free_turn
@@ -111,10 +119,10 @@ cdef class Sender:
         self._gil_free_wait = (config.gil_free_io and self.acks != 0
                                and codec_in_c(config.compression_code))
         self._other_timeout = 0
-        self.stats = {"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
-                      "batches_split": 0,
-                      "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
-                      "broker_data_loss": 0, "errors_reported": 0}
+        self.stats.update({"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
+                           "batches_split": 0,
+                           "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
+                           "broker_data_loss": 0})
 
     @property
     def gil_free_requests(self):
@@ -286,6 +294,8 @@ cdef class Sender:
                 idem.producer_epoch = -1
             else:
                 log.warning("InitProducerId not possible on node %s: %s", node, e)
+                e.node = node
+                self.report_error(e, now)   # nothing can be sent until a broker can do it
         return False
 
     def _on_init_producer_id(self, body, error) -> None:
@@ -306,10 +316,16 @@ cdef class Sender:
             log.log(logging.INFO if self._init_backoff.failures == 1 else logging.DEBUG,
                     "InitProducerId failed (%d in a row; next try in %d ms): %s",
                     self._init_backoff.failures, delay, error)
-            if not getattr(error, "retriable", False) and idem.bump_required:
-                idem.bump_required = False  # fall back to a new id
-                idem.producer_id = -1
-                idem.producer_epoch = -1
+            if not getattr(error, "retriable", False):
+                if idem.bump_required:
+                    idem.bump_required = False  # fall back to a new id
+                    idem.producer_id = -1
+                    idem.producer_epoch = -1
+                else:
+                    # No producer id to be had (an authorization error, say): nothing is sent
+                    # until the broker gives one; the application hears it now, not at the
+                    # records' delivery timeout.
+                    self.report_error(error, now)
             self._init_retry_ms = now + delay
             return
         self._init_backoff.succeeded()
@@ -586,15 +602,15 @@ cdef class Sender:
         log.error("%s", err)
         self.report_error(err)
 
-    def report_error(self, error: KafkaError) -> None:
+    def report_error(self, error: KafkaError, now=None) -> bool:
         """Hand an error that belongs to no single record to the application's ``on_error`` hook
-        (on this thread; a hook that raises is logged and does not stop delivery)."""
-        self.stats["errors_reported"] += 1
-        if self.on_error is not None:
-            try:
-                self.on_error(error)
-            except Exception:
-                log.exception("on_error hook raised")
+        (on this thread), rate-limited per kind and broker (fastkafka._producer.error_reports); a
+        hook that raises is logged and does not stop delivery. True when it was delivered."""
+        return self.reporter.report(error, self.now_c() if now is None else now)
+
+    def _network_error(self, now, error) -> None:
+        """The network client's reports (run with its completions, as ``callback(now, error)``)."""
+        self.report_error(error, now)
 
     def _unresolved(self, batch) -> None:
         """A batch that may have been sent fails for good: its partition's sequence has a gap."""

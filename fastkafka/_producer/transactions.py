@@ -49,7 +49,8 @@ from enum import Enum
 from fastkafka._net.backoff import Backoff
 import fastkafka.errors as _errors
 from fastkafka.errors import (InvalidBrokerResponseError, KafkaError, KafkaTimeoutError,
-                     TransactionAbortableError, TransactionAbortedError, error_for_code)
+                     ProducerClosedError, TransactionAbortableError, TransactionAbortedError,
+                     error_for_code)
 from fastkafka._net.connection import State as ConnState
 from fastkafka.protocol import ApiKey
 
@@ -297,14 +298,27 @@ class TransactionManager:
                 req.result.set(error)
         for res in list(self.pending_result.values()):
             res.set(error)
+        self._report(error)   # once: the state is final
+
+    def _report(self, error: KafkaError) -> None:
+        """Tell the application's on_error hook (the sender's rate-limited report, I/O thread)."""
+        report = getattr(self.sender, "report_error", None)
+        if report is not None:
+            report(error)
 
     def abortable(self, error: BaseException) -> None:
         """A record or a step of the current transaction failed: it can only be aborted."""
         with self.lock:
-            if self.state in (State.IN_TRANSACTION, State.COMMITTING):
-                log.warning("transaction of %r must be aborted: %s", self.transactional_id, error)
-                self.error = error if isinstance(error, KafkaError) else KafkaError(str(error))
-                self._set_state(State.ABORTABLE_ERROR)
+            if self.state not in (State.IN_TRANSACTION, State.COMMITTING):
+                return
+            log.warning("transaction of %r must be aborted: %s", self.transactional_id, error)
+            self.error = error if isinstance(error, KafkaError) else KafkaError(str(error))
+            self._set_state(State.ABORTABLE_ERROR)
+        if not isinstance(error, ProducerClosedError):   # (closing aborts it anyway)
+            self._report(error if isinstance(error, TransactionAbortableError) else
+                         TransactionAbortableError(
+                             f"the transaction of {self.transactional_id!r} must be aborted "
+                             f"(abort_transaction()): {error}", cause=error))
 
     def batch_failed(self, error: BaseException) -> None:
         """A batch of this producer failed for good (the sender's one place of failure)."""

@@ -181,6 +181,7 @@ _CLIENT_CODES = [
     (fk.ProducerClosedError, -197),
     (fk.TransactionAbortedError, -152),    # librdkafka purges the queue when a transaction aborts
     (fk.BrokerDataLossError, -149),
+    (fk.AllBrokersDownError, -187),        # _ALL_BROKERS_DOWN
     (fk.TlsError, -181),
     (fk.NetworkError, -195),
     (fk.SaslAuthenticationError, -169),

@@ -185,7 +185,8 @@ class Producer(PollCore):
         """fastkafka's on_error (I/O thread): queued for error_cb, served by poll()."""
         if self._user_on_error is not None:
             self._user_on_error(error)
-        if self._error_cb is not None:
+        if self._error_cb is not None and not isinstance(error, fk.BrokersRecovered):
+            # (librdkafka's error_cb has no recovery event: the notice goes to on_error only)
             self._events.append(to_kafka_error(error))
             self._waker.wake()
 

@@ -271,7 +271,6 @@ LOGGER = 'logging.getLogger("fastkafka")'
 
 
 @pytest.mark.parametrize("key, must_name", [
-    ("error_cb", ["metrics()", LOGGER, "on_error"]),
     ("stats_cb", ["metrics()", LOGGER]),
     ("logger", ["metrics()", LOGGER]),
     ("debug", [LOGGER, "DEBUG"]),
@@ -303,3 +302,49 @@ def test_every_replaced_key_is_refused_and_none_is_a_setting():
     # a key that is only close to one of them still gets the usual suggestion
     with pytest.raises(ConfigError, match="did you mean queue.buffering.max.ms"):
         canonical_name("queue.buffering.max.mss")
+
+
+# ---- error_cb: another name of on_error ----------------------------------------------------------
+
+def test_error_cb_is_on_error_and_given_with_it_is_refused():
+    def hook(error):
+        pass
+    assert ProducerConfig(bootstrap_servers="localhost:9092", error_cb=hook).on_error is hook
+    assert ProducerConfig({"bootstrap.servers": "localhost:9092", "error_cb": hook}).on_error is hook
+    assert canonical_name("error_cb") == "on_error" and "error_cb" not in REPLACED_FOREIGN
+    with pytest.raises(ConfigError, match="on_error given twice"):
+        ProducerConfig(bootstrap_servers="localhost:9092", on_error=hook, error_cb=hook)
+    with pytest.raises(ConfigError, match="on_error must be a callable"):
+        ProducerConfig(bootstrap_servers="localhost:9092", error_cb=5)
+
+
+def test_error_cb_of_producer_and_async_producer_gets_the_outage():
+    import asyncio
+    import socket
+
+    from fastkafka.aio import AsyncProducer
+    from fastkafka.errors import AllBrokersDownError
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed = f"127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+
+    def wait_for_report(got):
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return [type(e) for e in got]
+
+    got = []
+    with Producer({"bootstrap.servers": closed, "error_cb": got.append}) as p:
+        assert wait_for_report(got) == [AllBrokersDownError]
+        assert p.metrics()["errors_reported"] == 1
+    got_async = []
+
+    async def run():
+        async with AsyncProducer({"bootstrap.servers": closed, "error_cb": got_async.append}):
+            assert await asyncio.to_thread(wait_for_report, got_async) == [AllBrokersDownError]
+    asyncio.run(run())
+    assert str(got_async[0]).startswith("ALL_BROKERS_DOWN (-170): all 1 known broker down: "
+                                        f"{closed} (connection refused)")

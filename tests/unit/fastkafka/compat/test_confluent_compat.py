@@ -260,6 +260,18 @@ def test_error_cb_is_served_by_poll(cluster):
     p.close()
 
 
+def test_error_cb_gets_all_brokers_down_as_librdkafka_names_it_and_no_recovery_event(cluster):
+    errors, mine = [], []
+    p = Producer(conf(cluster, error_cb=errors.append, on_error=mine.append))
+    p._p._sender.report_error(fk.AllBrokersDownError("all 1 known broker down: h:1 (refused)"))
+    p._p._sender.report_error(fk.BrokersRecovered("node 1 (h:1) is reachable again"))
+    assert p.poll(1) == 1
+    assert errors[0].code() == KafkaError._ALL_BROKERS_DOWN and errors[0].retriable()
+    assert p.poll(0) == 0 and len(errors) == 1
+    assert [type(e) for e in mine] == [fk.AllBrokersDownError, fk.BrokersRecovered]
+    p.close()
+
+
 def test_stats_cb_gets_a_json_document_every_interval(cluster):
     docs = []
     p = Producer(conf(cluster, stats_cb=docs.append, **{"statistics.interval.ms": 100}))
@@ -346,7 +358,7 @@ def test_secrets_are_not_in_repr_or_errors(cluster):
 
 
 def test_main_producer_refusals_name_the_compat_layer():
-    for key in ("error_cb", "stats_cb", "logger", "queue.buffering.max.messages", "on_delivery",
+    for key in ("stats_cb", "logger", "queue.buffering.max.messages", "on_delivery",
                 "delivery.report.only.error", "statistics.interval.ms"):
         assert "fastkafka.compat.confluent.Producer" in REPLACED_FOREIGN[key], key
         with pytest.raises(fk.ConfigError, match="fastkafka.compat.confluent.Producer"):
