@@ -71,7 +71,8 @@ def test_api_version_is_accepted_and_logged_at_debug(api_version, caplog):
     if api_version is not None:
         assert any("negotiates API versions" in r.getMessage() and r.levelno == logging.DEBUG
                    for r in caplog.records)
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # nothing about api_version above DEBUG (the dead bootstrap address gets its own ALL_BROKERS_DOWN)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "api_version" in r.getMessage()]
 
 
 def test_a_bad_api_version_is_a_config_error():
