@@ -78,19 +78,9 @@ def build_context(values: dict) -> ssl.SSLContext:
         except (ssl.SSLError, ValueError) as e:
             raise ConfigError(f"the trust store's certificates cannot be used: {_ssl_reason(e)}") from None
     elif store_file is not None:
-        _check_file("ssl_truststore_location", store_file)
-        try:
-            ctx.load_verify_locations(cafile=store_file)
-        except (ssl.SSLError, ValueError) as e:
-            raise ConfigError(f"ssl_truststore_location {store_file!r} holds no usable CA "
-                              f"certificate (PEM expected): {_ssl_reason(e)}") from None
+        _load_ca_file(ctx, "ssl_truststore_location", store_file)
     elif cafile is not None:
-        _check_file("ssl_cafile", cafile)
-        try:
-            ctx.load_verify_locations(cafile=cafile)
-        except (ssl.SSLError, ValueError) as e:
-            raise ConfigError(f"ssl_cafile {cafile!r} holds no usable CA certificate (PEM expected): "
-                              f"{_ssl_reason(e)}") from None
+        _load_ca_file(ctx, "ssl_cafile", cafile)
     else:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     if load_keystore(ctx, values):             # ssl_keystore_*: PKCS12 or PEM
@@ -140,6 +130,16 @@ def _check_file(setting: str, path) -> None:
         raise ConfigError(f"{setting} {os.fspath(path)!r} is not a readable file")
     if not os.access(path, os.R_OK):
         raise ConfigError(f"{setting} {os.fspath(path)!r} cannot be read (permission denied)")
+
+
+def _load_ca_file(ctx: ssl.SSLContext, setting: str, path: str) -> None:
+    """Trust the PEM CA certificates of ``path`` (the setting ``setting``); ConfigError naming it."""
+    _check_file(setting, path)
+    try:
+        ctx.load_verify_locations(cafile=path)
+    except (ssl.SSLError, ValueError) as e:
+        raise ConfigError(f"{setting} {path!r} holds no usable CA certificate (PEM expected): "
+                          f"{_ssl_reason(e)}") from None
 
 
 def _ssl_reason(e: BaseException) -> str:
