@@ -19,6 +19,7 @@ class NetworkClient:
     stats: dict[str, int]
     sasl: Any
     auth_errors: dict[int, Exception]
+    sampled: Any
     produce_handler: Callable[[int, list[Any], Any, BaseException | None], None] | None
     def __init__(self, config: Any, metadata: Any, *, clock: Callable[[], int] = ...,
                  manage_metadata: bool = True, required_apis: Any = ...) -> None: ...
