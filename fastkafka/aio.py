@@ -678,6 +678,11 @@ class AsyncProducer:
         })
         return m
 
+    def java_metrics(self) -> dict:
+        """:meth:`fastkafka.Producer.java_metrics`: the Java producer's metrics, with its names
+        (docs/observability.md). Does not wait: no ``await``."""
+        return self._p.java_metrics()
+
 
 def _batch_done(arg) -> None:
     bf, fut = arg

@@ -59,6 +59,17 @@ _SETTINGS = [
                  "a WARNING names how many. 0: nothing is delivered, everything queued fails"),
     _Setting("request_timeout_ms", "int", 30_000, 1, INT32_MAX),
     _Setting("metadata_max_age_ms", "int", 300_000, 0, INT32_MAX),
+    # java_metrics() and stats_cb (fastkafka._net.sampled, docs/observability.md)
+    _Setting("metrics_sample_window_ms", "int", 30_000, 1, INT32_MAX,
+             doc="the window of one sample of the windowed metrics (java_metrics(): rates, "
+                 "averages, maxima), as the Java client's metrics.sample.window.ms"),
+    _Setting("metrics_num_samples", "int", 2, 1, 32,
+             doc="how many samples the windowed metrics keep, as metrics.num.samples"),
+    _Setting("stats_cb", "callback", None,
+             doc="callable(dict) given java_metrics() (and metrics() under \"fastkafka-metrics\") "
+                 "every statistics_interval_ms, on the I/O thread; one that raises is logged"),
+    _Setting("statistics_interval_ms", "int", 0, 0, INT32_MAX,
+             doc="how often stats_cb runs (librdkafka's statistics.interval.ms); 0: never"),
     _Setting("max_request_size", "int", 1_048_576, 1024, 2**31 - 1),
     _Setting("connections_max_idle_ms", "int", 540_000, 1, 2**40),
     _Setting("reconnect_backoff_ms", "int", 50, 0, INT32_MAX),
@@ -266,13 +277,6 @@ _COMPAT = "fastkafka.compat.confluent.Producer (confluent-kafka's shapes, only t
 #: confluent-kafka's spelling; the dotted and snake_case spellings are looked up alike.
 #: Documented in docs/migration.md.
 REPLACED_FOREIGN: dict[str, str] = {
-    "stats_cb": (
-        "there is no statistics callback: call producer.metrics() for the counters (a dict) when "
-        "you want them; events are logged to " + _FASTKAFKA_LOGGER + "; or use " + _COMPAT + ", "
-        "which calls stats_cb(json) from poll()"),
-    "statistics.interval.ms": (
-        "there is no statistics callback to time: call producer.metrics() for the counters (a "
-        "dict) when you want them; or use " + _COMPAT + " (stats_cb)"),
     "logger": (
         "the producer logs through the logging module, to " + _FASTKAFKA_LOGGER + ": attach "
         "handlers or a level to it instead of passing a logger; counters are in "
@@ -590,6 +594,9 @@ class ProducerConfig:
             raise ConfigError(f"batch_size ({v['batch_size']}) must be <= buffer_memory ({v['buffer_memory']})")
         if v["reconnect_backoff_max_ms"] < v["reconnect_backoff_ms"]:
             raise ConfigError("reconnect_backoff_max_ms must be >= reconnect_backoff_ms")
+        if v["stats_cb"] is not None and v["statistics_interval_ms"] == 0:
+            raise ConfigError("stats_cb is set but statistics_interval_ms is 0, which turns it off: "
+                              "set statistics_interval_ms (e.g. 60000) to have it called")
         self._check_sasl(v)
         self._check_tls(v)
 

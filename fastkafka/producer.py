@@ -35,6 +35,7 @@ from fastkafka.errors import MalformedRecordError
 from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey
 from fastkafka._producer.sender import Sender
+from fastkafka._producer.java_metrics import java_metrics as _java_metrics
 from fastkafka._producer.transactions import (TRANSACTION, GroupMetadata, PreparedTransaction, State as TxnState,
                                               offsets_by_topic)
 from fastkafka.errors import TransactionAbortableError
@@ -136,6 +137,8 @@ class Producer(ProducerCore):
                                      required_apis=(ApiKey.METADATA, ApiKey.PRODUCE))
         self._sender = Sender(cfg, self._acc, self._metadata, self._client)
         self._pool.wakeup = self._sender.wakeup
+        self._acc.sampled = self._client.sampled      # per-topic statistics (java_metrics)
+        self._sender.stats_source = _weak_method(self._stats_document)
         # send()/produce() are compiled (fastkafka/_producer/sendpath.pyx) and place records with
         # the router (fastkafka/_producer/router.pyx), as send_batch does; they use this state.
         self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
@@ -766,6 +769,24 @@ class Producer(ProducerCore):
             m.update(self._sender.txn.stats)
             m["txn_state"] = self._sender.txn.state.value
         return m
+
+    def java_metrics(self) -> dict:
+        """The Java producer's metrics, with its names and meanings (docs/observability.md):
+        ``{"producer-metrics": {...}, "producer-node-metrics": {"node-1": {...}},
+        "producer-topic-metrics": {"topic": {...}}}``; rates, averages and maxima over the last
+        ``metrics_num_samples`` windows of ``metrics_sample_window_ms``; None where Java has NaN
+        (no event in the windows). JSON-serialisable. Example::
+
+            m = producer.java_metrics()["producer-metrics"]
+            print(m["record-send-rate"], m["batch-size-avg"], m["request-latency-avg"])
+        """
+        return _java_metrics(self._client, self._pool, self._metadata)
+
+    def _stats_document(self) -> dict:
+        # what stats_cb gets: java_metrics() and, under "fastkafka-metrics", metrics()
+        doc = self.java_metrics()
+        doc["fastkafka-metrics"] = self.metrics()
+        return doc
 
 
 __all__ = ["Producer", "RecordMetadata", "FutureRecordMetadata", "BatchFuture"]

@@ -13,6 +13,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastkafka._wire.segment cimport Segment
+from fastkafka._net.sampled cimport NodeSampled
 from fastkafka._net.transport cimport FrameReader, SendQueue, SendQueueCore
 
 cdef enum:
@@ -89,6 +90,7 @@ cdef struct ConnCore:
     Py_ssize_t ring_cap
     Py_ssize_t ring_head
     Py_ssize_t ring_len
+    NodeSampled *nm            # its node's windowed statistics (set by the network client), or NULL
 
 
 # The i-th request in flight (0: the oldest); i < c.ring_len.

@@ -56,6 +56,7 @@ cdef class Poller:
     cdef void *_buf                 # epoll_event[_max_events]
     cdef int _max_events
     cdef readonly long long waits           # polls that blocked (released the GIL)
+    cdef readonly long long io_wait_ns      # total time in those waits' epoll_wait calls
     cdef readonly long long gil_wait_ns     # total time taking the GIL back after those
     cdef readonly long long gil_wait_max_ns
     cdef readonly long long slow_gil_waits  # of those, the ones over 1 ms

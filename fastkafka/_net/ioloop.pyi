@@ -8,6 +8,7 @@ def waiting_io_threads() -> int: ...
 
 class Poller:
     waits: int
+    io_wait_ns: int
     gil_wait_ns: int
     gil_wait_max_ns: int
     wakeups_written: int

@@ -524,7 +524,9 @@ cdef class Poller:
                     if fk_load(&self._turn_waiters):
                         fk_word_wake(&self._turn_active)
                 while True:
+                    t0 = _now_ns()
                     n = epoll_wait(epfd, evs, maxev, wait)
+                    self.io_wait_ns += _now_ns() - t0
                     # The GIL-free turn handles deadlines, GIL-free wake-ups and the sockets it
                     # knows; the general wake-up or a failed wait need the GIL.
                     if self._xfn == NULL or n < 0:

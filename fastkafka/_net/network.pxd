@@ -14,6 +14,7 @@ from fastkafka._net.connection cimport (ConnCore, Connection, InFlightRequest,
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller, gil_free_fn
 from fastkafka._net.cells cimport DueCell
+from fastkafka._net.sampled cimport ProducerSampled, SampledRegistry, sampled_record_c
 
 
 # The client's fields that code without the GIL reads or writes: take ``&client.st`` with the GIL.
@@ -21,6 +22,7 @@ cdef struct NetCore:
     int32_t correlation        # the last correlation id allocated (ids run 1 .. 2**31-1, wrapping)
     long long produce_requests  # Produce requests queued by produce_send_c, not yet in stats
     long long produce_bytes     # bytes produce_send_c wrote, not yet in stats["bytes_sent"]
+    ProducerSampled *metrics    # the windowed statistics (&NetworkClient.sampled.g)
 
 
 # Without the GIL: the next correlation id (every request of the client takes its id here).
@@ -48,11 +50,17 @@ cdef inline Py_ssize_t produce_send_c(NetCore *n, ConnCore *c, int32_t correlati
                                       int16_t version, PyObject **batches, Py_ssize_t nbatches,
                                       char *glue, const Segment *segs,
                                       Py_ssize_t nsegs) noexcept nogil:
-    cdef Py_ssize_t r
+    cdef Py_ssize_t r, i, size = 0
     if conn_produce_enqueue_c(c, correlation_id, now, version, batches, nbatches, glue,
                               segs, nsegs) < 0:
         return PRODUCE_NO_MEMORY
     n.produce_requests += 1
+    if n.metrics != NULL:
+        for i in range(nsegs):
+            size += segs[i].n
+        sampled_record_c(&n.metrics.requests, &n.metrics.conf, size, now)
+        if c.nm != NULL:
+            sampled_record_c(&c.nm.requests, &n.metrics.conf, size, now)
     r = conn_write_c(c)
     if r > 0:
         n.produce_bytes += r
@@ -96,6 +104,7 @@ cdef class NetworkClient:
     # authentication, a broker lacking a needed API), run with the completions; None: not reported
     cdef public object error_hook
     cdef object _all_down_since            # ms since no known broker can be reached, else None
+    cdef readonly SampledRegistry sampled  # windowed statistics (fastkafka._net.sampled)
 
     cdef int64_t now_c(self) except? -1
     cdef Connection conn_for(self, int32_t node_id)

@@ -19,6 +19,7 @@ class NetworkClient:
     stats: dict[str, int]
     sasl: Any
     auth_errors: dict[int, Exception]
+    sampled: Any
     produce_handler: Callable[[int, list[Any], Any, BaseException | None], None] | None
     error_hook: Callable[[int, Exception], None] | None
     def __init__(self, config: Any, metadata: Any, *, clock: Callable[[], int] = ...,

@@ -47,6 +47,7 @@ from fastkafka._net.connection cimport (
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller
 from fastkafka._net.transport cimport FrameReader, SendQueue
+from fastkafka._net.sampled cimport ProducerSampled, SampledRegistry, sampled_record_c
 
 from fastkafka._net.ioloop import READ as _READ, WRITE as _WRITE
 from fastkafka._net.cells import monotonic_ms as now_ms  # the producer's one clock
@@ -100,6 +101,10 @@ cdef class NetworkClient:
         self.poller = Poller()
         self.st.correlation = 0
         self.st.produce_requests = self.st.produce_bytes = 0
+        # windowed statistics (the Java client's metrics, fastkafka._net.sampled)
+        self.sampled = SampledRegistry(getattr(config, "metrics_sample_window_ms", 30_000),
+                                       getattr(config, "metrics_num_samples", 2))
+        self.st.metrics = &self.sampled.g
         self.produce_handler = None
         self._completions = []
         self._metadata_in_flight = False
@@ -145,6 +150,7 @@ cdef class NetworkClient:
             if addr is None:
                 return None
             conn = Connection(node_id, addr[0], addr[1], self.config.max_response_size)
+            (<Connection>conn).st.nm = self.sampled.node_c(node_id)
             self.connections[node_id] = conn
         return <Connection>conn
 
@@ -247,6 +253,8 @@ cdef class NetworkClient:
         pending = conn.reset_c()
         self.stats["disconnects"] += 1
         if was_ready:
+            sampled_record_c(&self.sampled.g.connections_closed, &self.sampled.g.conf, 1, now)
+        if was_ready:
             # A connection that worked is retried after the base backoff.
             conn.next_attempt_ms = now + self._reconnect_backoff_ms
         else:
@@ -298,12 +306,14 @@ cdef class NetworkClient:
         return 0
 
     cdef int _enqueue(self, Connection conn, InFlightRequest req, object body, int64_t now) except -1:
+        cdef long long before = conn.send_queue.core.queued_bytes
         if req.codec is None:
             frame = encode_request(req.api_key, req.version, req.correlation_id, self.client_id, body)
         else:
             frame = req.codec.encode(req.version, req.correlation_id, self.client_id, body)
         conn.enqueue_c(req, frame, now)
         self.stats["requests"] += 1
+        _record_io(self, conn, False, conn.send_queue.core.queued_bytes - before, now)
         # No poller change here: poll() writes queued requests before it waits, and asks for
         # write readiness only for bytes the socket did not take (two epoll_ctl calls per
         # request spared).
@@ -682,10 +692,12 @@ cdef class NetworkClient:
             self._close(conn, now, e)
             return False
         self.stats["responses"] += 1
+        _record_io(self, conn, True, n + 4, now)
         if throttle:
             self.stats["throttled_responses"] += 1
             self.stats["throttle_time_ms_total"] += throttle
         if type(r) is ProduceRequest:
+            _record_produce_answer(self, conn, now - (<ProduceRequest>r).created_ms, throttle, now)
             # runs produce_handler(node_id, batches, body, None) with the other completions
             (<ProduceRequest>r).handler = self.produce_handler
             self._completions.append((r, body, None))

@@ -87,6 +87,7 @@ def _schedule_reconnect(NetworkClient self, Connection conn, int64_t now):
 def _connected(NetworkClient self, Connection conn, int64_t now):
     if _failpoint is not None:
         _failpoint("connected", self, conn)
+    sampled_record_c(&self.sampled.g.connections_created, &self.sampled.g.conf, 1, now)
     from fastkafka._net.handshake import ApiVersionsStep, TlsHandshakeStep
     conn.st.status = HANDSHAKE
     conn.handshake = deque([ApiVersionsStep()])
@@ -256,3 +257,27 @@ def _brokers_recovered(NetworkClient self, Connection conn, int64_t now):
         down_ms=down_ms)
     log.warning("%s", notice)
     _report(self, now, notice)
+
+
+# -- windowed statistics of requests and answers (fastkafka._net.sampled) -------------------------
+
+cdef inline void _record_io(NetworkClient self, Connection conn, bint answer, double nbytes,
+                            int64_t now) noexcept:
+    """A request queued (``answer`` False) or an answer read, of ``nbytes`` bytes, on ``conn``.
+    Produce requests of batches are counted by produce_send_c, their GIL-free answers by the
+    GIL-free turn."""
+    cdef ProducerSampled *g = &self.sampled.g
+    sampled_record_c(&g.responses if answer else &g.requests, &g.conf, nbytes, now)
+    if conn.st.nm != NULL:
+        sampled_record_c(&conn.st.nm.responses if answer else &conn.st.nm.requests, &g.conf,
+                         nbytes, now)
+
+
+cdef inline void _record_produce_answer(NetworkClient self, Connection conn, int64_t latency,
+                                        int64_t throttle, int64_t now) noexcept:
+    """A Produce answer read with the GIL: its latency (ms since queued) and throttle time."""
+    cdef ProducerSampled *g = &self.sampled.g
+    sampled_record_c(&g.latency, &g.conf, latency, now)
+    sampled_record_c(&g.throttle, &g.conf, throttle, now)
+    if conn.st.nm != NULL:
+        sampled_record_c(&conn.st.nm.latency, &g.conf, latency, now)

@@ -16,6 +16,7 @@ from fastkafka._producer.bufferpool cimport BufferPool
 from fastkafka._producer.partitioner cimport StickyPartitioner
 from fastkafka._net.clock cimport clock_ms, monotonic_ms
 from fastkafka._net.mutex cimport pthread_mutex_t
+from fastkafka._net.sampled cimport SampledRegistry, TopicSampled
 
 
 # A broker a drain may take batches for now, and how many more requests it may take (drain_c).
@@ -62,6 +63,7 @@ cdef struct QueueState:
     QueueState *act_next
     bint active
     PyObject *owner                  # the _PartitionQueue holding this state (borrowed)
+    TopicSampled *tm                 # its topic's windowed statistics (RecordAccumulator.sampled), or NULL
 
 
 # The idempotent producer's id and epoch (IdempotenceState); the I/O thread's only.
@@ -206,6 +208,7 @@ cdef class RecordAccumulator:
     cdef Py_ssize_t _nresolved       # _queues[:_nresolved] have had their leader looked up
     cdef list _failed                # (batch, error): drained, not closable; see take_failed
     cdef StickyPartitioner _sticky
+    cdef public SampledRegistry sampled   # the producer's windowed statistics, None: none kept
 
     cdef void _acquire(self) noexcept
     cdef void _release(self) noexcept

@@ -17,6 +17,7 @@ class RecordAccumulator:
     batch_size: int
     compression_type: Any
     compression_level: Any
+    sampled: Any
     linger_ms: int
     retry_backoff_ms: int
     delivery_timeout_ms: int

@@ -246,6 +246,8 @@ cdef class RecordAccumulator:
         pq.q.last_acked_end = -1
         pq.q.last_acked_offset = -1
         pq.q.rewrite_epoch = -1
+        if self.sampled is not None:    # its topic's windowed statistics (java_metrics)
+            pq.q.tm = self.sampled.topic_c(ts.topic)
         pq.tp = (ts.topic, partition)
         if self.st.nqueues == self.st.queues_cap:
             _grow_queues(&self.st)

@@ -34,6 +34,7 @@ cdef class BufferPool(BufferSource):
     cdef bint _closed
     cdef public object wakeup       # callable() run (outside locks) when a thread starts waiting
     cdef readonly int64_t blocked_count   # how many allocate() calls had to wait (metrics)
+    cdef readonly int64_t wait_time_ns    # the time those calls waited, in total (metrics)
     cdef public unsigned long io_thread_ident   # the I/O thread, whose allocate() never waits; 0: none
     cdef readonly int64_t io_thread_refusals    # allocate() calls refused at once on that thread
     cdef bint _counted              # counted in the module's live-resource counters

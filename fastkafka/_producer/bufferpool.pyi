@@ -6,6 +6,7 @@ class BufferPool:
     total: int
     batch_size: int
     blocked_count: int
+    wait_time_ns: int
     io_thread_ident: int
     io_thread_refusals: int
     held_bytes: int

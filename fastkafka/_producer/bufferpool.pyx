@@ -38,6 +38,7 @@ from fastkafka._wire.records cimport BufferSource
 
 from collections import deque
 import logging
+from time import monotonic_ns as _monotonic_ns
 
 from fastkafka.errors import BufferExhaustedError, ProducerClosedError, RecordTooLargeError
 
@@ -482,33 +483,37 @@ cdef class BufferPool(BufferSource):
                 _log.exception("buffer pool wakeup hook raised")
 
         deadline = monotonic_ms() + max_block_ms
-        while True:
-            remaining = (deadline - monotonic_ms()) / 1000.0
-            if remaining < 0:
-                remaining = 0
-            timeout_us = <long long>(remaining * 1e6)
-            with nogil:
-                r = PyThread_acquire_lock_timed(w.sem, timeout_us, 0)
-            self._lock_acquire()
-            if w.granted:
+        waited_from = _monotonic_ns()
+        try:
+            while True:
+                remaining = (deadline - monotonic_ms()) / 1000.0
+                if remaining < 0:
+                    remaining = 0
+                timeout_us = <long long>(remaining * 1e6)
+                with nogil:
+                    r = PyThread_acquire_lock_timed(w.sem, timeout_us, 0)
+                self._lock_acquire()
+                if w.granted:
+                    PyThread_release_lock(self._lock)
+                    if buf != NULL:
+                        buf[0] = w.buf
+                    return 0
+                if w.closed or self._closed:
+                    self._remove_locked(w)
+                    PyThread_release_lock(self._lock)
+                    raise ProducerClosedError("the producer was closed while waiting for buffer memory")
+                if monotonic_ms() >= deadline:
+                    self._remove_locked(w)
+                    avail = self._available
+                    PyThread_release_lock(self._lock)
+                    raise BufferExhaustedError(
+                        f"failed to allocate {size} bytes within max_block_ms={max_block_ms}: "
+                        f"buffer_memory={self.total} bytes, {avail} available "
+                        f"({avail_at_start} when the request started waiting); the producer is sending "
+                        f"slower than records are produced")
                 PyThread_release_lock(self._lock)
-                if buf != NULL:
-                    buf[0] = w.buf
-                return 0
-            if w.closed or self._closed:
-                self._remove_locked(w)
-                PyThread_release_lock(self._lock)
-                raise ProducerClosedError("the producer was closed while waiting for buffer memory")
-            if monotonic_ms() >= deadline:
-                self._remove_locked(w)
-                avail = self._available
-                PyThread_release_lock(self._lock)
-                raise BufferExhaustedError(
-                    f"failed to allocate {size} bytes within max_block_ms={max_block_ms}: "
-                    f"buffer_memory={self.total} bytes, {avail} available "
-                    f"({avail_at_start} when the request started waiting); the producer is sending "
-                    f"slower than records are produced")
-            PyThread_release_lock(self._lock)
+        finally:
+            self.wait_time_ns += _monotonic_ns() - waited_from
 
     cdef _remove_locked(self, _Waiter w):
         try:

@@ -28,6 +28,7 @@ from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport EPOLLIN, epoll_event, gil_free_fn
 from fastkafka._net.network cimport (PRODUCE_NO_MEMORY, NetCore, NetworkClient, produce_send_c,
                                       next_correlation_c)
+from fastkafka._net.sampled cimport ProducerSampled, TopicSampled, sampled_record_c
 from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer, encode_produce_c,
                                             parse_produce_response_c, produce_glue_bound,
                                             produce_segs_bound)
@@ -146,6 +147,41 @@ cdef Py_ssize_t _build(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n, char *
 
 
 # thread: io · lock: none · gil: any
+cdef void _count_request_c(ProducerSampled *g, DrainedBatch *b, Py_ssize_t n,
+                           int64_t now) noexcept nogil:
+    """The windowed statistics of a Produce request of the ``n`` batches of ``b`` (closed), as
+    the Java producer counts them when it sends one (Sender.updateProduceRequestMetrics): per
+    batch its bytes, compression ratio, queue time and largest record, per topic its records,
+    bytes and ratio; per request its records."""
+    cdef Py_ssize_t i
+    cdef BatchState *bs
+    cdef BuilderCore *bc
+    cdef TopicSampled *t
+    cdef double records = 0, ratio, size
+    if g == NULL:
+        return
+    for i in range(n):
+        bs = b[i].bs
+        bc = bs.bc
+        if bc == NULL:
+            continue
+        size = bc.final_len
+        ratio = size / bc.len if bc.len > 0 else 1.0
+        records += bc.count
+        sampled_record_c(&g.batch_size, &g.conf, size, now)
+        sampled_record_c(&g.compression, &g.conf, ratio, now)
+        sampled_record_c(&g.queue_time, &g.conf,
+                         (bs.drained_ms if bs.drained_ms >= 0 else now) - bs.created_ms, now)
+        sampled_record_c(&g.record_size, &g.conf, bc.max_record, now)
+        if b[i].qs != NULL and b[i].qs.tm != NULL:
+            t = b[i].qs.tm
+            sampled_record_c(&t.records, &g.conf, bc.count, now)
+            sampled_record_c(&t.bytes, &g.conf, size, now)
+            sampled_record_c(&t.compression, &g.conf, ratio, now)
+    sampled_record_c(&g.records_per_request, &g.conf, records, now)
+
+
+# thread: io · lock: none · gil: any
 cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
                            int64_t now) noexcept nogil:
     cdef char *glue
@@ -159,6 +195,8 @@ cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
         free(glue)
         free(owned)
         return -1
+    # the entry owns the batches now; only this thread completes them
+    _count_request_c(x.net.metrics, b, n, now)
     x.in_flight_batches[0] += n
     if xn.conn.sq.head != xn.conn.sq.tail:
         x.write_pending = True           # the rest (or an error) is the GIL turn's
@@ -211,6 +249,20 @@ cdef int _match(XCtx *x, InFlightEntry *e, Py_ssize_t nparts) noexcept nogil:
 
 
 # thread: io · lock: none · gil: no
+cdef void _count_answer_c(ProducerSampled *g, ConnCore *c, double nbytes, int64_t latency,
+                          int64_t now) noexcept nogil:
+    """The windowed statistics of a Produce answer read without the GIL (never throttled)."""
+    if g == NULL:
+        return
+    sampled_record_c(&g.responses, &g.conf, nbytes, now)
+    sampled_record_c(&g.latency, &g.conf, latency, now)
+    sampled_record_c(&g.throttle, &g.conf, 0, now)
+    if c.nm != NULL:
+        sampled_record_c(&c.nm.responses, &g.conf, nbytes, now)
+        sampled_record_c(&c.nm.latency, &g.conf, latency, now)
+
+
+# thread: io · lock: none · gil: no
 cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
     """Read what the socket of ``xn`` has and take, in order, the complete answers to its GIL-free
     requests that are plain success (every partition written, no throttle): each request is marked
@@ -250,6 +302,7 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
         rd_consume_c(rd, size)
         c.last_activity_ms = now
         x.answers_read += 1
+        _count_answer_c(x.net.metrics, c, size + 4, now - e.created_ms, now)
         taken += 1
 
 
@@ -312,6 +365,21 @@ cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
         until = xnext
     wait_ms[0] = until - now if until - now > 0 else 1
     return 0
+
+
+# thread: io · lock: none · gil: any
+cdef void _count_acks0_request_c(NetCore *net, ConnCore *c, const Segment *segs, Py_ssize_t nsegs,
+                                 int64_t now) noexcept nogil:
+    """An acks=0 Produce request's bytes (the others are counted by produce_send_c)."""
+    cdef Py_ssize_t i
+    cdef double size = 0
+    if net.metrics == NULL:
+        return
+    for i in range(nsegs):
+        size += segs[i].n
+    sampled_record_c(&net.metrics.requests, &net.metrics.conf, size, now)
+    if c.nm != NULL:
+        sampled_record_c(&c.nm.requests, &net.metrics.conf, size, now)
 
 
 cdef bytes _wire_string(object v):
@@ -450,6 +518,8 @@ cdef class GilFreeTurn:
                 if nsegs >= 0:
                     free(owned)
                     if sq_reserve_c(conn.st.sq, nsegs) == 0:
+                        _count_request_c(self.x.net.metrics, arr, n, now)
+                        _count_acks0_request_c(self.x.net, &conn.st, self.x.segs, nsegs, now)
                         token = ProduceRequest.__new__(ProduceRequest)
                         token.glue = glue
                         token.correlation_id = corr

@@ -46,6 +46,12 @@ cdef class Sender:
     cdef GilFreeTurn _gil_free           # the Produce request builder of both turns, and the GIL-free turn
     cdef bint _gil_free_wait             # the GIL-free turn runs inside the network's wait
     cdef int64_t _other_timeout         # the last turn's timeout apart from linger deadlines
+    cdef readonly object sampled         # the network client's SampledRegistry (None: a stand-in client)
+    cdef long long _io_wait_seen         # the poller's io_wait_ns already recorded
+    cdef object _stats_cb                # stats_cb(dict) every statistics_interval_ms, None: off
+    cdef int64_t _stats_interval
+    cdef int64_t _stats_next             # when it is next due (0: not yet armed)
+    cdef public object stats_source      # () -> the dict stats_cb gets (set by the producer)
 
     cdef int64_t now_c(self) except? -1
     cdef int64_t _send_producer_data(self, int64_t now) except? -1
@@ -56,3 +62,5 @@ cdef class Sender:
     cdef int _handle_produce_response(self, int32_t node, list batches, body, error,
                                       int64_t now) except -1
     cdef int _unmute(self, batch) except -1
+    cdef int64_t _stats_due(self, int64_t now) except? -1
+    cdef int _record_io_wait(self) except -1

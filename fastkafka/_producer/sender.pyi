@@ -17,6 +17,8 @@ class Sender:
     min_produce_version: int
     running: bool
     force_close: bool
+    sampled: Any
+    stats_source: Callable[[], dict | None] | None
     in_flight_batches: int
     fatal_error: Exception | None
     on_error: Callable[[Exception], None] | None

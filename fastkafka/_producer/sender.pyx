@@ -21,6 +21,7 @@ from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._producer.accumulator cimport RecordAccumulator, stamp_batch_for_send
 from fastkafka._producer.gil_free_turn cimport GilFreeTurn, gil_free_turn
 from fastkafka._net.network cimport NetworkClient
+from fastkafka._net.sampled cimport SampledRegistry, sampled_record_c
 
 from fastkafka._producer.accumulator import register_io_thread, unregister_io_thread
 from fastkafka._net.cells import monotonic_ms as now_ms
@@ -123,6 +124,15 @@ cdef class Sender:
                            "batches_split": 0,
                            "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
                            "broker_data_loss": 0})
+        # the windowed statistics live in the network client (a test's stand-in has none)
+        self.sampled = (<NetworkClient>client).sampled if isinstance(client, NetworkClient) else None
+        self._io_wait_seen = 0
+        self._stats_cb = getattr(config, "stats_cb", None)
+        self._stats_interval = getattr(config, "statistics_interval_ms", 0) or 0
+        if self._stats_cb is None:
+            self._stats_interval = 0
+        self._stats_next = 0
+        self.stats_source = None
 
     @property
     def gil_free_requests(self):
@@ -253,11 +263,15 @@ cdef class Sender:
             gil_free = False
         else:
             timeout = self._send_producer_data(now)
+        if self._stats_interval > 0:
+            timeout = min(timeout, self._stats_due(now))
         if gil_free and timeout and self._gil_free_wait and self._gil_free.prepare_c(now):
             (<NetworkClient>self.client).set_gil_free_c(
                 gil_free_turn, self._gil_free.ctx_c(), self._gil_free.until_c(),
                 self._other_timeout)
         self.client.poll(timeout, now)
+        if self.sampled is not None:
+            self._record_io_wait()
         if self._gil_free_wait:
             stranded = self._gil_free.collect_c(self.stats)
             if stranded is not None:
@@ -265,6 +279,35 @@ cdef class Sender:
                 now = self.now_c()
                 for node, batches in stranded:
                     self._send_produce(node, batches, now)
+
+    cdef int64_t _stats_due(self, int64_t now) except? -1:
+        """Run stats_cb when its interval has passed (on this thread; one that raises is logged
+        and the next ones still run); the time until it is due next, which bounds this turn's
+        wait (the GIL-free turn's too)."""
+        cdef int64_t left
+        if self._stats_next == 0:
+            self._stats_next = now + self._stats_interval
+        if now >= self._stats_next:
+            self._stats_next = now + self._stats_interval
+            try:
+                doc = self.stats_source() if self.stats_source is not None else None
+                if doc is not None:
+                    self._stats_cb(doc)
+            except Exception:
+                log.exception("stats_cb raised")
+        left = self._stats_next - now
+        if left < self._other_timeout:
+            self._other_timeout = left
+        return left
+
+    cdef int _record_io_wait(self) except -1:
+        """The I/O thread's time in epoll_wait since the last turn (io-wait-ratio)."""
+        cdef long long waited = (<NetworkClient>self.client).poller.io_wait_ns
+        cdef SampledRegistry r = <SampledRegistry>self.sampled
+        if waited != self._io_wait_seen:
+            sampled_record_c(&r.g.io_wait, &r.g.conf, waited - self._io_wait_seen, self.now_c())
+            self._io_wait_seen = waited
+        return 0
 
     def _maybe_init_producer_id(self, now: int) -> bool:
         """Returns True when the producer id is known; otherwise works towards getting it."""
@@ -488,6 +531,8 @@ cdef class Sender:
 
     cdef int _fail(self, batch, error) except -1:
         self.stats["errors"] += 1
+        if self.sampled is not None:
+            self._record_records("errors", batch)
         if self.txn is not None:
             # Before the completion: a flush() that the completion ends sees the transaction's
             # state already changed.
@@ -495,6 +540,14 @@ cdef class Sender:
         self.acc.deallocate(batch)
         batch.complete(-1, -1, error)
         return 0
+
+    def _record_records(self, str name, batch) -> None:
+        """A batch failed or retried: its records in the windowed statistics, overall and of
+        its topic (record-error-*, record-retry-*)."""
+        now = self.now_c()
+        n = batch.record_count
+        self.sampled.record(name, n, now)
+        self.sampled.record_topic(batch.topic, name, n, now)
 
     def unmute_and_fail(self, batch, error: Exception) -> None:
         """Fail a batch taken out of the accumulator without being sent (an aborted transaction)."""
@@ -521,6 +574,8 @@ cdef class Sender:
         if not pieces:
             return False
         self.stats["batches_split"] += 1
+        if self.sampled is not None:
+            self.sampled.record("splits", 1, self.now_c())
         log.info("%s for %d records of %s-%d: split into batches of %s records", type(error).__name__,
                  batch.record_count, batch.topic, batch.partition,
                  "/".join(str(p.record_count) for p in pieces))
@@ -568,6 +623,8 @@ cdef class Sender:
             if getattr(error, "invalid_metadata", False):
                 self.metadata.request_update()
             self.stats["retries"] += 1
+            if self.sampled is not None:
+                self._record_records("retries", batch)
             log.debug("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition, batch.attempts + 1, error)
             self.acc.reenqueue(batch, now)
             self._unmute(batch)

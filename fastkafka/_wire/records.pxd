@@ -104,6 +104,7 @@ cdef struct BuilderCore:
     int64_t base_ts
     int64_t max_ts
     int32_t count
+    Py_ssize_t max_record         # the largest record's encoded bytes (for the metrics)
     bint has_base_ts              # base timestamp fixed (first record or constructor)
     bint closed
     bint stamped

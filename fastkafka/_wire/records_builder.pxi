@@ -6,6 +6,8 @@
 cdef inline void _record_appended(BatchBuilder b, int64_t timestamp, Py_ssize_t total) noexcept:
     """Bookkeeping after a record of ``total`` encoded bytes was written at the end of ``b``."""
     b.c.len += total
+    if total > b.c.max_record:
+        b.c.max_record = total
     if not b.c.has_base_ts:
         b.c.base_ts = timestamp
         b.c.has_base_ts = True
@@ -177,6 +179,7 @@ cdef class BatchBuilder:
         cdef Py_ssize_t cap
         self.c.len = BATCH_HEADER_SIZE
         self.c.count = 0
+        self.c.max_record = 0
         self.c.max_ts = INT64_MIN
         self.c.closed = False
         self.c.stamped = False

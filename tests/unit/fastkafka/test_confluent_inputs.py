@@ -271,7 +271,6 @@ LOGGER = 'logging.getLogger("fastkafka")'
 
 
 @pytest.mark.parametrize("key, must_name", [
-    ("stats_cb", ["metrics()", LOGGER]),
     ("logger", ["metrics()", LOGGER]),
     ("debug", [LOGGER, "DEBUG"]),
     ("throttle_cb", ["throttle"]),
@@ -280,7 +279,6 @@ LOGGER = 'logging.getLogger("fastkafka")'
     ("queue_buffering_max_messages", ["buffer_memory"]),
     ("queue.buffering.max.kbytes", ["buffer_memory"]),
     ("batch.num.messages", ["batch_size"]),
-    ("statistics.interval.ms", ["metrics()"]),
 ])
 def test_confluent_keys_fail_at_construction_naming_what_to_use(key, must_name):
     with pytest.raises(ConfigError) as ei:
@@ -292,6 +290,14 @@ def test_confluent_keys_fail_at_construction_naming_what_to_use(key, must_name):
         assert part in msg, (part, msg)
     with pytest.raises(ConfigError, match="not supported"):
         ProducerConfig(bootstrap_servers="localhost:9092", **{key.replace(".", "_"): 1})
+
+
+@pytest.mark.parametrize("cb_key, interval_key", [("stats_cb", "statistics.interval.ms"),
+                                                   ("stats_cb", "statistics_interval_ms")])
+def test_stats_cb_and_its_interval_are_settings(cb_key, interval_key):
+    cfg = ProducerConfig({"bootstrap.servers": "localhost:9092", cb_key: print, interval_key: 1000})
+    assert (cfg.stats_cb, cfg.statistics_interval_ms) == (print, 1000)
+    assert "stats_cb" not in REPLACED_FOREIGN and "statistics.interval.ms" not in REPLACED_FOREIGN
 
 
 def test_every_replaced_key_is_refused_and_none_is_a_setting():
