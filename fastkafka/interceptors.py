@@ -14,9 +14,10 @@ before it is sent and every outcome before the application does.
   ``on_delivery`` callback and future callbacks, with the same ``RecordMetadata`` and error; also
   (on the sending thread) when the send raises after ``on_send`` ran, with ``partition`` -1 or
   the one asked for and ``offset`` -1, the error being the one the send raises. It must be quick:
-  it runs on the I/O thread. With a third parameter, ``on_acknowledgement(metadata, error,
-  record)`` also gets the record this interceptor's ``on_send`` returned (to find per-record
-  state, as :class:`fastkafka.otel.TracingInterceptor` finds its span).
+  it runs on the I/O thread. Given a third parameter,
+  ``on_acknowledgement(metadata, error, record)`` also gets the record this interceptor's
+  ``on_send`` returned (to find per-record state, as :class:`fastkafka.otel.TracingInterceptor`
+  finds its span).
 - ``close()``: called once when the producer is closed, after its last record's outcome.
 
 An interceptor whose method raises (or whose ``on_send`` returns something other than a
@@ -34,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastkafka._producer.batch import RecordMetadata
-from fastkafka.errors import ConfigError
+from fastkafka.errors import ConfigError, InvalidRecordError, MalformedRecordError
 
 log = logging.getLogger("fastkafka")
 
@@ -166,7 +167,8 @@ class RecordAck:
         """The send raised after on_send: the interceptors are told (not ``cb``: the caller gets
         the error raised)."""
         rec = self.record
-        partition = rec.partition if type(rec.partition) is int else -1
+        p = rec.partition
+        partition = p if type(p) is int and 0 <= p < 2**31 else -1
         self.chain.acknowledge(RecordMetadata(rec.topic, partition, -1, -1), error, self.seen)
 
     def __repr__(self) -> str:   # in "delivery callback ... raised" log lines: the callback's
@@ -195,6 +197,7 @@ class InterceptorChain:
                   headers=None) -> RecordAck:
         """Run ``on_send`` over the record; its acknowledgement, whose ``record`` is the one to
         send."""
+        _check_topic(topic)
         rec = ProducerRecord(topic, value, key, partition, timestamp_ms, _headers_list(headers))
         seen = [rec] * len(self.interceptors) if self._track else None
         for i, fn in self._on_send:
@@ -250,6 +253,7 @@ class InterceptorChain:
         from fastkafka._producer.batch_args import column, per_record
         from fastkafka._producer.sendpath import validate_headers
 
+        _check_topic(topic)
         validate_headers(headers)       # the call's: refused before any on_send
         values = _pylist(column(values, "values"))
         n = len(values)
@@ -309,6 +313,13 @@ class InterceptorChain:
         if acks:
             for a in acks[start:]:
                 a.fail(error)
+
+
+def _check_topic(topic) -> None:
+    """What a send raises for a topic that is not a non-empty str (before any on_send)."""
+    if not isinstance(topic, str) or not topic:
+        raise (MalformedRecordError if isinstance(topic, str) else InvalidRecordError)(
+            f"topic must be a non-empty string, got {topic!r}")
 
 
 def _pylist(col) -> list:

@@ -15,7 +15,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from faultbroker import FaultBroker, partition_error
 from fastkafka import Producer
 from fastkafka.config import ProducerConfig
-from fastkafka.errors import ConfigError, UnknownPartitionError
+from fastkafka.errors import ConfigError, InvalidRecordError, MalformedRecordError, UnknownPartitionError
 from fastkafka.interceptors import ProducerInterceptor, ProducerRecord
 from fastkafka.protocol import ApiKey
 
@@ -171,8 +171,13 @@ def test_a_send_that_raises_is_acknowledged_with_its_error(fb):
     with Producer(bootstrap_servers=fb.bootstrap, interceptors=[ic], **FAST) as p:
         with pytest.raises(UnknownPartitionError) as e:
             p.send("t", b"v", partition=7)
+        with pytest.raises(MalformedRecordError):
+            p.send("", b"v")                      # refused before any interceptor sees it
+        with pytest.raises(InvalidRecordError):
+            p.send_batch(5, [b"v"])
     [(md, err, _)] = ic.acks
     assert err is e.value and (md.topic, md.partition, md.offset) == ("t", 7, -1)
+    assert len(ic.seen) == 1
 
 
 def test_produce_without_callback_and_close_after_the_last_acknowledgement(fb):
