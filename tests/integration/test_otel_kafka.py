@@ -39,8 +39,9 @@ def test_traceparent_read_back_by_confluent_kafka_matches_the_spans(kafka_broker
         headers = dict(m.headers)
         ctx = span.get_span_context()
         version, trace_id, span_id, flags = headers["traceparent"].decode().split("-")
-        assert (version, int(trace_id, 16), int(span_id, 16), flags) == (
-            "00", ctx.trace_id, ctx.span_id, "01")
+        assert (version, int(trace_id, 16), int(span_id, 16), int(flags, 16)) == (
+            "00", ctx.trace_id, ctx.span_id, int(ctx.trace_flags))
+        assert ctx.trace_flags.sampled
         # the consumer's side: the extracted context is the producer span's
         carrier = {k: v.decode() for k, v in m.headers}
         remote = get_current_span(TraceContextTextMapPropagator().extract(carrier))
