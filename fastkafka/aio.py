@@ -127,6 +127,9 @@ class AsyncProducer:
         self._serializing = (self._p.config.key_serializer is not None
                              or self._p.config.value_serializer is not None)
         self.config = self._p.config
+        # interceptors (fastkafka/interceptors.py): on_send runs here, once per record (a record
+        # may be tried again after a wait); its RecordAck rides at the end of the call's args
+        self._chain = self._p._interceptors
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poke_fd = -1
         self._sink: LoopSink | None = None
@@ -262,6 +265,9 @@ class AsyncProducer:
         if loop is not self._loop or loop is None:
             loop = self._check_loop("send")
         fut = loop.create_future()
+        if self._chain is not None:
+            return self._intercepted("send", fut, topic, value, key, partition, timestamp_ms,
+                                     headers)
         if self._serializing:
             value, key = self._p.serialize(topic, value, key)
         if self._backlog or self._closing:
@@ -272,6 +278,22 @@ class AsyncProducer:
         except (_MustWait, BufferExhaustedError) as e:
             self._park("send", (topic, value, key, partition, timestamp_ms, headers), fut, e)
         return fut
+
+    def _intercepted(self, kind: str, waiter, topic, value, key, partition, timestamp, headers):
+        """send()/produce() with interceptors: on_send once, then the record (with its RecordAck
+        last in the call's args); a call that raises is acknowledged to them with its error."""
+        ack = self._chain.intercept(topic, value, key, partition, timestamp, headers)
+        r = ack.record
+        value, key = r.value, r.key
+        try:
+            if self._serializing:
+                value, key = self._p.serialize(topic, value, key)
+            self._submit(kind, (topic, value, key, r.partition, r.timestamp_ms, r.headers or None,
+                                ack), waiter)
+        except BaseException as e:
+            ack.fail(e)
+            raise
+        return waiter
 
     async def send_and_wait(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
                             partition: int | None = None, timestamp_ms: int | None = None,
@@ -303,6 +325,10 @@ class AsyncProducer:
         if on_delivery is not None and not callable(on_delivery):
             raise InvalidRecordError(f"{what} must be a callable(err, metadata) or None, got "
                                      f"{type(on_delivery).__name__}")
+        if self._chain is not None:
+            self._intercepted("produce", on_delivery, topic, value, key, partition, timestamp,
+                              headers)
+            return
         if self._serializing:
             value, key = self._p.serialize(topic, value, key)
         if self._backlog or self._closing:
@@ -323,8 +349,19 @@ class AsyncProducer:
         queued. When buffer memory runs out part-way, the rest waits on the loop for it."""
         loop = self._check_loop("send_batch")
         fut = loop.create_future()
-        self._submit("batch", (topic, values, keys, partition, headers, timestamp_ms, timestamps,
-                               record_headers), fut)
+        args, acks = (topic, values, keys, partition, headers, timestamp_ms, timestamps,
+                      record_headers), None
+        if self._chain is not None:     # on_send per record, once; the RecordAcks go last
+            if self._closing or self._p._closed:
+                raise self._p._closed_error()
+            args, acks = self._chain.intercept_batch(*args)
+            args += (acks,)
+        try:
+            self._submit("batch", args, fut)
+        except BaseException as e:
+            if acks is not None:
+                self._chain.fail_all(acks, e, getattr(e, "records_appended", 0))
+            raise
         return await fut
 
     def _submit(self, kind: str, args: tuple, waiter) -> None:
@@ -364,7 +401,7 @@ class AsyncProducer:
             raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
         if kind == "batch":
             return
-        _topic, value, key, _partition, timestamp, headers = args
+        _topic, value, key, _partition, timestamp, headers = args[:6]
         for name, x in (("value", value), ("key", key)):
             if x is not None and type(x) is not bytes:
                 validate_field(x, name)
@@ -435,6 +472,12 @@ class AsyncProducer:
                     _resolve(w)
 
     def _end_pending(self, item: _Pending, exc: BaseException) -> None:
+        if self._chain is not None:     # the records not queued: their error to the interceptors
+            if item.kind == "batch":
+                self._chain.fail_all(item.args[8] if len(item.args) > 8 else None, exc,
+                                     item.appended)
+            elif len(item.args) > 6:
+                item.args[6].fail(exc)
         bf = item.bfuture
         if bf is not None:
             bf.release_seal()

@@ -92,6 +92,10 @@ _SETTINGS = [
              doc="on_error's rate limit: at most one report per kind of error and broker in this "
                  "time; the number held back rides on the next (error.suppressed) and is counted "
                  "in metrics()['errors_suppressed']; 0: no limit"),
+    _Setting("interceptors", "interceptors", None,
+             doc="[obj, ...]: objects with on_send(record) -> record, on_acknowledgement(metadata, "
+                 "error), close() (the Java client's ProducerInterceptor; fastkafka.interceptors), "
+                 "run in order"),
     _Setting("partitioner", "partitioner", "murmur2",
              doc='"murmur2" (Java-compatible for keys, sticky for null keys), librdkafka\'s '
                  '"consistent_random", "consistent", "murmur2_random", "fnv1a", "fnv1a_random" '
@@ -253,7 +257,9 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
         "the OAUTHBEARER client-credentials login of sasl.oauthbearer.token.endpoint.url is built "
         "in (a Java class cannot run here)", case_sensitive=True),
     "interceptor.classes": _Accepted(
-        ("",), "no interceptors (a Java class cannot run here; use on_delivery callbacks)",
+        ("",), "no interceptors from class names (a Java class cannot run here; pass "
+        "interceptors=[obj, ...], objects with on_send(record), on_acknowledgement(metadata, "
+        "error), close(): see fastkafka.interceptors)",
         case_sensitive=True),
 }
 _FOREIGN_SNAKE = {k.replace(".", "_"): k for k in ACCEPTED_FOREIGN}
@@ -523,6 +529,10 @@ def _parse(setting: _Setting, value: Any) -> Any:
             return value
         raise ConfigError(f"{name} must be a callable(obj) -> bytes or None, got "
                           f"{type(value).__name__}")
+    if kind == "interceptors":
+        from fastkafka.interceptors import parse_interceptors
+
+        return parse_interceptors(value)
     if kind == "callback":
         if value is None or callable(value):
             return value

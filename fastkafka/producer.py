@@ -29,6 +29,7 @@ from fastkafka._producer.router import IO_THREAD, unknown_partition
 from fastkafka._producer.sendpath import REQUEST_OVERHEAD, ProducerCore, validate_headers, validate_timestamp
 from fastkafka._net.cluster import Metadata, topic_error
 from fastkafka.config import ProducerConfig
+from fastkafka.interceptors import InterceptorChain
 from fastkafka.errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError,
                               KafkaTimeoutError, ProducerClosedError, RecordTooLargeError)
 from fastkafka.errors import MalformedRecordError
@@ -143,7 +144,7 @@ class Producer(ProducerCore):
         # the router (fastkafka/_producer/router.pyx), as send_batch does; they use this state.
         self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms,
-                        cfg.key_serializer, cfg.value_serializer)
+                        cfg.key_serializer, cfg.value_serializer, InterceptorChain.of(cfg.interceptors))
         self._close_lock = threading.Lock()
         self._close_started = False
         # If the I/O thread dies (a bug), sends are refused at once, naming the failure. The I/O
@@ -300,6 +301,9 @@ class Producer(ProducerCore):
         record index. On the producer's I/O thread (in a delivery callback) it never waits: see
         :meth:`send`.
         """
+        if self._interceptors is not None:  # on_send per record (fastkafka/interceptors.py)
+            return self._interceptors.send_batch(self, topic, values, keys, partition, headers,
+                                                 timestamp_ms, timestamps, record_headers)
         batch = self._prepare_batch(topic, values, keys, partition, headers, timestamp_ms,
                                     timestamps, record_headers)
         fut = BatchFuture(batch.n_records)
@@ -307,8 +311,9 @@ class Producer(ProducerCore):
         return fut
 
     def _prepare_batch(self, topic, values, keys, partition, headers, timestamp_ms,
-                       timestamps=None, record_headers=None) -> "_PreparedBatch":
-        """send_batch's checks and placement, nothing appended (shared with fastkafka.aio)."""
+                       timestamps=None, record_headers=None, acks=None) -> "_PreparedBatch":
+        """send_batch's checks and placement, nothing appended (shared with fastkafka.aio);
+        ``acks``: the records' RecordAcks when there are interceptors."""
         self._check_open()
         if not isinstance(topic, str) or not topic:
             raise (MalformedRecordError if isinstance(topic, str) else InvalidRecordError)(
@@ -331,7 +336,7 @@ class Producer(ProducerCore):
         # and the partition of every record
         parts, available, remaining = self._route_batch(topic, partition, keys, n_records)
         return _PreparedBatch(topic, values, keys, parts, available, remaining, headers,
-                              timestamp_ms, n_records, timestamps, record_headers)
+                              timestamp_ms, n_records, timestamps, record_headers, acks)
 
     def _serialized_column(self, topic, col, field: str):
         """A list column through the serializer of ``field`` (send_batch); an Arrow column with
@@ -347,6 +352,8 @@ class Producer(ProducerCore):
 
     def _append_prepared(self, b: "_PreparedBatch", fut: BatchFuture, start: int = 0) -> None:
         """Append the records of ``b`` from index ``start`` on, counted in ``fut``."""
+        if b.acks is not None:   # with interceptors: one at a time, each acknowledged to them
+            return self._append_acked(b, fut, start, b.acks)
         values, keys, parts = b.values, b.keys, b.parts
         tss, rhs = b.timestamps, b.record_headers
         if start:
@@ -452,6 +459,8 @@ class Producer(ProducerCore):
     def _release_after_close(self) -> None:
         self._metadata.close()
         self._pool.close()
+        if self._interceptors is not None:
+            self._interceptors.close()
 
     # -- transactions ----------------------------------------------------------------------
     def _txn_manager(self, what: str):

@@ -508,27 +508,33 @@ cdef class FutureRecordMetadata:
 
     cdef void _fire(self, object error) noexcept:
         cdef RecordMetadata md
-        if type(self.callback) is LoopSink:
+        cdef bint to_loop = type(self.callback) is LoopSink
+        if to_loop and self.extra_callbacks is None:
             # fastkafka.aio: the event loop builds the metadata and resolves the waiter
             (<LoopSink>self.callback).push_c(self)
-            if self.extra_callbacks is None:
-                return
+            return
         try:
             md = self._metadata()
         except BaseException:
             _log.exception("building RecordMetadata failed")
+            if to_loop:
+                (<LoopSink>self.callback).push_c(self)
             return
-        if self.callback is not None and type(self.callback) is not LoopSink:
+        if self.callback is not None and not to_loop:
             try:
                 self.callback(error, md)
             except Exception as e:
                 _callback_failed(self.callback, e)
         if self.extra_callbacks is not None:
+            # (a record sent to a LoopSink with interceptors: their on_acknowledgement, here on
+            # the I/O thread, before the record is handed to the loop)
             for fn in self.extra_callbacks:
                 try:
                     fn(error, md)
                 except Exception as e:
                     _callback_failed(fn, e)
+        if to_loop:
+            (<LoopSink>self.callback).push_c(self)
 
     def done(self):
         cdef int32_t i = self.index

@@ -12,14 +12,15 @@ class PreparedBatch:
     """A send_batch call checked and placed by the router, not yet appended."""
 
     __slots__ = ("topic", "values", "keys", "parts", "available", "max_block_ms", "headers",
-                 "timestamp_ms", "n_records", "timestamps", "record_headers")
+                 "timestamp_ms", "n_records", "timestamps", "record_headers", "acks")
 
     def __init__(self, topic, values, keys, parts, available, max_block_ms, headers, timestamp_ms,
-                 n_records, timestamps=None, record_headers=None):
+                 n_records, timestamps=None, record_headers=None, acks=None):
         self.topic, self.values, self.keys, self.parts = topic, values, keys, parts
         self.available, self.max_block_ms, self.headers = available, max_block_ms, headers
         self.timestamp_ms, self.n_records = timestamp_ms, n_records
         self.timestamps, self.record_headers = timestamps, record_headers
+        self.acks = acks     # with interceptors: one RecordAck per record (fastkafka/interceptors.py)
 
 
 _COLUMN = ("a list (or another iterable) of bytes-like/str/None, or a pyarrow binary/large_binary/"

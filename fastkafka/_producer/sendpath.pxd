@@ -1,6 +1,6 @@
 # cython: language_level=3
 # path:
-#   record: send / produce -> _send -> [_serialized] -> check_timestamp -> _TopicInfo -> java_partition_c / sticky
+#   record: send / produce -> _send -> [_send_intercepted: on_send] -> _put -> [_serialized] -> check_timestamp -> _TopicInfo -> java_partition_c / sticky
 #           -> RecordAccumulator.append_c -> wake_at / wake_gil_free / wakeup -> give_way
 
 # Contract of fastkafka._producer.sendpath: the compiled half of fastkafka.Producer (send() and
@@ -33,6 +33,9 @@ cdef class ProducerCore(Router):
     cdef object _key_serializer
     cdef object _value_serializer
     cdef bint _serializing
+    # fastkafka.interceptors.InterceptorChain, or None: a producer without interceptors pays one
+    # field test per record in _send (and send_waiter).
+    cdef readonly object _interceptors
 
     # Hooks the compiled front door calls on fastkafka.Producer, which overrides them (rare paths),
     # besides the router's _topic_info (the metadata wait):
@@ -52,3 +55,9 @@ cdef class ProducerCore(Router):
     cdef object _send(self, object topic, object value, object key, object partition,
                       object timestamp_ms, object headers, object on_delivery, bint want_future,
                       bint serialize)
+    # _send with interceptors: on_send, then the record with its acknowledgement (the
+    # interceptors' on_acknowledgement before ``on_delivery``); a send that raises is
+    # acknowledged to them with its error.
+    cdef object _send_intercepted(self, object topic, object value, object key, object partition,
+                                  object timestamp_ms, object headers, object on_delivery,
+                                  bint want_future, bint serialize)

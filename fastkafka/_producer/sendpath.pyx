@@ -18,7 +18,7 @@ from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_REALTIME
 
 from fastkafka._producer.accumulator cimport WAKE_GIL, WAKE_NONE, WAKE_NOW, RecordAccumulator
-from fastkafka._producer.batch cimport FutureRecordMetadata, LoopSink
+from fastkafka._producer.batch cimport BatchFuture, FutureRecordMetadata, LoopSink
 from fastkafka._net.cells cimport VersionCell
 from fastkafka._net.clock cimport clock_ms
 from fastkafka._net.ioloop cimport Poller, give_way
@@ -126,6 +126,82 @@ cdef object _header_error(object headers, object exc):
     return MalformedRecordError(f"headers: {exc}")
 
 
+cdef object _put(ProducerCore self, object topic, object value, object key, object partition,
+                 object timestamp_ms, object headers, object on_delivery, bint want_future,
+                 bint serialize, object ack):
+    """send()'s checks and append of one record, and the I/O thread's wake-up. ``ack`` (a
+    RecordAck, or None): the first of the record's extra callbacks, which _fire runs on the I/O
+    thread before handing the record to its LoopSink."""
+    cdef int w
+    cdef Py_buffer kview, vview
+    cdef const char *kp = NULL
+    cdef const char *vp = NULL
+    cdef Py_ssize_t kl = -1, vl = -1, hsize = 1, size
+    cdef int krel = 0, vrel = 0
+    cdef int64_t ts, max_block
+    cdef int32_t p
+    cdef object o
+    if self._closed or self._txn_blocked:
+        raise self._closed_error()
+    if not isinstance(topic, str) or len(<str>topic) == 0:
+        if isinstance(topic, str):
+            raise MalformedRecordError("topic must be a non-empty string, got ''")
+        raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
+    if on_delivery is not None and not callable(on_delivery) and type(on_delivery) is not LoopSink:
+        raise InvalidRecordError(
+            f"on_delivery must be a callable(err, metadata) or None, got "
+            f"{type(on_delivery).__name__}")
+    if self._serializing and serialize:
+        if self._value_serializer is not None:
+            value = self._serialized(self._value_serializer, "value", topic, value, -1)
+        if self._key_serializer is not None:
+            key = self._serialized(self._key_serializer, "key", topic, key, -1)
+    krel = get_view(key, "key", &kview, &kp, &kl)
+    try:
+        vrel = get_view(value, "value", &vview, &vp, &vl)
+        try:
+            ts = check_timestamp(timestamp_ms)
+            p = self.route_c(topic, partition, key, kp, kl, &max_block)  # -1: sticky
+            if headers is not None:
+                hsize = check_headers(headers)
+            size = record_size_c(0, 0, kl, vl, hsize) + _REQUEST_OVERHEAD
+            if size > self._max_record_size:
+                raise self._too_large(size)
+            # now_ms -1: the accumulator reads the clock only if it starts a batch
+            o = self._acc.append_c(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, -1,
+                                   max_block, want_future)
+        finally:
+            if vrel:
+                PyBuffer_Release(&vview)
+    finally:
+        if krel:
+            PyBuffer_Release(&kview)
+    if ack is not None:     # set before give_way(): no completion can run in between
+        (<FutureRecordMetadata>o).extra_callbacks = [ack]
+    w = self._acc.wakeup_pending
+    if w != WAKE_NONE:
+        self._acc.wakeup_pending = WAKE_NONE
+        if w == WAKE_GIL:
+            self._poller.wakeup()       # a partition to add to the transaction
+        elif w == WAKE_NOW:
+            self._poller.wake_gil_free()   # a full batch: the GIL-free turn can send it
+        else:
+            self._poller.wake_at(self._acc.wake_deadline_ms)   # a new batch: at its linger deadline
+    # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.
+    give_way()
+    return o
+
+
+@cython.final
+cdef class _CountInto:
+    """The records of one send_batch with interceptors, counted one at a time into its
+    BatchFuture (each record's RecordAck calls it after the interceptors)."""
+    cdef BatchFuture future
+
+    def __call__(self, error, metadata):
+        self.future._batch_done(1, error)
+
+
 cdef class ProducerCore(Router):
     """Base class of :class:`fastkafka.Producer` holding the state ``send()`` touches per record.
 
@@ -138,8 +214,9 @@ cdef class ProducerCore(Router):
 
     def _init_core(self, RecordAccumulator acc not None, VersionCell metadata_version not None,
                    Poller poller not None, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms,
-                   key_serializer=None, value_serializer=None):
+                   key_serializer=None, value_serializer=None, interceptors=None):
         self._init_router(metadata_version, partitioner, max_block_ms)
+        self._interceptors = interceptors     # an InterceptorChain (fastkafka/interceptors.py) or None
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._serializing = key_serializer is not None or value_serializer is not None
@@ -198,17 +275,22 @@ cdef class ProducerCore(Router):
         self._send(topic, value, key, partition, timestamp, headers, on_delivery, False, True)
 
     def send_waiter(self, LoopSink sink not None, waiter, topic, value=None, key=None,
-                    partition=None, timestamp_ms=None, headers=None):
+                    partition=None, timestamp_ms=None, headers=None, waiter_ack=None):
         """send_waiter(sink, waiter, topic, value=None, key=None, partition=None,
-        timestamp_ms=None, headers=None) -> None
+        timestamp_ms=None, headers=None, waiter_ack=None) -> None
 
         :meth:`send` for fastkafka.aio: the record's outcome goes to ``sink``, whose drain on the
         event loop resolves ``waiter`` (an asyncio future, a callable(err, metadata), or None).
         Call it on the sink's loop thread. ``value`` and ``key`` are taken as serialized:
         fastkafka.aio applies the serializers first (:meth:`serialize`), once per record even
-        when the record then waits for metadata or memory."""
-        cdef FutureRecordMetadata f = self._send(topic, value, key, partition, timestamp_ms,
-                                                 headers, sink, True, False)
+        when the record then waits for metadata or memory. With interceptors, ``on_send`` is not
+        called here (fastkafka.aio calls it once per record, :meth:`InterceptorChain.intercept`):
+        ``waiter_ack`` (its RecordAck) runs on the I/O thread before the outcome goes to the sink."""
+        # With interceptors, fastkafka.aio ran on_send once already (a record may be tried again
+        # after waiting for metadata or memory): only the acknowledgement is added here.
+        cdef FutureRecordMetadata f = _put(self, topic, value, key, partition, timestamp_ms,
+                                           headers, sink, True, False,
+                                           None if self._interceptors is None else waiter_ack)
         f.waiter = waiter
         sink.pending += 1
 
@@ -257,59 +339,72 @@ cdef class ProducerCore(Router):
     cdef object _send(self, object topic, object value, object key, object partition,
                       object timestamp_ms, object headers, object on_delivery, bint want_future,
                       bint serialize):
-        cdef int w
-        cdef Py_buffer kview, vview
-        cdef const char *kp = NULL
-        cdef const char *vp = NULL
-        cdef Py_ssize_t kl = -1, vl = -1, hsize = 1, size
-        cdef int krel = 0, vrel = 0
-        cdef int64_t ts, max_block
-        cdef int32_t p
-        cdef object o
+        if self._interceptors is not None:
+            return self._send_intercepted(topic, value, key, partition, timestamp_ms, headers,
+                                          on_delivery, want_future, serialize)
+        return _put(self, topic, value, key, partition, timestamp_ms, headers, on_delivery,
+                    want_future, serialize, None)
+
+    cdef object _send_intercepted(self, object topic, object value, object key, object partition,
+                                  object timestamp_ms, object headers, object on_delivery,
+                                  bint want_future, bint serialize):
+        cdef object ack, rec
         if self._closed or self._txn_blocked:
-            raise self._closed_error()
-        if not isinstance(topic, str) or len(<str>topic) == 0:
-            if isinstance(topic, str):
-                raise MalformedRecordError("topic must be a non-empty string, got ''")
-            raise InvalidRecordError(f"topic must be a non-empty string, got {topic!r}")
-        if on_delivery is not None and not callable(on_delivery) and type(on_delivery) is not LoopSink:
-            raise InvalidRecordError(
-                f"on_delivery must be a callable(err, metadata) or None, got "
-                f"{type(on_delivery).__name__}")
-        if self._serializing and serialize:
-            if self._value_serializer is not None:
-                value = self._serialized(self._value_serializer, "value", topic, value, -1)
-            if self._key_serializer is not None:
-                key = self._serialized(self._key_serializer, "key", topic, key, -1)
-        krel = get_view(key, "key", &kview, &kp, &kl)
+            raise self._closed_error()        # refused before any interceptor sees the record
+        ack = self._interceptors.intercept(topic, value, key, partition, timestamp_ms, headers)
+        rec = ack.record
         try:
-            vrel = get_view(value, "value", &vview, &vp, &vl)
+            if type(on_delivery) is LoopSink:   # fastkafka.compat.confluent: the sink stays
+                return _put(self, rec.topic, rec.value, rec.key, rec.partition, rec.timestamp_ms,
+                            rec.headers or None, on_delivery, want_future, serialize, ack)
+            if on_delivery is not None:
+                if not callable(on_delivery):
+                    raise InvalidRecordError(
+                        f"on_delivery must be a callable(err, metadata) or None, got "
+                        f"{type(on_delivery).__name__}")
+                ack.cb = on_delivery          # run after the interceptors' on_acknowledgement
+            return _put(self, rec.topic, rec.value, rec.key, rec.partition, rec.timestamp_ms,
+                        rec.headers or None, ack, want_future, serialize, None)
+        except BaseException as e:
+            ack.fail(e)
+            raise
+
+    def _append_acked(self, batch, BatchFuture future not None, Py_ssize_t start, list acks):
+        """_append_acked(batch, future, start, acks) -> None
+
+        send_batch with interceptors: the records of ``batch`` (a PreparedBatch) from ``start``
+        on, one at a time as :meth:`send` places them, each with its RecordAck of ``acks``
+        (on_acknowledgement, then counted in ``future``). Records already serialized. An error
+        part-way carries ``records_appended`` (those of this call queued), as the accumulator's."""
+        cdef Py_ssize_t i, appended = 0
+        cdef object parts = batch.parts, keys = batch.keys, tss = batch.timestamps
+        cdef object rhs = batch.record_headers, p, ts, a
+        cdef _CountInto counter = _CountInto.__new__(_CountInto)
+        counter.future = future
+        if start == 0:      # every record checked before the first is queued
+            for i in range(batch.n_records):
+                ts = None if tss is None else tss[i]
+                check_timestamp(batch.timestamp_ms if ts is None else ts)
+                if rhs is not None and rhs[i] is not None:
+                    check_headers(rhs[i])
+                validate_field(batch.values[i], "value")
+                if keys is not None:
+                    validate_field(keys[i], "key")
+        try:
+            for i in range(start, batch.n_records):
+                p = parts if isinstance(parts, int) else parts[i]
+                ts = None if tss is None else tss[i]
+                a = acks[i]
+                a.cb = counter
+                _put(self, batch.topic, batch.values[i], None if keys is None else keys[i],
+                     None if p == -1 else p, batch.timestamp_ms if ts is None else ts,
+                     None if rhs is None else rhs[i], a, False, False, None)
+                appended += 1
+        except BaseException as e:
             try:
-                ts = check_timestamp(timestamp_ms)
-                p = self.route_c(topic, partition, key, kp, kl, &max_block)  # -1: sticky
-                if headers is not None:
-                    hsize = check_headers(headers)
-                size = record_size_c(0, 0, kl, vl, hsize) + _REQUEST_OVERHEAD
-                if size > self._max_record_size:
-                    raise self._too_large(size)
-                # now_ms -1: the accumulator reads the clock only if it starts a batch
-                o = self._acc.append_c(topic, p, ts, kp, kl, vp, vl, headers, on_delivery, -1,
-                                       max_block, want_future)
-            finally:
-                if vrel:
-                    PyBuffer_Release(&vview)
+                e.records_appended = appended
+            except Exception:
+                pass
+            raise
         finally:
-            if krel:
-                PyBuffer_Release(&kview)
-        w = self._acc.wakeup_pending
-        if w != WAKE_NONE:
-            self._acc.wakeup_pending = WAKE_NONE
-            if w == WAKE_GIL:
-                self._poller.wakeup()       # a partition to add to the transaction
-            elif w == WAKE_NOW:
-                self._poller.wake_gil_free()   # a full batch: the GIL-free turn can send it
-            else:
-                self._poller.wake_at(self._acc.wake_deadline_ms)   # a new batch: at its linger deadline
-        # An I/O thread waiting to take the GIL back gets it now, not after the switch interval.
-        give_way()
-        return o
+            future.seal(appended)

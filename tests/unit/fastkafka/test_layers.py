@@ -4,7 +4,8 @@ From the bottom: ``fastkafka.errors`` and ``fastkafka._version`` (leaves), ``fas
 batches, codecs, CRC), ``fastkafka.protocol`` (the Kafka messages, the Produce codec),
 ``fastkafka._net`` (the I/O loop, connections, TLS, SASL, metadata), ``fastkafka._producer`` (the
 accumulator, the send path, the I/O thread, idempotence, transactions) and the API on top
-(``fastkafka.producer``, ``fastkafka.aio``, ``fastkafka.admin``, ``fastkafka.config``, ``fastkafka.compat``, ``fastkafka``). A module may
+(``fastkafka.producer``, ``fastkafka.aio``, ``fastkafka.admin``, ``fastkafka.config``, ``fastkafka.compat``,
+``fastkafka.interceptors``, ``fastkafka.otel``, ``fastkafka.prometheus``, ``fastkafka``). A module may
 import (or cimport) its own layer and the ones below, never one above: every import statement of
 every module, including those inside functions, is read from the source."""
 from __future__ import annotations
@@ -28,7 +29,8 @@ def layer_of(dotted: str) -> str:
     if top in ("errors", "_version"):
         return "base"
     return {"_wire": "wire", "protocol": "protocol", "_net": "net", "_producer": "producer",
-            "producer": "api", "aio": "api", "admin": "api", "config": "api", "compat": "api"}[top]
+            "producer": "api", "aio": "api", "admin": "api", "config": "api", "compat": "api",
+            "interceptors": "api", "otel": "api", "prometheus": "api", "_metric_walk": "api"}[top]
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -1,0 +1,123 @@
+"""The cost of producer interceptors, in one process against one Apache Kafka node:
+
+    python bench/interceptor_cost.py [--records 500000] [--rounds 5] [--partitions 6] [--keyed 100]
+                                     [--bootstrap-servers HOST:PORT]
+
+Per round, back to back (the order alternating): ``produce()`` of ``--records`` 100-byte records
+then ``flush()`` with no interceptor, with one no-op interceptor (``on_send`` returning the record,
+``on_acknowledgement`` doing nothing), and with ``fastkafka.otel.TracingInterceptor`` when the
+OpenTelemetry SDK is installed (spans to a no-op processor); on a ``--partitions`` topic without
+keys, and keyed (20,000 distinct keys) on a ``--keyed`` topic. Prints the median records/s of
+each and the ratio to no interceptor. The cost of the check itself when no interceptor is set is
+measured with bench/ab.py against the build before the change.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+KEYS = 20_000
+SIZE = 100
+
+
+class NoOp:
+    def on_send(self, record):
+        return record
+
+    def on_acknowledgement(self, metadata, error):
+        pass
+
+
+def tracing():
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError:
+        return None
+    from fastkafka.otel import TracingInterceptor
+
+    return TracingInterceptor(TracerProvider())      # spans made and ended, exported nowhere
+
+
+def run(bootstrap, topic, partitions, records, interceptors, keyed) -> float:
+    from fastkafka import Producer
+
+    keys = [b"key-%d" % i for i in range(KEYS)]
+    value = b"x" * SIZE
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5, interceptors=interceptors) as p:
+        for part in range(partitions):
+            p.produce(topic, b"warm-up", partition=part)
+        assert p.flush(120) == 0
+        base = p.metrics()["records_sent"]
+        produce = p.produce
+        t0 = time.perf_counter()
+        if keyed:
+            for i in range(records):
+                produce(topic, value, key=keys[i % KEYS])
+        else:
+            for _ in range(records):
+                produce(topic, value)
+        assert p.flush(300) == 0
+        elapsed = time.perf_counter() - t0
+        assert p.metrics()["records_sent"] - base == records
+    return records / elapsed
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--keyed", type=int, default=100)
+    ap.add_argument("--bootstrap-servers", default=None)
+    args = ap.parse_args(argv)
+    broker = None
+    if args.bootstrap_servers:
+        bootstrap = args.bootstrap_servers
+        from fastkafka.admin import Admin
+
+        def create(name, n):
+            with Admin(bootstrap_servers=bootstrap) as a:
+                a.create_topics([(name, n, 1)])
+    else:
+        from fastkafka_tools.apachekafka import KafkaCluster
+
+        broker = KafkaCluster(nodes=1, jit="full", heap_mb=1536).start(timeout=180)
+        bootstrap = broker.bootstrap
+        create = broker.create_topic
+    kinds = {"none": lambda: None, "noop": lambda: [NoOp()]}
+    if tracing() is not None:
+        kinds["otel"] = lambda: [tracing()]
+    shapes = [("unkeyed", args.partitions, False), ("keyed", args.keyed, True)]
+    results = {(s, k): [] for s, _, _ in shapes for k in kinds}
+    try:
+        for r in range(args.rounds):
+            order = list(kinds) if r % 2 == 0 else list(reversed(kinds))
+            for shape, parts, keyed in shapes:
+                for kind in order:
+                    topic = f"icost-{uuid.uuid4().hex[:8]}"
+                    create(topic, parts)
+                    rate = run(bootstrap, topic, parts, args.records, kinds[kind](), keyed)
+                    results[(shape, kind)].append(rate)
+                    print(f"round {r + 1} {shape:8s} {kind:5s} {rate:12,.0f} rec/s", flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+    print(f"\nmedians of {args.rounds} rounds, {args.records:,} records of {SIZE} B "
+          f"(unkeyed: {args.partitions} partitions, keyed: {args.keyed}):")
+    for shape, _, _ in shapes:
+        base = statistics.median(results[(shape, "none")])
+        for kind in kinds:
+            med = statistics.median(results[(shape, kind)])
+            print(f"  {shape:8s} {kind:5s} {med:12,.0f} rec/s  x{med / base:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

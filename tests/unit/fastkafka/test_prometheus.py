@@ -1,0 +1,113 @@
+"""fastkafka.prometheus: producer.metrics() through prometheus_client's exposition
+(generate_latest on a CollectorRegistry), counters and gauges, client_id and group labels."""
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import types
+
+import pytest
+
+pytest.importorskip("prometheus_client")
+
+from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from faultbroker import FaultBroker  # noqa: E402
+from fastkafka import Producer  # noqa: E402
+from fastkafka.prometheus import ProducerCollector, register  # noqa: E402
+
+pytestmark = pytest.mark.faultbroker
+
+
+@pytest.fixture
+def fb():
+    b = FaultBroker()
+    try:
+        yield b
+    finally:
+        b.close()
+    assert b.crashed == [] and b.handler_errors == []
+
+
+def scrape(registry):
+    """{(family name, type): {(sample name, frozenset(labels)): value}}"""
+    out = {}
+    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+        out[(fam.name, fam.type)] = {(s.name, frozenset(s.labels.items())): s.value
+                                     for s in fam.samples}
+    return out
+
+
+def test_a_scrape_has_counters_and_gauges_labelled_with_client_id(fb):
+    fb.create_topic("t", 1)
+    registry = CollectorRegistry()
+    with Producer(bootstrap_servers=fb.bootstrap, client_id="svc-a", linger_ms=2) as p:
+        register(p, registry)
+        for i in range(5):
+            p.send("t", b"v%d" % i)
+        p.flush(10)
+        got = scrape(registry)
+        m = p.metrics()
+    label = frozenset({("client_id", "svc-a")})
+    assert got[("fastkafka_producer_records_sent", "counter")] == {
+        ("fastkafka_producer_records_sent_total", label): 5.0}
+    sent = got[("fastkafka_producer_net_bytes_sent", "counter")][
+        ("fastkafka_producer_net_bytes_sent_total", label)]
+    assert 0 < sent <= m["net_bytes_sent"]
+    assert got[("fastkafka_producer_buffer_total_bytes", "gauge")] == {
+        ("fastkafka_producer_buffer_total_bytes", label): float(m["buffer_total_bytes"])}
+    assert ("fastkafka_producer_records_queued", "gauge") in got
+    # the counter already named ..._total keeps one _total
+    assert ("fastkafka_producer_io_gil_wait_ms", "counter") in got
+    assert not any("tls_data_path" in name for name, _ in got)     # strings left out
+
+
+def test_nested_groups_become_labels_and_dropped_producers_vanish():
+    class Fake:
+        def __init__(self, m, client_id):
+            self.m, self.config = m, types.SimpleNamespace(client_id=client_id)
+
+        def metrics(self):
+            return self.m
+
+    a = Fake({"records_sent": 3, "producer-node-metrics": {"node-1": {"request-latency-avg": 2.5},
+                                                           "node-2": {"request-latency-avg": 4.0}},
+              "topics": {"orders": {"record-send-total": 11, "ok": True}}, "state": "x"}, "a")
+    b = Fake({"records_sent": 4}, "b")
+    registry = CollectorRegistry()
+    ProducerCollector(a, b, registry=registry)
+    got = scrape(registry)
+    assert got[("fastkafka_producer_records_sent", "counter")] == {
+        ("fastkafka_producer_records_sent_total", frozenset({("client_id", "a")})): 3.0,
+        ("fastkafka_producer_records_sent_total", frozenset({("client_id", "b")})): 4.0}
+    lat = got[("fastkafka_producer_request_latency_avg", "gauge")]
+    assert lat == {("fastkafka_producer_request_latency_avg",
+                    frozenset({("client_id", "a"), ("node", "node-1")})): 2.5,
+                   ("fastkafka_producer_request_latency_avg",
+                    frozenset({("client_id", "a"), ("node", "node-2")})): 4.0}
+    assert got[("fastkafka_producer_record_send", "counter")] == {
+        ("fastkafka_producer_record_send_total",
+         frozenset({("client_id", "a"), ("topic", "orders")})): 11.0}
+    assert got[("fastkafka_producer_ok", "gauge")] == {
+        ("fastkafka_producer_ok", frozenset({("client_id", "a"), ("topic", "orders")})): 1.0}
+    del a
+    gc.collect()
+    got = scrape(registry)
+    assert got[("fastkafka_producer_records_sent", "counter")] == {
+        ("fastkafka_producer_records_sent_total", frozenset({("client_id", "b")})): 4.0}
+    assert ("fastkafka_producer_request_latency_avg", "gauge") not in got
+
+
+def test_bad_arguments_and_missing_package():
+    with pytest.raises(TypeError, match="at least one producer"):
+        ProducerCollector(registry=False)
+    with pytest.raises(TypeError, match="objects with metrics"):
+        ProducerCollector(object(), registry=False)
+    code = ("import sys; sys.modules['prometheus_client'] = None\n"
+            "from fastkafka.prometheus import ProducerCollector\n"
+            "class P:\n    def metrics(self): return {}\n"
+            "try:\n    ProducerCollector(P())\nexcept ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "pip install prometheus_client" in out.stdout, out.stderr
