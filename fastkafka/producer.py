@@ -784,11 +784,8 @@ class Producer(ProducerCore):
         ``{"producer-metrics": {...}, "producer-node-metrics": {"node-1": {...}},
         "producer-topic-metrics": {"topic": {...}}}``; rates, averages and maxima over the last
         ``metrics_num_samples`` windows of ``metrics_sample_window_ms``; None where Java has NaN
-        (no event in the windows). JSON-serialisable. Example::
-
-            m = producer.java_metrics()["producer-metrics"]
-            print(m["record-send-rate"], m["batch-size-avg"], m["request-latency-avg"])
-        """
+        (no event in the windows). JSON-serialisable. E.g.
+        ``producer.java_metrics()["producer-metrics"]["batch-size-avg"]``."""
         return _java_metrics(self._client, self._pool, self._metadata)
 
     def _stats_document(self) -> dict:
