@@ -53,6 +53,7 @@ import argparse
 import json
 import os
 import statistics
+import resource
 import subprocess
 import sys
 import tempfile
@@ -147,13 +148,17 @@ def _rounds(per: list[float | None]) -> str:
 def throughput_table(names: list[str], results: dict) -> list[str]:
     """Records/s of each build (medians over rounds) and after/before per round (higher is better)."""
     lines = ["| measurement | before rec/s | after rec/s | median ratio after/before (≥ 1: no slower) "
-             "| per-round ratios |",
-             "|---|---:|---:|---:|---|"]
+             "| per-round ratios | child CPU µs/record before / after | CPU median ratio after/before "
+             "(≤ 1: no more work) |",
+             "|---|---:|---:|---:|---|---:|---:|"]
     for name in names:
         b, a = results[(name, "before")], results[(name, "after")]
         per = paired(a, b, "rate")
+        cpu = paired(a, b, "cpu_us")
         lines.append(f"| {name} | {_num(median_field(b, 'rate'), ',.0f')} | {_num(median_field(a, 'rate'), ',.0f')} "
-                     f"| {_num(median_or_none(per), '.3f')} | {_rounds(per)} |")
+                     f"| {_num(median_or_none(per), '.3f')} | {_rounds(per)} "
+                     f"| {_num(median_field(b, 'cpu_us'), '.2f')} / {_num(median_field(a, 'cpu_us'), '.2f')} "
+                     f"| {_num(median_or_none(cpu), '.3f')} |")
     return lines
 
 
@@ -248,6 +253,7 @@ def run_child(tree: str, cmd: list[str], timeout: float) -> dict:
     """One child with ``PYTHONPATH`` = ``tree``, from ``tree``: the JSON of its ``RESULT`` line, or
     ``{"failed": why}``."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=os.path.abspath(tree),
                             env=env)
@@ -256,7 +262,12 @@ def run_child(tree: str, cmd: list[str], timeout: float) -> dict:
     line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         return {"failed": f"exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}"}
-    return json.loads(line[7:])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = json.loads(line[7:])
+    # the child's whole CPU time (user + system, every thread: start-up and set-up included, the
+    # same for both builds): less disturbed by other work on the machine than its wall time
+    r["child_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return r
 
 
 def check_throughput(r: dict, held=None) -> dict:
@@ -270,6 +281,7 @@ def check_throughput(r: dict, held=None) -> dict:
         r["failed"] = f"topic holds {held} records, {r['records']} + {r.get('warmup_records', 0)} sent"
     else:
         r["rate"] = r["records"] / r["seconds"]
+        r["cpu_us"] = r["child_cpu_s"] * 1e6 / r["records"]
     return r
 
 

@@ -81,17 +81,22 @@ def test_latency_table_in_microseconds_lower_is_better():
 
 
 def test_throughput_table_higher_is_better_and_failed_rounds():
-    res = {("tls_send", "before"): [{"rate": 1e6}, {"rate": 1e6}],
-           ("tls_send", "after"): [{"rate": 1.2e6}, {"failed": "delivered 3 of 4"}]}
+    res = {("tls_send", "before"): [{"rate": 1e6, "cpu_us": 2.0}, {"rate": 1e6, "cpu_us": 2.0}],
+           ("tls_send", "after"): [{"rate": 1.2e6, "cpu_us": 1.5}, {"failed": "delivered 3 of 4"}]}
     table = ab.throughput_table(["tls_send"], res)
-    assert "≥ 1: no slower" in table[0]
-    assert _cells(table[2]) == ["tls_send", "1,000,000", "failed", "failed", "1.20, failed"]
+    assert "≥ 1: no slower" in table[0] and "≤ 1: no more work" in table[0]
+    assert _cells(table[2]) == ["tls_send", "1,000,000", "failed", "failed", "1.20, failed",
+                                "2.00 / failed", "failed"]
     assert ab.failures(["tls_send"], res) == ["- tls_send after round 2: delivered 3 of 4"]
+    res[("tls_send", "after")][1] = {"rate": 1e6, "cpu_us": 2.5}
+    assert _cells(ab.throughput_table(["tls_send"], res)[2])[5:] == ["2.00 / 2.00", "1.000"]
 
 
 def test_checks():
-    ok = {"seconds": 2.0, "delivered": 10, "records": 10, "errors": 0, "warmup_records": 1}
+    ok = {"seconds": 2.0, "delivered": 10, "records": 10, "errors": 0, "warmup_records": 1,
+          "child_cpu_s": 0.5}
     assert ab.check_throughput(dict(ok), held=11)["rate"] == 5.0
+    assert ab.check_throughput(dict(ok), held=11)["cpu_us"] == 50_000.0
     assert "failed" in ab.check_throughput(dict(ok), held=10)
     assert "failed" in ab.check_throughput({**ok, "delivered": 9})
     lat = {"sent": 5, "completed": 5, "errors": 0, "undelivered": 0, "total_sent": 7}
