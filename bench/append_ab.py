@@ -122,7 +122,7 @@ def main(argv=None) -> int:
                 raise SystemExit(out.stderr[-3000:])
             res[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(f"round {r + 1} {which}: {res[which][-1]}", flush=True)
-    lines = [f"# append_batch CPU per record: {tree_commit(args.before)} against {tree_commit(args.after)}",
+    lines = [f"# append_batch CPU per record: {tree_commit(args.after)} against {tree_commit(args.before)}",
              "", f"{args.rounds} paired rounds (order alternating), fastest of {args.reps} calls per "
              f"shape and round, ns per record of 100 B; load average {load0:.2f} at the start, "
              f"{os.getloadavg()[0]:.2f} at the end.", "",
