@@ -19,6 +19,7 @@ from fastkafka.errors import ConfigError
 from fastkafka import PreparedTransaction
 
 from .exactly_once import TransactionCommitter
+from .metrics import aggregate as aggregate_metrics
 from .options import check_schema, ignored_warning, settings_from_options
 from .task import TaskReport, TaskWriter
 
@@ -89,6 +90,8 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
         "delivery_guarantee": settings.delivery_guarantee,
         "replay": replay,    # exactly_once: a micro-batch committed before; this run's rows aborted
         "ignored_options": list(settings.ignored),   # Spark Kafka source / consumer options
+        # the tasks' producer metrics together (spark_sink/metrics.py): Java names
+        "producer_metrics": aggregate_metrics([r.producer_metrics for r in reports]),
         "reports": [asdict(r) for r in reports],
     }
     line = (f"fastkafka sink {'aborted' if aborted else 'committed'}: {summary['rows']} rows, "
