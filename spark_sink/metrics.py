@@ -62,3 +62,62 @@ def aggregate(snapshots) -> dict | None:
         total = sum(w for _, w in pairs)
         out[name] = sum(v * w for v, w in pairs) / total if total else None
     return out
+
+
+#: what the tasks add to the driver's accumulators (SinkAccumulators): sums, and maxima
+ACC_SUMS = ("rows", "bytes", *TOTALS, *COUNTS)
+ACC_MAXIMA = MAXIMA
+
+
+def _max_param():
+    from pyspark.accumulators import AccumulatorParam
+
+    class MaxParam(AccumulatorParam):
+        """An accumulator keeping the largest value added (-inf: none yet)."""
+
+        def zero(self, value):
+            return float("-inf")
+
+        def addInPlace(self, value1, value2):
+            return max(value1, value2)
+
+    return MaxParam()
+
+
+class SinkAccumulators:
+    """Spark accumulators of the data source ``fastkafka`` (made by :func:`spark_sink.register`
+    in the driver's process): every task that succeeds adds its rows, bytes and producer metrics
+    (:data:`ACC_SUMS` summed, :data:`ACC_MAXIMA` the largest), and Spark merges them into this
+    process when the task ends. Totals since ``register()`` (or :meth:`reset`) over every write
+    and micro-batch of the session; read with :meth:`value` on the driver."""
+
+    def __init__(self, spark_context):
+        param = _max_param()
+        self._sums = {name: spark_context.accumulator(0) for name in ACC_SUMS}
+        self._maxima = {name: spark_context.accumulator(float("-inf"), param)
+                        for name in ACC_MAXIMA}
+
+    def add(self, report) -> None:
+        """On an executor: add a task's report (a :class:`~spark_sink.task.TaskReport`)."""
+        snap = report.producer_metrics or {}
+        self._sums["rows"].add(report.rows)
+        self._sums["bytes"].add(report.bytes)
+        for name in ACC_SUMS[2:]:
+            self._sums[name].add(snap.get(name) or 0)
+        for name in ACC_MAXIMA:
+            if snap.get(name) is not None:
+                self._maxima[name].add(float(snap[name]))
+
+    def value(self) -> dict:
+        """On the driver: ``{name: value}``; a maximum no task reported is None."""
+        out = {name: acc.value for name, acc in self._sums.items()}
+        for name, acc in self._maxima.items():
+            out[name] = None if acc.value == float("-inf") else acc.value
+        return out
+
+    def reset(self) -> None:
+        """On the driver: start again from zero."""
+        for acc in self._sums.values():
+            acc.value = 0
+        for acc in self._maxima.values():
+            acc.value = float("-inf")

@@ -47,3 +47,30 @@ def test_each_task_reports_its_producers_metrics_and_the_driver_aggregates(spark
         lo = min(t["batch-size-avg"] for t in tasks)
         hi = max(t["batch-size-avg"] for t in tasks)
         assert lo <= agg["batch-size-avg"] <= hi
+
+
+def test_the_tasks_metrics_reach_the_drivers_accumulators(spark, kafka_broker, tmp_path):
+    accs = spark_sink.register(spark)         # replaces the session's registration
+    assert isinstance(accs, spark_sink.SinkAccumulators)
+    before = accs.value()
+    assert before["rows"] == 0 and before["request-latency-max"] is None
+    topic = unique_name("sma")
+    kafka_broker.create_topic(topic, 3)
+    summary = tmp_path / "summary.jsonl"
+    _write(spark, kafka_broker, topic, 2_000, summary)
+    _write(spark, kafka_broker, topic, 500, summary)
+    got = accs.value()
+    summaries = spark_sink.read_summaries(str(summary))
+    assert got["rows"] == 2_500 and got["record-send-total"] == 2_500
+    assert got["bytes"] == sum(s["bytes"] for s in summaries)
+    assert got["batches"] == sum(s["producer_metrics"]["batches"] for s in summaries)
+    assert got["record-error-total"] == 0
+    assert got["request-latency-max"] == max(s["producer_metrics"]["request-latency-max"]
+                                             for s in summaries)
+    accs.reset()
+    assert accs.value()["rows"] == 0 and accs.value()["request-latency-max"] is None
+    # without accumulators the data source works as before
+    assert spark_sink.register(spark, accumulators=False) is None
+    _write(spark, kafka_broker, topic, 100, summary)
+    assert accs.value()["rows"] == 0
+    read_back(kafka_broker.bootstrap, topic, 3, 2_600, timeout=60)
