@@ -105,6 +105,16 @@ def otel_samples(java: dict, client_id: str) -> dict:
     return out
 
 
+def otel_names(java: dict) -> dict:
+    """``{instrument name: is_counter}`` of every instrument :func:`otel_samples` can report for
+    a producer whose java_metrics() is ``java``: its producer-metrics names and all the per-node
+    and per-topic names, whether or not a node or topic has values yet (so the instruments can be
+    made up front)."""
+    names = [n for n in java.get("producer-metrics", {}) if n not in _FINER]
+    names += [n for n, _, _ in NODE + TOPIC]
+    return {otel_name(n): n.endswith("-total") for n in names}
+
+
 def java_source(producer):
     """The callable giving ``producer``'s java_metrics(), also through the compatibility layers
     (the fastkafka producer underneath); None when there is none."""

@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 
-from fastkafka._java_export import java_source, otel_samples
+from fastkafka._java_export import java_source, otel_names, otel_samples
 from fastkafka._metric_walk import walk
 from fastkafka._version import __version__
 
@@ -222,6 +222,8 @@ class MetricsBridge:
             else:
                 for name, (counter, points) in otel_samples(java, self._client_id).items():
                     out[name] = (counter, [(tuple(a.items()), v) for a, v in points])
+                for name, counter in otel_names(java).items():    # made before any value
+                    out.setdefault(name, (counter, []))
         return out
 
     def _samples(self):
