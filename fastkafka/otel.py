@@ -23,7 +23,9 @@ Metrics::
 
 Names as in :mod:`fastkafka.prometheus` (``fastkafka.producer.<name>``), counters as observable
 counters, the rest as observable gauges, with a ``client_id`` attribute (and ``node``/``topic``
-for nested groups).
+for nested groups). With them the Java producer's metrics (``java_metrics()``) under the names
+of opentelemetry-java-instrumentation's Kafka metrics bridge (``kafka.producer.record_send_rate``
+with attributes ``client-id`` and ``topic``, ...): see :mod:`fastkafka._java_export`.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ import threading
 import time
 import weakref
 
+from fastkafka._java_export import java_source, otel_names, otel_samples
 from fastkafka._metric_walk import walk
 from fastkafka._version import __version__
 
@@ -168,10 +171,15 @@ class MetricsBridge:
     ``metrics()`` has now; a name that appears later (a new node's group) gets its instrument
     right after the collection that first sees it (OpenTelemetry does not allow making one
     during a collection), and is reported from the next. ``close()`` stops reporting (the
-    instruments stay, observing nothing)."""
+    instruments stay, observing nothing).
+
+    ``java`` (default True): also the Java producer's metrics of ``java_metrics()``, named as
+    opentelemetry-java-instrumentation's ``OpenTelemetryKafkaMetrics`` names them
+    (``kafka.producer.record_send_rate``, attributes ``client-id`` and ``node-id``/``topic``);
+    a value with no event in the windows is not observed."""
 
     def __init__(self, producer, meter_provider=None, *, prefix: str = "fastkafka.producer",
-                 client_id: str | None = None):
+                 client_id: str | None = None, java: bool = True):
         try:
             from opentelemetry import metrics
         except ImportError:
@@ -184,6 +192,7 @@ class MetricsBridge:
         self._metrics = metrics
         self._meter = metrics.get_meter("fastkafka", __version__, meter_provider=meter_provider)
         self._ref = weakref.ref(producer)
+        self._java = java_source(producer) is not None if java else False
         self._client_id = client_id if client_id is not None else _client_id(producer)
         self.prefix = prefix
         self._lock = threading.Lock()
@@ -192,17 +201,30 @@ class MetricsBridge:
         self._snap_at = 0.0
         self._closed = False
         self._adding = False
-        self._add_instruments(_by_name(self._read() or {}))
+        self._add_instruments(self._read())
 
-    def _read(self):
+    def _read(self) -> dict:
+        """{instrument name: (is_counter, [(labels, value), ...])} of metrics() and
+        java_metrics() now ({} when the producer is gone or closed)."""
         p = self._ref()
         if p is None or self._closed:
-            return None
+            return {}
+        out = {}
         try:
-            return p.metrics()
+            out = _by_name(p.metrics(), self.prefix, self._client_id)
         except Exception:
             log.warning("MetricsBridge: metrics() of %r raised", p, exc_info=True)
-            return None
+        if self._java:
+            try:
+                java = java_source(p)()
+            except Exception:
+                log.warning("MetricsBridge: java_metrics() of %r raised", p, exc_info=True)
+            else:
+                for name, (counter, points) in otel_samples(java, self._client_id).items():
+                    out[name] = (counter, [(tuple(a.items()), v) for a, v in points])
+                for name, counter in otel_names(java).items():    # made before any value
+                    out.setdefault(name, (counter, []))
+        return out
 
     def _samples(self):
         """The samples of one collection: metrics() read once per 50 ms at most (every
@@ -210,8 +232,7 @@ class MetricsBridge:
         with self._lock:
             now = time.monotonic()
             if self._snap is None or now - self._snap_at > 0.05:
-                m = self._read()
-                self._snap = {} if m is None else _by_name(m)
+                self._snap = self._read()
                 self._snap_at = now
             return self._snap
 
@@ -221,8 +242,10 @@ class MetricsBridge:
                 continue
             make = (self._meter.create_observable_counter if counter
                     else self._meter.create_observable_gauge)
-            self._instruments[name] = make(f"{self.prefix}.{name}", callbacks=[self._callback(name)],
-                                           description=f"fastkafka producer metrics()[{name!r}]")
+            doc = (f"Java producer metric {name}, from java_metrics()"
+                   if name.startswith("kafka.") else f"fastkafka producer metrics(): {name}")
+            self._instruments[name] = make(name, callbacks=[self._callback(name)],
+                                           description=doc)
 
     def _callback(self, name: str):
         Observation = self._metrics.Observation
@@ -236,8 +259,7 @@ class MetricsBridge:
             entry = samples.get(name)
             if entry is None:
                 return []
-            return [Observation(value, {"client_id": self._client_id, **dict(labels)})
-                    for labels, value in entry[1]]
+            return [Observation(value, dict(labels)) for labels, value in entry[1]]
         return observe
 
     def _add_later(self) -> None:
@@ -258,10 +280,12 @@ class MetricsBridge:
             self._snap_at = float("inf")
 
 
-def _by_name(metrics) -> dict:
-    """{name: (is_counter, [(labels, value), ...])} of a metrics() dict."""
+def _by_name(metrics, prefix: str, client_id: str) -> dict:
+    """{prefix.name: (is_counter, [(labels, value), ...])} of a metrics() dict, the labels
+    starting with client_id."""
     out: dict[str, tuple] = {}
-    for name, labels, value, counter in walk(metrics):
+    for name, labels, value, counter in walk(metrics, (("client_id", client_id),)):
+        name = f"{prefix}.{name}"
         entry = out.get(name)
         if entry is None:
             entry = out[name] = (counter, [])

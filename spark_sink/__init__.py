@@ -23,16 +23,21 @@ from typing import Any, Callable, Mapping
 from fastkafka.errors import ConfigError
 
 from .options import SchemaError, SinkSettings, settings_from_kwargs
+from .metrics import SinkAccumulators
 from .task import DeliveryError, TaskReport, TaskWriter
 
 __all__ = ["register", "partition_writer", "batch_writer", "read_summaries", "SchemaError",
-           "DeliveryError", "TaskReport"]
+           "DeliveryError", "TaskReport", "SinkAccumulators"]
 
 
-def register(spark) -> None:
+def register(spark, accumulators: bool = True):
     """Register the Spark Python data source ``fastkafka`` with this SparkSession (Spark 4: the
     data source needs Spark 4's Python Data Source API; on Spark 3.x this raises ConfigError, and
-    ``partition_writer`` / ``batch_writer`` are the ways to write)."""
+    ``partition_writer`` / ``batch_writer`` are the ways to write).
+
+    Returns the :class:`~spark_sink.metrics.SinkAccumulators` the tasks add their rows, bytes
+    and producer metrics to (``.value()`` on the driver), or None with ``accumulators=False`` or
+    a session without a SparkContext (Spark Connect)."""
     from .batch_job import has_data_source_api
 
     if not has_data_source_api():
@@ -42,8 +47,19 @@ def register(spark) -> None:
             f"(pyspark.sql.datasource), which pyspark {pyspark.__version__} does not have: on Spark "
             f"3.x write with df.foreachPartition(spark_sink.partition_writer(...)) or "
             f"writeStream.foreachBatch(spark_sink.batch_writer(...))")
-    from .datasource import FastKafkaDataSource
-    spark.dataSource.register(FastKafkaDataSource)
+    from .datasource import FastKafkaDataSource, with_accumulators
+    from .metrics import SinkAccumulators
+
+    accs = None
+    if accumulators:
+        try:
+            sc = spark.sparkContext
+        except Exception:       # Spark Connect: no SparkContext, no accumulators
+            sc = None
+        if sc is not None:
+            accs = SinkAccumulators(sc)
+    spark.dataSource.register(FastKafkaDataSource if accs is None else with_accumulators(accs))
+    return accs
 
 
 def read_summaries(path: str) -> list[dict]:

@@ -19,6 +19,7 @@ from fastkafka.errors import ConfigError
 from fastkafka import PreparedTransaction
 
 from .exactly_once import TransactionCommitter
+from .metrics import aggregate as aggregate_metrics
 from .options import check_schema, ignored_warning, settings_from_options
 from .task import TaskReport, TaskWriter
 
@@ -40,15 +41,18 @@ class TaskCommit(WriterCommitMessage):
         self.report = report
 
 
-def write_task(settings, batches) -> TaskCommit:
+def write_task(settings, batches, accumulators=None) -> TaskCommit:
     writer = TaskWriter(settings)
     try:
         for batch in batches:
             writer.write_arrow(batch)
-        return TaskCommit(writer.finish())
+        report = writer.finish()
     except BaseException:
         writer.abort()   # exactly_once: leave no open transaction behind
         raise
+    if accumulators is not None:
+        accumulators.add(report)    # sent to the driver with the task's result
+    return TaskCommit(report)
 
 
 def _prepared(messages) -> list:
@@ -89,6 +93,8 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
         "delivery_guarantee": settings.delivery_guarantee,
         "replay": replay,    # exactly_once: a micro-batch committed before; this run's rows aborted
         "ignored_options": list(settings.ignored),   # Spark Kafka source / consumer options
+        # the tasks' producer metrics together (spark_sink/metrics.py): Java names
+        "producer_metrics": aggregate_metrics([r.producer_metrics for r in reports]),
         "reports": [asdict(r) for r in reports],
     }
     line = (f"fastkafka sink {'aborted' if aborted else 'committed'}: {summary['rows']} rows, "
@@ -102,11 +108,12 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
 
 
 class FastKafkaWriter(DataSourceArrowWriter):
-    def __init__(self, settings):
+    def __init__(self, settings, accumulators=None):
         self.settings = settings
+        self.accumulators = accumulators
 
     def write(self, iterator):
-        return write_task(self.settings, iterator)
+        return write_task(self.settings, iterator, self.accumulators)
 
     def commit(self, messages):
         finish_write(self.settings, messages, self.settings.batch_id, False)
@@ -116,11 +123,12 @@ class FastKafkaWriter(DataSourceArrowWriter):
 
 
 class FastKafkaStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, settings):
+    def __init__(self, settings, accumulators=None):
         self.settings = settings
+        self.accumulators = accumulators
 
     def write(self, iterator):
-        return write_task(self.settings, iterator)
+        return write_task(self.settings, iterator, self.accumulators)
 
     def commit(self, messages, batchId):
         finish_write(self.settings, messages, batchId, False)
@@ -131,6 +139,9 @@ class FastKafkaStreamWriter(DataSourceStreamArrowWriter):
 
 class FastKafkaDataSource(DataSource):
     """``df.write.format("fastkafka")``: see :mod:`spark_sink.options` for the options."""
+
+    #: the driver's SinkAccumulators (spark_sink/metrics.py), set on the class register() makes
+    _accumulators = None
 
     @classmethod
     def name(cls) -> str:
@@ -156,7 +167,7 @@ class FastKafkaDataSource(DataSource):
                     "option 'transaction.log.path': a directory where the driver records the "
                     "committed micro-batches, so that a replayed one is not written twice")
             TransactionCommitter(settings).recover()
-        return FastKafkaWriter(settings)
+        return FastKafkaWriter(settings, self._accumulators)
 
     def streamWriter(self, schema, overwrite):
         """A streaming query. ``overwrite`` is True in the output mode complete: each micro-batch
@@ -170,4 +181,12 @@ class FastKafkaDataSource(DataSource):
             # Before any task of this (re)started query: finish what a failed driver left half
             # committed (a replayed task would otherwise abort it).
             TransactionCommitter(settings).recover()
-        return FastKafkaStreamWriter(settings)
+        return FastKafkaStreamWriter(settings, self._accumulators)
+
+
+def with_accumulators(accumulators) -> type:
+    """A subclass of :class:`FastKafkaDataSource` carrying ``accumulators``. It is made here, not
+    importable by name, so that Spark's cloudpickle sends it by value, the accumulators with it,
+    to the Python workers that plan the write and run its tasks."""
+    return type("FastKafkaDataSourceWithAccumulators", (FastKafkaDataSource,),
+                {"_accumulators": accumulators, "__module__": __name__})

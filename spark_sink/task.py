@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from fastkafka import EncodedHeaders, Producer
 from fastkafka.errors import InvalidRecordError, KafkaError, KafkaTimeoutError
 
+from .metrics import read_totals, task_snapshot
 from .options import SinkSettings
 
 _producers: dict = {}
@@ -56,6 +57,9 @@ class TaskReport:
     # exactly_once: the prepared transaction (transactional id, producer id, epoch), or None when
     # the task wrote nothing
     transaction: tuple | None = None
+    # the producer's metrics during the task (spark_sink/metrics.py): Java names, totals as the
+    # task's deltas, windowed averages and maxima as they are at its end
+    producer_metrics: dict | None = None
 
 
 def _task_context():
@@ -93,6 +97,7 @@ class TaskWriter:
         self._transactional = settings.exactly_once
         self.producer = (self._transactional_producer() if self._transactional
                          else get_producer(settings))
+        self._metrics_start = _read_totals(self.producer)
         self.headers = None
         if settings.task_headers:
             self.headers = [("spark.partition", b"%d" % self.report.partition_id),
@@ -239,6 +244,7 @@ class TaskWriter:
                 first = KafkaTimeoutError(f"records still undelivered after {timeout:.0f} s")
         self.report.seconds = time.monotonic() - self._start
         self.report.errors = failed
+        self.report.producer_metrics = _snapshot(self.producer, self._metrics_start)
         if left and first is None:
             first = KafkaTimeoutError(f"{left} records still undelivered after flush({timeout:.0f} s)")
         if first is not None:
@@ -262,6 +268,24 @@ class TaskWriter:
                 self.report.transaction = (prepared.transactional_id, prepared.producer_id,
                                            prepared.producer_epoch)
         return self.report
+
+
+def _read_totals(producer) -> dict | None:
+    try:
+        return read_totals(producer)
+    except Exception as e:      # metrics never fail a task
+        print(f"fastkafka sink: reading the producer's metrics failed: {e!r}", file=sys.stderr)
+        return None
+
+
+def _snapshot(producer, start) -> dict | None:
+    if start is None:
+        return None
+    try:
+        return task_snapshot(producer, start)
+    except Exception as e:
+        print(f"fastkafka sink: reading the producer's metrics failed: {e!r}", file=sys.stderr)
+        return None
 
 
 def _datetime_ms(dt) -> int:

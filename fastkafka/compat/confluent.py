@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 from fastkafka import errors as fk
 from fastkafka.compat._confluent_logging import LogRoute
+from fastkafka.compat._confluent_stats import stats_document
 from fastkafka.compat._confluent_types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
                                                TIMESTAMP_NOT_AVAILABLE, BrokerMetadata,
                                                ClusterMetadata, KafkaError, KafkaException, Message,
@@ -112,6 +113,7 @@ class Producer(PollCore):
         self._admin_conf = {k: v for k, v in merged.items() if _is_admin_key(k)}
         self._admin = None
         self._admin_lock = threading.Lock()
+        self._started = time.monotonic()      # the stats document's age
         self._events: deque = deque()         # error_cb events (KafkaError)
         self._wake = threading.Event()
         user_on_error = merged.pop("on_error", None)
@@ -364,19 +366,10 @@ class Producer(PollCore):
         return self._p.metrics()
 
     def _stats_json(self) -> str:
-        """The stats_cb document: fastkafka's metrics with librdkafka's names where one maps."""
-        m = self._p.metrics()
-        doc: dict[str, Any] = dict(m)
-        now = time.time()
-        doc.update({
-            "name": self._p._name, "client_id": self._p.config.client_id, "type": "producer",
-            "ts": int(time.monotonic() * 1e6), "time": int(now),
-            "msg_cnt": len(self), "msg_max": self._max_messages,
-            "msg_size": self._p._acc.stats()["bytes_queued"],
-            "msg_size_max": self._p.config.buffer_memory,
-            "txmsgs": m.get("records_sent", 0), "tx": m.get("net_requests", 0),
-            "tx_bytes": m.get("net_bytes_sent", 0), "txerrs": m.get("errors", 0),
-        })
+        """The stats_cb document: librdkafka's statistics schema, for the fields fastkafka
+        measures (fastkafka/compat/_confluent_stats.py)."""
+        doc = stats_document(self._p, msg_cnt=len(self), msg_max=self._max_messages,
+                             started=self._started)
         return json.dumps(doc, default=str)
 
 

@@ -67,9 +67,7 @@ _NO_EFFECT = {
                                    "negotiates with ApiVersions",
     "bootstrap_timeout_ms": "the producer connects on first use; max_block_ms bounds the wait",
     "sock_chunk_bytes": "kafka-python's read chunking", "sock_chunk_buffer_count":
-    "kafka-python's read chunking", "metrics_enabled": "fastkafka's counters are always kept",
-    "metrics_num_samples": "metrics() returns counters, not sampled rates",
-    "metrics_sample_window_ms": "metrics() returns counters, not sampled rates",
+    "kafka-python's read chunking", "metrics_enabled": "the metrics are always kept",
 }
 
 # Arguments with no equivalent: only their default is accepted; any other value is a ConfigError
@@ -236,6 +234,28 @@ class FutureRecordMetadata:
         return f"<kafka_python.FutureRecordMetadata {self._f!r}>"
 
 
+def _kp_value(name: str, value):
+    """A java_metrics() value as kafka-python gives it: a float; None (no event in the windows)
+    as kafka-python's empty Avg (0) or Max (-inf); metadata-age before any metadata stays None."""
+    if value is None:
+        if name.endswith("-max"):
+            return float("-inf")
+        return None if name == "metadata-age" else 0.0
+    return float(value)
+
+
+def kafka_python_metrics(java: dict) -> dict:
+    """A java_metrics() document in kafka-python's ``KafkaProducer.metrics()`` shape: one flat
+    group per node (``producer-node-metrics.node-1``) and per topic
+    (``producer-topic-metrics.<topic>``)."""
+    out = {"producer-metrics": {k: _kp_value(k, v)
+                                for k, v in java.get("producer-metrics", {}).items()}}
+    for group in ("producer-node-metrics", "producer-topic-metrics"):
+        for key, metrics in java.get(group, {}).items():
+            out[f"{group}.{key}"] = {k: _kp_value(k, v) for k, v in metrics.items()}
+    return out
+
+
 class KafkaProducer:
     """kafka-python's ``KafkaProducer(**configs)`` on :class:`fastkafka.Producer`; see the module
     docstring and docs/migration.md. ``producer.fastkafka`` is the Producer underneath."""
@@ -383,10 +403,16 @@ class KafkaProducer:
         return self._producer.metrics()["metadata_version"] > 0
 
     def metrics(self, raw: bool = False) -> dict:
-        """fastkafka's counters (:meth:`fastkafka.Producer.metrics`), under kafka-python's
-        ``"producer-metrics"`` group; ``raw=True`` returns them flat. Counters, not rates."""
-        m = self._producer.metrics()
-        return m if raw else {"producer-metrics": m}
+        """kafka-python's ``metrics()``: ``{group: {name: float}}`` with the Java producer's
+        metric names and windows (:meth:`fastkafka.Producer.java_metrics`), groups
+        ``"producer-metrics"``, ``"producer-node-metrics.node-<id>"`` and
+        ``"producer-topic-metrics.<topic>"``. An average with no event in the windows is 0.0
+        and such a maximum ``-inf``, as kafka-python reports them. ``raw=True`` returns
+        fastkafka's own counters (:meth:`fastkafka.Producer.metrics`), not kafka-python's
+        ``KafkaMetric`` objects."""
+        if raw:
+            return self._producer.metrics()
+        return kafka_python_metrics(self._producer.java_metrics())
 
     # -- transactions: kafka-python's calls, fastkafka's semantics --------------------------
     def init_transactions(self, timeout: float | None = None) -> None:

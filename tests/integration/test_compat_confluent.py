@@ -108,3 +108,57 @@ def test_same_script_with_confluent_kafka_and_the_compat_layer(kafka_broker):
         {i: (p.leader, p.replicas, p.isrs, p.error) for i, p in a.partitions.items()}
     assert {ck_topic, fk_topic} <= set(fk["all_metadata"].topics)
     assert set(ck["all_metadata"].topics) <= set(fk["all_metadata"].topics)
+
+
+STATS_SCRIPT = textwrap.dedent('''
+    import json
+    import time
+    {import_line}
+
+    docs = []
+    p = Producer({{"bootstrap.servers": BOOTSTRAP, "linger.ms": 5, "statistics.interval.ms": 200,
+                  "stats_cb": lambda s: docs.append(json.loads(s))}})
+    for i in range(N):
+        p.produce(TOPIC, b"record-%d" % i, partition=i % 3)
+    p.flush(30)
+    docs.clear()
+    deadline = time.monotonic() + 10
+    while not docs and time.monotonic() < deadline:
+        p.poll(0.1)
+    stats = docs[-1]
+''')
+
+
+def test_stats_fields_a_librdkafka_dashboard_reads(kafka_broker):
+    n = 300
+    got = {}
+    for name, import_line in (("confluent", "from confluent_kafka import Producer"),
+                              ("fastkafka", "from fastkafka.compat.confluent import Producer")):
+        topic = unique_name(f"stats-{name}")
+        kafka_broker.create_topic(topic, 3)
+        scope = {"BOOTSTRAP": kafka_broker.bootstrap, "TOPIC": topic, "N": n}
+        exec(STATS_SCRIPT.format(import_line=import_line), scope)
+        got[name] = (topic, scope["stats"])
+    read_back(kafka_broker.bootstrap, got["fastkafka"][0], 3, n)       # all were delivered
+    their_topic, theirs = got["confluent"]
+    topic, ours = got["fastkafka"]
+    # the fields a typical librdkafka dashboard reads are there, as librdkafka has them
+    assert ours["txmsgs"] == theirs["txmsgs"] == n
+    for key in ("tx", "tx_bytes", "rx", "rx_bytes", "msg_cnt", "msg_size", "age"):
+        assert isinstance(ours[key], int) and isinstance(theirs[key], int), key
+    assert ours["msg_cnt"] == 0 and ours["tx"] > 0 and ours["tx_bytes"] > n * len(b"record-0")
+    brokers = [b for b in ours["brokers"].values() if b["nodeid"] >= 0]
+    their_brokers = {b["nodeid"]: b for b in theirs["brokers"].values() if b["nodeid"] >= 0}
+    assert {b["nodeid"] for b in brokers} == set(their_brokers)       # the same node id(s)
+    for b in brokers:
+        tb = their_brokers[b["nodeid"]]
+        assert b["name"] == tb["name"] and b["nodename"] == tb["nodename"]
+        assert b["state"] == tb["state"] == "UP"
+        # round-trip time in µs: above 0, below a second on a local broker
+        assert 0 < b["rtt"]["avg"] <= b["rtt"]["max"] < 1_000_000
+        assert b["tx"] > 0 and b["txbytes"] > 0
+    t = ours["topics"][topic]
+    assert set(theirs["topics"][their_topic]) >= set(t)
+    # records 8-10 bytes: a batch is its 61-byte header plus up to n records
+    assert 61 < t["batchsize"]["avg"] <= t["batchsize"]["max"] < 61 + n * 30
+    assert 1 <= t["batchcnt"]["avg"] <= t["batchcnt"]["max"] <= n

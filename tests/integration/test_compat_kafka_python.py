@@ -154,3 +154,57 @@ def test_schema_registry_avro_serializer_as_value_serializer(kafka_broker):
     finally:
         consumer.close()
     assert got == [("k", u) for u in users]
+
+
+def metrics_reading_program(KafkaProducer, bootstrap, topic, n):
+    """Monitoring code as written for kafka-python: send ``n`` records and read ``metrics()`` by
+    kafka-python's group keys and Java names."""
+    p = KafkaProducer(bootstrap_servers=bootstrap, api_version=API_VERSION, linger_ms=5)
+    try:
+        for i in range(n):
+            p.send(topic, b"m-%d" % i, partition=i % 2)
+        p.flush(timeout=30)
+        m = p.metrics()
+    finally:
+        p.close()
+    return m
+
+
+def test_metrics_read_as_kafka_python_code_reads_them(kafka_broker):
+    from kafka import KafkaProducer as KafkaPythonProducer
+
+    from fastkafka.compat.kafka_python import KafkaProducer as CompatProducer
+
+    n = 40
+    got = {}
+    for name, cls in (("kafka-python", KafkaPythonProducer), ("fastkafka", CompatProducer)):
+        topic = unique_name(f"kpm-{name}")
+        kafka_broker.create_topic(topic, 2)
+        got[name] = (topic, metrics_reading_program(cls, kafka_broker.bootstrap, topic, n))
+    read_back(kafka_broker.bootstrap, got["fastkafka"][0], 2, n)      # all were delivered
+    theirs_topic, theirs = got["kafka-python"]
+    topic, ours = got["fastkafka"]
+    # the names kafka-python has in each kind of group are there, as floats
+    for group, their_group in (("producer-metrics", "producer-metrics"),
+                               (f"producer-topic-metrics.{topic}",
+                                f"producer-topic-metrics.{theirs_topic}")):
+        shared = set(theirs[their_group]) & set(ours[group])
+        for name in ("record-send-rate", "record-error-rate", "record-retry-rate"):
+            assert name in shared and isinstance(ours[group][name], float)
+        assert all(isinstance(ours[group][k], float) for k in shared if k != "metadata-age")
+    for name in ("batch-size-avg", "records-per-request-avg", "request-latency-avg",
+                 "record-queue-time-max", "compression-rate-avg", "requests-in-flight",
+                 "outgoing-byte-rate", "connection-count"):
+        assert name in theirs["producer-metrics"] and name in ours["producer-metrics"], name
+    theirs_nodes = {g for g in theirs if g.startswith("producer-node-metrics.node-")}
+    our_nodes = {g for g in ours if g.startswith("producer-node-metrics.node-")}
+    assert theirs_nodes & our_nodes, (theirs_nodes, our_nodes)     # the broker's node id
+    node = sorted(theirs_nodes & our_nodes)[0]
+    assert ours[node]["request-latency-avg"] > 0
+    assert {"request-latency-avg", "request-rate", "outgoing-byte-rate"} <= set(theirs[node]) & set(ours[node])
+    # and the values describe the workload
+    pm = ours["producer-metrics"]
+    assert pm["record-send-total"] == n and ours[f"producer-topic-metrics.{topic}"]["record-send-total"] == n
+    assert pm["record-send-rate"] > 0 and pm["record-error-total"] == 0
+    assert 61 < pm["batch-size-avg"] <= pm["batch-size-max"]
+    assert 1 <= pm["records-per-request-avg"] <= n

@@ -30,7 +30,8 @@ def layer_of(dotted: str) -> str:
         return "base"
     return {"_wire": "wire", "protocol": "protocol", "_net": "net", "_producer": "producer",
             "producer": "api", "aio": "api", "admin": "api", "config": "api", "compat": "api",
-            "interceptors": "api", "otel": "api", "prometheus": "api", "_metric_walk": "api"}[top]
+            "interceptors": "api", "otel": "api", "prometheus": "api", "_metric_walk": "api",
+            "_java_export": "api"}[top]
 
 
 def module_name(path: pathlib.Path) -> str:

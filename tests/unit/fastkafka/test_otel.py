@@ -166,7 +166,7 @@ def test_metrics_bridge_labels_nested_groups_and_picks_up_new_names():
               "producer-topic-metrics": {"t": {"record-send-total": 9}}}
     reader.get_metrics_data()                 # sees the new names; instruments made after it
     for _ in range(100):
-        if "request_latency_avg" in bridge._instruments:
+        if "fastkafka.producer.request_latency_avg" in bridge._instruments:
             break
         time.sleep(0.01)
     bridge._snap = None
@@ -178,6 +178,75 @@ def test_metrics_bridge_labels_nested_groups_and_picks_up_new_names():
     total = metrics["fastkafka.producer.record_send_total"]
     assert total.data.is_monotonic and dict(total.data.data_points[0].attributes) == {
         "client_id": "c", "topic": "t"}
+
+
+def collected(reader):
+    data = reader.get_metrics_data()
+    return {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics
+            for m in sm.metrics}
+
+
+def test_metrics_bridge_java_names_as_the_java_instrumentation_names_them():
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+
+    class Fake:
+        def metrics(self):
+            return {"records_sent": 4}
+
+        def java_metrics(self):
+            return {"producer-metrics": {"record-send-total": 4, "record-send-rate": 0.1,
+                                         "batch-size-avg": 120.0, "record-queue-time-max": None,
+                                         "request-latency-avg": 9.0},
+                    "producer-node-metrics": {"node-3": {"request-latency-avg": 2.0}},
+                    "producer-topic-metrics": {"t": {"record-send-total": 4,
+                                                     "record-send-rate": 0.1}}}
+
+    fake = Fake()
+    MetricsBridge(fake, provider, client_id="c")
+    metrics = collected(reader)
+    java = {n: m for n, m in metrics.items() if n.startswith("kafka.")}
+    assert set(java) == {"kafka.producer.record_send_total", "kafka.producer.record_send_rate",
+                         "kafka.producer.batch_size_avg", "kafka.producer.request_latency_avg"}
+    total = java["kafka.producer.record_send_total"].data
+    assert type(total).__name__ == "Sum" and total.is_monotonic
+    # reported per topic only (the finer grain), not also per client
+    assert [(dict(pt.attributes), pt.value) for pt in total.data_points] == [
+        ({"client-id": "c", "topic": "t"}, 4)]
+    rate = java["kafka.producer.record_send_rate"].data
+    assert type(rate).__name__ == "Gauge"
+    [batch] = java["kafka.producer.batch_size_avg"].data.data_points
+    assert dict(batch.attributes) == {"client-id": "c"} and batch.value == 120.0
+    assert [(dict(pt.attributes), pt.value)
+            for pt in java["kafka.producer.request_latency_avg"].data.data_points] == [
+        ({"client-id": "c", "node-id": "node-3"}, 2.0)]
+    assert "fastkafka.producer.records_sent" in metrics
+    reader2 = InMemoryMetricReader()
+    MetricsBridge(fake, MeterProvider(metric_readers=[reader2]), client_id="c", java=False)
+    assert not any(n.startswith("kafka.") for n in collected(reader2))
+
+
+def test_metrics_bridge_java_names_of_a_real_producer(fb):
+    fb.create_topic("t", 1)
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    with Producer(bootstrap_servers=fb.bootstrap, client_id="svc", **FAST) as p:
+        MetricsBridge(p, provider)
+        for i in range(6):
+            p.send("t", b"v%d" % i)
+        p.flush(10)
+        collected(reader)                      # instruments for values that appeared
+        for _ in range(100):
+            metrics = collected(reader)
+            if "kafka.producer.batch_size_avg" in metrics:
+                break
+            time.sleep(0.06)
+    [sent] = metrics["kafka.producer.record_send_total"].data.data_points
+    assert dict(sent.attributes) == {"client-id": "svc", "topic": "t"} and sent.value == 6
+    [batch] = metrics["kafka.producer.batch_size_avg"].data.data_points
+    assert batch.value > 61                     # a batch has its 61-byte header and records
+    lat = metrics["kafka.producer.request_latency_avg"].data.data_points
+    assert lat and all(pt.attributes["node-id"].startswith("node-") for pt in lat)
 
 
 def test_missing_opentelemetry_names_the_package():

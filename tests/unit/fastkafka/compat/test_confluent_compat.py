@@ -283,8 +283,76 @@ def test_stats_cb_gets_a_json_document_every_interval(cluster):
     assert len(docs) >= 2
     d = json.loads(docs[-1])
     assert d["type"] == "producer" and d["client_id"] == "fastkafka" and d["txmsgs"] == 1
-    assert {"name", "ts", "time", "msg_cnt", "msg_size", "records_sent"} <= set(d)
+    assert {"name", "ts", "time", "age", "msg_cnt", "msg_size", "tx", "tx_bytes"} <= set(d)
+    assert d["fastkafka-metrics"]["records_sent"] == 1
     p.close()
+
+
+def librdkafka_stats(cluster, topic, n):
+    """The last stats document of confluent-kafka's own producer (librdkafka) after ``n`` records
+    to ``topic`` of the mock cluster, taken right after the flush (librdkafka resets its windows
+    at each emit)."""
+    import confluent_kafka
+
+    docs = []
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstraps, "linger.ms": 5,
+                                  "enable.idempotence": True, "statistics.interval.ms": 100,
+                                  "stats_cb": docs.append})
+    for i in range(n):
+        p.produce(topic, b"v%d" % i, partition=i % 2)
+    p.flush(10)
+    deadline = time.monotonic() + 5
+    while not docs and time.monotonic() < deadline:
+        p.poll(0.1)
+    p.poll(0.15)
+    return json.loads(docs[-1])
+
+
+def same_shape(ours: dict, theirs: dict, where: str) -> None:
+    """Every field of ``ours`` is one of librdkafka's, with its JSON type (objects recursively)."""
+    for key, value in ours.items():
+        assert key in theirs, f"{where}{key} is not a librdkafka statistics field"
+        if isinstance(value, dict):
+            assert isinstance(theirs[key], dict), f"{where}{key}"
+            same_shape(value, theirs[key], f"{where}{key}.")
+        else:
+            assert type(value) is type(theirs[key]), (f"{where}{key}", value, theirs[key])
+
+
+def test_stats_follow_librdkafkas_schema_for_the_fields_filled(cluster):
+    cluster.create_topic("st", 2)
+    theirs = librdkafka_stats(cluster, "st", 8)
+    docs = []
+    p = Producer(conf(cluster, stats_cb=docs.append, **{"statistics.interval.ms": 100,
+                                                         "enable.idempotence": True}))
+    for i in range(8):
+        p.produce("st", b"v%d" % i, partition=i % 2)
+    p.flush(10)
+    docs.clear()
+    deadline = time.monotonic() + 5
+    while not docs and time.monotonic() < deadline:
+        p.poll(0.1)
+    ours = json.loads(docs[-1])
+    p.close()
+    ours.pop("fastkafka-metrics"), ours.pop("java-metrics")
+    their_broker = next(b for b in theirs["brokers"].values() if b["nodeid"] >= 0)
+    their_window = their_broker["rtt"]
+    for name, b in ours["brokers"].items():
+        same_shape({k: v for k, v in b.items()}, their_broker, f"brokers.{name}.")
+    their_topic = theirs["topics"]["st"]
+    for name, t in ours["topics"].items():
+        same_shape(t, their_topic, f"topics.{name}.")
+    same_shape({k: v for k, v in ours.items() if k not in ("brokers", "topics")}, theirs, "")
+    # and what it says
+    assert ours["txmsgs"] == 8 and ours["msg_cnt"] == 0 and ours["tx"] >= ours["rx"] > 0
+    up = [b for b in ours["brokers"].values() if b["nodeid"] >= 0 and b["state"] == "UP"]
+    assert up and all(b["name"] == f"{b['nodename']}/{b['nodeid']}" for b in up)
+    assert sum(b.get("tx", 0) for b in ours["brokers"].values()) == ours["tx"]
+    assert any(set(b.get("rtt", {})) == {"avg", "max"} <= set(their_window) for b in up)
+    t = ours["topics"]["st"]
+    assert t["batchcnt"]["max"] <= 8 and 1 <= t["batchcnt"]["avg"] <= t["batchcnt"]["max"]
+    assert 61 < t["batchsize"]["avg"] <= t["batchsize"]["max"]
+    assert ours["eos"]["producer_id"] >= 0 and ours["eos"]["producer_epoch"] >= 0
 
 
 def test_logger_receives_this_producers_records_once(cluster, caplog):

@@ -11,7 +11,7 @@ import pytest
 
 from fastkafka.compat.kafka_python import (FutureRecordMetadata, KafkaConfigurationError,
                                            KafkaProducer, KafkaTimeoutError, RecordMetadata,
-                                           TopicPartition)
+                                           TopicPartition, kafka_python_metrics)
 from fastkafka.errors import ConfigError, SerializationError, UnknownPartitionError
 
 
@@ -98,7 +98,7 @@ def test_arguments_without_equivalent_fail_at_construction_naming_what_to_do(kw,
 
 @pytest.mark.parametrize("kw", [
     {"send_buffer_bytes": None}, {"socket_options": [(6, 1, 1)]}, {"metric_reporters": []},
-    {"sasl_kerberos_service_name": "kafka"}, {"metrics_num_samples": 2},
+    {"sasl_kerberos_service_name": "kafka"}, {"metrics_enabled": True},
     {"sock_chunk_bytes": 4096}, {"bootstrap_timeout_ms": 30000}, {"allow_auto_create_topics": True},
 ])
 def test_defaults_of_arguments_without_equivalent_are_accepted(kw):
@@ -169,7 +169,10 @@ def test_send_get_callbacks_and_record_metadata(mock_cluster):
         assert late == [("both", md)]
         assert p.partitions_for("kp") == {0, 1, 2, 3}
         assert p.bootstrap_connected() is True
-        assert p.metrics()["producer-metrics"]["records_sent"] >= 1
+        m = p.metrics()
+        assert m["producer-metrics"]["record-send-total"] >= 1.0
+        assert m["producer-topic-metrics.kp"]["record-send-total"] >= 1.0
+        assert any(g.startswith("producer-node-metrics.node-") for g in m)
         assert p.metrics(raw=True)["records_sent"] >= 1
     finally:
         p.close()
@@ -238,5 +241,34 @@ def test_flush_timeout_raises_kafka_timeout_error():
     try:
         with pytest.raises(KafkaTimeoutError):
             p.send("never", b"v")                  # no broker: the metadata wait times out
+    finally:
+        p.close(0)
+
+
+def test_metrics_in_kafka_pythons_shape():
+    java = {"producer-metrics": {"record-send-rate": 2.5, "record-send-total": 10,
+                                 "batch-size-avg": None, "batch-size-max": None,
+                                 "metadata-age": None, "buffer-total-bytes": 100},
+            "producer-node-metrics": {"node-1": {"request-latency-avg": 1.5},
+                                      "node--1": {"request-total": 2}},
+            "producer-topic-metrics": {"a.b": {"byte-rate": 4.0}}}
+    m = kafka_python_metrics(java)
+    assert m == {"producer-metrics": {"record-send-rate": 2.5, "record-send-total": 10.0,
+                                      "batch-size-avg": 0.0, "batch-size-max": float("-inf"),
+                                      "metadata-age": None, "buffer-total-bytes": 100.0},
+                 "producer-node-metrics.node-1": {"request-latency-avg": 1.5},
+                 "producer-node-metrics.node--1": {"request-total": 2.0},
+                 "producer-topic-metrics.a.b": {"byte-rate": 4.0}}
+    assert type(m["producer-metrics"]["record-send-total"]) is float
+
+
+def test_metrics_windows_are_settings():
+    p = make(metrics_num_samples=5, metrics_sample_window_ms=1000)
+    try:
+        assert (p.fastkafka.config.metrics_num_samples,
+                p.fastkafka.config.metrics_sample_window_ms) == (5, 1000)
+        m = p.metrics()
+        assert m["producer-metrics"]["record-send-total"] == 0.0
+        assert m["producer-metrics"]["request-latency-max"] == float("-inf")
     finally:
         p.close(0)
