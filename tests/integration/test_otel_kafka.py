@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk")
+import opentelemetry.sdk  # noqa: E402,F401  (the test extra: a missing SDK fails here)
 
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402

@@ -12,7 +12,7 @@ import threading
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from faultbroker import FaultBroker, partition_error
+from faultbroker import partition_error
 from fastkafka import Producer
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import ConfigError, InvalidRecordError, MalformedRecordError, UnknownPartitionError
@@ -24,16 +24,6 @@ pytestmark = pytest.mark.faultbroker
 FAST = dict(request_timeout_ms=2000, delivery_timeout_ms=15000, retry_backoff_ms=20,
             reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, linger_ms=2, max_block_ms=5000)
 INVALID_RECORD = 87          # not retriable: the record fails
-
-
-@pytest.fixture
-def fb():
-    b = FaultBroker()
-    try:
-        yield b
-    finally:
-        b.close()
-    assert b.crashed == [] and b.handler_errors == []
 
 
 def stored(fb, topic, partitions=1):
@@ -210,7 +200,7 @@ def test_send_batch_of_lists_runs_per_record(fb):
 
 
 def test_send_batch_of_arrow_runs_per_record(fb):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     fb.create_topic("t", 1)
     ic = Recorder("a")
     hdr = pa.array([[{"key": "x", "value": b"1"}], None],

@@ -9,26 +9,14 @@ import types
 
 import pytest
 
-pytest.importorskip("prometheus_client")
 
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from faultbroker import FaultBroker  # noqa: E402
 from fastkafka import Producer  # noqa: E402
 from fastkafka.prometheus import ProducerCollector, register  # noqa: E402
 
 pytestmark = pytest.mark.faultbroker
-
-
-@pytest.fixture
-def fb():
-    b = FaultBroker()
-    try:
-        yield b
-    finally:
-        b.close()
-    assert b.crashed == [] and b.handler_errors == []
 
 
 def scrape(registry):
