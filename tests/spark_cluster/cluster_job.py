@@ -3,10 +3,11 @@
 SPEC (JSON): ``bootstrap``, ``result`` (a file this program writes), ``probe`` (report where the
 executors import fastkafka from), and ``writes``: a list of writes, each with ``topic``, ``rows``,
 ``partitions`` (Spark partitions), ``guarantee``, ``prefix`` (transactional id prefix), ``summary``
-(the sink's summary file), ``batch_rows`` (rows per Arrow batch), ``pause`` (seconds every task sleeps
+(the sink's summary file), ``pause`` (seconds every task sleeps
 between two batches: a write slow enough to kill an executor in the middle) and ``slow``
 (``{"partition": P, "seconds": {"0": S0, "1": S1}}``: attempt N of partition P sleeps S_N seconds
-after its first batch, the others not at all).
+once its first batch reached the sink, the others not at all); a batch is ``spark.sql.execution.arrow.maxRecordsPerBatch``
+rows.
 
 The result: the application id, the probe's findings, and per write its wall time and every task
 attempt of its stages as the driver's REST API lists them (status, attempt, speculative, error).
@@ -17,6 +18,11 @@ import time
 import urllib.request
 
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import col, concat, lit, rpad
+
+#: Values are "row-<i>" padded with dots to this length: Spark's streams to and from Python
+#: workers are buffered (64 KiB), and small rows would sit there while a task sleeps.
+VALUE_BYTES = 256
 
 import spark_sink
 
@@ -33,25 +39,32 @@ def probe(spark, n):
     return spark.sparkContext.parallelize(range(n), n).mapPartitions(where).collect()
 
 
-def slowed(pause, slow):
-    """A mapInArrow function: passes the batches on, sleeping as the spec says."""
-    def run(batches):
+def value_udf(pause, slow, batch):
+    """The rows' value column, made by a Python UDF that sleeps as the spec says: ``pause`` s at
+    every ``batch``-th row of a task, and ``slow`` at the second of them. Spark hands the writer a
+    batch once the row after it is there: a sleep at row 2 * batch + 1 holds the second batch back
+    and lets the first reach the sink. (A UDF rather than mapInArrow: that needs pandas on the
+    driver.)"""
+    from pyspark.sql.functions import udf
+
+    seen = {}
+
+    def value(i):
         import time
 
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        first = True
-        for b in batches:
-            if not first:
-                if pause:
-                    time.sleep(pause)
-                if slow and ctx.partitionId() == slow["partition"]:
-                    time.sleep(float(slow["seconds"].get(str(ctx.attemptNumber()), 0)))
-                    slow = None
-            first = False
-            yield b
-    return run
+        key = (ctx.stageId(), ctx.partitionId(), ctx.attemptNumber())
+        n = seen[key] = seen.get(key, 0) + 1
+        if n > 1 and (n - 1) % batch == 0:
+            if pause:
+                time.sleep(pause)
+            if slow and ctx.partitionId() == slow["partition"] and n - 1 == 2 * batch:
+                time.sleep(float(slow["seconds"].get(str(ctx.attemptNumber()), 0)))
+        return f"row-{i}".ljust(VALUE_BYTES, ".")
+
+    return udf(value, "string")
 
 
 def tasks(spark, job_group):
@@ -84,10 +97,13 @@ def main(spec_path):
     for i, w in enumerate(spec["writes"]):
         group = f"write-{i}"
         spark.sparkContext.setJobGroup(group, group)
-        df = (spark.range(w["rows"], numPartitions=w["partitions"])
-              .selectExpr("cast(id as string) as key", "concat('row-', cast(id as string)) as value"))
+        df = spark.range(w["rows"], numPartitions=w["partitions"])
         if w.get("pause") or w.get("slow"):
-            df = df.mapInArrow(slowed(w.get("pause", 0), w.get("slow")), df.schema)
+            batch = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+            value = value_udf(w.get("pause", 0), w.get("slow"), batch)("id")
+        else:
+            value = rpad(concat(lit("row-"), col("id").cast("string")), VALUE_BYTES, ".")
+        df = df.select(col("id").cast("string").alias("key"), value.alias("value"))
         writer = (df.write.format("fastkafka").mode("append")
                   .option("kafka.bootstrap.servers", spec["bootstrap"]).option("topic", w["topic"])
                   .option("task.headers", "true").option("delivery.guarantee", w["guarantee"])

@@ -28,7 +28,7 @@ def _write(tmp_path, kafka_broker, guarantee, rows, partitions, **extra) -> dict
 
 
 def _expected(rows):
-    return Counter(f"row-{i}".encode() for i in range(rows))
+    return Counter(f"row-{i}".ljust(256, ".").encode() for i in range(rows))
 
 
 def _check_delivery(kafka_broker, w) -> Counter:
@@ -82,6 +82,7 @@ def test_executor_killed_mid_write(submit, spark_cluster, kafka_broker, tmp_path
     job = submit([w], conf={"spark.task.maxFailures": "4"})
 
     def writing():
+        assert job.proc.poll() is None, f"the job ended before the kill:\n{job.log()}"
         written = sum(end_offsets(kafka_broker.bootstrap, w["topic"], TOPIC_PARTITIONS, committed=False))
         execs = [e for e in spark_cluster.executors() if e.app_id.startswith("app-")]
         return execs if rows // 6 <= written < rows // 2 and len(execs) == 2 else None
@@ -109,12 +110,17 @@ SPECULATION = {"spark.speculation": "true", "spark.speculation.interval": "100ms
                "spark.speculation.minTaskRuntime": "1s", "spark.speculation.efficiency.enabled": "false"}
 
 
-@pytest.mark.parametrize("guarantee", GUARANTEES)
+@pytest.mark.parametrize("guarantee", [
+    "at_least_once",
+    pytest.param("exactly_once", marks=pytest.mark.xfail(strict=True, reason=(
+        "open finding (issue 27): with a speculative copy winning, 1000 of 9000 rows are missing "
+        "for a read_committed reader although the driver committed all 6 reported transactions"))),
+])
 def test_speculative_attempts(submit, kafka_broker, tmp_path, guarantee):
     """Two writes: in the first, partition 0's first attempt stalls after its first batch and a
     speculative copy wins; in the second, the speculative copy is the one that stalls (after
     writing its first batch) and the original wins. Both attempts write at once in each."""
-    rows, parts = 6000, 6            # 1000 rows a task: 2 batches of 500
+    rows, parts = 9000, 6            # 1500 rows a task: 3 batches of 500
     copy_wins = _write(tmp_path, kafka_broker, guarantee, rows, parts,
                        slow={"partition": 0, "seconds": {"0": 60}})
     original_wins = _write(tmp_path, kafka_broker, guarantee, rows, parts,
