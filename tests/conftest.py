@@ -12,6 +12,9 @@
   module-scoped, for the failover tests only.
 * ``fresh_topic(partitions=1, prefix="t") -> name``: a new topic on ``broker``.
 * ``mock_cluster``: a function-scoped 3-broker librdkafka mock cluster (``tests.mockcluster``).
+* ``claimed`` / ``dist``: the CPython versions pyproject.toml claims, and the session's sdist and
+  repaired wheels built by ``scripts/wheel.sh`` on first use (``tests/packaging/distbuild.py``), for
+  the packaging tests and the wheel the Spark cluster tests ship to their executors.
 * ``spark``: one SparkSession for the whole session (master ``local[2,4]``: two cores, and a failed
   task is retried up to 4 times, as on a cluster; Spark's own Kafka sink's jars in ``spark.jars``),
   started lazily by the first test that needs it
@@ -33,6 +36,8 @@ if ROOT not in sys.path:
 TESTS = os.path.dirname(os.path.abspath(__file__))
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+if os.path.join(TESTS, "packaging") not in sys.path:
+    sys.path.insert(0, os.path.join(TESTS, "packaging"))    # distbuild (the dist fixture)
 
 from brokers import read_back, unique_name  # noqa: E402
 
@@ -187,3 +192,20 @@ def spark():
     spark_sink.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def claimed() -> list[str]:
+    from distbuild import claimed_versions
+
+    versions = claimed_versions()
+    assert versions, "pyproject.toml has no 'Programming Language :: Python :: 3.X' classifier"
+    return versions
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory, claimed):
+    """The session's sdist and wheels (``distbuild.Dist``), each built once when first asked for."""
+    from distbuild import Dist, primary_version
+
+    return Dist(root=tmp_path_factory.mktemp("dist"), versions=claimed, primary=primary_version(claimed))
