@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from fastkafka._net.backoff import Backoff
 from fastkafka._net.cluster import Cluster, Metadata, PartitionInfo, cluster_from_response
@@ -470,6 +470,36 @@ class Admin:
         return PreparedTransaction(transactional_id, resp["producer_id"], resp["producer_epoch"])
 
 
+    def list_transactions(self, states=(), producer_ids=(), timeout_ms: int | None = None) -> list:
+        """The transactions the cluster's coordinators know (ListTransactions, asked of every
+        broker: each coordinates the transactional ids of its partitions of the transaction log):
+        a list of :class:`TransactionListing` ``(transactional_id, producer_id, state)``, the state
+        as Kafka names it (``"Ongoing"``, ``"PrepareCommit"``, ``"CompleteCommit"``, ``"Empty"``,
+        ...). ``states`` / ``producer_ids``: only those (empty: all). A broker that cannot answer
+        fails the call: a partial list would hide transactions."""
+        body = {"state_filters": list(states), "producer_id_filters": [int(p) for p in producer_ids],
+                "duration_filter": -1}
+        out: list = []
+        for node in sorted(self.describe_cluster(timeout_ms).brokers):
+            def make(deadline, node=node):
+                def result(resp):
+                    if resp["error_code"]:
+                        raise error_for_code(resp["error_code"], f"LIST_TRANSACTIONS on node {node}")
+                    return resp["transaction_states"]
+                return self._send(ApiKey.LIST_TRANSACTIONS, body, node, deadline).compose(result)
+            for t in self._run(make, timeout_ms):
+                out.append(TransactionListing(t["transactional_id"], t["producer_id"],
+                                              t["transaction_state"]))
+        return out
+
+
+class TransactionListing(NamedTuple):
+    """One transaction of :meth:`Admin.list_transactions`."""
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
 def _failed(error: BaseException) -> RequestFuture:
     fut = RequestFuture()
     fut.fail(error)
@@ -479,4 +509,4 @@ def _failed(error: BaseException) -> RequestFuture:
 #: Transaction errors no retry fixes (fenced, not authorised, bad state).
 _TXN_FATAL = tuple(error_class_for_code(c) for c in (47, 48, 53, 90))
 
-__all__ = ["Admin", "RequestFuture", "EARLIEST", "LATEST"]
+__all__ = ["Admin", "RequestFuture", "TransactionListing", "EARLIEST", "LATEST"]

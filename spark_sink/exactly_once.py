@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from typing import Iterable
 
 from fastkafka.admin import _ADMIN_KEYS, Admin
 from fastkafka.config import ProducerConfig
-from fastkafka.errors import ConfigError, KafkaError
+from fastkafka.errors import ConfigError, KafkaError, UnsupportedVersionError
 from fastkafka import PreparedTransaction
 
 #: How many committed micro-batches the log keeps (older files are removed).
@@ -186,10 +187,43 @@ class TransactionCommitter:
         commit, which aborts what such an attempt still running may have opened meanwhile."""
         with self._admin() as admin:
             outcome = self._commit(admin, prepared, batch_id)
-            if failed_attempts:
+            # Attempts that reported nothing may have left a transaction open: a losing
+            # speculative attempt (its number may be above the winner's), an attempt killed when
+            # another succeeded. The coordinators list them; they are taken over at once.
+            zombies = self._fence_open(admin, prepared)
+            if failed_attempts or zombies:
+                # and again after the grace, for such attempts still running meanwhile
                 time.sleep(ZOMBIE_GRACE_S)
                 self._fence(admin, failed_attempts)
+                self._fence_open(admin, prepared)
         return outcome
+
+    def _fence_open(self, admin: Admin, keep) -> list[str]:
+        """Take over every transactional id of this sink (``<prefix>-<partition>-<attempt>``)
+        whose transaction the coordinators list as still open (Ongoing), but those of ``keep``
+        (the transactions just committed). Returns the ids taken over. A cluster without
+        ListTransactions (Kafka before 3.0) is told once in the log and skipped: the fencing of
+        the failed attempts' ids and the transaction timeout remain."""
+        if getattr(self, "_no_listing", False):
+            return []
+        try:
+            listed = admin.list_transactions(states=["Ongoing"])
+        except UnsupportedVersionError as e:
+            self._no_listing = True
+            _log(f"the cluster cannot list transactions ({e}): transactions of attempts that "
+                 f"reported nothing (speculative copies) are aborted by their timeout only")
+            return []
+        mine = re.compile(re.escape(self.settings.transactional_id_prefix) + r"-\d+-\d+")
+        kept = {t.transactional_id for t in keep}
+        zombies = sorted({x.transactional_id for x in listed
+                          if mine.fullmatch(x.transactional_id) and x.transactional_id not in kept})
+        if zombies:
+            _log(f"taking over {len(zombies)} transactional id(s) left open by attempts that "
+                 f"reported nothing: {', '.join(zombies[:10])}{' ...' if len(zombies) > 10 else ''}")
+            timeout = ProducerConfig(self.settings.producer_kwargs()).transaction_timeout_ms
+            for tid in zombies:
+                admin.fence_transactional_id(tid, timeout)
+        return zombies
 
     def _commit(self, admin: Admin, prepared: list, batch_id: int) -> str:
         if self.log is not None and batch_id >= 0:
@@ -244,8 +278,10 @@ class TransactionCommitter:
             # Every attempt Spark may have run of every partition (failed ones report nothing).
             attempts = [(p, a) for p in range(partitions) for a in range(self.settings.max_attempts)]
             self._fence(admin, attempts)
+            self._fence_open(admin, ())   # and speculative copies, numbered beyond those
             time.sleep(ZOMBIE_GRACE_S)    # then once more, for attempts still running
             self._fence(admin, attempts)
+            self._fence_open(admin, ())
 
     def _crash_point(self, where: str, batch_id: int) -> None:
         """Fault injection for the sink's tests (option ``test.crash``: ``<point>@<batch id>``):

@@ -60,6 +60,7 @@ class ApiKey(IntEnum):
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
+    LIST_TRANSACTIONS = 66
 
 
 #: Versions this codec can encode and decode, per API (inclusive).
@@ -78,6 +79,7 @@ SUPPORTED_VERSIONS = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 _UNSUPPORTED_VERSION = 35

@@ -357,16 +357,34 @@ TXN_OFFSET_COMMIT_RESPONSE = Message("TxnOffsetCommitResponse", 28, "0-3", "3+",
     ]),
 ])
 
+# ---------------------------------------------------------------------- ListTransactions (66)
+LIST_TRANSACTIONS_REQUEST = Message("ListTransactionsRequest", 66, "0-1", "0+", [
+    F("state_filters", "[]string"),
+    F("producer_id_filters", "[]int64"),
+    F("duration_filter", "int64", "1+", default=-1),
+])
+
+LIST_TRANSACTIONS_RESPONSE = Message("ListTransactionsResponse", 66, "0-1", "0+", [
+    F("throttle_time_ms", "int32"),
+    F("error_code", "int16"),
+    F("unknown_state_filters", "[]string"),
+    F("transaction_states", "[]struct", fields=[
+        F("transactional_id", "string"),
+        F("producer_id", "int64"),
+        F("transaction_state", "string"),
+    ]),
+])
+
 # --------------------------------------------------------------------------------------- (api key)
 REQUESTS = {m.api_key: m for m in (
     PRODUCE_REQUEST, LIST_OFFSETS_REQUEST, METADATA_REQUEST, API_VERSIONS_REQUEST,
     CREATE_TOPICS_REQUEST, DELETE_TOPICS_REQUEST, INIT_PRODUCER_ID_REQUEST,
     SASL_HANDSHAKE_REQUEST, SASL_AUTHENTICATE_REQUEST, FIND_COORDINATOR_REQUEST,
     ADD_PARTITIONS_TO_TXN_REQUEST, ADD_OFFSETS_TO_TXN_REQUEST, END_TXN_REQUEST,
-    TXN_OFFSET_COMMIT_REQUEST)}
+    TXN_OFFSET_COMMIT_REQUEST, LIST_TRANSACTIONS_REQUEST)}
 RESPONSES = {m.api_key: m for m in (
     PRODUCE_RESPONSE, LIST_OFFSETS_RESPONSE, METADATA_RESPONSE, API_VERSIONS_RESPONSE,
     CREATE_TOPICS_RESPONSE, DELETE_TOPICS_RESPONSE, INIT_PRODUCER_ID_RESPONSE,
     SASL_HANDSHAKE_RESPONSE, SASL_AUTHENTICATE_RESPONSE, FIND_COORDINATOR_RESPONSE,
     ADD_PARTITIONS_TO_TXN_RESPONSE, ADD_OFFSETS_TO_TXN_RESPONSE, END_TXN_RESPONSE,
-    TXN_OFFSET_COMMIT_RESPONSE)}
+    TXN_OFFSET_COMMIT_RESPONSE, LIST_TRANSACTIONS_RESPONSE)}

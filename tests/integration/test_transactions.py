@@ -467,3 +467,37 @@ def test_prepared_transaction_of_a_fenced_id_cannot_be_committed(txn_broker):
         newer.commit_transaction()
     assert read_all(txn_broker.bootstrap, t, 2) == [b"newer"]
     assert sorted(read_all(txn_broker.bootstrap, t, 2, "read_uncommitted")) == sorted(vals + [b"newer"])
+
+
+def test_list_transactions_finds_an_open_one_until_it_is_fenced(kafka_broker):
+    """Admin.list_transactions (ListTransactions, every broker) on Apache Kafka: a prepared,
+    uncommitted transaction is listed Ongoing with its producer id; once its id is taken over
+    (fence_transactional_id) it is no longer Ongoing, and read_committed readers pass it."""
+    t = topic(kafka_broker, 2)
+    with txn_producer(kafka_broker) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        send_all(p, (t, 2), values_of(b"listed", 4))
+        prepared = p.prepare_transaction()
+    tid = prepared.transactional_id
+    with Admin(bootstrap_servers=kafka_broker.bootstrap) as admin:
+        ongoing = [x for x in admin.list_transactions(states=["Ongoing"]) if x.transactional_id == tid]
+        assert ongoing == [(tid, prepared.producer_id, "Ongoing")]
+        by_pid = admin.list_transactions(producer_ids=[prepared.producer_id])
+        assert [x.transactional_id for x in by_pid] == [tid]
+        admin.fence_transactional_id(tid)
+        assert tid not in {x.transactional_id for x in admin.list_transactions(states=["Ongoing"])}
+        assert {x.state for x in admin.list_transactions() if x.transactional_id == tid} <= {
+            "PrepareAbort", "CompleteAbort", "Empty"}
+    write_marker(kafka_broker, [(t, 2)])
+    assert read_all(kafka_broker.bootstrap, t, 2) == [b"after", b"after"]
+
+
+def test_list_transactions_refused_by_a_broker_without_it(tansu_broker):
+    """tansu has no ListTransactions: a typed UnsupportedVersionError naming the API, not a hang
+    or an empty list (an empty list would say "nothing open")."""
+    from fastkafka.errors import UnsupportedVersionError
+
+    with Admin(bootstrap_servers=tansu_broker.bootstrap) as admin:
+        with pytest.raises(UnsupportedVersionError, match="LIST_TRANSACTIONS"):
+            admin.list_transactions(states=["Ongoing"], timeout_ms=10_000)

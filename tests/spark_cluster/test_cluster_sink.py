@@ -110,12 +110,7 @@ SPECULATION = {"spark.speculation": "true", "spark.speculation.interval": "100ms
                "spark.speculation.minTaskRuntime": "1s", "spark.speculation.efficiency.enabled": "false"}
 
 
-@pytest.mark.parametrize("guarantee", [
-    "at_least_once",
-    pytest.param("exactly_once", marks=pytest.mark.xfail(strict=True, reason=(
-        "open finding (issue 27): with a speculative copy winning, 1000 of 9000 rows are missing "
-        "for a read_committed reader although the driver committed all 6 reported transactions"))),
-])
+@pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_speculative_attempts(submit, kafka_broker, tmp_path, guarantee):
     """Two writes: in the first, partition 0's first attempt stalls after its first batch and a
     speculative copy wins; in the second, the speculative copy is the one that stalls (after

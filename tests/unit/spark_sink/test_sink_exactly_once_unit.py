@@ -15,8 +15,17 @@ BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "delivery.guaran
 
 
 class FakeAdmin:
-    def __init__(self):
+    def __init__(self, listed=(), unsupported=False):
         self.calls = []
+        self.listed = list(listed)      # TransactionListing tuples list_transactions returns
+        self.unsupported = unsupported
+
+    def list_transactions(self, states=(), producer_ids=(), timeout_ms=None):
+        self.calls.append(("list", tuple(states)))
+        if self.unsupported:
+            from fastkafka.errors import UnsupportedVersionError
+            raise UnsupportedVersionError("node 1 does not support LIST_TRANSACTIONS")
+        return [x for x in self.listed if not states or x.state in states]
 
     def fence_transactional_id(self, tid, timeout):
         self.calls.append(("fence", tid, timeout))
@@ -80,7 +89,7 @@ def test_replayed_batch_found_committed_aborts_the_new_transactions(tmp_path, mo
     assert committer.commit(first, 3) == "committed"
     replay = [PreparedTransaction("job-0-0", 1, 1)]
     assert committer.commit(replay, 3) == "replay"
-    assert admin.calls == [("commit", "job-0-0"), ("abort", "job-0-0")]
+    assert [c for c in admin.calls if c[0] != "list"] == [("commit", "job-0-0"), ("abort", "job-0-0")]
 
 
 def test_recovery_commits_a_half_committed_batch_again(tmp_path, monkeypatch):
@@ -94,3 +103,49 @@ def test_recovery_commits_a_half_committed_batch_again(tmp_path, monkeypatch):
     assert committer.log.get(4)["state"] == "committed"
     committer.recover()   # nothing left to do
     assert len(admin.calls) == 1
+
+
+def _listing(tid, state="Ongoing", pid=7):
+    from fastkafka.admin import TransactionListing
+    return TransactionListing(tid, pid, state)
+
+
+def test_commit_takes_over_open_transactions_of_attempts_that_reported_nothing(monkeypatch):
+    """A losing speculative attempt (numbered above the winner) reports nothing, and its open
+    transaction would hold read_committed readers back until its timeout: the coordinators list
+    it, and the driver takes its id over after committing; again after the grace. Other jobs'
+    ids (a longer prefix, another shape) and the committed ones are left alone."""
+    settings = settings_from_options(BASE)
+    committer = eo.TransactionCommitter(settings)
+    admin = FakeAdmin(listed=[_listing("job-0-1"), _listing("job-0-0"), _listing("job-2-0-0"),
+                              _listing("jobs-0-1"), _listing("job-1-3", "CompleteAbort"),
+                              _listing("other")])
+    monkeypatch.setattr(committer, "_admin", lambda: admin)
+    monkeypatch.setattr(eo.time, "sleep", lambda s: admin.calls.append(("sleep", s)))
+    assert committer.commit([PreparedTransaction("job-0-0", 1, 0)], -1) == "committed"
+    timeout = 900_000
+    assert admin.calls == [("commit", "job-0-0"), ("list", ("Ongoing",)),
+                           ("fence", "job-0-1", timeout), ("sleep", eo.ZOMBIE_GRACE_S),
+                           ("list", ("Ongoing",)), ("fence", "job-0-1", timeout)]
+
+
+def test_commit_without_open_leftovers_does_not_wait(monkeypatch):
+    settings = settings_from_options(BASE)
+    committer = eo.TransactionCommitter(settings)
+    admin = FakeAdmin(listed=[_listing("job-0-0")])
+    monkeypatch.setattr(committer, "_admin", lambda: admin)
+    monkeypatch.setattr(eo.time, "sleep", lambda s: admin.calls.append(("sleep", s)))
+    committer.commit([PreparedTransaction("job-0-0", 1, 0)], -1)
+    assert admin.calls == [("commit", "job-0-0"), ("list", ("Ongoing",))]
+
+
+def test_a_cluster_without_list_transactions_is_logged_once_and_skipped(monkeypatch, capsys):
+    settings = settings_from_options(BASE)
+    committer = eo.TransactionCommitter(settings)
+    admin = FakeAdmin(unsupported=True)
+    monkeypatch.setattr(committer, "_admin", lambda: admin)
+    monkeypatch.setattr(eo.time, "sleep", lambda s: admin.calls.append(("sleep", s)))
+    committer.commit([PreparedTransaction("job-0-1", 1, 0)], -1, failed_attempts=[(0, 0)])
+    assert admin.calls == [("commit", "job-0-1"), ("list", ("Ongoing",)), ("sleep", eo.ZOMBIE_GRACE_S),
+                           ("fence", "job-0-0", 900_000)]
+    assert capsys.readouterr().err.count("cannot list transactions") == 1

@@ -92,14 +92,14 @@ def with_defaults(fields, version, value):
 
 # ----------------------------------------------------------------------------- basic API checks
 def test_api_keys_and_supported_versions():
-    assert [int(k) for k in ApiKey] == [0, 2, 3, 10, 17, 18, 19, 20, 22, 24, 25, 26, 28, 36]
+    assert [int(k) for k in ApiKey] == [0, 2, 3, 10, 17, 18, 19, 20, 22, 24, 25, 26, 28, 36, 66]
     assert SUPPORTED_VERSIONS == {
         ApiKey.PRODUCE: (3, 11), ApiKey.LIST_OFFSETS: (1, 8), ApiKey.METADATA: (1, 12),
         ApiKey.API_VERSIONS: (0, 3), ApiKey.CREATE_TOPICS: (2, 7), ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 2), ApiKey.FIND_COORDINATOR: (1, 3),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-        ApiKey.END_TXN: (0, 3), ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+        ApiKey.END_TXN: (0, 3), ApiKey.TXN_OFFSET_COMMIT: (0, 3), ApiKey.LIST_TRANSACTIONS: (0, 1),
     }
 
 
@@ -377,6 +377,7 @@ from kafka.protocol.producer.transaction import (  # noqa: E402
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
     InitProducerIdResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse)
+from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse  # noqa: E402
 from kafka.protocol.sasl import (  # noqa: E402
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse)
 
@@ -395,6 +396,7 @@ KP = {
     ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
 }
 
 
