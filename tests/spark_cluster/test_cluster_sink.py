@@ -120,7 +120,9 @@ def test_speculative_attempts(submit, kafka_broker, tmp_path, guarantee):
                        slow={"partition": 0, "seconds": {"0": 60}})
     original_wins = _write(tmp_path, kafka_broker, guarantee, rows, parts,
                            slow={"partition": 0, "seconds": {"0": 8, "1": 60}})
-    result = submit([copy_wins, original_wins], conf=SPECULATION).wait()
+    job = submit([copy_wins, original_wins], conf=SPECULATION)
+    result = job.wait()
+    taken_over = [ln for ln in job.log(100_000).splitlines() if "left open by attempts" in ln]
     for w, done, winner in zip((copy_wins, original_wins), result["writes"], (1, 0)):
         p0 = [t for t in done["tasks"] if t["index"] == 0]
         assert any(t["speculative"] for t in p0), f"no speculative attempt of partition 0: {p0}"
@@ -135,6 +137,9 @@ def test_speculative_attempts(submit, kafka_broker, tmp_path, guarantee):
         assert _summary(w)["rows"] == rows
         if guarantee == "exactly_once":
             assert open_transactions(kafka_broker, w["prefix"]) == []
+            # the loser reported nothing: the driver found its open transaction and took its id
+            # over (in the original-wins write its number is above the winner's)
+            assert any(ln.endswith(f"{w['prefix']}-0-{1 - winner}") for ln in taken_over), taken_over
 
 
 def test_200_partitions_exactly_once(submit, kafka_broker, tmp_path, record_property):
