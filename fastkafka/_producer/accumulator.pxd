@@ -45,6 +45,10 @@ cdef struct QueueState:
     bint txn_added                   # transactional: added to the current transaction
     int32_t partition
     int32_t leader                   # leader node id, -1 unknown (kept by RecordAccumulator._sync_leaders)
+    # the batches drained and not yet landed (RecordAccumulator.landed), and the node the last of
+    # them went to: with idempotence none goes to another node while any is in flight
+    int32_t inflight
+    int32_t inflight_node
     const char *topic                # the topic as UTF-8 (the _PartitionQueue keeps the bytes)
     int64_t last_batch_len           # bytes the last drained batch held (sizes the next buffer)
     Py_ssize_t topic_len
@@ -217,6 +221,7 @@ cdef class RecordAccumulator:
     cdef _PartitionQueue _find_locked(self, str topic, int32_t partition)
     # The partition's QueueState (made if need be), taking the lock.
     cdef QueueState *qstate(self, str topic, int32_t partition) except NULL
+    cpdef int landed(self, ProducerBatch batch) except -1
     # QueueState.leader of every partition (``cluster`` not the last one) or of the new ones.
     cdef int _sync_leaders(self, cluster) except -1
     # A new batch whose builder takes over `reserved` bytes of the buffer pool and `buf` (a free

@@ -241,6 +241,8 @@ cdef class RecordAccumulator:
         pq.q.topic_len = len(pq.topic_utf8)
         pq.q.partition = partition
         pq.q.leader = -1
+        pq.q.inflight = 0
+        pq.q.inflight_node = -1
         pq.q.owner = <PyObject *>pq
         pq.q.next_sequence = 0
         pq.q.last_acked_end = -1
@@ -591,6 +593,22 @@ cdef class RecordAccumulator:
             self._pq_locked(self._topic_locked(topic), partition).q.muted = True
         finally:
             self._release()
+
+    cpdef int landed(self, ProducerBatch batch) except -1:
+        """A drained batch's attempt is over: acknowledged, failed, put back to be retried or
+        split, or never sent. Its partition is unmuted and no longer has it in flight."""
+        cdef _PartitionQueue pq
+        self._acquire()
+        try:
+            pq = self._find_locked(batch.topic, batch.partition)
+            if pq is not None:
+                pq.q.muted = False
+                if batch.s.in_flight:
+                    pq.q.inflight -= 1
+            batch.s.in_flight = False
+        finally:
+            self._release()
+        return 0
 
     def unmute(self, str topic, int32_t partition):
         cdef _PartitionQueue pq

@@ -63,9 +63,19 @@ cdef inline void _act_drained(AccState *st, QueueState *q) noexcept nogil:
 
 # thread: io · lock: acc held · gil: any
 cdef inline bint queue_drainable_c(AccState *st, QueueState *q) noexcept nogil:
-    """A batch of ``q`` may be drained: it has one, is not muted and (transactional) the partition
-    was added to the transaction."""
-    return q.count > 0 and not q.muted and not (st.transactional and not q.txn_added)
+    """A batch of ``q`` may be drained: it has one, is not muted, (transactional) the partition
+    was added to the transaction, and (idempotent) none of its batches is in flight to a node other
+    than its leader.
+
+    The last rule keeps a partition's batches in sequence order across a leader move: a batch the
+    old leader wrote and replicated may still be answered NOT_LEADER_OR_FOLLOWER (it was waiting
+    for acks=all when leadership moved). Were later batches sent to the new leader meanwhile, it
+    would accept them after that batch, and once more than the five batches a broker remembers
+    per producer followed it, the batch's retry could be neither recognised as a duplicate nor
+    written: OUT_OF_ORDER_SEQUENCE_NUMBER for ever. So new batches wait until the old leader has
+    answered for every batch sent to it (at most request_timeout_ms)."""
+    return (q.count > 0 and not q.muted and not (st.transactional and not q.txn_added)
+            and not (st.idem != NULL and q.inflight > 0 and q.inflight_node != q.leader))
 
 
 # thread: io · lock: acc held · gil: no
@@ -279,6 +289,9 @@ cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
                             bsize = bc.final_len
                         took = True
                     if took:
+                        e.bs.in_flight = True
+                        q.inflight += 1
+                        q.inflight_node = node
                         out[count].batch = e.batch
                         out[count].bs = e.bs
                         out[count].qs = q

@@ -250,6 +250,25 @@ cdef class IdempotenceState:
             return None
         return q.last_acked_end, q.last_acked_offset
 
+    def overtaken(self, ProducerBatch batch, int code):
+        """True when ``code`` is OUT_OF_ORDER_SEQUENCE_NUMBER for a batch of the current epoch
+        whose sequences lie before the partition's last acknowledged one: the broker accepted a
+        later batch, which it does only in sequence order, so this one was most likely written,
+        yet too long ago for the broker to recognise it as a duplicate. Retrying it can never
+        succeed; resending it under a new epoch would write it twice."""
+        cdef QueueState *q
+        cdef int32_t behind
+        if code != _OUT_OF_ORDER or batch.s.base_sequence < 0 \
+                or batch.s.producer_id != self.st.producer_id \
+                or batch.s.producer_epoch != self.st.producer_epoch:
+            return False
+        q = self._q(batch)
+        if q.last_acked_end < 0:
+            return False
+        # how far the batch's end lies behind the acknowledged end, modulo the sequence space
+        behind = (q.last_acked_end - batch.s.base_sequence - batch.s.record_count) & SEQUENCE_MAX
+        return behind < (SEQUENCE_MAX >> 1)
+
     def unresolved(self, ProducerBatch batch):
         """A sequenced batch failed for good: the broker may or may not have it, and either way the
         partition's next sequence no longer follows. Re-stamp the partition under a new epoch."""

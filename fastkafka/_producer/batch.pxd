@@ -50,6 +50,7 @@ cdef struct BatchState:
     int32_t base_sequence
     bint in_retry
     bint full                                 # an append was refused: closed for appends
+    bint in_flight                            # drained and not yet landed (QueueState.inflight)
     BuilderCore *bc                           # &builder.c, NULL once the builder is gone
 
 

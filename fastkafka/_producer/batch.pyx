@@ -396,6 +396,7 @@ cdef ProducerBatch init_batch(ProducerBatch b, str topic, int32_t partition, Bat
     b.s.base_sequence = -1
     b.s.in_retry = False
     b.s.full = False
+    b.s.in_flight = False
     b.base_offset = -1
     b.log_append_time = -1
     b.error = None

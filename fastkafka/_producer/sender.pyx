@@ -19,6 +19,7 @@ from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._producer.accumulator cimport RecordAccumulator, stamp_batch_for_send
+from fastkafka._producer.batch cimport ProducerBatch
 from fastkafka._producer.gil_free_turn cimport GilFreeTurn, gil_free_turn
 from fastkafka._net.network cimport NetworkClient
 from fastkafka._net.sampled cimport SampledRegistry, sampled_record_c
@@ -583,7 +584,9 @@ cdef class Sender:
         return True
 
     cdef int _unmute(self, batch) except -1:
-        self.acc.unmute(batch.topic, batch.partition)  # a no-op for a partition that is not muted
+        """A drained batch landed (every outcome of an attempt passes here once): its partition
+        is unmuted and no longer has it in flight (RecordAccumulator.landed)."""
+        (<RecordAccumulator?>self.acc).landed(batch)
         return 0
 
     def _retry_or_fail(self, batch, error: Exception, now: int, node: int | None = None) -> None:
@@ -591,6 +594,9 @@ cdef class Sender:
         if code in SPLIT_ERRORS and self._split(batch, error, now):
             return
         retriable = getattr(error, "retriable", False)
+        if self.idem is not None and code in SEQUENCE_ERRORS and self.idem.overtaken(batch, code):
+            self._fail_overtaken(batch, error)
+            return
         if self.txn is not None and code in TXN_FENCED:
             retriable = False   # another producer took over the transactional id: fatal
             if code != PRODUCER_FENCED:
@@ -642,6 +648,21 @@ cdef class Sender:
         self._unmute(batch)
         self._unresolved(batch)
         self._fail(batch, error)
+
+    def _fail_overtaken(self, batch, error: Exception) -> None:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch behind the partition's last acknowledged
+        sequence (IdempotenceState.overtaken): it fails at once, as not confirmed, instead of being
+        retried until its delivery timeout. Its partition's sequence has no gap (the broker took
+        the later batches in order), so no epoch bump."""
+        err = error_for_code(OUT_OF_ORDER_SEQUENCE_NUMBER, (
+            f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} (sequence "
+            f"{batch.base_sequence}) not confirmed: the broker already acknowledged later records of "
+            f"this partition from this producer, which it accepts only in sequence order, so these "
+            f"were most likely written, too long ago to be recognised as a duplicate; they are not "
+            f"sent again, which could write them twice (last error: {error})"))
+        log.error("%s", err)
+        self._unmute(batch)
+        self._fail(batch, err)
 
     def _report_data_loss(self, batch, node, acked_end: int, acked_offset: int) -> None:
         """The broker refused the batch that follows the last one it acknowledged: it no longer has

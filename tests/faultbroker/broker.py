@@ -275,7 +275,7 @@ class FaultBroker(SocketServer):
                     leader = cl.leader(name, p)
                     if leader is None:
                         err = C.UNKNOWN_TOPIC_OR_PARTITION
-                    elif leader != self.node_id:
+                    elif leader != self.node_id and append != "as_leader":
                         err = C.NOT_LEADER_OR_FOLLOWER
                     else:
                         err, base_offset = cl.append(name, p, pd["records"], self.node_id)

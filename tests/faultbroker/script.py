@@ -18,7 +18,10 @@ Actions (module-level constructors)::
     partition_error(code, partitions=None, append=False)
                                           Produce: answer ``code`` for these partitions (ints, or
                                           (topic, partition) tuples; None = all) without storing the
-                                          data (unless ``append``); other APIs: a top-level/topic error
+                                          data (unless ``append``; ``append="as_leader"`` stores it
+                                          even after the leader moved away: a deposed leader that has
+                                          not learnt it yet, whose followers replicated the write);
+                                          other APIs: a top-level/topic error
     delay(seconds)                        hold the response back (the connection stays muted)
     no_response()                         drop the response; the connection goes on reading
     rewrite_response(fn)                  answer ``fn(body, header, request_body)`` (a response body
@@ -83,7 +86,9 @@ def oversized_size_prefix(size: int = 2**31 - 1) -> Action:
     return Action("oversized_size_prefix", {"size": size})
 
 
-def partition_error(code: int, partitions=None, append: bool = False) -> Action:
+def partition_error(code: int, partitions=None, append: bool | str = False) -> Action:
+    if append not in (True, False, "as_leader"):
+        raise ValueError(f"append is True, False or 'as_leader', not {append!r}")
     parts = None if partitions is None else frozenset(partitions)
     return Action("partition_error", {"code": code, "partitions": parts, "append": append})
 

@@ -214,3 +214,92 @@ def test_sender_path_mutes_first_batch_and_stale_resend(rig):
     assert client.conn.in_flight_count() == 3 and client.conn.produce_batches() == [b1, b2, b2]
     client.conn.reset()                    # the connection's requests go (unanswered)
     done(acc, b1, b2)
+
+
+def test_overtaken_only_behind_the_acknowledged_end(rig):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch whose sequences lie before the partition's last
+    acknowledged end: the broker took a later batch, so retrying this one can never succeed."""
+    acc, idem = rig()
+    idem.set_producer_id(3, 0)
+    b1, b2, b3 = drained(acc, n=3), drained(acc, n=2), drained(acc, n=1)
+    for b in (b1, b2, b3):
+        idem.stamp(b)
+    assert not idem.overtaken(b1, OUT_OF_ORDER_SEQUENCE_NUMBER)    # nothing acknowledged yet
+    idem.acked(b2)                                                  # b1 is behind it now
+    assert idem.overtaken(b1, OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert not idem.overtaken(b1, UNKNOWN_PRODUCER_ID)
+    assert not idem.overtaken(b3, OUT_OF_ORDER_SEQUENCE_NUMBER)     # the next one: not behind
+    idem.set_producer_id(3, 1)
+    assert not idem.overtaken(b1, OUT_OF_ORDER_SEQUENCE_NUMBER)     # stamped under another epoch
+    done(acc, b1, b2, b3)
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_no_batch_to_a_new_leader_while_one_is_in_flight_to_the_old(rig, idempotent):
+    """With idempotence a partition's batches are in flight to one node at a time: after a leader
+    move, nothing of it goes to the new leader until the old one answered for every batch sent to
+    it (RecordAccumulator.landed). Without idempotence the rule does not apply."""
+    from test_accumulator import Cluster as Leaders
+    if idempotent:
+        acc, idem = rig()
+        idem.set_producer_id(4, 0)
+    else:
+        acc = RecordAccumulator(16384, 0, None, 0, 100, 120000, BufferPool(1 << 20, 16384), False)
+    old = drained(acc)                                  # in flight to node 1
+    if idempotent:
+        idem.stamp(old)
+        idem.acked(old)                                 # not the partition's first batch
+        acc.landed(old)
+        old = drained(acc)
+        idem.stamp(old)
+    acc.append("t", 0, 1000, None, b"next", None, None, 0, 0)
+    moved = Leaders({("t", 0): 2, ("t", 1): 2})
+    taken = acc.drain(moved, [2], 1 << 20, 0).get(2, [])
+    if idempotent:
+        assert taken == []
+        acc.landed(old)                                 # the old leader answered
+        [taken] = acc.drain(moved, [2], 1 << 20, 0)[2]
+    else:
+        [taken] = taken
+    assert taken.partition == 0 and taken is not old
+    acc.landed(taken)
+    done(acc, old, taken)
+    if not idempotent:
+        for b in acc.abort_undrained():
+            b.complete(-1, -1, None)
+            acc.deallocate(b)
+        acc.close()
+
+
+def test_sender_fails_an_overtaken_batch_at_once(rig, caplog):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch behind the last acknowledged sequence: failed at once
+    with an error saying it was most likely written, not retried, and no epoch bump."""
+    from fastkafka._producer.sender import Sender
+    import types
+    from sockless import SocklessClient
+    acc, _ = rig()
+    client = SocklessClient(9)
+    cfg = types.SimpleNamespace(
+        transactional_id=None, enable_idempotence=True, acks=-1, compression_code=0,
+        retry_backoff_ms=100, retry_backoff_max_ms=1000, on_error=None, request_timeout_ms=30000,
+        delivery_timeout_ms=120000, retries=3, max_request_size=1 << 20, gil_free_io=False)
+    s = Sender(cfg, acc, types.SimpleNamespace(cluster=CLUSTER), client.net, clock=lambda: 0)
+    s.idem.set_producer_id(8, 0)
+    b0 = drained(acc, 0)
+    s._send_produce(1, [b0], 0)
+    s.idem.acked(b0, 0)
+    acc.landed(b0)
+    done(acc, b0)
+    b1, b2 = drained(acc, 0, n=2), drained(acc, 0)
+    s._send_produce(1, [b1, b2], 0)
+    s.idem.acked(b2, 3)                     # acknowledged before b1's retry came back
+    acc.landed(b2)
+    done(acc, b2)
+    with caplog.at_level("ERROR", logger="fastkafka"):
+        s._retry_or_fail(b1, OutOfOrderSequenceNumberError("refused"), 0, 1)
+    assert b1.is_done and isinstance(b1.error, OutOfOrderSequenceNumberError)
+    assert "most likely written" in str(b1.error) and "t-0" in str(b1.error)
+    assert acc.queued("t", 0) == [] and not s.idem.bump_required
+    assert s.stats["retries"] == 0 and s.stats["errors"] == 1
+    assert any("most likely written" in r.getMessage() for r in caplog.records)
+    client.conn.reset()
