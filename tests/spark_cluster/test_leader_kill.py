@@ -14,7 +14,7 @@ import pytest
 from brokers import unique_name
 from readall import end_offsets, open_transactions, read_all, wait_for
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(600)]
 
 TOPIC_PARTITIONS = 4
 ISR_TIMEOUT = 90.0

@@ -16,7 +16,7 @@ import pytest
 from brokers import unique_name
 from readall import end_offsets, open_transactions, read_all, wait_for
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(600)]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM_JOB = os.path.join(HERE, "stream_job.py")
