@@ -195,7 +195,8 @@ def driver(spec_path: str) -> None:
             writer.save()
             out.append({**w, "rows": rows, "seconds": time.perf_counter() - t0})
         except Exception as e:  # noqa: BLE001 - a failed write is a result of the run
-            out.append({**w, "rows": rows, "failed": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"})
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            out.append({**w, "rows": rows, "failed": f"{type(e).__name__}: {first}"})
         print(f"bench: {out[-1]}", file=sys.stderr, flush=True)
     with open(spec["result"], "w") as f:
         json.dump(out, f)
