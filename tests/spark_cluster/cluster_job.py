@@ -6,8 +6,8 @@ executors import fastkafka from), and ``writes``: a list of writes, each with ``
 (the sink's summary file), ``pause`` (seconds every task sleeps
 between two batches: a write slow enough to kill an executor in the middle) and ``slow``
 (``{"partition": P, "seconds": {"0": S0, "1": S1}}``: attempt N of partition P sleeps S_N seconds
-once its first batch reached the sink, the others not at all); a batch is ``spark.sql.execution.arrow.maxRecordsPerBatch``
-rows.
+once its first batch reached the sink, the others not at all) and ``options`` (more options of the
+sink, e.g. ``kafka.acks``); a batch is ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows.
 
 The result: the application id, the probe's findings, and per write its wall time and every task
 attempt of its stages as the driver's REST API lists them (status, attempt, speculative, error).
@@ -110,6 +110,8 @@ def main(spec_path):
                   .option("summary.path", w["summary"]))
         if w["guarantee"] == "exactly_once":
             writer = writer.option("transactional.id.prefix", w["prefix"])
+        for k, v in w.get("options", {}).items():
+            writer = writer.option(k, v)
         t0 = time.monotonic()
         writer.save()
         result["writes"].append({"seconds": round(time.monotonic() - t0, 3), "tasks": tasks(spark, group)})

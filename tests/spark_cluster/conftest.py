@@ -9,11 +9,14 @@
   process of its own (one SparkContext per process: the session's ``local`` SparkSession of
   tests/spark can live beside it). The executors run ``./env/bin/python`` of the shipped env, with
   no PYTHONPATH and the repository nowhere in sight.
+* ``submit_job``: the same for any driver program of this directory (``stream_job.py``) and its
+  spec; the driver runs in a process group of its own, which :meth:`Submitted.kill` SIGKILLs.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -85,12 +88,21 @@ class Submitted:
         with open(self.log_path, errors="replace") as f:
             return "".join(f.readlines()[-n:])
 
+    def kill(self) -> None:
+        """SIGKILL the driver: spark-submit's JVM, the driver program and its Python workers (the
+        process group it was started in)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(30)
+
     def wait(self, timeout: float = SUBMIT_TIMEOUT_S) -> dict:
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+            self.kill()
             raise AssertionError(f"spark-submit did not finish in {timeout:.0f}s:\n{self.log()}") from None
         assert rc == 0, f"spark-submit exited {rc}:\n{self.log()}"
         with open(self.spec["result"]) as f:
@@ -114,21 +126,35 @@ def driver_env() -> dict:
 
 
 @pytest.fixture
-def submit(spark_cluster, shipped_env, driver_dir, kafka_broker, tmp_path):
-    """``submit(writes, conf={...}, probe=0) -> Submitted``: start cluster_job.py on the cluster."""
-    def start(writes: list[dict], conf: dict | None = None, probe: int = 0) -> Submitted:
-        spec = {"bootstrap": kafka_broker.bootstrap, "result": str(tmp_path / "result.json"),
-                "probe": probe, "writes": writes}
-        spec_path = tmp_path / "spec.json"
+def submit_job(spark_cluster, shipped_env, driver_dir, tmp_path):
+    """``submit_job(script, spec, conf={...}, name="job") -> Submitted``: start the driver program
+    ``script SPEC.json`` on the cluster (``spec["result"]`` names the file it writes at its end).
+    The driver's log is ``<tmp_path>/<name>.log``."""
+    def start(script: str, spec: dict, conf: dict | None = None, name: str = "job") -> Submitted:
+        spec_path = tmp_path / f"{name}.spec.json"
         spec_path.write_text(json.dumps(spec))
         full = {**BASE_CONF, "spark.archives": f"{shipped_env}#env", **(conf or {})}
-        log = str(tmp_path / "driver.log")
+        log = str(tmp_path / f"{name}.log")
         with open(log, "wb") as out:
-            proc = subprocess.Popen(submit_command(spark_cluster.master_url, full, JOB, str(spec_path)),
+            proc = subprocess.Popen(submit_command(spark_cluster.master_url, full, script, str(spec_path)),
                                     cwd=driver_dir, env=driver_env(), stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
         return Submitted(proc, spec, log, str(spec_path))
 
     return start
 
 
+@pytest.fixture
+def submit(submit_job, request, tmp_path):
+    """``submit(writes, conf={...}, probe=0, bootstrap=None) -> Submitted``: start cluster_job.py on
+    the cluster (writing to ``kafka_broker``, or to ``bootstrap``)."""
+    def start(writes: list[dict], conf: dict | None = None, probe: int = 0,
+              bootstrap: str | None = None) -> Submitted:
+        if bootstrap is None:
+            bootstrap = request.getfixturevalue("kafka_broker").bootstrap
+        spec = {"bootstrap": bootstrap, "result": str(tmp_path / "result.json"),
+                "probe": probe, "writes": writes}
+        return submit_job(JOB, spec, conf, name="driver")
+
+    return start
