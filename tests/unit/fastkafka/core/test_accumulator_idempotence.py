@@ -186,9 +186,9 @@ def test_on_sequence_error(rig):
     done(acc, b1, b2, b3, fresh)
 
 
-def test_sender_path_mutes_first_batch_and_stale_resend(rig):
-    """_send_produce's rule (stamp_for_send_c): the partition's first batch under an epoch, and a
-    stale resend, mute the partition."""
+def _idempotent_sender(rig):
+    """An idempotent Sender (producer id 8, epoch 0) over ``rig``'s accumulator and a socketless
+    network client; returns (accumulator, sender, client)."""
     from fastkafka._producer.sender import Sender
     import types
     from sockless import SocklessClient
@@ -200,6 +200,13 @@ def test_sender_path_mutes_first_batch_and_stale_resend(rig):
         delivery_timeout_ms=120000, retries=3, max_request_size=1 << 20, gil_free_io=False)
     s = Sender(cfg, acc, types.SimpleNamespace(cluster=CLUSTER), client.net, clock=lambda: 0)
     s.idem.set_producer_id(8, 0)
+    return acc, s, client
+
+
+def test_sender_path_mutes_first_batch_and_stale_resend(rig):
+    """_send_produce's rule (stamp_for_send_c): the partition's first batch under an epoch, and a
+    stale resend, mute the partition."""
+    acc, s, client = _idempotent_sender(rig)
     b1 = drained(acc, 0)
     s._send_produce(1, [b1], 0)
     assert acc.is_muted("t", 0) and b1.base_sequence == 0
@@ -274,17 +281,7 @@ def test_no_batch_to_a_new_leader_while_one_is_in_flight_to_the_old(rig, idempot
 def test_sender_fails_an_overtaken_batch_at_once(rig, caplog):
     """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch behind the last acknowledged sequence: failed at once
     with an error saying it was most likely written, not retried, and no epoch bump."""
-    from fastkafka._producer.sender import Sender
-    import types
-    from sockless import SocklessClient
-    acc, _ = rig()
-    client = SocklessClient(9)
-    cfg = types.SimpleNamespace(
-        transactional_id=None, enable_idempotence=True, acks=-1, compression_code=0,
-        retry_backoff_ms=100, retry_backoff_max_ms=1000, on_error=None, request_timeout_ms=30000,
-        delivery_timeout_ms=120000, retries=3, max_request_size=1 << 20, gil_free_io=False)
-    s = Sender(cfg, acc, types.SimpleNamespace(cluster=CLUSTER), client.net, clock=lambda: 0)
-    s.idem.set_producer_id(8, 0)
+    acc, s, client = _idempotent_sender(rig)
     b0 = drained(acc, 0)
     s._send_produce(1, [b0], 0)
     s.idem.acked(b0, 0)
