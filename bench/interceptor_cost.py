@@ -1,4 +1,4 @@
-"""The cost of producer interceptors, in one process against one Apache Kafka node:
+"""The cost of producer interceptors against one Apache Kafka node:
 
     python bench/interceptor_cost.py [--records 500000] [--rounds 5] [--partitions 6] [--keyed 100]
                                      [--bootstrap-servers HOST:PORT]
@@ -10,12 +10,17 @@ OpenTelemetry SDK is installed (spans to a no-op processor); on a ``--partitions
 keys, and keyed (20,000 distinct keys) on a ``--keyed`` topic. Prints the median records/s of
 each and the ratio to no interceptor. The cost of the check itself when no interceptor is set is
 measured with bench/ab.py against the build before the change.
+
+Each measurement runs in a child process of its own (this script with ``--child``), so no
+measurement inherits another's heap, threads or interpreter state.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -69,6 +74,19 @@ def run(bootstrap, topic, partitions, records, interceptors, keyed) -> float:
     return records / elapsed
 
 
+KINDS = {"none": lambda: None, "noop": lambda: [NoOp()], "otel": lambda: [tracing()]}
+
+
+def in_child(bootstrap, topic, partitions, records, kind, keyed) -> float:
+    """``run`` in a child process of its own; its records/s."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--bootstrap-servers", bootstrap,
+           "--topic", topic, "--partitions", str(partitions), "--records", str(records)]
+    if keyed:
+        cmd.append("--child-keyed")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900).stdout
+    return json.loads(out.strip().splitlines()[-1])["rate"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=500_000)
@@ -76,7 +94,15 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--keyed", type=int, default=100)
     ap.add_argument("--bootstrap-servers", default=None)
+    ap.add_argument("--child", choices=sorted(KINDS), help=argparse.SUPPRESS)
+    ap.add_argument("--child-keyed", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child:
+        rate = run(args.bootstrap_servers, args.topic, args.partitions, args.records,
+                   KINDS[args.child](), args.child_keyed)
+        print(json.dumps({"rate": rate}), flush=True)
+        return 0
     broker = None
     if args.bootstrap_servers:
         bootstrap = args.bootstrap_servers
@@ -91,9 +117,7 @@ def main(argv=None) -> int:
         broker = KafkaCluster(nodes=1, jit="full", heap_mb=1536).start(timeout=180)
         bootstrap = broker.bootstrap
         create = broker.create_topic
-    kinds = {"none": lambda: None, "noop": lambda: [NoOp()]}
-    if tracing() is not None:
-        kinds["otel"] = lambda: [tracing()]
+    kinds = ["none", "noop"] + (["otel"] if tracing() is not None else [])
     shapes = [("unkeyed", args.partitions, False), ("keyed", args.keyed, True)]
     results = {(s, k): [] for s, _, _ in shapes for k in kinds}
     try:
@@ -103,7 +127,7 @@ def main(argv=None) -> int:
                 for kind in order:
                     topic = f"icost-{uuid.uuid4().hex[:8]}"
                     create(topic, parts)
-                    rate = run(bootstrap, topic, parts, args.records, kinds[kind](), keyed)
+                    rate = in_child(bootstrap, topic, parts, args.records, kind, keyed)
                     results[(shape, kind)].append(rate)
                     print(f"round {r + 1} {shape:8s} {kind:5s} {rate:12,.0f} rec/s", flush=True)
     finally:

@@ -19,3 +19,11 @@ cdef inline int64_t clock_ms(int clock) noexcept nogil:
 # thread: any · lock: none · gil: any
 cdef inline int64_t monotonic_ms() noexcept nogil:
     return clock_ms(CLOCK_MONOTONIC)
+
+
+# thread: any · lock: none · gil: any
+cdef inline int64_t monotonic_us() noexcept nogil:
+    """CLOCK_MONOTONIC in microseconds: request latencies, which are often below a millisecond."""
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return <int64_t>t.tv_sec * 1000000 + t.tv_nsec // 1000

@@ -63,6 +63,7 @@ cdef struct InFlightEntry:
     int32_t correlation_id
     int16_t version
     int64_t created_ms
+    int64_t created_us         # monotonic_us() when queued: its latency (request-latency-*)
     long long end_pos          # the send queue's queued_bytes after its last byte
     PyObject *request          # InFlightRequest, or NULL for a Produce request of batches
     PyObject **batches
@@ -132,6 +133,7 @@ cdef class ProduceRequest:
     when it expects no answer): the ``batches`` list holds the references the entry owned."""
     cdef readonly int32_t correlation_id
     cdef readonly int64_t created_ms
+    cdef readonly int64_t created_us
     cdef readonly int version
     cdef readonly int32_t node_id
     cdef readonly list batches

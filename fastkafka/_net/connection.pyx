@@ -22,6 +22,7 @@ from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport INT64_MAX, int16_t, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc
 
+from fastkafka._net.clock cimport monotonic_us
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.transport cimport (SendQueue, SendQueueCore, sq_clear_c, sq_push_raw_c,
                                         sq_reserve_c, sq_write_c)
@@ -149,6 +150,7 @@ cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now
     e.correlation_id = correlation_id
     e.version = version
     e.created_ms = now
+    e.created_us = monotonic_us()
     e.end_pos = c.sq.queued_bytes
     e.request = NULL
     e.batches = batches
@@ -425,6 +427,7 @@ cdef class Connection:
             e.correlation_id = req.correlation_id
             e.version = req.version
             e.created_ms = now
+            e.created_us = monotonic_us()
             e.end_pos = self.send_queue.core.queued_bytes
             e.request = <PyObject *>req
             e.batches = NULL
@@ -554,6 +557,7 @@ cdef class Connection:
             PyList_SET_ITEM_moved(<PyObject *>batches, i, e.batches[i])
         r.correlation_id = e.correlation_id
         r.created_ms = e.created_ms
+        r.created_us = e.created_us
         r.version = e.version
         r.node_id = self.node_id
         r.batches = batches

@@ -273,9 +273,10 @@ cdef inline void _record_io(NetworkClient self, Connection conn, bint answer, do
                          nbytes, now)
 
 
-cdef inline void _record_produce_answer(NetworkClient self, Connection conn, int64_t latency,
+cdef inline void _record_produce_answer(NetworkClient self, Connection conn, double latency,
                                         int64_t throttle, int64_t now) noexcept:
-    """A Produce answer read with the GIL: its latency (ms since queued) and throttle time."""
+    """A Produce answer read with the GIL: its latency (ms since queued, to the microsecond) and
+    throttle time."""
     cdef ProducerSampled *g = &self.sampled.g
     sampled_record_c(&g.latency, &g.conf, latency, now)
     sampled_record_c(&g.throttle, &g.conf, throttle, now)
