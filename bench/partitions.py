@@ -1006,11 +1006,11 @@ def combine(runs: list[tuple[str, str]], note: str | None = None) -> str:
     return "\n".join(out)
 
 
-def kafka_line(version: str, heap_mb: int, jit: str) -> str:
+def kafka_line(version: str, heap_mb: int, jit: str, place: str = "on local disk") -> str:
     return (f"Apache Kafka {version}, one KRaft node (broker + controller) on 127.0.0.1 "
             f"(`fastkafka_tools.apachekafka.KafkaCluster(nodes=1, heap_mb={heap_mb}, jit=\"{jit}\")`: "
             "SerialGC, 2 network and 2 I/O threads), `log.segment.delete.delay.ms=0` (a deleted topic's "
-            "files are removed at once), data on local disk in a temporary directory, replication factor 1; "
+            f"files are removed at once), data {place} in a temporary directory, replication factor 1; "
             "started once for the run")
 
 
@@ -1098,7 +1098,7 @@ def main(argv=None) -> int:
         kw = {"heap_mb": args.kafka_heap_mb} if args.kafka_heap_mb else {}
         broker = KafkaCluster(nodes=1, jit=args.kafka_jit, properties=BROKER_PROPERTIES, **kw).start(timeout=180)
         bootstrap = broker.bootstrap
-        broker_line = kafka_line(broker.version, broker.heap_mb, args.kafka_jit)
+        broker_line = kafka_line(broker.version, broker.heap_mb, args.kafka_jit, broker.data_place)
     try:
         report = run_benchmark(bootstrap, args, log=lambda s: print(s, flush=True),
                                broker_pid=broker.pid if broker is not None else args.broker_pid)

@@ -328,7 +328,7 @@ def main(argv=None) -> int:
         *sections,
         f"- pyspark {pyspark.__version__}; Spark's Kafka sink: "
         f"{', '.join(os.path.basename(j)[:-4] for j in jars if 'kafka' in os.path.basename(j))}",
-        kafka_line(broker.version, args.kafka_heap_mb), load_line(load0),
+        kafka_line(broker.version, args.kafka_heap_mb, broker.data_place), load_line(load0),
         f"- {os.cpu_count()} CPUs; wall time {time.monotonic() - wall0:.0f} s", ""])
     emit(text, args.out)
     return 0

@@ -304,6 +304,26 @@ class KafkaNode:
         return "\n".join(lines[-n:])
 
 
+def data_place(path: str) -> str:
+    """The file system ``path`` lives on, in words: "in memory (tmpfs at /dev/shm)" or "on local
+    disk (ext4)" (from /proc/mounts: the longest mount point containing it)."""
+    path = os.path.realpath(path)
+    best, fstype = "", ""
+    with contextlib.suppress(OSError):
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mnt = parts[1].replace("\\040", " ")
+                inside = path == mnt or path.startswith(mnt.rstrip("/") + "/")
+                if inside and len(mnt) >= len(best):
+                    best, fstype = mnt, parts[2]
+    if fstype in ("tmpfs", "ramfs"):
+        return f"in memory ({fstype} at {best})"
+    return f"on local disk ({fstype})" if fstype else "on local disk"
+
+
 class KafkaCluster:
     """``nodes`` KRaft nodes of Apache Kafka ``version`` on 127.0.0.1, each broker + controller.
 
@@ -311,6 +331,11 @@ class KafkaCluster:
     replication factor 3 and ``min.insync.replicas=2`` by default. ``properties`` adds or overrides
     broker settings (for example security listeners). ``jit="full"`` lets the JVM compile fully
     (benchmarks); the default C1-only mode starts quicker and uses less CPU (tests).
+
+    The nodes' data go to a temporary directory (removed at ``stop``) under ``data_root``, or under
+    the environment's ``FASTKAFKA_KAFKA_DATA_ROOT``, or under the system's temporary directory.
+    Benchmarks put it on a tmpfs (``/dev/shm``) to take the disk out of what they measure: on a
+    virtual disk a broker's writes can stall for seconds, for every client alike.
 
     It offers the interface of :class:`fastkafka_tools.localbroker.LocalBroker` (``bootstrap``,
     ``running``, ``create_topic``, ``delete_topic``, ``stop``, ``last_output``), so the same fixtures
@@ -321,7 +346,7 @@ class KafkaCluster:
 
     def __init__(self, nodes: int = 1, version: str | None = None, heap_mb: int = 384,
                  properties: dict | None = None, jit: str = "c1", base_dir: str | None = None,
-                 listeners: dict | None = None, scram_users=()):
+                 listeners: dict | None = None, scram_users=(), data_root: str | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         # Extra listeners beside PLAINTEXT, name -> security protocol (e.g. {"SASL_PLAINTEXT":
@@ -335,13 +360,22 @@ class KafkaCluster:
         self.jit = jit
         self.extra_properties = dict(properties or {})
         self._own_dir = base_dir is None
-        self.base_dir = base_dir or tempfile.mkdtemp(prefix="fastkafka-kafka-")
+        if base_dir is None:
+            root = data_root or os.environ.get("FASTKAFKA_KAFKA_DATA_ROOT") or None
+            base_dir = tempfile.mkdtemp(prefix="fastkafka-kafka-", dir=root)
+        self.base_dir = base_dir
         self.nodes: dict[int, KafkaNode] = {}
         for node_id in range(1, nodes + 1):
             self.nodes[node_id] = KafkaNode(self, node_id, free_port(), free_port())
         self.cluster_id = _cluster_id()
         self._formatted = False
         self._lock = threading.Lock()
+
+    @property
+    def data_place(self) -> str:
+        """Where the nodes keep their data, for benchmark reports: "in memory (tmpfs at /dev/shm)"
+        or "on local disk (ext4)"."""
+        return data_place(self.base_dir)
 
     # -- LocalBroker-compatible surface ------------------------------------------------------
     @property
