@@ -842,6 +842,8 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         cmd += " --fresh-topics"
     if not report.get("fastkafka_is_repo", True):
         cmd += " --fastkafka-path DIR"
+    if os.environ.get("FASTKAFKA_KAFKA_DATA_ROOT") and not args.bootstrap_servers:
+        cmd = f"FASTKAFKA_KAFKA_DATA_ROOT={os.environ['FASTKAFKA_KAFKA_DATA_ROOT']} {cmd}"
     lines = [
         "# Throughput over many partitions: fastkafka and confluent-kafka",
         "",
@@ -941,7 +943,7 @@ def parse_run(text: str) -> dict:
     commit = re.search(r"fastkafka at git ([0-9a-f?]+(?: \(uncommitted[^)]*\))?)", text)
     mode = re.search(r"^Mode: \*\*(\w+)\*\*", text, re.M)
     load = re.search(r"load average \(1 min\)[^:]*: min ([\d.]+), median ([\d.]+), max ([\d.]+)", text)
-    cmd = re.search(r"^`(python bench/partitions\.py[^`]*)` — (.*)$", text, re.M)
+    cmd = re.search(r"^`((?:\w+=\S+ )*python bench/partitions\.py[^`]*)` — (.*)$", text, re.M)
     return {"rows": rows,
             "commit": commit.group(1) if commit else "?",
             "mode": mode.group(1) if mode else ("fresh" if "Fresh topics per measurement" in text else "?"),
