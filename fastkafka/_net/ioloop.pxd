@@ -71,6 +71,8 @@ cdef class Poller:
     cpdef wake_at(self, long long deadline_ms)
     cpdef wake_gil_free(self)
     cdef void set_gil_free(self, gil_free_fn fn, void *ctx) noexcept
+    # thread: io · lock: none · gil: any
+    cdef void _timer_fired(self) noexcept nogil
     # thread: io · lock: none · gil: no
     cdef void _poke_c(self) noexcept nogil
     # thread: io · lock: none · gil: held

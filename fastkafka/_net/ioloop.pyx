@@ -358,6 +358,19 @@ cdef class Poller:
                 raise OSError(errno, "eventfd failed")
         return self._pokefd
 
+    # thread: io · lock: none · gil: any
+    cdef void _timer_fired(self) noexcept nogil:
+        """The timer's descriptor was ready: read its expirations, then record it as unarmed, in
+        that order. Recorded first, a ``wake_at`` between the record and the read would arm a
+        deadline already passed (``linger_ms=0``), its expiry would be read here with the old
+        one, and the record would keep that deadline with no expiry to come: every later
+        ``wake_at`` (a later deadline) would then be refused and new batches would wait for some
+        other wake-up, hundreds of milliseconds on a busy event loop. Read first, a ``wake_at``
+        in between at worst leaves an expiry pending with no deadline recorded: one wake-up more."""
+        cdef uint64_t counter
+        read(self._tfd, &counter, 8)
+        fk_store64(&self._timer_at_ms, NO_TIMER)
+
     # thread: io · lock: none · gil: no
     cdef void _poke_c(self) noexcept nogil:
         """About to take the GIL back: with a poke fd, mark the turn active, then poke the loop
@@ -422,8 +435,7 @@ cdef class Poller:
                 return False
         for i in range(n):
             if evs[i].data.fd == self._tfd:
-                fk_store64(&self._timer_at_ms, NO_TIMER)
-                read(self._tfd, &counter, 8)
+                self._timer_fired()
             else:
                 fk_store(&self._xwake_pending, 0)
                 read(self._xfd, &counter, 8)
@@ -444,8 +456,7 @@ cdef class Poller:
         for i in range(n):
             fd = evs[i].data.fd
             if fd == self._tfd:
-                fk_store64(&self._timer_at_ms, NO_TIMER)
-                read(self._tfd, &counter, 8)
+                self._timer_fired()
             elif fd == self._xfd:
                 fk_store(&self._xwake_pending, 0)
                 read(self._xfd, &counter, 8)
@@ -568,8 +579,7 @@ cdef class Poller:
                 read(self._xfd, &counter, 8)
                 continue
             if fd == self._tfd:
-                fk_store64(&self._timer_at_ms, NO_TIMER)
-                read(self._tfd, &counter, 8)
+                self._timer_fired()
                 continue
             mask = 0
             if e & ~(<unsigned int>EPOLLIN):
