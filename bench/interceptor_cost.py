@@ -27,6 +27,9 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import e2e  # noqa: E402
 
 KEYS = 20_000
 SIZE = 100
@@ -117,8 +120,7 @@ def main(argv=None) -> int:
         broker = KafkaCluster(nodes=1, jit="full", heap_mb=1536).start(timeout=180)
         bootstrap = broker.bootstrap
         create = broker.create_topic
-        print(f"Apache Kafka {broker.version}, one KRaft node (full JIT, heap 1536 MiB), data "
-              f"{broker.data_place}", flush=True)
+        print(e2e.kafka_line(broker.version, 1536, broker.data_place), flush=True)
     kinds = ["none", "noop"] + (["otel"] if tracing() is not None else [])
     shapes = [("unkeyed", args.partitions, False), ("keyed", args.keyed, True)]
     results = {(s, k): [] for s, _, _ in shapes for k in kinds}

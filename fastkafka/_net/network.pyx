@@ -39,7 +39,7 @@ from libc.stdint cimport INT64_MAX, int16_t, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms, monotonic_us as c_monotonic_us
+from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms, ms_since_us
 from fastkafka._net.connection cimport (
     CONNECTING, DISCONNECTED, DUE_CONNECT, DUE_IDLE, DUE_NONE, DUE_REAUTHENTICATE, DUE_REQUEST,
     DUE_TLS_HANDSHAKE, HANDSHAKE, READY, Connection, InFlightRequest, ProduceRequest,
@@ -697,8 +697,7 @@ cdef class NetworkClient:
             self.stats["throttled_responses"] += 1
             self.stats["throttle_time_ms_total"] += throttle
         if type(r) is ProduceRequest:
-            _record_produce_answer(self, conn, (c_monotonic_us() - (<ProduceRequest>r).created_us) / 1000.0,
-                                   throttle, now)
+            _record_produce_answer(self, conn, ms_since_us((<ProduceRequest>r).created_us), throttle, now)
             # runs produce_handler(node_id, batches, body, None) with the other completions
             (<ProduceRequest>r).handler = self.produce_handler
             self._completions.append((r, body, None))

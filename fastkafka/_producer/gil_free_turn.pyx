@@ -20,7 +20,7 @@ from fastkafka._producer.accumulator cimport (AccState, DrainedBatch, QueueState
                                           RecordAccumulator, drain_c, take_drained_batch, scan_c)
 from fastkafka._producer.batch cimport BatchState, ProducerBatch
 from fastkafka._wire.records cimport BuilderCore
-from fastkafka._net.clock cimport monotonic_ms, monotonic_us
+from fastkafka._net.clock cimport monotonic_ms, ms_since_us
 from fastkafka._net.connection cimport (READY, ConnCore, Connection, InFlightEntry, ProduceRequest,
                                          be32_c, conn_entry_c,
                                          conn_in_flight_c)
@@ -302,7 +302,7 @@ cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
         rd_consume_c(rd, size)
         c.last_activity_ms = now
         x.answers_read += 1
-        _count_answer_c(x.net.metrics, c, size + 4, (monotonic_us() - e.created_us) / 1000.0, now)
+        _count_answer_c(x.net.metrics, c, size + 4, ms_since_us(e.created_us), now)
         taken += 1
 
 
