@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import collections
 import os
+import random
 import shutil
 import signal
 import socket
@@ -48,8 +49,47 @@ class LocalBrokerError(RuntimeError):
     """The broker binary is missing, the process died, or it did not answer in time."""
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux), or IANA's."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """An ephemeral TCP port that was free a moment ago."""
+    """A TCP port that was free a moment ago, outside the kernel's ephemeral range.
+
+    A port from the ephemeral range can be taken by any process's outgoing connection while its
+    server is down (a broker node killed and restarted, for instance), and the restart then fails
+    to bind. Ports below (or above) that range are only ever taken by a bind. Within one process a
+    port is handed out once.
+    """
+    low, high = _ephemeral_range()
+    spans = [(r0, r1) for r0, r1 in ((10000, low - 1), (high + 1, 65535)) if r1 - r0 >= 1000]
+    rng = random.SystemRandom()
+    for _ in range(200) if spans else ():
+        r0, r1 = rng.choice(spans)
+        port = rng.randint(r0, r1)
+        with _handed_out_lock:
+            if port in _handed_out:
+                continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        with _handed_out_lock:
+            if port in _handed_out:
+                continue
+            _handed_out.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
