@@ -467,12 +467,18 @@ CLIENT_CLASSES = {c.key: c for c in (FastkafkaClient, FastkafkaProduceClient, Ai
                                      ConfluentFlushClient)}
 
 
+#: The I/O thread's counters (fastkafka's metrics()) kept per run in the RESULT line.
+_IO_COUNTERS = ("io_waits", "io_gil_free_turns", "io_slow_gil_waits", "io_gil_wait_ms_total",
+                "gil_handovers", "aio_gil_pokes", "aio_turn_handovers")
+
+
 def _fk_counters(m0, m1, records: int) -> dict:
     """fastkafka's loop counters over the timed part (None for the other clients)."""
     wake = counter_delta(m0, m1, "aio_loop_wakeups")
     done = counter_delta(m0, m1, "aio_records_completed")
+    io = {k: counter_delta(m0, m1, k) for k in _IO_COUNTERS}
     return {"loop_wakeups": wake, "records_completed_on_loop": done,
-            "wakeups_per_record": per_record(wake, records)}
+            "wakeups_per_record": per_record(wake, records), "io_thread": io}
 
 
 async def run_gather(c: Client, topic: str, values: list, window: int, cap_s: float) -> dict:

@@ -28,7 +28,7 @@ _COUNTERS = frozenset((
     "io_timers_armed", "io_gil_free_turns", "gil_free_requests", "gil_free_answers",
     "gil_handovers", "txn_commits", "txn_aborts", "txn_add_partitions", "txn_retries",
     "txn_coordinator_lookups", "aio_loop_wakeups", "aio_records_completed",
-    "aio_unawaited_failures", "aio_gil_pokes",
+    "aio_unawaited_failures", "aio_gil_pokes", "aio_turn_handovers",
 ))
 _BAD = re.compile(r"[^A-Za-z0-9_]")
 

@@ -718,6 +718,7 @@ class AsyncProducer:
             "aio_backlog": len(self._backlog),
             "aio_unawaited_failures": sink.unawaited_failures if sink is not None else 0,
             "aio_gil_pokes": self._p._client.poller.gil_pokes,
+            "aio_turn_handovers": self._p._client.poller.turn_handovers,
         })
         return m
 

@@ -140,6 +140,21 @@ cdef inline long long _now_ns() noexcept nogil:
     return ts.tv_sec * 1000000000LL + ts.tv_nsec
 
 
+# thread: io+app · lock: none · gil: any
+cdef inline void _consume(int fd, int *pending) noexcept nogil:
+    """Take an eventfd's wake-ups, then clear its pending flag, in that order. The writer writes
+    only when it turns the flag from 0 to 1. Cleared first, a write between the clear and the
+    read would be consumed with the flag left at 1, and every later wake-up skipped (the flag is
+    cleared only here, after a read that no write would make possible again): the I/O thread
+    or the event loop would never be woken that way again. Cleared after, a wake-up between
+    the two finds the flag set and writes nothing, but its reason was recorded before it, and
+    the reader, awake, acts on it after this returns (the clear is an exchange, so the reader's
+    next loads do not move before it)."""
+    cdef uint64_t counter
+    read(fd, &counter, 8)
+    fk_swap(pending, 0)
+
+
 cdef void _hand_over() noexcept:
     global handovers
     cdef int took = fk_took()
@@ -387,16 +402,12 @@ cdef class Poller:
         I/O thread's turn with the GIL goes on, wait for it without the GIL (up to
         TURN_HANDOVER_MAX_US): the turn gets the GIL now, and keeps it, instead of losing it
         to the loop's next short release in the middle."""
-        cdef uint64_t counter
         cdef uint64_t one = 1
         cdef long long deadline, left
-        # Cleared before the read: a poke written after the read makes the descriptor readable
-        # again (the loop calls this once more); one written before it is read here and acted on
-        # below. Cleared after the read, a poke in between would be lost with the I/O thread
-        # left waiting for the GIL and no poke to come.
-        fk_store(&self._poke_pending, 0)
+        # Read, then cleared (_consume): a poke that found the flag still set between the two
+        # wrote nothing, but its turn was marked active before it: acted on below.
         if self._pokefd >= 0:
-            read(self._pokefd, &counter, 8)
+            _consume(self._pokefd, &self._poke_pending)
         if fk_load(&self._turn_active):
             self.turn_handovers += 1
             with nogil:
@@ -428,7 +439,6 @@ cdef class Poller:
         its timeout: the GIL-free turn may handle it."""
         cdef epoll_event *evs = <epoll_event *>self._buf
         cdef int i, fd
-        cdef uint64_t counter
         for i in range(n):
             fd = evs[i].data.fd
             if fd != self._tfd and fd != self._xfd:
@@ -437,8 +447,7 @@ cdef class Poller:
             if evs[i].data.fd == self._tfd:
                 self._timer_fired()
             else:
-                fk_store(&self._xwake_pending, 0)
-                read(self._xfd, &counter, 8)
+                _consume(self._xfd, &self._xwake_pending)
         return True
 
     # thread: io · lock: none · gil: no
@@ -449,7 +458,6 @@ cdef class Poller:
         cdef epoll_event *evs = <epoll_event *>self._buf
         cdef epoll_event tmp
         cdef int i, fd, k = 0
-        cdef uint64_t counter
         for i in range(n):
             if evs[i].data.fd == self._evfd:
                 return -1
@@ -458,8 +466,7 @@ cdef class Poller:
             if fd == self._tfd:
                 self._timer_fired()
             elif fd == self._xfd:
-                fk_store(&self._xwake_pending, 0)
-                read(self._xfd, &counter, 8)
+                _consume(self._xfd, &self._xwake_pending)
             else:
                 if i != k:
                     tmp = evs[k]
@@ -504,7 +511,6 @@ cdef class Poller:
         cdef int mask, wait, k
         cdef long long t0, waited
         cdef int64_t xwait
-        cdef uint64_t counter
         cdef uint64_t one = 1
         cdef list out = []
         self._check_open()
@@ -571,12 +577,10 @@ cdef class Poller:
             fd = evs[i].data.fd
             e = evs[i].events
             if fd == self._evfd:
-                fk_store(&self._wake_pending, 0)
-                read(self._evfd, &counter, 8)
+                _consume(self._evfd, &self._wake_pending)
                 continue
             if fd == self._xfd:
-                fk_store(&self._xwake_pending, 0)
-                read(self._xfd, &counter, 8)
+                _consume(self._xfd, &self._xwake_pending)
                 continue
             if fd == self._tfd:
                 self._timer_fired()
