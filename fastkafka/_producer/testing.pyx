@@ -8,6 +8,8 @@ objects for the tests to check:
 - :func:`drain_nogil`: the one drain in its GIL-free mode, and the readiness scan before it
   (``fastkafka._producer.accumulator``);
 - :func:`hold_gil`: hold the GIL for a while, to see what the GIL-free turn does meanwhile;
+- :func:`poke_storm`: the I/O thread's pokes of an event loop (``Poller._poke_c``), one turn
+  after another without the GIL, as fast as they go;
 - :class:`GilFreeProbe`: a GIL-free turn that only counts its calls (``Poller.set_gil_free``);
 - :func:`send_produce`: a Produce request queued and written the way the GIL-free turn does
   (``produce_send_c``);
@@ -93,6 +95,21 @@ def hold_gil(NetworkClient client, int ms):
     while monotonic_ms() < end:
         pass
     return client.st.produce_requests - before
+
+
+def poke_storm(Poller poller, double seconds):
+    """For ``seconds``, without the GIL: end a turn and start the next one, poking the event loop
+    (``Poller._poke_c``) each time, as the I/O thread does after each wait. Returns the pokes
+    written meanwhile."""
+    cdef long long before = poller.gil_pokes
+    cdef int64_t end = monotonic_ms() + <int64_t>(seconds * 1000)
+    with nogil:
+        while True:                      # at least once
+            poller._turn_active = 0
+            poller._poke_c()
+            if monotonic_ms() >= end:
+                break
+    return poller.gil_pokes - before
 
 
 cdef struct _ProbeState:

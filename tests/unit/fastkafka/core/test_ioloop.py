@@ -264,3 +264,33 @@ def test_a_general_wakeup_ends_the_wait_without_the_turn():
     assert probe.calls == 0
     probe.remove()
     p.close()
+
+
+def test_a_poke_racing_the_loops_read_is_never_lost_for_good():
+    """The I/O thread pokes the event loop only when the pending flag turns from 0 to 1. The
+    loop's reader must read the descriptor before clearing the flag: cleared first, a poke
+    written between the two is read with the flag left at 1, and every later poke is skipped
+    (the loop then never hands the GIL over again). Pokes race the reader for a second; after
+    that one more poke must still reach the descriptor."""
+    import select
+
+    from fastkafka._producer import testing
+
+    p = Poller()
+    fd = p.gil_poke_fd()
+    written = []
+    storm = threading.Thread(target=lambda: written.append(testing.poke_storm(p, 1.0)))
+    storm.start()
+    reads = 0
+    while storm.is_alive():
+        if select.select([fd], [], [], 0.01)[0]:
+            p.gil_poked()
+            reads += 1
+    storm.join()
+    if select.select([fd], [], [], 0)[0]:
+        p.gil_poked()              # what the storm's last poke left
+    assert written[0] > 0 and reads > 0
+    testing.poke_storm(p, 0.001)
+    assert select.select([fd], [], [], 1.0)[0], (
+        f"a poke after {reads} reads and {written[0]} pokes did not reach the descriptor: "
+        "the pending flag was left set")
