@@ -711,14 +711,15 @@ class AsyncProducer:
         ``aio_backlog`` (calls waiting for metadata or memory) and ``aio_unawaited_failures``."""
         m = self._p.metrics()
         sink = self._sink
+        poller = self._p._client.poller
         m.update({
             "aio_loop_wakeups": sink.wakeups if sink is not None else 0,
             "aio_records_completed": sink.records if sink is not None else 0,
             "aio_records_pending": sink.pending if sink is not None else 0,
             "aio_backlog": len(self._backlog),
             "aio_unawaited_failures": sink.unawaited_failures if sink is not None else 0,
-            "aio_gil_pokes": self._p._client.poller.gil_pokes,
-            "aio_turn_handovers": self._p._client.poller.turn_handovers,
+            "aio_gil_pokes": poller.gil_pokes,
+            "aio_turn_handovers": poller.turn_handovers,
         })
         return m
 

@@ -74,22 +74,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     low, high = _ephemeral_range()
     spans = [(r0, r1) for r0, r1 in ((10000, low - 1), (high + 1, 65535)) if r1 - r0 >= 1000]
     rng = random.SystemRandom()
-    for _ in range(200) if spans else ():
-        r0, r1 = rng.choice(spans)
-        port = rng.randint(r0, r1)
-        with _handed_out_lock:
-            if port in _handed_out:
-                continue
+    for _ in range(200 if spans else 0):
+        port = rng.randint(*rng.choice(spans))
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((host, port))
             except OSError:
                 continue
         with _handed_out_lock:
-            if port in _handed_out:
-                continue
-            _handed_out.add(port)
-        return port
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]

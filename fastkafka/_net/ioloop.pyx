@@ -141,6 +141,18 @@ cdef inline long long _now_ns() noexcept nogil:
 
 
 # thread: io+app · lock: none · gil: any
+cdef inline bint _signal(int fd, int *pending) noexcept nogil:
+    """Wake an eventfd's reader unless a wake-up is already pending: the write happens only when
+    this call turns the flag from 0 to 1 (the reader clears it in :func:`_consume`). True when
+    it wrote. EAGAIN (the counter full) needs nothing: a wake-up is pending anyway."""
+    cdef uint64_t one = 1
+    if fk_swap(pending, 1) != 0:
+        return False
+    write(fd, &one, 8)
+    return True
+
+
+# thread: io+app · lock: none · gil: any
 cdef inline void _consume(int fd, int *pending) noexcept nogil:
     """Take an eventfd's wake-ups, then clear its pending flag, in that order. The writer writes
     only when it turns the flag from 0 to 1. Cleared first, a write between the clear and the
@@ -339,22 +351,18 @@ cdef class Poller:
     cpdef wakeup(self):
         """Wake the thread in :meth:`poll` (any thread). Cheap when a wake-up is already pending:
         no system call, and the GIL is never released."""
-        cdef uint64_t one = 1
         if self._evfd < 0:
             return
-        if fk_swap(&self._wake_pending, 1) == 0:
-            write(self._evfd, &one, 8)   # EAGAIN: the counter is full, a wake-up is pending anyway
+        if _signal(self._evfd, &self._wake_pending):
             self.wakeups_written += 1
 
     cpdef wake_gil_free(self):
         """Wake the thread in :meth:`poll` for the GIL-free turn only (a batch filled; any
         thread): a poll with a GIL-free turn set runs it without taking the GIL; one without
         returns, as after :meth:`wakeup`."""
-        cdef uint64_t one = 1
         if self._xfd < 0:
             return
-        if fk_swap(&self._xwake_pending, 1) == 0:
-            write(self._xfd, &one, 8)
+        if _signal(self._xfd, &self._xwake_pending):
             self.wakeups_written += 1
 
     def gil_poke_fd(self):
@@ -390,11 +398,9 @@ cdef class Poller:
     cdef void _poke_c(self) noexcept nogil:
         """About to take the GIL back: with a poke fd, mark the turn active, then poke the loop
         (one write until it is read: ``gil_poked``)."""
-        cdef uint64_t one = 1
         if self._pokefd >= 0:
             fk_store(&self._turn_active, 1)
-            if fk_swap(&self._poke_pending, 1) == 0:
-                write(self._pokefd, &one, 8)
+            if _signal(self._pokefd, &self._poke_pending):
                 self.gil_pokes += 1
 
     def gil_poked(self):
@@ -402,7 +408,6 @@ cdef class Poller:
         I/O thread's turn with the GIL goes on, wait for it without the GIL (up to
         TURN_HANDOVER_MAX_US): the turn gets the GIL now, and keeps it, instead of losing it
         to the loop's next short release in the middle."""
-        cdef uint64_t one = 1
         cdef long long deadline, left
         # Read, then cleared (_consume): a poke that found the flag still set between the two
         # wrote nothing, but its turn was marked active before it: acted on below.
@@ -419,10 +424,10 @@ cdef class Poller:
                         break
                     fk_word_wait(&self._turn_active, 1, left)
                 fk_store(&self._turn_waiters, 0)
-            if fk_load(&self._turn_active) and fk_swap(&self._poke_pending, 1) == 0:
+            if fk_load(&self._turn_active):
                 # The turn goes on (it may lose the GIL again in its middle: CPython's own
                 # switch, a lock, a socket write): the loop comes back here on its next turn.
-                write(self._pokefd, &one, 8)
+                _signal(self._pokefd, &self._poke_pending)
 
     cdef void set_gil_free(self, gil_free_fn fn, void *ctx) noexcept:
         """Run ``fn(ctx, now_ms, &wait_ms)`` without the GIL inside the next waits of :meth:`poll`
@@ -511,7 +516,6 @@ cdef class Poller:
         cdef int mask, wait, k
         cdef long long t0, waited
         cdef int64_t xwait
-        cdef uint64_t one = 1
         cdef list out = []
         self._check_open()
         # With the GIL: anything ready now is handled without giving the GIL up.

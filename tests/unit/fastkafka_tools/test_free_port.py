@@ -23,7 +23,7 @@ def test_free_port_skips_a_port_in_use(monkeypatch):
         taken = held.getsockname()[1]
         held.listen()
         low, high = localbroker._ephemeral_range()
-        # Only the taken port and one free one to choose from: the taken one is never returned.
+        # The taken port is drawn three times, then the span's first port: never the taken one.
         choices = iter([taken, taken, taken])
         monkeypatch.setattr(localbroker.random.SystemRandom, "randint", lambda self, a, b: next(choices, a))
         monkeypatch.setattr(localbroker, "_ephemeral_range", lambda: (taken + 2000, 65535) if taken < 40000 else (1, taken - 2000))
