@@ -10,6 +10,12 @@ Environment knobs (for development only):
   FASTKAFKA_EXT=a,b     build only the extensions whose dotted name contains one of these
   FASTKAFKA_DEBUG=1     keep Cython bounds/wraparound checks on and build with -O0 -g
   FASTKAFKA_JOBS=n      compile n extensions at once (default: the CPUs this process may use)
+
+And one for the wheel builder (buildtools/crosswheels.py, ``scripts/wheel.sh``), which compiles the
+extensions itself, for every CPython and architecture, with zig for glibc 2.17:
+  FASTKAFKA_NO_EXTENSIONS=1   a wheel of the Python files and metadata only
+
+Importing this file (``import setup``) defines extensions() and CYTHON_DIRECTIVES without building.
 """
 import sys
 
@@ -36,6 +42,7 @@ from setuptools.command.build_ext import build_ext as _build_ext  # noqa: E402
 ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("FASTKAFKA_DEBUG") == "1"
 ONLY = [s for s in os.environ.get("FASTKAFKA_EXT", "").split(",") if s]
+NO_EXTENSIONS = os.environ.get("FASTKAFKA_NO_EXTENSIONS") == "1"
 
 # Extra C sources compiled into a given extension (dotted name -> list of paths).
 EXTRA_SOURCES = {
@@ -153,4 +160,5 @@ class build_ext(_build_ext):
         super().build_extensions()
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": build_ext})
+if __name__ == "__main__":          # setuptools runs this file as __main__
+    setup(ext_modules=[] if NO_EXTENSIONS else extensions(), cmdclass={"build_ext": build_ext})

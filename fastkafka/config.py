@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from fastkafka._producer.partitioner import PARTITIONERS
-from fastkafka._wire.compression import CODECS, LEVEL_RANGES, validate_level  # noqa: F401 (re-exported)
+from fastkafka._wire.compression import CODECS, LEVEL_RANGES, check_available, validate_level  # noqa: F401 (re-exported)
 from fastkafka.errors import ConfigError
 
 INT32_MAX = 2**31 - 1
@@ -575,6 +575,7 @@ class ProducerConfig:
         # The compressor's own check (one table of codecs and levels: fastkafka._wire.compression),
         # so a level accepted here is one the compressor accepts.
         validate_level(v["compression_type"], v["compression_level"])
+        check_available(v["compression_type"])
         idem_explicit = "enable_idempotence" in self._explicit
         if v["transactional_id"] is not None:
             if not v["transactional_id"]:

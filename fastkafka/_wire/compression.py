@@ -38,7 +38,11 @@ import zlib
 from dataclasses import dataclass
 
 import cramjam
-import lz4.frame
+
+try:                    # a dependency except on CPython 3.15+, where lz4 publishes no wheel yet
+    import lz4.frame as _lz4_frame
+except ImportError:     # then lz4 batches need the system's liblz4 (ccodecs); see need_python_lz4
+    _lz4_frame = None
 
 from fastkafka._wire import ccodecs
 from fastkafka.errors import ConfigError
@@ -122,6 +126,24 @@ def codec_code(codec) -> int:
     if isinstance(codec, int) and not isinstance(codec, bool) and codec in CODEC_NAMES:
         return codec
     raise ValueError(f"unknown compression codec {codec!r}; expected 0-4 or one of {sorted(CODECS)}")
+
+
+def _lz4_missing_message() -> str:
+    return ("compression_type 'lz4' needs the system's LZ4 library (liblz4.so.1; Debian/Ubuntu: "
+            "apt-get install liblz4-1, RHEL: dnf install lz4-libs) or the Python package lz4 "
+            "(pip install lz4), and this environment has neither")
+
+
+def _require_lz4() -> None:
+    if _lz4_frame is None:
+        raise ConfigError(_lz4_missing_message())
+
+
+def check_available(codec) -> None:
+    """Raise :class:`~fastkafka.errors.ConfigError` when ``codec`` cannot compress here: only lz4
+    can be missing (no liblz4 on the machine and no ``lz4`` package, possible on CPython 3.15+)."""
+    if codec_code(codec) == 3 and _lz4_frame is None and not ccodecs.in_c(3):
+        raise ConfigError(_lz4_missing_message())
 
 
 def validate_level(codec, level):
@@ -221,7 +243,8 @@ def compress_buffer(codec, data, level=None):
     if code == 2:
         return _snappy_xerial(data)
     if code == 3:
-        return lz4.frame.compress(
+        _require_lz4()
+        return _lz4_frame.compress(
             data, compression_level=level, block_linked=False, store_size=False
         )
     return cramjam.zstd.compress(data, level=level)
@@ -263,5 +286,6 @@ def decompress(codec, data) -> bytes:
     if code == 2:
         return _snappy_decode(data)
     if code == 3:
-        return lz4.frame.decompress(data)
+        _require_lz4()
+        return _lz4_frame.decompress(data)
     return bytes(cramjam.zstd.decompress(data))
