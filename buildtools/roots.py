@@ -155,6 +155,30 @@ def ensure(name: str, quiet: bool = True) -> str:
     return target
 
 
+def ensure_packages(name: str, packages) -> None:
+    """Debian packages installed in root ``name`` with its own apt (once: a marker lists what was
+    installed), for what a test needs beyond the root's package list (codec libraries, stunnel)."""
+    path = ensure(name)
+    want = sorted(set(packages))
+    marker = os.path.join(path, ".fastkafka-extra-packages")
+    with _file_lock(os.path.join(roots_dir(), f".{name}.lock")):
+        try:
+            have = set(open(marker).read().split())
+        except OSError:
+            have = set()
+        missing = [p for p in want if p not in have]
+        if not missing:
+            return
+        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *missing]):
+            r = run(name, argv, env={"DEBIAN_FRONTEND": "noninteractive"}, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if r.returncode != 0:
+                raise RootError(f"{' '.join(argv)} in the {name} root failed (exit {r.returncode}):\n"
+                                f"{r.stdout.decode('utf-8', 'replace')[-3000:]}")
+        with open(marker, "w") as f:
+            f.write("\n".join(sorted(have | set(missing))) + "\n")
+
+
 def _mounted(path: str) -> bool:
     real = os.path.realpath(path)
     with open("/proc/self/mounts") as f:
