@@ -124,7 +124,7 @@ def _apt_options() -> list[str]:
             "-o", f"Dir::State::Lists={d / 'lists'}", "-o", f"Dir::Cache={d / 'cache'}",
             "-o", "Dir::State::status=/dev/null",
             "-o", "APT::Architectures::=amd64", "-o", "APT::Architectures::=arm64",
-            "-o", "APT::Sandbox::User=root"]
+            "-o", "APT::Sandbox::User=root", "-o", "Acquire::Check-Valid-Until=false"]
 
 
 def _debian_mirror() -> str:

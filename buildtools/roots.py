@@ -169,7 +169,9 @@ def ensure_packages(name: str, packages) -> None:
         missing = [p for p in want if p not in have]
         if not missing:
             return
-        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *missing]):
+        # the mirror may serve a suite whose Release file is past its Valid-Until date (a snapshot)
+        for argv in (["apt-get", "-o", "Acquire::Check-Valid-Until=false", "update", "-q"],
+                     ["apt-get", "install", "-y", "-q", *missing]):
             r = run(name, argv, env={"DEBIAN_FRONTEND": "noninteractive"}, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             if r.returncode != 0:
