@@ -28,6 +28,48 @@ def unsupported_platform_message(platform: str) -> "str | None":
             f"timerfd and futexes); this platform is sys.platform == {platform!r}")
 
 
+# The wheels there are (buildtools/crosswheels.py, docs/platforms.md): named when a build from the
+# sdist cannot start, since pip takes the sdist only when none of them fits.
+WHEELS = ("CPython 3.10-3.15 on Linux x86_64 and aarch64 with glibc 2.17 or newer "
+          "(manylinux2014)")
+
+
+def build_prerequisites_message(cc: str, compiler: "str | None", include_dir: str, has_python_h: bool,
+                                machine: str, python: str, libc: str) -> "str | None":
+    """Why the extensions cannot be compiled here (no C compiler, no Python.h), or None: one
+    message naming what is missing, the wheels that need neither, and how to get them."""
+    missing = []
+    if compiler is None:
+        missing.append(f"a C compiler ({cc!r} is not on PATH; $CC names another)")
+    if not has_python_h:
+        missing.append(f"the Python headers (no Python.h in {include_dir})")
+    if not missing:
+        return None
+    return (f"fastkafka-producer cannot be built from source here: missing {' and '.join(missing)}.\n"
+            f"  pip chose the sdist because no wheel fits this machine ({python}, {machine}, {libc}).\n"
+            f"  Wheels, which need no compiler, exist for {WHEELS}:\n"
+            f"    pip install --only-binary fastkafka-producer fastkafka-producer\n"
+            f"  (with --find-links DIR for the wheels of `bash scripts/wheel.sh --all`).\n"
+            f"  Otherwise install a compiler and the headers, then retry (Debian/Ubuntu: apt-get install "
+            f"gcc python3-dev; RHEL/Rocky/Alma: dnf install gcc python3-devel; Alpine is not supported).")
+
+
+def _check_build_prerequisites() -> None:
+    import platform
+    import shutil
+    import sysconfig
+
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler = shutil.which(cc)
+    include = sysconfig.get_paths()["include"]
+    libc = " ".join(platform.libc_ver()) or "unknown libc"
+    why = build_prerequisites_message(
+        cc, compiler, include, os.path.exists(os.path.join(include, "Python.h")), platform.machine(),
+        f"{platform.python_implementation()} {platform.python_version()}", libc)
+    if why is not None:
+        sys.exit("error: " + why)
+
+
 _why = unsupported_platform_message(sys.platform)
 if _why is not None:
     sys.exit("error: " + _why)
@@ -126,6 +168,7 @@ class build_ext(_build_ext):
             self.parallel = _jobs()
 
     def run(self):
+        _check_build_prerequisites()           # before Cython: a message, not a compiler error
         from Cython.Build import cythonize
 
         templates = [Extension(e.name, list(e.sources), include_dirs=list(e.include_dirs),

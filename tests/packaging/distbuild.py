@@ -4,11 +4,13 @@
   ``Programming Language :: Python :: 3.X`` classifiers (:func:`claimed_versions`); every one of
   them is built and tested here. An interpreter that cannot be found fails the tests that need it
   (never a skip: CI runs on the same machine image, which has them).
-* Interpreters are looked up at run time (:func:`find_cpython`): pyenv's versions directory
-  (``$PYENV_ROOT``, ``pyenv root``, ``~/.pyenv``), then ``python3.X`` on PATH.
-* :class:`Dist` (the ``dist`` fixture of conftest.py): one session-wide build. The first wheel asked for (the one of the interpreter running
-  the tests, if claimed) is built together with the sdist (``bash scripts/wheel.sh``); every other
-  version's wheel is built from that same sdist (``--sdist``), once, when a test first needs it.
+* Interpreters: 3.10-3.13 on the host, looked up at run time (:func:`find_cpython`: pyenv's versions
+  directory, then ``python3.X`` on PATH); 3.14 and 3.15 in a Debian unstable root, and arm64's
+  3.11 in an arm64 Debian root under qemu (:data:`ROOT_OF`, buildtools/roots.py).
+* :class:`Dist` (the ``dist`` fixture of conftest.py): one session-wide build, when a test first
+  needs it: ``bash scripts/wheel.sh --targets ...`` makes the sdist and the wheel of every tested
+  target (:func:`tested_targets`) into one folder. ``bash scripts/wheel.sh --all`` adds the aarch64
+  wheels of the versions no root here runs (built the same way; docs/platforms.md).
 """
 from __future__ import annotations
 
@@ -85,60 +87,26 @@ def primary_version(versions: list[str]) -> str:
 
 
 # ------------------------------------------------------------------------------ interpreters
-def pyenv_roots() -> list[Path]:
-    roots = []
-    if os.environ.get("PYENV_ROOT"):
-        roots.append(Path(os.environ["PYENV_ROOT"]))
-    pyenv = shutil.which("pyenv")
-    if pyenv:
-        try:
-            out = subprocess.run([pyenv, "root"], capture_output=True, text=True, timeout=30).stdout.strip()
-            if out:
-                roots.append(Path(out))
-        except (OSError, subprocess.SubprocessError):
-            pass
-    roots.append(Path.home() / ".pyenv")
-    unique = []
-    for r in roots:
-        if r not in unique:
-            unique.append(r)
-    return unique
+sys.path.insert(0, str(REPO))
+from buildtools.crosswheels import ALL_TARGETS  # noqa: E402
+from buildtools.pythons import PYENV_VERSIONS, find_cpython  # noqa: E402
+
+# Where each tested (version, architecture) runs: the host's interpreters (pyenv), or a Debian root
+# (buildtools.roots): CPython 3.14 and 3.15 in sid, and arm64's 3.11 under qemu in bookworm.
+ROOT_OF = {("3.14", "x86_64"): ("sid-amd64", "python3.14"), ("3.15", "x86_64"): ("sid-amd64", "python3.15"),
+           ("3.11", "aarch64"): ("bookworm-arm64", "python3")}
 
 
-def _interpreter_version(exe: str) -> tuple[str, str] | None:
-    """(implementation, "3.X") of ``exe``, or None when it does not run."""
-    try:
-        r = subprocess.run([exe, "-c", "import sys; print(sys.implementation.name, "
-                                       "'%d.%d' % sys.version_info[:2])"],
-                           capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if r.returncode != 0:
-        return None
-    impl, _, ver = r.stdout.strip().partition(" ")
-    return impl, ver
+def tested_targets(versions: list[str]) -> list[tuple[str, str]]:
+    """(version, arch) of every wheel the tests install: each claimed version on x86_64, and the
+    aarch64 ones an emulated root can run."""
+    out = [(v, "x86_64") for v in versions]
+    out += [k for k in ROOT_OF if k[1] != "x86_64" and k[0] in versions]
+    return out
 
 
-def find_cpython(version: str) -> tuple[str | None, list[str]]:
-    """(path of a CPython ``version`` interpreter or None, the places looked at)."""
-    looked = []
-    pattern = re.compile(re.escape(version) + r"\.(\d+)")      # 3.12.1, not 3.12.1t nor 3.12-dev
-    for root in pyenv_roots():
-        versions = root / "versions"
-        looked.append(str(versions))
-        if not versions.is_dir():
-            continue
-        candidates = sorted(((int(m.group(1)), d) for d in versions.iterdir()
-                             if (m := pattern.fullmatch(d.name))), reverse=True)
-        for _patch, d in candidates:
-            exe = d / "bin" / f"python{version}"
-            if exe.exists() and _interpreter_version(str(exe)) == ("cpython", version):
-                return str(exe), looked
-    looked.append(f"python{version} on PATH")
-    exe = shutil.which(f"python{version}")
-    if exe and _interpreter_version(exe) == ("cpython", version):
-        return exe, looked
-    return None, looked
+def target_name(version: str, arch: str) -> str:
+    return f"cp{version.replace('.', '')}-{arch}"
 
 
 def missing_message(version: str, looked: list[str]) -> str:
@@ -148,6 +116,7 @@ def missing_message(version: str, looked: list[str]) -> str:
 
 
 def require_cpython(version: str) -> str:
+    """A host interpreter of ``version`` (pyenv's 3.10-3.13); the others run in a root."""
     import pytest
 
     exe, looked = find_cpython(version)
@@ -160,6 +129,7 @@ def require_cpython(version: str) -> str:
 @dataclass
 class Built:
     version: str
+    arch: str
     wheel: Path
     log: str
     seconds: float
@@ -167,69 +137,67 @@ class Built:
 
 @dataclass
 class Dist:
-    """The session's artefacts; ``wheel(version)`` builds a version's wheel on first use."""
+    """The session's artefacts: on first use, one ``scripts/wheel.sh --targets`` run builds the
+    sdist and the wheel of every tested target into one folder (as ``dist/`` would hold them)."""
     root: Path
     versions: list[str]
     primary: str
     sdist: Path | None = None
     sdist_log: str = ""
-    built: dict = field(default_factory=dict)        # version -> Built
-    failed: dict = field(default_factory=dict)       # version -> message
+    built: dict = field(default_factory=dict)        # (version, arch) -> Built
+    failed: str | None = None
 
-    def _run(self, version: str, outdir: Path, *args: str) -> tuple[str, float]:
-        exe = require_cpython(version)
-        env = dict(os.environ, PYTHON=exe)
-        for var in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV"):
+    @property
+    def outdir(self) -> Path:
+        return self.root / "dist"
+
+    def _build(self) -> None:
+        import pytest
+
+        if self.failed:
+            pytest.fail(f"(the session's earlier build) {self.failed}", pytrace=False)
+        targets = tested_targets(self.versions)
+        env = dict(os.environ)
+        for var in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV", "PYTHON"):
             env.pop(var, None)
         t0 = time.monotonic()
+        cmd = ["bash", str(WHEEL_SH), "--outdir", str(self.outdir),
+               "--targets", ",".join(target_name(*t) for t in targets)]
         try:
-            r = subprocess.run(["bash", str(WHEEL_SH), "--outdir", str(outdir), *args], cwd=str(REPO),
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               timeout=BUILD_TIMEOUT_S)
+            r = subprocess.run(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=BUILD_TIMEOUT_S)
+            out, code = r.stdout, r.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            raise AssertionError(f"scripts/wheel.sh for CPython {version} ({exe}) did not finish in "
-                                 f"{BUILD_TIMEOUT_S}s; its output ends:\n{out[-6000:]}") from None
-        elapsed = time.monotonic() - t0
-        (self.root / f"wheel-{version}.log").write_text(r.stdout)
-        if r.returncode != 0:
-            raise AssertionError(f"scripts/wheel.sh for CPython {version} ({exe}) failed (exit "
-                                 f"{r.returncode}); its output ends:\n{r.stdout[-6000:]}")
-        return r.stdout, elapsed
+            code = None
+        (self.root / "wheel.log").write_text(out)
+        if code != 0:
+            self.failed = (f"{' '.join(cmd[1:])} " + ("did not finish in %ds" % BUILD_TIMEOUT_S if code is None
+                           else f"failed (exit {code})") + f"; full output: {self.root / 'wheel.log'}")
+            raise AssertionError(f"{self.failed}; its output ends:\n{out[-6000:]}")
+        secs = time.monotonic() - t0
+        self.sdist = self._only(f"{DIST_FILE_PREFIX}*.tar.gz")
+        self.sdist_log = out
+        for version, arch in targets:
+            whl = self._only(f"{DIST_FILE_PREFIX}*-cp{version.replace('.', '')}-*{arch}.whl")
+            self.built[(version, arch)] = Built(version, arch, whl, out, secs)
 
-    def _only(self, outdir: Path, pattern: str) -> Path:
-        found = sorted(outdir.glob(pattern))
-        assert len(found) == 1, f"expected one {pattern} in {outdir}, found {[p.name for p in outdir.iterdir()]}"
+    def _only(self, pattern: str) -> Path:
+        found = sorted(self.outdir.glob(pattern))
+        assert len(found) == 1, f"expected one {pattern} in {self.outdir}, found {[p.name for p in self.outdir.iterdir()]}"
         return found[0]
 
-    def wheel(self, version: str) -> Built:
-        if version in self.built:
-            return self.built[version]
-        if version in self.failed:
-            import pytest
-            pytest.fail(f"(the session's earlier build) {self.failed[version]}", pytrace=False)
-        if version != self.primary and self.sdist is None:
-            self.wheel(self.primary)              # the sdist comes with the primary build
-        outdir = self.root / f"cp{version.replace('.', '')}"
-        outdir.mkdir(parents=True, exist_ok=True)
-        try:
-            if version == self.primary:
-                log, secs = self._run(version, outdir)
-                self.sdist = self._only(outdir, f"{DIST_FILE_PREFIX}*.tar.gz")
-                self.sdist_log = log
-            else:
-                log, secs = self._run(version, outdir, "--sdist", str(self.sdist))
-            whl = self._only(outdir, f"{DIST_FILE_PREFIX}*.whl")
-        except AssertionError as e:
-            self.failed[version] = (str(e).splitlines()[0] + f" (full output: the first test that asked "
-                                    f"for it, and {self.root / f'wheel-{version}.log'})")
-            raise
-        self.built[version] = Built(version, whl, log, secs)
-        return self.built[version]
+    def wheel(self, version: str, arch: str = "x86_64") -> Built:
+        if not self.built:
+            self._build()
+        if (version, arch) not in self.built:
+            raise AssertionError(f"no wheel for CPython {version} on {arch} among the tested targets "
+                                 f"{sorted(self.built)}")
+        return self.built[(version, arch)]
 
     def get_sdist(self) -> Path:
         if self.sdist is None:
-            self.wheel(self.primary)
+            self._build()
         return self.sdist
 
 
@@ -265,6 +233,10 @@ def main() -> int:
     which claimed one is missing (exit status 1), in a second instead of at the end of a test run."""
     missing = 0
     for version in claimed_versions():
+        if (version, "x86_64") in ROOT_OF:
+            name, exe = ROOT_OF[(version, "x86_64")]
+            print(f"CPython {version}: {exe} in the {name} root (buildtools/roots.py; made by scripts/test.sh)")
+            continue
         exe, looked = find_cpython(version)
         print(f"CPython {version}: {exe}" if exe else missing_message(version, looked),
               file=sys.stdout if exe else sys.stderr)

@@ -2,6 +2,12 @@
 repository, a C compiler or Cython: a round trip against the session's Apache Kafka broker, read
 back with confluent-kafka (an independent client) in this process, record by record.
 
+Where each runs (distbuild.ROOT_OF): 3.10-3.13 on the host (pyenv's), 3.14 and 3.15 in a Debian
+unstable root, and the aarch64 cp311 wheel in an arm64 Debian root under qemu (buildtools/roots.py;
+a root shares the host's network, so the broker on the loopback is reached from inside). Under
+emulation the wheel is installed without the [spark] extra (pyspark's install alone would take
+minutes there); everything else is checked the same way.
+
 The wheel is installed as the README says, ``pip install --find-links DIR "fastkafka-producer[spark]"``
 from the directory scripts/wheel.sh wrote (the sdist beside the wheel). The venv is not
 ``--system-site-packages``; pip and the installed code run with a PATH that is the
@@ -14,17 +20,24 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from brokers import read_back, unique_name
-from distbuild import DIST_NAME, IMPORT_AS, REPO, claimed_versions, project_version, require_cpython
+from distbuild import (DIST_NAME, IMPORT_AS, REPO, ROOT_OF, claimed_versions, project_version,
+                       require_cpython, tested_targets)
+
+from buildtools import roots
 
 pytestmark = pytest.mark.timeout(2400)     # the first test of a version waits for its wheel's build
 
 VERSIONS = claimed_versions()
+TARGETS = tested_targets(VERSIONS)
+# the codecs' C libraries, installed in the roots as the host has them (scripts/setup.sh)
+CODEC_LIBRARIES = ("zlib1g", "libsnappy1v5", "liblz4-1", "libzstd1")
 PARTITIONS = 3
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PIP_TIMEOUT_S = 900
@@ -88,9 +101,12 @@ for name in job["compiled"]:
     assert inside(mod.__file__) and mod.__file__.endswith(".so"), mod.__file__
     compiled[name] = os.path.basename(mod.__file__)
 names = sorted(d.metadata["Name"] for d in md.distributions())
-import spark_sink, spark_sink.datasource, pyspark       # the [spark] extra is enough for the sink
-assert inside(spark_sink.__file__) and inside(pyspark.__file__), (spark_sink.__file__, pyspark.__file__)
-spark = {"spark_sink": spark_sink.__file__, "pyspark": pyspark.__version__}
+spark = None
+if job["spark"]:
+    import spark_sink, spark_sink.datasource, pyspark       # the [spark] extra is enough for the sink
+    assert inside(spark_sink.__file__) and inside(pyspark.__file__), (spark_sink.__file__, pyspark.__file__)
+    spark = {"spark_sink": spark_sink.__file__, "pyspark": pyspark.__version__}
+import platform
 
 dec = lambda s: None if s is None else base64.b64decode(s)
 sent = []
@@ -119,7 +135,8 @@ tls_path = "openssl_direct" if TlsPipe.attach(probe) is not None else "ssl_modul
 
 print(json.dumps({"tls_path": tls_path, "fastkafka": fastkafka.__file__, "version": fastkafka.__version__,
                   "dist_version": md.version(job["dist"]), "dists": names, "compiled": compiled,
-                  "spark": spark, "sent": sent, "python": sys.version, "codec_paths": codec_paths}))
+                  "spark": spark, "sent": sent, "python": sys.version, "codec_paths": codec_paths,
+                  "machine": platform.machine()}))
 '''
 
 def bare_env(venv: Path) -> dict:
@@ -149,65 +166,118 @@ def compiled_modules() -> list[str]:
                   for pkg in ("fastkafka", "spark_sink") for p in (REPO / pkg).rglob("*.pyx"))
 
 
+class Venv:
+    """A fresh venv of one target's CPython with its wheel installed: on the host, or in a root."""
+
+    def __init__(self, version: str, arch: str, base: Path):
+        self.version, self.arch = version, arch
+        self.root_name, self.python = ROOT_OF.get((version, arch), (None, None))
+        if self.root_name is None:
+            self.python = require_cpython(version)
+            self.venv, self.cwd = base / "venv", base / "run"
+            self.cwd.mkdir()
+            assert REPO not in self.cwd.resolve().parents, self.cwd
+        else:
+            rootdir = Path(roots.ensure(self.root_name))
+            roots.ensure_packages(self.root_name, CODEC_LIBRARIES)
+            self.inside = rootdir / "tmp" / f"fk-{base.name}"       # the venv, seen from the host
+            shutil.rmtree(self.inside, ignore_errors=True)
+            self.inside.mkdir(parents=True)
+            self.venv = Path("/tmp") / self.inside.name / "venv"   # ... and from inside the root
+            self.cwd = Path("/")
+
+    @property
+    def spark(self) -> bool:
+        return self.arch == "x86_64"        # not under emulation (the module docstring says why)
+
+    def host_path(self, p: Path) -> Path:
+        return p if self.root_name is None else Path(roots.root_path(self.root_name) + str(p))
+
+    def run(self, argv: list[str], *, timeout: float, what: str, input: str | None = None,
+            env: dict | None = None, binds: tuple = ()) -> subprocess.CompletedProcess:
+        if self.root_name is None:
+            return run(argv, env=env or bare_env(self.venv), cwd=self.cwd, timeout=timeout,
+                       input=input, what=what)
+        try:
+            r = roots.run(self.root_name, argv, env=env or root_env(self.venv), binds=binds,
+                          input=input, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{what}: no answer in {timeout}s; output: {e.stdout!r} {e.stderr!r}") from None
+        assert r.returncode == 0, f"{what} failed (exit {r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-6000:]}"
+        return r
+
+
+def root_env(venv: Path) -> dict:
+    """Inside a root: PATH is the venv's bin alone, as bare_env does on the host."""
+    return {"PATH": str(venv / "bin"), "VIRTUAL_ENV": str(venv), "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/root", "LANG": "C.UTF-8"}
+
+
+def target_id(t) -> str:
+    return f"{t[0]}-{t[1]}"
+
+
 @pytest.fixture(scope="session")
 def installed(dist, tmp_path_factory):
-    """version -> (venv path, a directory outside the repository): a fresh venv of that CPython with
-    its wheel and the [spark] extra installed (once per version)."""
+    """(version, arch) -> Venv: a fresh venv of that CPython with its wheel (and, natively, the
+    [spark] extra) installed (once per target)."""
     done = {}
 
-    def install(version: str):
-        if version in done:
-            return done[version]
-        python = require_cpython(version)
-        wheel = dist.wheel(version).wheel
-        base = tmp_path_factory.mktemp(f"venv-{version}")
-        venv, outside = base / "venv", base / "run"
-        outside.mkdir()
-        assert REPO not in outside.resolve().parents, outside
-        r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"python{version} -m venv failed:\n{r.stdout}\n{r.stderr}"
-        cfg = (venv / "pyvenv.cfg").read_text()
+    def install(version: str, arch: str = "x86_64") -> Venv:
+        if (version, arch) in done:
+            return done[(version, arch)]
+        wheel = dist.wheel(version, arch).wheel
+        env = Venv(version, arch, tmp_path_factory.mktemp(f"venv-{version}-{arch}"))
+        python = env.python
+        env.run([python, "-m", "venv", str(env.venv)], timeout=600,
+                what=f"{python} -m venv", env=None if env.root_name is None else {"PATH": "/usr/bin:/bin"})
+        cfg = env.host_path(env.venv / "pyvenv.cfg").read_text()
         assert "include-system-site-packages = false" in cfg, cfg
         # The README's command: pip install --find-links dist "fastkafka-producer[spark]". The
-        # directory holds the sdist too; with no compiler on PATH only the wheel can install. The
-        # version is pinned so that a newer release on PyPI could not be the one installed.
+        # directory holds the sdist and the other targets' wheels too; with no compiler on PATH
+        # only this target's wheel can install. The version is pinned so that a newer release on
+        # PyPI could not be the one installed.
         links = sorted(p.name for p in wheel.parent.iterdir())
         assert any(n.endswith(".tar.gz") for n in links) and wheel.name in links, links
-        r = run([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-                 "--no-input", "--find-links", str(wheel.parent), f"{DIST_NAME}[spark]=={project_version()}"],
-                env=bare_env(venv), cwd=outside, timeout=PIP_TIMEOUT_S,
-                what=f"pip install --find-links of {DIST_NAME}[spark] into a fresh CPython {version} venv")
+        req = f"{DIST_NAME}[spark]" if env.spark else DIST_NAME
+        r = env.run([str(env.venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                     "--no-input", "--find-links", str(wheel.parent), f"{req}=={project_version()}"],
+                    timeout=PIP_TIMEOUT_S, binds=(str(wheel.parent),),
+                    what=f"pip install --find-links of {req} into a fresh CPython {version} ({arch}) venv")
         assert wheel.name in r.stdout, f"pip did not install {wheel.name}:\n{r.stdout[-3000:]}"
-        done[version] = (venv, outside)
-        return done[version]
+        done[(version, arch)] = env
+        return env
 
     return install
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_installed_wheel_round_trip(version, installed, kafka_broker):
-    venv, outside = installed(version)
-    topic = unique_name(f"pkg-{version.replace('.', '')}")
+@pytest.mark.parametrize("target", TARGETS, ids=target_id)
+def test_installed_wheel_round_trip(target, installed, kafka_broker):
+    version, arch = target
+    env = installed(version, arch)
+    venv = env.venv
+    topic = unique_name(f"pkg-{version.replace('.', '')}-{arch}")
     kafka_broker.create_topic(topic, PARTITIONS)
     recs = records()
     job = {
         "venv": str(venv), "bootstrap": kafka_broker.bootstrap, "topic": topic, "codecs": list(CODECS),
-        "dist": DIST_NAME, "compiled": compiled_modules(),
+        "dist": DIST_NAME, "compiled": compiled_modules(), "spark": env.spark,
         "records": [{"i": i, "key": _b64(r["key"]), "value": _b64(r["value"]),
                      "headers": [(k, _b64(v)) for k, v in r["headers"]], "partition": r["partition"],
                      "timestamp_ms": r["timestamp_ms"], "codec": r["codec"]} for i, r in enumerate(recs)],
     }
-    r = run([str(venv / "bin" / "python"), "-c", ROUND_TRIP], env=bare_env(venv), cwd=outside,
-            timeout=300, input=json.dumps(job), what=f"the round trip in the CPython {version} venv")
+    r = env.run([str(venv / "bin" / "python"), "-c", ROUND_TRIP], timeout=900 if arch != "x86_64" else 300,
+                input=json.dumps(job), what=f"the round trip in the CPython {version} ({arch}) venv")
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["python"].startswith(version + "."), got["python"]
     assert got["version"] == project_version() == got["dist_version"]
     assert "fastkafka" not in got["dists"], "the old distribution name is installed too"
     assert DIST_NAME in got["dists"]
     assert set(got["compiled"]) == set(compiled_modules())
-    assert all(f.endswith(f"cpython-{version.replace('.', '')}-x86_64-linux-gnu.so")
+    assert got["machine"] == arch, got["machine"]
+    assert all(f.endswith(f"cpython-{version.replace('.', '')}-{arch}-linux-gnu.so")
                for f in got["compiled"].values()), got["compiled"]
-    assert got["spark"]["pyspark"], got["spark"]
+    assert (got["spark"] is not None and got["spark"]["pyspark"]) if env.spark else got["spark"] is None, got["spark"]
     # the compiled TLS path attaches on every claimed CPython (docs/security.md says so)
     assert got["tls_path"] == "openssl_direct", got["tls_path"]
     assert len(got["sent"]) == len(recs)
@@ -236,12 +306,13 @@ def test_installed_wheel_round_trip(version, installed, kafka_broker):
 
 
 @pytest.mark.parametrize("platform", ["darwin", "win32"])
-@pytest.mark.parametrize("version", VERSIONS)
-def test_installed_wheel_refuses_other_platforms(version, platform, installed):
-    venv, outside = installed(version)
+@pytest.mark.parametrize("target", TARGETS, ids=target_id)
+def test_installed_wheel_refuses_other_platforms(target, platform, installed):
+    version, arch = target
+    env = installed(version, arch)
     for module in ("fastkafka", "spark_sink"):
-        r = run([str(venv / "bin" / "python"), "-c", IMPORT_AS, platform, module], env=bare_env(venv),
-                cwd=outside, timeout=120, what=f"import {module} as {platform} in the CPython {version} venv")
+        r = env.run([str(env.venv / "bin" / "python"), "-c", IMPORT_AS, platform, module], timeout=300,
+                    what=f"import {module} as {platform} in the CPython {version} ({arch}) venv")
         message, loaded = r.stdout.strip().splitlines()[-2:]
         assert repr(platform) in message and "Linux" in message, message
         assert loaded == "[]", f"modules loaded before the platform check: {loaded}"

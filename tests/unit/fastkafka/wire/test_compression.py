@@ -8,6 +8,7 @@ import lz4.frame
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from fastkafka._wire import compression
 from fastkafka._wire.compression import (
     CODEC_SPECS, CODECS, compress, decompress, validate_level, XERIAL_MAGIC,
 )
@@ -196,3 +197,31 @@ def test_unknown_codec(codec):
 @given(data=st.binary(max_size=70000), codec=st.sampled_from([0, 1, 2, 3, 4]))
 def test_roundtrip_property(data, codec):
     assert decompress(codec, compress(codec, data)) == data
+
+
+# ---- lz4 without the lz4 package (CPython 3.15, where lz4 publishes no wheel: not a dependency there)
+def test_lz4_without_package_or_library_is_refused_at_construction(monkeypatch):
+    """No liblz4 (C path) and no lz4 package: a Producer asked for lz4 fails at once with a
+    ConfigError naming both ways to get it; other codecs are unaffected."""
+    from fastkafka import Producer
+    from fastkafka._wire import ccodecs
+    from fastkafka.errors import ConfigError
+
+    monkeypatch.setattr(compression, "_lz4_frame", None)
+    monkeypatch.setattr(ccodecs, "in_c", lambda codec: False)
+    with pytest.raises(ConfigError) as e:
+        Producer(bootstrap_servers="127.0.0.1:9", compression_type="lz4")
+    assert "liblz4" in str(e.value) and "pip install lz4" in str(e.value), str(e.value)
+    with pytest.raises(ConfigError):
+        compression.compress("lz4", b"x" * 100)
+    assert compression.decompress(compression.CODECS["zstd"], compression.compress("zstd", b"abc")) == b"abc"
+
+
+def test_lz4_without_package_uses_the_c_library(monkeypatch):
+    """No lz4 package but liblz4 loaded: lz4 is accepted (batches are compressed in C)."""
+    from fastkafka._wire import ccodecs
+
+    if not ccodecs.in_c("lz4"):
+        pytest.fail("liblz4 is not loaded on this machine (scripts/setup.sh installs liblz4-1)")
+    monkeypatch.setattr(compression, "_lz4_frame", None)
+    compression.check_available("lz4")          # no error
