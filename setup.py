@@ -54,11 +54,23 @@ def build_prerequisites_message(cc: str, compiler: "str | None", include_dir: st
             f"gcc python3-dev; RHEL/Rocky/Alma: dnf install gcc python3-devel; Alpine is not supported).")
 
 
+def free_threaded_message(gil_disabled) -> "str | None":
+    """The refusal of a free-threaded CPython (``Py_GIL_DISABLED``), or None."""
+    if not gil_disabled:
+        return None
+    return ("fastkafka-producer does not support the free-threaded build of CPython (3.14t, 3.15t): "
+            "none could be built or tested for it (docs/platforms.md). Use the standard build of "
+            "the same CPython, for which wheels exist.")
+
+
 def _check_build_prerequisites() -> None:
     import platform
     import shutil
     import sysconfig
 
+    why = free_threaded_message(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    if why is not None:
+        sys.exit("error: " + why)
     cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     compiler = shutil.which(cc)
     include = sysconfig.get_paths()["include"]

@@ -114,3 +114,27 @@ def test_spark_extra_keeps_the_installed_pyspark(pyspark, dist, tmp_path):
     assert DIST_NAME in would, would
     assert "pyspark" not in would, f"pip would replace the installed pyspark {pyspark} with {would.get('pyspark')}"
     assert "pyarrow" in would, would
+
+
+def test_free_threaded_cpython_is_refused_by_name():
+    mod = _setup_module()
+    assert mod.free_threaded_message(0) is None and mod.free_threaded_message(None) is None
+    msg = mod.free_threaded_message(1)
+    assert "free-threaded" in msg and "3.14t" in msg and "standard build" in msg, msg
+
+
+def test_platform_table_lists_every_claimed_version_and_architecture():
+    """docs/platforms.md has a row per claimed CPython, saying for each architecture how it is tested;
+    requires-python and the README point there."""
+    from distbuild import claimed_versions, pyproject
+
+    text = (REPO / "docs" / "platforms.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()
+            if line.startswith("| 3.")}
+    assert sorted(rows) == claimed_versions(), sorted(rows)
+    for v, line in rows.items():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == 3 and all(cells), line
+    assert "docs/platforms.md" in (REPO / "README.md").read_text()
+    assert "3.10 to 3.15" in text
+    assert pyproject()["project"]["requires-python"] == ">=3.10,<3.16"
