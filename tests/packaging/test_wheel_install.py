@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -316,3 +317,40 @@ def test_installed_wheel_refuses_other_platforms(target, platform, installed):
         message, loaded = r.stdout.strip().splitlines()[-2:]
         assert repr(platform) in message and "Linux" in message, message
         assert loaded == "[]", f"modules loaded before the platform check: {loaded}"
+
+
+# The wire layer's unit tests (CRC-32C, records, varints, codecs) run on the aarch64 wheel under qemu.
+# Left out: test_crc32c_c.py compiles its C harness with zig on the host and runs the aarch64 build
+# under qemu itself (tests/unit/fastkafka/wire/test_crc32c_c.py), so it has nothing to do here.
+WIRE_TESTS = REPO / "tests" / "unit" / "fastkafka" / "wire"
+WIRE_HELPERS = ("reference_records.py", "cpucaps.py")          # modules of tests/ the wire tests import
+WIRE_LEFT_OUT = ("test_crc32c_c.py",)
+
+
+def test_aarch64_wire_unit_tests_under_emulation(installed):
+    env = installed("3.11", "aarch64")
+    py = str(env.venv / "bin" / "python")
+    env.run([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+             "pytest>=8", "hypothesis>=6.100", "crc32c>=2.4"], timeout=PIP_TIMEOUT_S,
+            what="pip install of the wire tests' requirements under emulation")
+    work = env.inside / "wire-tests"            # seen from the host; inside: /tmp/<name>/wire-tests
+    inside = Path("/tmp") / env.inside.name / "wire-tests"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(WIRE_TESTS, work / "wire", ignore=shutil.ignore_patterns("__pycache__", *WIRE_LEFT_OUT))
+    for helper in WIRE_HELPERS:
+        shutil.copyfile(REPO / "tests" / helper, work / helper)
+    run_env = dict(root_env(env.venv), PYTHONPATH=str(inside))
+    r = roots.run(env.root_name, [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(inside),
+                                  str(inside / "wire")], env=run_env, capture_output=True, text=True,
+                  timeout=2400)
+    summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    assert r.returncode == 0, f"the wire tests under emulation failed:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    local = sum(1 for p in WIRE_TESTS.glob("test_*.py") if p.name not in WIRE_LEFT_OUT)
+    assert passed >= 10 * local, f"too few wire tests ran under emulation: {summary}"
+    # the compiled modules that ran are the wheel's aarch64 ones, and the CRC took the ARMv8 path
+    probe = env.run([py, "-c", "import platform, fastkafka._wire.crc32c as c, fastkafka._wire.records as r; "
+                               "print(platform.machine(), c.__file__, r.__file__)"],
+                    timeout=300, what="which modules ran")
+    machine, crc_file, rec_file = probe.stdout.split()
+    assert machine == "aarch64" and crc_file.endswith("aarch64-linux-gnu.so") and str(env.venv) in crc_file
