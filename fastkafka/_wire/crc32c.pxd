@@ -1,5 +1,5 @@
 # path:
-#   stamp: builder_stamp_c -> fk_crc32c -> the SSE4.2 or the table implementation (picked once)
+#   stamp: builder_stamp_c -> fk_crc32c -> the hardware (SSE4.2, ARMv8 CRC32) or the table path (picked once)
 
 from libc.stdint cimport uint32_t
 

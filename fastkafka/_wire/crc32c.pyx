@@ -61,15 +61,17 @@ def crc32c_table(data, uint32_t value=0):
 
 
 def crc32c_hw(data, uint32_t value=0):
-    """Same as :func:`crc32c` on the SSE4.2 path when the CPU has it (see :func:`hw_available`)."""
+    """Same as :func:`crc32c` on the hardware path (SSE4.2 on x86_64, the ARMv8 CRC32 instructions on
+    aarch64) when the CPU has it (see :func:`hw_available`), else on the table path."""
     return _run(fk_crc32c_hw, data, value)
 
 
 def hw_available():
-    """True when the CPU supports SSE4.2 (whether or not FASTKAFKA_CRC32C=table forces the table)."""
+    """True when the CPU has CRC-32C instructions this build uses: SSE4.2 on x86_64, CRC32 on aarch64
+    (whether or not FASTKAFKA_CRC32C=table forces the table)."""
     return fk_crc32c_hw_available() != 0
 
 
 def implementation():
-    """``"sse4.2"`` or ``"table"``: the path :func:`crc32c` uses in this process."""
+    """``"sse4.2"``, ``"armv8-crc"`` or ``"table"``: the path :func:`crc32c` uses in this process."""
     return fk_crc32c_impl().decode("ascii")

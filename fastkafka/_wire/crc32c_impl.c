@@ -1,4 +1,5 @@
-/* CRC-32C (Castagnoli) for fastkafka: SSE4.2 with three interleaved streams,
+/* CRC-32C (Castagnoli) for fastkafka: the CPU's CRC-32C instruction (SSE4.2 on
+ * x86_64, the ARMv8 CRC32 extension on aarch64) in three interleaved streams,
  * and a portable slicing-by-8 fallback. See crc32c_impl.h for the contract.
  *
  * Internally every routine works on the "raw" register value (no pre/post
@@ -7,6 +8,11 @@
  * independently and combined: raw(c, A||B) = Z_|B|(raw(c, A)) ^ raw(0, B),
  * where Z_n is "append n zero bytes", a 32x32 bit matrix we keep as four
  * 256-entry lookup tables per block length.
+ *
+ * Both instruction sets compute the same function (reflected 0x82F63B78, no
+ * inversion, bytes taken least significant first), so one loop, fk_raw_hw,
+ * serves both; only the two step primitives (one byte, eight bytes) and the
+ * detection differ.
  */
 #include "crc32c_impl.h"
 
@@ -16,10 +22,39 @@
 #define FK_POLY 0x82F63B78u
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define FK_HAVE_X86_CRC 1
+/* gcc and clang (zig cc) alike. clang 14+ split the crc32 instruction off
+ * SSE4.2 into its own target feature "crc32"; gcc accepts the name too. */
+#define FK_HW 1
+#define FK_HW_NAME "sse4.2"
+#define FK_HW_TARGET __attribute__((target("sse4.2,crc32")))
+#include <cpuid.h>
 #include <nmmintrin.h>
+#ifndef bit_SSE4_2
+#define bit_SSE4_2 (1u << 20)
+#endif
+typedef uint64_t fk_hwcrc_t;    /* crc32q takes and gives a 64-bit register */
+#define fk_hw_u8(c, v) ((fk_hwcrc_t)_mm_crc32_u8((uint32_t)(c), (v)))
+#define fk_hw_u64(c, v) _mm_crc32_u64((c), (v))
+#elif defined(__aarch64__) && defined(__AARCH64EL__) && defined(__GNUC__) && defined(__linux__)
+/* The optional ARMv8.0 CRC32 extension (mandatory from ARMv8.1). The target
+ * attribute spells the feature "crc" in clang and "+crc" in gcc. */
+#define FK_HW 1
+#define FK_HW_NAME "armv8-crc"
+#if defined(__clang__)
+#define FK_HW_TARGET __attribute__((target("crc")))
 #else
-#define FK_HAVE_X86_CRC 0
+#define FK_HW_TARGET __attribute__((target("+crc")))
+#endif
+#include <arm_acle.h>
+#include <sys/auxv.h>
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1ul << 7)
+#endif
+typedef uint32_t fk_hwcrc_t;
+#define fk_hw_u8(c, v) __crc32cb((c), (v))
+#define fk_hw_u64(c, v) __crc32cd((c), (v))
+#else
+#define FK_HW 0
 #endif
 
 /* Per-stream block lengths of the interleaved hardware loop. */
@@ -73,25 +108,25 @@ static inline uint32_t fk_shift(uint32_t (*t)[256], uint32_t crc)
            t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24];
 }
 
-/* ---- SSE4.2 path ---------------------------------------------------- */
+/* ---- hardware path ------------------------------------------------ */
 
-#if FK_HAVE_X86_CRC
-__attribute__((target("sse4.2")))
+#if FK_HW
+FK_HW_TARGET
 static uint32_t fk_raw_hw(uint32_t crc32, const unsigned char *p, size_t n)
 {
-    uint64_t crc = crc32;
+    fk_hwcrc_t crc = crc32;
     while (n && ((uintptr_t)p & 7)) {
-        crc = _mm_crc32_u8((uint32_t)crc, *p++);
+        crc = fk_hw_u8(crc, *p++);
         n--;
     }
-    /* Three independent streams hide the 3-cycle latency of crc32. */
+    /* Three independent streams hide the instruction's latency (3 cycles). */
     while (n >= 3 * FK_LONG) {
-        uint64_t c0 = crc, c1 = 0, c2 = 0;
+        fk_hwcrc_t c0 = crc, c1 = 0, c2 = 0;
         const unsigned char *end = p + FK_LONG;
         do {
-            c0 = _mm_crc32_u64(c0, fk_load64(p));
-            c1 = _mm_crc32_u64(c1, fk_load64(p + FK_LONG));
-            c2 = _mm_crc32_u64(c2, fk_load64(p + 2 * FK_LONG));
+            c0 = fk_hw_u64(c0, fk_load64(p));
+            c1 = fk_hw_u64(c1, fk_load64(p + FK_LONG));
+            c2 = fk_hw_u64(c2, fk_load64(p + 2 * FK_LONG));
             p += 8;
         } while (p < end);
         crc = fk_shift(fk_shift_long, (uint32_t)c0) ^ (uint32_t)c1;
@@ -100,12 +135,12 @@ static uint32_t fk_raw_hw(uint32_t crc32, const unsigned char *p, size_t n)
         n -= 3 * FK_LONG;
     }
     while (n >= 3 * FK_SHORT) {
-        uint64_t c0 = crc, c1 = 0, c2 = 0;
+        fk_hwcrc_t c0 = crc, c1 = 0, c2 = 0;
         const unsigned char *end = p + FK_SHORT;
         do {
-            c0 = _mm_crc32_u64(c0, fk_load64(p));
-            c1 = _mm_crc32_u64(c1, fk_load64(p + FK_SHORT));
-            c2 = _mm_crc32_u64(c2, fk_load64(p + 2 * FK_SHORT));
+            c0 = fk_hw_u64(c0, fk_load64(p));
+            c1 = fk_hw_u64(c1, fk_load64(p + FK_SHORT));
+            c2 = fk_hw_u64(c2, fk_load64(p + 2 * FK_SHORT));
             p += 8;
         } while (p < end);
         crc = fk_shift(fk_shift_short, (uint32_t)c0) ^ (uint32_t)c1;
@@ -114,14 +149,31 @@ static uint32_t fk_raw_hw(uint32_t crc32, const unsigned char *p, size_t n)
         n -= 3 * FK_SHORT;
     }
     while (n >= 8) {
-        crc = _mm_crc32_u64(crc, fk_load64(p));
+        crc = fk_hw_u64(crc, fk_load64(p));
         p += 8;
         n -= 8;
     }
     while (n--) {
-        crc = _mm_crc32_u8((uint32_t)crc, *p++);
+        crc = fk_hw_u8(crc, *p++);
     }
     return (uint32_t)crc;
+}
+
+/* Whether this CPU has the instruction. cpuid rather than
+ * __builtin_cpu_supports, which needs __cpu_model from the compiler's runtime
+ * library (libgcc, compiler-rt): a toolchain that does not link it in leaves
+ * an undefined symbol that fails at dlopen (see crc32c_impl.h). */
+static int fk_detect_hw(void)
+{
+#if defined(__x86_64__)
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+        return 0;
+    }
+    return (ecx & bit_SSE4_2) ? 1 : 0;
+#else
+    return (getauxval(AT_HWCAP) & HWCAP_CRC32) ? 1 : 0;
+#endif
 }
 #endif
 
@@ -181,9 +233,8 @@ static void fk_crc32c_init(void)
     }
     fk_build_shift(fk_shift_long, FK_LONG);
     fk_build_shift(fk_shift_short, FK_SHORT);
-#if FK_HAVE_X86_CRC
-    __builtin_cpu_init();
-    fk_hw_ok = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#if FK_HW
+    fk_hw_ok = fk_detect_hw();
 #endif
     env = getenv("FASTKAFKA_CRC32C");
     fk_use_hw = fk_hw_ok && !(env && strcmp(env, "table") == 0);
@@ -205,7 +256,7 @@ uint32_t fk_crc32c_hw(uint32_t crc, const unsigned char *buf, size_t length)
     if (!fk_ready) {
         fk_crc32c_init();
     }
-#if FK_HAVE_X86_CRC
+#if FK_HW
     if (fk_hw_ok) {
         return ~fk_raw_hw(~crc, buf, length);
     }
@@ -226,7 +277,7 @@ uint32_t fk_crc32c(uint32_t crc, const unsigned char *buf, size_t length)
     if (!fk_ready) {
         fk_crc32c_init();
     }
-#if FK_HAVE_X86_CRC
+#if FK_HW
     if (fk_use_hw) {
         return ~fk_raw_hw(~crc, buf, length);
     }
@@ -239,5 +290,10 @@ const char *fk_crc32c_impl(void)
     if (!fk_ready) {
         fk_crc32c_init();
     }
-    return fk_use_hw ? "sse4.2" : "table";
+    #if FK_HW
+    if (fk_use_hw) {
+        return FK_HW_NAME;
+    }
+#endif
+    return "table";
 }
