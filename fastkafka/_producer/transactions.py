@@ -151,29 +151,40 @@ class GroupMetadata:
 
 
 def offsets_by_topic(offsets) -> dict:
-    """``{topic: [(partition, offset, metadata)]}`` from a mapping ``{(topic, partition): offset}``
-    (or ``offset`` replaced by ``(offset, metadata)``), or an iterable of objects with ``topic``,
-    ``partition`` and ``offset`` attributes (e.g. other libraries' TopicPartition). The offset is
-    the next one to consume, as every Kafka client commits it."""
+    """``{topic: [(partition, offset, metadata, leader_epoch)]}`` from a mapping ``{(topic,
+    partition): offset}`` (or ``offset`` replaced by ``(offset, metadata)`` or ``(offset, metadata,
+    leader_epoch)``), or an iterable of objects with ``topic``, ``partition`` and ``offset`` (and
+    optionally ``metadata``, ``leader_epoch``) attributes (e.g. other libraries' TopicPartition).
+    The offset is the next one to consume, as every Kafka client commits it; the leader epoch is
+    the one of the last consumed record, -1 (or None) when unknown (TxnOffsetCommit v2+)."""
     out: dict = {}
     if isinstance(offsets, dict):
         items = []
         for key, value in offsets.items():
             if not (isinstance(key, tuple) and len(key) == 2):
                 raise TypeError(f"offsets keys must be (topic, partition) pairs, got {key!r}")
-            meta = None
+            meta, epoch = None, -1
             if isinstance(value, tuple):
-                value, meta = value
-            items.append((key[0], key[1], value, meta))
+                if len(value) == 3:
+                    value, meta, epoch = value
+                else:
+                    value, meta = value
+            items.append((key[0], key[1], value, meta, epoch))
     else:
-        items = [(tp.topic, tp.partition, tp.offset, getattr(tp, "metadata", None)) for tp in offsets]
-    for topic, partition, offset, meta in items:
+        items = [(tp.topic, tp.partition, tp.offset, getattr(tp, "metadata", None),
+                  getattr(tp, "leader_epoch", -1)) for tp in offsets]
+    for topic, partition, offset, meta, epoch in items:
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"offsets: topic must be a non-empty string, got {topic!r}")
         for name, v in (("partition", partition), ("offset", offset)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise TypeError(f"offsets: {name} of {topic!r} must be an int >= 0, got {v!r}")
-        out.setdefault(topic, []).append((partition, offset, meta))
+        if epoch is None:
+            epoch = -1
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < -1:
+            raise TypeError(f"offsets: leader_epoch of {topic!r} must be an int >= -1 or None, "
+                            f"got {epoch!r}")
+        out.setdefault(topic, []).append((partition, offset, meta, epoch))
     if not out:
         raise TypeError("offsets is empty: nothing to commit")
     return out
@@ -495,8 +506,8 @@ class TransactionManager:
             return {**base, "group_id": g.group_id, "generation_id": g.generation_id,
                     "member_id": g.member_id, "group_instance_id": g.group_instance_id,
                     "topics": [{"name": t, "partitions": [
-                        {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
-                         "committed_metadata": m} for p, o, m in parts]}
+                        {"partition_index": p, "committed_offset": o, "committed_leader_epoch": e,
+                         "committed_metadata": m} for p, o, m, e in parts]}
                         for t, parts in req.data["offsets"].items()]}
         raise AssertionError(req.kind)
 

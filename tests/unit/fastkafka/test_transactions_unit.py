@@ -74,17 +74,21 @@ def test_group_metadata_of_rejects(bad):
 
 
 def test_offsets_by_topic():
-    assert offsets_by_topic({("a", 0): 5, ("a", 1): (7, "m"), ("b", 2): 0}) == {
-        "a": [(0, 5, None), (1, 7, "m")], "b": [(2, 0, None)]}
+    assert offsets_by_topic({("a", 0): 5, ("a", 1): (7, "m"), ("b", 2): 0, ("b", 3): (9, "", 4)}) == {
+        "a": [(0, 5, None, -1), (1, 7, "m", -1)], "b": [(2, 0, None, -1), (3, 9, "", 4)]}
     tps = [SimpleNamespace(topic="a", partition=1, offset=3),
-           SimpleNamespace(topic="a", partition=2, offset=4, metadata="x")]
-    assert offsets_by_topic(tps) == {"a": [(1, 3, None), (2, 4, "x")]}
+           SimpleNamespace(topic="a", partition=2, offset=4, metadata="x"),
+           SimpleNamespace(topic="a", partition=3, offset=5, metadata=None, leader_epoch=None),
+           SimpleNamespace(topic="a", partition=4, offset=6, metadata=None, leader_epoch=7)]
+    assert offsets_by_topic(tps) == {"a": [(1, 3, None, -1), (2, 4, "x", -1), (3, 5, None, -1),
+                                           (4, 6, None, 7)]}
 
 
 @pytest.mark.parametrize("bad", [{}, [], {"a": 1}, {("a",): 1}, {("", 0): 1}, {(5, 0): 1},
                                  {("a", -1): 1}, {("a", 0): -1}, {("a", 0): True},
                                  {("a", True): 1}, {("a", 0): 1.5}, {("a", "0"): 1},
-                                 [SimpleNamespace(topic="a", partition=0, offset=None)]])
+                                 [SimpleNamespace(topic="a", partition=0, offset=None)],
+                                 {("a", 0): (1, None, -2)}, {("a", 0): (1, None, "3")}])
 def test_offsets_by_topic_rejects(bad):
     with pytest.raises(TypeError):
         offsets_by_topic(bad)
