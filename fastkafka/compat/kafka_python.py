@@ -19,31 +19,190 @@ sender thread: keep them short. docs/migration.md, "From kafka-python", lists ev
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import namedtuple
 from typing import Any, Callable
 
-from fastkafka.errors import (ConfigError, IllegalStateError, KafkaError, KafkaTimeoutError,
-                              RecordTooLargeError, SerializationError)
+from fastkafka import errors as _fk
+from fastkafka.errors import ConfigError, KafkaError, SerializationError
 from fastkafka._producer.router import PARTITIONER, unknown_partition
 from fastkafka.producer import Producer
+
+try:                                    # kafka-python installed: raise classes that are its own too
+    import kafka.errors as _kp
+    from kafka.producer.future import RecordMetadata
+    from kafka.structs import TopicPartition
+except ImportError:                     # pragma: no cover - exercised by test_without_kafka_python
+    _kp = None
+    #: kafka-python 3's TopicPartition and RecordMetadata (named tuples with its fields).
+    TopicPartition = namedtuple("TopicPartition", ["topic", "partition"])
+    RecordMetadata = namedtuple("RecordMetadata", [
+        "topic", "partition", "topic_partition", "offset", "timestamp", "checksum",
+        "serialized_key_size", "serialized_value_size", "serialized_header_size"])
 
 log = logging.getLogger("fastkafka")
 
 __all__ = ["KafkaProducer", "FutureRecordMetadata", "RecordMetadata", "TopicPartition",
            "KafkaError", "KafkaTimeoutError", "KafkaConfigurationError", "IllegalStateError",
-           "MessageSizeTooLargeError", "SerializationError"]
+           "MessageSizeTooLargeError", "UnsupportedVersionError", "KafkaConnectionError",
+           "NoBrokersAvailable", "TransactionAbortedError", "SerializationError",
+           "kafka_python_error"]
 
-#: kafka-python's names of fastkafka's errors (the same classes: ``except`` either name).
-KafkaConfigurationError = ConfigError
-MessageSizeTooLargeError = RecordTooLargeError
 
-#: kafka-python's TopicPartition and RecordMetadata (named tuples with its fields).
-TopicPartition = namedtuple("TopicPartition", ["topic", "partition"])
-RecordMetadata = namedtuple("RecordMetadata", [
-    "topic", "partition", "topic_partition", "offset", "timestamp", "log_start_offset",
-    "checksum", "serialized_key_size", "serialized_value_size", "serialized_header_size"])
+# -- errors -------------------------------------------------------------------------------------
+# Every error the layer raises (or hands to a future, a callback or an errback) is an instance of
+# a class that is both fastkafka's (``except fastkafka.errors.ConfigError``) and, when
+# kafka-python is installed, kafka-python's (``except kafka.errors.KafkaConfigurationError``);
+# without kafka-python, the layer's class of the same name. fastkafka's errors are translated at
+# the layer's edge (kafka_python_error), never on the success path.
+
+def _public(name: str, fk_cls: type, doc: str) -> type:
+    kp_cls = getattr(_kp, name, None)
+    bases = (fk_cls,) if kp_cls is None else (fk_cls, kp_cls)
+    return type(name, bases, {"__module__": __name__, "__qualname__": name, "__doc__": doc,
+                              "_kafka_python": True, "__hash__": object.__hash__})
+
+
+KafkaConfigurationError = _public(
+    "KafkaConfigurationError", ConfigError,
+    "A setting kafka-python refuses (also fastkafka's ConfigError, a ValueError).")
+KafkaTimeoutError = _public(
+    "KafkaTimeoutError", _fk.KafkaTimeoutError,
+    "Metadata, buffer memory, flush or a transaction step not done in time.")
+MessageSizeTooLargeError = _public(
+    "MessageSizeTooLargeError", _fk.RecordTooLargeError,
+    "A record larger than max_request_size (or than the broker accepts).")
+IllegalStateError = _public(
+    "IllegalStateError", _fk.IllegalStateError,
+    "A call the producer's state does not allow (closed, no transactional_id, ...).")
+UnsupportedVersionError = _public(
+    "UnsupportedVersionError", _fk.UnsupportedVersionError,
+    "The broker does not support an API version the producer needs.")
+KafkaConnectionError = _public(
+    "KafkaConnectionError", _fk.NetworkError, "A broker connection failed.")
+NoBrokersAvailable = _public(
+    "NoBrokersAvailable", _fk.AllBrokersDownError,
+    "No broker could be reached (kafka-python 2's name; kafka-python 3 raises KafkaTimeoutError "
+    "from the constructor instead, as this layer does).")
+TransactionAbortedError = _public(
+    "TransactionAbortedError", _fk.TransactionAbortedError,
+    "A record failed because its transaction was aborted.")
+
+_PUBLIC = {c.__name__: c for c in (
+    KafkaConfigurationError, KafkaTimeoutError, MessageSizeTooLargeError, IllegalStateError,
+    UnsupportedVersionError, KafkaConnectionError, NoBrokersAvailable, TransactionAbortedError)}
+
+# fastkafka's client-side classes -> kafka-python's class name (the most specific match wins)
+_CLIENT_NAMES = {
+    _fk.ConfigError: "KafkaConfigurationError",
+    _fk.KafkaTimeoutError: "KafkaTimeoutError",
+    _fk.RecordTooLargeError: "MessageSizeTooLargeError",
+    _fk.ProducerClosedError: "IllegalStateError",
+    _fk.IllegalStateError: "IllegalStateError",
+    _fk.AllBrokersDownError: "NoBrokersAvailable",
+    _fk.CorrelationIdMismatchError: "CorrelationIdError",
+    _fk.CorruptFrameError: "KafkaProtocolError",
+    _fk.InvalidBrokerResponseError: "KafkaProtocolError",
+    _fk.SaslAuthenticationError: "SaslAuthenticationFailedError",
+    _fk.TlsAuthenticationError: "KafkaConnectionError",
+    _fk.NetworkError: "KafkaConnectionError",
+    _fk.TransactionAbortedError: "TransactionAbortedError",
+    _fk.UnsupportedVersionError: "UnsupportedVersionError",
+}
+_TRANSLATED: dict = {}        # fastkafka class -> its kafka-python twin (or None: raised as is)
+
+
+def _kp_class_for(fk_cls: type, code) -> type | None:
+    """kafka-python's class for a fastkafka error class (and its code), None if it has none."""
+    for base in fk_cls.__mro__:
+        name = _CLIENT_NAMES.get(base)
+        if name is not None:
+            return _PUBLIC.get(name) or getattr(_kp, name, None)
+    if _kp is not None and issubclass(fk_cls, _fk.BrokerError) and isinstance(code, int):
+        kp_cls = _kp.for_code(code)
+        return _PUBLIC.get(kp_cls.__name__, kp_cls)
+    return getattr(_kp, "KafkaError", None)
+
+
+def _twin(fk_cls: type, code) -> type | None:
+    key = (fk_cls, code) if issubclass(fk_cls, _fk.BrokerError) else fk_cls
+    try:
+        return _TRANSLATED[key]
+    except KeyError:
+        pass
+    target = _kp_class_for(fk_cls, code)
+    if target is None or issubclass(fk_cls, target):
+        cls = None
+    elif getattr(target, "_kafka_python", False) and target.__bases__[0] is fk_cls:
+        cls = target                    # exactly the public class's fastkafka side
+    else:
+        name = target.__name__
+        try:
+            cls = type(name, (fk_cls, target), {"__module__": __name__, "__qualname__": name,
+                                                "_kafka_python": True, "__hash__": object.__hash__})
+        except TypeError:               # no consistent MRO: fastkafka's class, as is
+            cls = None
+        if cls is not None:
+            cls.__reduce__ = _reduce_twin
+    _TRANSLATED[key] = cls
+    return cls
+
+
+def _reduce_twin(self):
+    # pickled as the fastkafka error it came from, translated again on load
+    fk_cls = next(c for c in type(self).__mro__[1:] if not getattr(c, "_kafka_python", False)
+                  and issubclass(c, KafkaError))
+    state = {k: v for k, v in self.__dict__.items() if k not in ("message", "code")}
+    return (_rebuild_twin, (fk_cls, self.message, self.code, state))
+
+
+def _rebuild_twin(fk_cls, message, code, state):
+    return kafka_python_error(_fk._rebuild(fk_cls, message, code, state))
+
+
+for _cls in _PUBLIC.values():
+    _cls.__reduce__ = _reduce_twin
+del _cls
+
+
+def kafka_python_error(exc: BaseException) -> BaseException:
+    """``exc`` as kafka-python raises it: a fastkafka error becomes an instance of its twin class
+    (fastkafka's class and kafka-python's, same message, code and attributes); a failed
+    serializer's own exception is raised as kafka-python raises it (not wrapped); anything else
+    is returned as is."""
+    if not isinstance(exc, KafkaError) or getattr(exc, "_kafka_python", False):
+        return exc
+    if isinstance(exc, SerializationError) and exc.__cause__ is not None:
+        return exc.__cause__
+    cls = _twin(type(exc), exc.code)
+    if cls is None:
+        return exc
+    out = cls.__new__(cls)
+    out.__dict__.update(exc.__dict__)
+    out.args = exc.args
+    out.__cause__, out.__traceback__ = exc.__cause__, exc.__traceback__
+    return out
+
+
+def _raise_as_kafka_python(exc: BaseException):
+    out = kafka_python_error(exc)
+    if out is exc:
+        raise exc
+    raise out.with_traceback(exc.__traceback__) from out.__cause__
+
+
+def _translating(method):
+    """Wrap a method so that the fastkafka errors it raises are raised as kafka-python's."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except KafkaError as e:
+            _raise_as_kafka_python(e)
+    return wrapper
+
 
 # kafka-python's defaults where fastkafka's differ (docs/migration.md says why each is kept).
 _KP_DEFAULTS = {"linger_ms": 0, "batch_size": 16384, "buffer_memory": 32 * 1024 * 1024,
@@ -63,15 +222,16 @@ _TCP_NODELAY = [(6, 1, 1)]          # (IPPROTO_TCP, TCP_NODELAY, 1): what fastka
 
 # Arguments that only tune kafka-python's own machinery: accepted (checked loosely), no effect.
 _NO_EFFECT = {
-    "api_version_auto_timeout_ms": "there is no version probe at construction: each connection "
-                                   "negotiates with ApiVersions",
-    "bootstrap_timeout_ms": "the producer connects on first use; max_block_ms bounds the wait",
-    "sock_chunk_bytes": "kafka-python's read chunking", "sock_chunk_buffer_count":
-    "kafka-python's read chunking", "metrics_enabled": "the metrics are always kept",
+    "api_version_auto_timeout_ms": "kafka-python 2's version probe timeout: each connection "
+                                   "negotiates with ApiVersions (bootstrap_timeout_ms bounds the "
+                                   "constructor's wait)",
+    "sock_chunk_bytes": "kafka-python 2's read chunking",
+    "sock_chunk_buffer_count": "kafka-python 2's read chunking",
+    "selector": "the producer's I/O loop is its own (epoll), whatever selector is given",
 }
 
-# Arguments with no equivalent: only their default is accepted; any other value is a ConfigError
-# with what to do instead.
+# Arguments with no equivalent: only their default is accepted; any other value is a
+# KafkaConfigurationError with what to do instead.
 _DEFAULT_ONLY = {
     "send_buffer_bytes": (None, "the kernel's autotuned socket buffers are used; remove it"),
     "receive_buffer_bytes": (None, "the kernel's autotuned socket buffers are used; remove it"),
@@ -83,14 +243,22 @@ _DEFAULT_ONLY = {
                                  "OAUTHBEARER"),
     "sasl_kerberos_service_name": ("kafka", "GSSAPI (Kerberos) is not supported"),
     "sasl_kerberos_domain_name": (None, "GSSAPI (Kerberos) is not supported"),
-    "metric_reporters": ([], "there are no reporters: call metrics() for the counters"),
-    "selector": (None, "the producer's I/O loop is epoll, built in"),
+    "metric_reporters": ([], "there are no reporters: call metrics() for the values"),
     "kafka_client": (None, "the network client is fastkafka's own"),
     "proxy_url": (None, "SOCKS5 proxies are not supported"),
     "socks5_proxy": (None, "SOCKS5 proxies are not supported"),
     "allow_auto_create_topics": (True, "metadata requests always allow the broker to create the "
                                        "topic (its auto.create.topics.enable decides)"),
 }
+
+
+def _is_default(name: str, value, default) -> bool:
+    if value == default or (default is None and value in ([], ())):
+        return True
+    if name == "kafka_client":          # kafka-python's own default class, passed explicitly
+        return getattr(value, "__module__", "").startswith("kafka.") and \
+            getattr(value, "__name__", "") == "KafkaNetClient"
+    return False
 
 
 def _servers(value) -> list[str]:
@@ -107,17 +275,84 @@ def _servers(value) -> list[str]:
     return out
 
 
-def _api_version(value) -> None:
-    """api_version: None, a tuple of ints or a version string ('0.10', 'auto'); never used."""
-    ok = (value is None or isinstance(value, str)
-          or (isinstance(value, tuple) and all(isinstance(x, int) for x in value)))
-    if not ok:
-        raise ConfigError(f"api_version must be None, a tuple such as (2, 6) or a string, got "
-                          f"{value!r} (it has no effect: API versions are negotiated with each "
-                          f"broker through ApiVersions)")
+def _api_version(value):
+    """kafka-python's api_version: None (probe the broker: the constructor waits for it), a tuple
+    of ints, or a deprecated version string ('2.6'; 'auto' = None). Returns the tuple or None.
+    It chooses no wire format here: each connection negotiates its API versions (ApiVersions)."""
+    if isinstance(value, str):
+        deprecated = value
+        try:
+            value = None if value == "auto" else tuple(map(int, value.split(".")))
+        except ValueError:
+            raise KafkaConfigurationError(f"api_version={deprecated!r}: a version such as (2, 6) "
+                                          f"or None was expected") from None
+        log.warning('use api_version=%s [tuple] -- "%s" as str is deprecated', value, deprecated)
+    if value is not None and not (isinstance(value, tuple) and value
+                                  and all(isinstance(x, int) for x in value)):
+        raise KafkaConfigurationError(
+            f"api_version must be None, a tuple such as (2, 6) or a string, got {value!r} "
+            f"(API versions are negotiated with each broker through ApiVersions)")
     if value is not None:
-        log.debug("api_version=%r has no effect: the producer negotiates API versions with each "
+        log.debug("api_version=%r chooses nothing: the producer negotiates API versions with each "
                   "broker (ApiVersions)", value)
+    return value
+
+
+def _idempotence(configs: dict, api_version) -> None:
+    """kafka-python 3's rules (KIP-679) on enable_idempotence, acks, retries and
+    max_in_flight_requests_per_connection, with its messages: a conflict with idempotence left at
+    its default turns idempotence off with a WARNING; with enable_idempotence=True or a
+    transactional_id it is a KafkaConfigurationError naming the argument."""
+    user_set = "enable_idempotence" in configs
+    idempotent = configs.get("enable_idempotence", True)
+    transactional = configs.get("transactional_id")
+    if configs.get("acks") == "all":
+        configs["acks"] = -1
+    if user_set and not idempotent and transactional:
+        raise KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
+    if transactional:
+        idempotent = user_set = True
+    if idempotent:
+        conflicts = []
+        if "acks" in configs and configs["acks"] != -1:
+            conflicts.append(("acks", configs["acks"]))
+        if "retries" in configs and configs["retries"] == 0:
+            conflicts.append(("retries", 0))
+        inflight = configs.get("max_in_flight_requests_per_connection")
+        if isinstance(inflight, int) and inflight > 5:
+            conflicts.append(("max_in_flight_requests_per_connection", inflight))
+        if conflicts:
+            conflict_str = ", ".join("%s=%r" % kv for kv in conflicts)
+            if user_set:
+                raise KafkaConfigurationError(
+                    "enable_idempotence=True is incompatible with user-provided %s" % (conflict_str,))
+            log.warning("Idempotence will be disabled because user-provided config conflicts with"
+                        " idempotent defaults: %s", conflict_str)
+            idempotent = False
+    if idempotent and api_version is not None and api_version < (0, 11):
+        if user_set:
+            raise KafkaConfigurationError(
+                "Idempotent/Transactional producer requires broker >= 0.11 (got api_version=%s)"
+                % (api_version,))
+        log.warning("Idempotence will be disabled because broker api_version %s < (0, 11)",
+                    api_version)
+        idempotent = False
+    configs["enable_idempotence"] = idempotent
+
+
+def _compression(value, api_version) -> str:
+    """compression_type as kafka-python checks it (ValueError for an unknown codec, or one the
+    given api_version predates)."""
+    if value is None:
+        return "none"
+    if value not in ("gzip", "snappy", "lz4", "zstd"):
+        raise KafkaConfigurationError(f"Not supported codec: {value}")
+    if api_version is not None:
+        if value == "lz4" and api_version < (0, 8, 2):
+            raise KafkaConfigurationError("LZ4 Requires >= Kafka 0.8.2 Brokers")
+        if value == "zstd" and api_version < (2, 1):
+            raise KafkaConfigurationError("Zstd Requires >= Kafka 2.1 Brokers")
+    return value
 
 
 def _is_kafka_python_default_partitioner(obj) -> bool:
@@ -159,25 +394,42 @@ def _token_provider(provider) -> Callable:
     return lambda: (provider.token(), time.time() + 300)
 
 
+if "log_start_offset" in RecordMetadata._fields:        # kafka-python 2.x installed
+    def _record_metadata(md, header_size: int) -> RecordMetadata:
+        return RecordMetadata(md.topic, md.partition, TopicPartition(md.topic, md.partition),
+                              md.offset, md.timestamp, -1, None, md.serialized_key_size,
+                              md.serialized_value_size, header_size)
+else:
+    def _record_metadata(md, header_size: int) -> RecordMetadata:
+        return RecordMetadata(md.topic, md.partition, TopicPartition(md.topic, md.partition),
+                              md.offset, md.timestamp, None, md.serialized_key_size,
+                              md.serialized_value_size, header_size)
+
+
 class FutureRecordMetadata:
     """kafka-python's future of one ``send``: ``get(timeout=None)``, ``add_callback(f, *args,
     **kwargs)`` (``f(*args, metadata, **kwargs)``), ``add_errback`` (``f(*args, exception,
     **kwargs)``), ``add_both``, ``succeeded()``, ``failed()``, ``retriable()``, ``is_done``,
     ``value``, ``exception``. Callbacks added before completion run on the producer's I/O thread;
-    added after, at once on the caller's. A callback that raises is logged and skipped."""
+    added after, at once on the caller's. A callback that raises is logged and skipped. The
+    exception is kafka-python's class (and fastkafka's): kafka_python_error."""
 
-    __slots__ = ("_f", "_header_size", "_md")
+    __slots__ = ("_f", "_header_size", "_md", "_exc")
 
     def __init__(self, future, header_size: int):
-        self._f, self._header_size, self._md = future, header_size, None
+        self._f, self._header_size, self._md, self._exc = future, header_size, None, None
 
     def _convert(self, md) -> RecordMetadata:
         out = self._md
         if out is None:
-            out = self._md = RecordMetadata(
-                md.topic, md.partition, TopicPartition(md.topic, md.partition), md.offset,
-                md.timestamp, -1, None, md.serialized_key_size, md.serialized_value_size,
-                self._header_size)
+            out = self._md = _record_metadata(md, self._header_size)
+        return out
+
+    def _error(self, err):
+        """The delivery error as kafka-python's class, the same instance every time."""
+        out = self._exc
+        if out is None:
+            out = self._exc = kafka_python_error(err)
         return out
 
     @property
@@ -202,12 +454,23 @@ class FutureRecordMetadata:
     @property
     def exception(self) -> BaseException | None:
         """The delivery error once failed, else None."""
-        return self._f.exception(0) if self._f.done() else None
+        if not self._f.done():
+            return None
+        err = self._f.exception(0)
+        return None if err is None else self._error(err)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """The RecordMetadata; raises the delivery error, or KafkaTimeoutError after ``timeout``
         seconds (forever when None)."""
-        return self._convert(self._f.get(timeout))
+        try:
+            return self._convert(self._f.get(timeout))
+        except KafkaError as e:
+            if not self._f.done():          # the wait timed out: not the record's error
+                _raise_as_kafka_python(e)
+            out = self._error(e)
+            if out is e:
+                raise
+            raise out.with_traceback(e.__traceback__) from out.__cause__
 
     def add_callback(self, f: Callable, *args, **kwargs) -> "FutureRecordMetadata":
         """Call ``f(*args, metadata, **kwargs)`` once the record is delivered."""
@@ -221,7 +484,7 @@ class FutureRecordMetadata:
         """Call ``f(*args, exception, **kwargs)`` if the record fails."""
         def on_done(err, md):
             if err is not None:
-                f(*args, err, **kwargs)
+                f(*args, self._error(err), **kwargs)
         self._f.add_callback(on_done)
         return self
 
@@ -260,14 +523,19 @@ class KafkaProducer:
     """kafka-python's ``KafkaProducer(**configs)`` on :class:`fastkafka.Producer`; see the module
     docstring and docs/migration.md. ``producer.fastkafka`` is the Producer underneath."""
 
+    @_translating
     def __init__(self, **configs: Any):
+        self._closed = True                 # until the Producer exists (close() and __del__)
         settings: dict[str, Any] = dict(_KP_DEFAULTS)
         # (field, serialize(topic, headers, data)): kafka-python Serializer objects
         self._serialize_fields: list[tuple[str, Callable]] = []
         self._object_partitioner = None
         configs = dict(configs)
         settings["bootstrap_servers"] = _servers(configs.pop("bootstrap_servers", "localhost"))
-        _api_version(configs.pop("api_version", None))
+        api_version = _api_version(configs.pop("api_version", None))
+        bootstrap_timeout_ms = configs.pop("bootstrap_timeout_ms", 30000)
+        self._metrics_enabled = bool(configs.pop("metrics_enabled", True))
+        _idempotence(configs, api_version)
         for name, value in configs.items():
             if name in _SAME:
                 settings[name] = value
@@ -275,13 +543,13 @@ class KafkaProducer:
                 log.debug("%s=%r has no effect: %s", name, value, _NO_EFFECT[name])
             elif name in _DEFAULT_ONLY:
                 default, instead = _DEFAULT_ONLY[name]
-                if value != default and not (default is None and value in ([], ())):
-                    raise ConfigError(f"{name}={value!r} is not supported (kafka-python setting): "
-                                      f"{instead}")
+                if not _is_default(name, value, default):
+                    raise KafkaConfigurationError(
+                        f"{name}={value!r} is not supported (kafka-python setting): {instead}")
             elif name in ("key_serializer", "value_serializer"):
                 self._serializer(name, value, settings)
             elif name == "compression_type":
-                settings[name] = "none" if value is None else value
+                settings[name] = _compression(value, api_version)
             elif name == "retries":
                 settings[name] = min(value, 2**31 - 1) if isinstance(value, float) else value
             elif name == "partitioner":
@@ -300,6 +568,28 @@ class KafkaProducer:
                     self._serialize_fields.append((field, lambda t, h, d, fn=fn: fn(d)))
         self._producer = Producer(**settings)
         self._closed = False
+        if api_version is None:
+            self._bootstrap(settings["bootstrap_servers"], bootstrap_timeout_ms)
+
+    def _bootstrap(self, servers: list, timeout_ms) -> None:
+        """As kafka-python's constructor without api_version: wait for a broker's answer up to
+        bootstrap_timeout_ms, else close and raise KafkaTimeoutError('Unable to bootstrap ...')."""
+        p = self._producer
+        metadata = p._metadata
+        version = metadata.request_update()
+        p._sender.wakeup()
+        try:
+            metadata.await_update(version, max(timeout_ms, 0) / 1000.0, None)
+        except _fk.KafkaTimeoutError:
+            why = metadata.describe_connection_errors()
+            self.close(0)
+            raise KafkaTimeoutError(f"Unable to bootstrap from {','.join(servers)} within "
+                                    f"bootstrap_timeout_ms={timeout_ms}" + (f": {why}" if why else "")
+                                    + "; pass api_version=(x, y) to connect on first use "
+                                      "instead") from None
+        except BaseException:
+            self.close(0)                   # e.g. authentication refused: raised as it is
+            raise
 
     def _serializer(self, name: str, value, settings: dict) -> None:
         if value is not None and not callable(value) and callable(getattr(value, "serialize", None)):
@@ -342,18 +632,33 @@ class KafkaProducer:
              timestamp_ms=None) -> FutureRecordMetadata:
         """Queue one record; returns kafka-python's :class:`FutureRecordMetadata`. ``value`` and
         ``key`` go through the serializers (also when None, as in kafka-python); ``headers`` is a
-        list of (str, bytes) pairs. Raises at once as :meth:`fastkafka.Producer.send` does
-        (SerializationError when a serializer fails, KafkaTimeoutError when metadata did not come
-        within max_block_ms)."""
-        p = self._producer
-        if self._serialize_fields or self._object_partitioner is not None:
-            value, key, partition = self._prepare(topic, value, key, headers, partition)
+        list of (str, bytes) tuples. Raises at once what kafka-python raises: ValueError when
+        both key and value are None or the partition is unknown, TypeError for badly typed
+        headers or a serialized key/value that is not bytes, a failing serializer's own
+        exception, KafkaTimeoutError when metadata did not come within max_block_ms,
+        MessageSizeTooLargeError, IllegalStateError once closed."""
+        if value is None and key is None:
+            raise ValueError("Need at least one: key or value")
         header_size = -1
-        if headers:
-            header_size = sum(len(k.encode() if isinstance(k, str) else k) + len(v or b"")
-                              for k, v in headers)
-        return FutureRecordMetadata(p.send(topic, value, key, partition, timestamp_ms, headers),
-                                    header_size)
+        if headers is not None:
+            if type(headers) is not list:
+                raise TypeError("headers must be list-type")
+            header_size = 0
+            for item in headers:
+                if not (type(item) is tuple and len(item) == 2 and type(item[0]) is str
+                        and isinstance(item[1], bytes)):
+                    raise TypeError("All headers items must be (str, bytes) tuples")
+                header_size += len(item[0].encode()) + len(item[1])
+            if not headers:
+                header_size = -1
+        try:
+            if self._serialize_fields or self._object_partitioner is not None:
+                value, key, partition = self._prepare(topic, value, key, headers, partition)
+            return FutureRecordMetadata(
+                self._producer.send(topic, value, key, partition, timestamp_ms, headers),
+                header_size)
+        except KafkaError as e:
+            _raise_as_kafka_python(e)
 
     def _prepare(self, topic, value, key, headers, partition):
         """The slow path: kafka-python Serializer objects (``serialize(topic, headers, data)``)
@@ -363,12 +668,7 @@ class KafkaProducer:
         p = self._producer
         for field, ser in self._serialize_fields:
             obj = value if field == "value" else key
-            try:
-                out = ser(topic, headers or [], obj)
-            except Exception as e:
-                raise SerializationError(f"{field}_serializer failed on the {field} of a record "
-                                         f"for topic {topic!r} ({type(e).__name__}: {e}); nothing "
-                                         f"was sent", field=field, topic=topic) from e
+            out = ser(topic, headers or [], obj)     # its exception propagates, as in kafka-python
             if field == "value":
                 value = out
             else:
@@ -382,18 +682,32 @@ class KafkaProducer:
                 raise unknown_partition(PARTITIONER, topic, partition, len(parts))
         return value, key, partition
 
+    @_translating
     def flush(self, timeout: float | None = None) -> None:
         """Send what is queued and wait for it; KafkaTimeoutError when records are still
         undelivered after ``timeout`` seconds (as kafka-python)."""
         left = self._producer.flush(timeout)
         if left:
-            raise KafkaTimeoutError(f"{left} record(s) not delivered after flush({timeout})")
+            raise KafkaTimeoutError(f"Timeout waiting for future: {left} record(s) not delivered "
+                                    f"after flush({timeout})")
 
+    @_translating
     def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
-        """Deliver what is queued (up to ``timeout`` seconds, forever when None), then stop."""
-        self._producer.close(timeout)
+        """Deliver what is queued (up to ``timeout`` seconds, forever when None), then stop and
+        close the kafka-python Serializer objects given as key/value_serializer. A second close
+        does nothing; a negative timeout is kafka-python's ValueError."""
+        if timeout is not None and not 0 <= timeout:
+            raise ValueError("Invalid timeout: %s" % timeout)
+        if self._closed:
+            return
         self._closed = True
+        self._producer.close(timeout)
+        for _field, ser in self._serialize_fields:
+            close = getattr(getattr(ser, "__self__", None), "close", None)
+            if callable(close):
+                close()
 
+    @_translating
     def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of ``topic``, a set (waits for metadata up to max_block_ms)."""
         return set(self._producer.partitions_for(topic))
@@ -402,36 +716,46 @@ class KafkaProducer:
         """True once a broker answered (the producer has cluster metadata)."""
         return self._producer.metrics()["metadata_version"] > 0
 
-    def metrics(self, raw: bool = False) -> dict:
+    def metrics(self, raw: bool = False) -> dict | None:
         """kafka-python's ``metrics()``: ``{group: {name: float}}`` with the Java producer's
         metric names and windows (:meth:`fastkafka.Producer.java_metrics`), groups
         ``"producer-metrics"``, ``"producer-node-metrics.node-<id>"`` and
         ``"producer-topic-metrics.<topic>"``. An average with no event in the windows is 0.0
-        and such a maximum ``-inf``, as kafka-python reports them. ``raw=True`` returns
-        fastkafka's own counters (:meth:`fastkafka.Producer.metrics`), not kafka-python's
-        ``KafkaMetric`` objects."""
+        and such a maximum ``-inf``, as kafka-python reports them; None with
+        ``metrics_enabled=False``, as kafka-python. ``raw=True`` returns fastkafka's own
+        counters (:meth:`fastkafka.Producer.metrics`), not kafka-python's ``KafkaMetric``
+        objects."""
+        if not self._metrics_enabled:
+            return None
         if raw:
             return self._producer.metrics()
         return kafka_python_metrics(self._producer.java_metrics())
 
     # -- transactions: kafka-python's calls, fastkafka's semantics --------------------------
+    @_translating
     def init_transactions(self, timeout: float | None = None) -> None:
+        """As kafka-python's: waits up to max_block_ms (or ``timeout`` seconds, fastkafka's)."""
         self._producer.init_transactions(timeout)
 
+    @_translating
     def begin_transaction(self) -> None:
         self._producer.begin_transaction()
 
+    @_translating
     def send_offsets_to_transaction(self, offsets, consumer_group_id) -> None:
-        """``offsets``: {TopicPartition: OffsetAndMetadata} (kafka-python's), or fastkafka's
-        forms; ``consumer_group_id``: the group id, or a consumer's group metadata."""
+        """``offsets``: {TopicPartition: OffsetAndMetadata(offset, metadata, leader_epoch)}
+        (kafka-python's; the leader epoch is committed with the offset), or fastkafka's forms;
+        ``consumer_group_id``: the group id, or a consumer's ``group_metadata()``."""
         if isinstance(offsets, dict):
-            offsets = {tuple(tp): ((v.offset, v.metadata) if hasattr(v, "offset") else v)
+            offsets = {tuple(tp): ((v.offset, v.metadata, getattr(v, "leader_epoch", -1))
+                                   if hasattr(v, "offset") else v)
                        for tp, v in offsets.items()}
         self._producer.send_offsets_to_transaction(offsets, consumer_group_id)
 
+    @_translating
     def commit_transaction(self, timeout: float | None = None) -> None:
         self._producer.commit_transaction(timeout)
 
+    @_translating
     def abort_transaction(self, timeout: float | None = None) -> None:
         self._producer.abort_transaction(timeout)
-
