@@ -26,6 +26,7 @@ import argparse
 import base64
 import concurrent.futures
 import csv
+import email.parser
 import hashlib
 import importlib.util
 import io
@@ -225,7 +226,8 @@ def assemble(pure: Path, modules: Path, version: str, arch: str, out: Path) -> P
     for line in files[f"{info}/WHEEL"].decode().splitlines():
         if line.startswith("Root-Is-Purelib:"):
             line = "Root-Is-Purelib: false"
-        elif line.startswith("Tag:"):
+        elif line.startswith("Tag:") or not line.strip():
+            # the blank line setuptools ends the file with would end the headers before our Tag
             continue
         wheel_lines.append(line)
     wheel_lines.append(f"Tag: {tag}-{tag}-{plat}")
@@ -251,6 +253,19 @@ def assemble(pure: Path, modules: Path, version: str, arch: str, out: Path) -> P
     return path
 
 
+def wheel_file_tags(wheel: Path) -> set:
+    """The ``Tag`` headers of the wheel's .dist-info/WHEEL (what pip check and installers read)."""
+    with zipfile.ZipFile(wheel) as z:
+        info = next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL") and n.count("/") == 1)
+        return set(email.parser.Parser().parsestr(z.read(info).decode()).get_all("Tag") or [])
+
+
+def name_tags(filename: str) -> set:
+    """The tags a wheel's file name stands for: ``py-abi-plat`` for each ``.``-separated part."""
+    py, abi, plats = filename[:-len(".whl")].split("-")[-3:]
+    return {f"{p}-{a}-{pl}" for p in py.split(".") for a in abi.split(".") for pl in plats.split(".")}
+
+
 def repair(wheel: Path, arch: str, out: Path) -> tuple[Path, str]:
     """auditwheel repair to manylinux_2_17 (it refuses a wheel that needs a newer glibc), then
     auditwheel show's verdict."""
@@ -272,6 +287,9 @@ def repair(wheel: Path, arch: str, out: Path) -> tuple[Path, str]:
     want = f"manylinux_{GLIBC.replace('.', '_')}_{arch}"
     if want not in repaired.name:
         raise BuildError(f"{repaired.name} is not {want}: auditwheel show says\n{show.stdout}")
+    if wheel_file_tags(repaired) != name_tags(repaired.name):    # pip reads the tags of WHEEL
+        raise BuildError(f"{repaired.name}: its WHEEL file's tags {sorted(wheel_file_tags(repaired))} "
+                         f"are not those of its name")
     return repaired, " ".join(show.stdout.split())
 
 
