@@ -294,6 +294,11 @@ class SaslSettings:
     def __repr__(self):
         return f"SaslSettings({self.mechanism})"
 
+    def set_credentials(self, user: str, password: str) -> None:
+        """The PLAIN/SCRAM credentials of the next exchange (confluent-kafka's
+        set_sasl_credentials); connections authenticated already keep theirs."""
+        self._user, self._password = user, password
+
     def new_exchange(self) -> Mechanism:
         if self.mechanism == "PLAIN":
             return Plain(self._user, self._password)

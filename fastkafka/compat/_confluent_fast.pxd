@@ -1,6 +1,8 @@
 # cython: language_level=3
 # path:
 #   produce: PollCore.produce -> Message -> ProducerCore._send(sink=LoopSink) -> future (I/O thread)
+#            (no metadata yet: -> _held[topic] -> _send_held at the next produce/poll/flush, or
+#             _MSG_TIMED_OUT when message.timeout.ms passes: confluent.py _drain_held)
 #   report:  _fire -> LoopSink.push_c (I/O thread) -> _Waker.call_soon_threadsafe -> wake the poller
 #   serve:   poll()/flush() -> _serve_reports: the sink's list taken whole -> each Message filled -> callback
 
@@ -8,7 +10,7 @@
 # compatibility layer (fastkafka.compat.confluent), a Message and the compiled produce/poll.
 from libc.stdint cimport int32_t, int64_t
 
-from fastkafka._producer.batch cimport LoopSink
+from fastkafka._producer.batch cimport FutureRecordMetadata, LoopSink
 from fastkafka._producer.sendpath cimport ProducerCore
 
 
@@ -45,10 +47,14 @@ cdef class PollCore:
     cdef bint _only_error
     cdef bint _fast_poll                # poll(0) may skip the subclass (no stats_cb)
     cdef int64_t _max_messages
-    cdef int64_t _produced
+    cdef public int64_t _produced       # (public: the subclass counts a held record)
     cdef int64_t _served
     cdef list _taken                    # the list last taken from the sink ...
     cdef Py_ssize_t _pos                # ... and how far it has been served
     cdef list _failed                   # Messages (None: no callback) failed before a batch
+    cdef public bint _closed            # close() was called: produce/poll/flush raise RuntimeError
+    cdef public dict _held              # topic -> deque of records waiting for its metadata
+    cdef public bint _holding           # _held is not empty
 
     cpdef Py_ssize_t _serve_reports(self) except -1
+    cdef int _track(self, FutureRecordMetadata f, Message m) except -1

@@ -63,8 +63,7 @@ cdef class Message:
     """Message(topic, partition, offset, key, value, headers, ts_type, ts, error, latency)
 
     A delivered (or failed) record as confluent-kafka's delivery callbacks receive it:
-    ``topic()``, ``partition()``, ``offset()`` (-1001, confluent-kafka's OFFSET_INVALID, when it
-    has none), ``key()``, ``value()`` (the objects given to produce()), ``headers()``,
+    ``topic()``, ``partition()`` and ``offset()`` (None when it has none), ``key()``, ``value()`` (the objects given to produce()), ``headers()``,
     ``timestamp()`` (``(type, ms)``), ``len()``, ``error()`` (a KafkaError or None) and
     ``latency()`` (seconds from produce() to the report being taken by poll()/flush())."""
 
@@ -80,11 +79,13 @@ cdef class Message:
         return self._topic
 
     def partition(self):
-        return self._partition
+        """The record's partition; None when it has none (it failed before one was chosen), as
+        confluent-kafka's."""
+        return None if self._partition < 0 else self._partition
 
     def offset(self):
-        """The record's offset; -1001 (confluent-kafka's OFFSET_INVALID) when it has none."""
-        return self._offset
+        """The record's offset; None when it has none (failed, or acks=0), as confluent-kafka's."""
+        return None if self._offset < 0 else self._offset
 
     def key(self):
         return self._key
@@ -151,13 +152,15 @@ cdef class _Waker:
 cdef class PollCore:
     """Base class of :class:`fastkafka.compat.confluent.Producer`: ``produce()``, ``poll()``'s
     report serving and ``len()``. The subclass calls :meth:`_init_poll` once its
-    :class:`fastkafka.Producer` exists, and provides ``_produce_failed`` (the errors of a
+    :class:`fastkafka.Producer` exists, and provides ``_hold`` (a record that waits for its
+    topic's metadata), ``_produce_failed`` (the errors of a
     refused record) and ``_poll`` (a poll that waits, or serves more than reports)."""
 
 
     def __cinit__(self, *args, **kwargs):
         self._taken = _EMPTY
         self._failed = []
+        self._held = {}
 
     def _init_poll(self, ProducerCore core not None, wake_event, default_cb, bint only_error,
                    int64_t max_messages, events, to_error, bint fast_poll):
@@ -182,8 +185,10 @@ cdef class PollCore:
         Raises ``BufferError`` when ``queue.buffering.max.messages`` records wait (call
         ``poll()`` and retry), ``KafkaException`` for a record that cannot be sent (too large:
         ``MSG_SIZE_TOO_LARGE``; a partition that does not exist: ``_UNKNOWN_PARTITION``),
-        ``TypeError`` for a value of the wrong type. A topic whose metadata cannot be had within
-        ``max_block_ms`` fails through the delivery report, as in confluent-kafka."""
+        ``TypeError`` for a value of the wrong type, ``RuntimeError`` after ``close()``. Never
+        blocks: a record of a topic whose metadata is not known yet waits in the queue (and the
+        topic's later records behind it) until it is, or fails with ``_MSG_TIMED_OUT`` through
+        its delivery report once ``message.timeout.ms`` passed, as in confluent-kafka."""
         cdef Message m = None
         cdef FutureRecordMetadata f
         cb = on_delivery if on_delivery is not None else callback
@@ -197,6 +202,8 @@ cdef class PollCore:
             timestamp = None                # the core's clock: the create time of the record
         if self._core is None:
             raise TypeError("Producer.__init__ was not called")
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
         if self._max_messages and self._produced - self._served >= self._max_messages:
             raise BufferError(
                 f"Local: Queue full ({self._produced - self._served} messages waiting, "
@@ -210,38 +217,60 @@ cdef class PollCore:
             m._headers = headers
             m._t0 = _now_ns()
         self._produced += 1                 # before the send: a poll() on another thread may serve it
+        if self._holding and topic in self._held:
+            # records of this topic wait for its metadata: this one waits behind them (order)
+            self._hold(topic, value, key, partition, timestamp, headers, m)
+            return
         try:
             f = <FutureRecordMetadata>self._core._send(topic, value, key, partition, timestamp,
                                                        headers, self._sink, True, True)
         except BaseException as e:
             self._produced -= 1
-            self._produce_failed(e, m, topic)   # raises, or queues the failure's report
+            self._produce_failed(e, m, (topic, value, key, partition, timestamp, headers))
             return
-        # set after the send: a report taken before this (another thread's poll) waits for it.
-        # Left out of the cyclic garbage collector while in flight (it would otherwise scan them
-        # again and again when many wait, e.g. flush() only at the end), unless the callback may
-        # be the only way back to this producer: a cycle through an untracked object is never
-        # collected, and a dropped producer would stay open.
+        self._track(f, m)
+
+    cdef int _track(self, FutureRecordMetadata f, Message m) except -1:
+        """Attach the record's Message (or _NO_REPORT) to its future, set after the send: a
+        report taken before this (another thread's poll) waits for it. Left out of the cyclic
+        garbage collector while in flight (it would otherwise scan them again and again when
+        many wait, e.g. flush() only at the end), unless the callback may be the only way back
+        to this producer: a cycle through an untracked object is never collected, and a dropped
+        producer would stay open."""
         if m is None:
             f.waiter = _NO_REPORT
             PyObject_GC_UnTrack(<void *>f)
         else:
             f.waiter = m
-            if _leads_nowhere(cb):
+            if _leads_nowhere(m._cb):
                 PyObject_GC_UnTrack(<void *>f)
                 PyObject_GC_UnTrack(<void *>m)
                 m._untracked = True
+        return 0
 
-    def _queue_failed(self, Message m, topic, err):
-        """Queue the report of a record that failed before it reached a batch (no metadata
-        within max_block_ms), counted as produced; served by the next poll()."""
-        self._produced += 1
+    def _send_held(self, topic, value, key, partition, timestamp, headers, Message m):
+        """Send a record that waited for its topic's metadata (counted as produced already);
+        raises what the core raises (metadata still missing: KafkaTimeoutError)."""
+        cdef FutureRecordMetadata f = <FutureRecordMetadata>self._core._send(
+            topic, value, key, partition, timestamp, headers, self._sink, True, True)
+        self._track(f, m)
+
+    def _message_deadline_ns(self, Message m):
+        """produce()'s time of a record with a Message (CLOCK_MONOTONIC ns), or now."""
+        return m._t0 if m is not None else _now_ns()
+
+    def _queue_failed(self, Message m, topic, err, bint counted=False):
+        """Queue the report of a record that failed before it reached a batch (its topic's
+        error, or no metadata within message.timeout.ms), counted as produced (``counted``:
+        it is already); served by the next poll()."""
+        if not counted:
+            self._produced += 1
         if m is not None:
             m._topic = topic
             m._partition = -1
             m._offset = _OFFSET_INVALID
-            m._ts_type = 0
-            m._ts = 0
+            m._ts_type = 0              # TIMESTAMP_NOT_AVAILABLE, -1: as librdkafka's
+            m._ts = -1
             m._error = self._to_error(err)
             m._latency = (_now_ns() - m._t0) / 1e9
         self._failed.append(m)
@@ -259,7 +288,9 @@ cdef class PollCore:
 
     def __len__(self):
         """Records produced whose delivery report has not been served by poll()/flush() yet
-        (delivered or not): confluent-kafka's ``len(producer)``."""
+        (delivered or not): confluent-kafka's ``len(producer)``; 0 once closed."""
+        if self._closed:
+            return 0
         return self._produced - self._served
 
     def _has_reports(self):
@@ -271,8 +302,10 @@ cdef class PollCore:
 
         Serve the delivery reports, error_cb and stats_cb events queued, waiting up to
         ``timeout`` seconds (None or -1: forever) for the first; returns how many were served."""
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
         if ((type(timeout) is int or type(timeout) is float) and timeout == 0 and self._fast_poll
-                and not self._events):
+                and not self._events and not self._holding):
             return self._serve_reports()
         return self._poll(timeout)
 

@@ -18,35 +18,10 @@ TIMESTAMP_NOT_AVAILABLE = 0
 TIMESTAMP_CREATE_TIME = 1
 TIMESTAMP_LOG_APPEND_TIME = 2
 
-# librdkafka's local codes (negative) used here, with librdkafka's descriptions (facts).
-_LOCAL = {
-    -197: ("_DESTROY", "Local: Broker handle destroyed"),
-    -196: ("_FAIL", "Local: Communication failure with broker"),
-    -195: ("_TRANSPORT", "Local: Broker transport failure"),
-    -192: ("_MSG_TIMED_OUT", "Local: Message timed out"),
-    -190: ("_UNKNOWN_PARTITION", "Local: Unknown partition"),
-    -188: ("_UNKNOWN_TOPIC", "Local: Unknown topic"),
-    -187: ("_ALL_BROKERS_DOWN", "Local: All broker connections are down"),
-    -186: ("_INVALID_ARG", "Local: Invalid argument or configuration"),
-    -185: ("_TIMED_OUT", "Local: Timed out"),
-    -184: ("_QUEUE_FULL", "Local: Queue full"),
-    -181: ("_SSL", "Local: SSL error"),
-    -172: ("_STATE", "Local: Erroneous state"),
-    -170: ("_NOT_IMPLEMENTED", "Local: Not implemented"),
-    -169: ("_AUTHENTICATION", "Local: Authentication failure"),
-    -152: ("_PURGE_QUEUE", "Local: Purged in queue"),
-    -151: ("_PURGE_INFLIGHT", "Local: Purged in flight"),
-    -150: ("_FATAL", "Local: Fatal error"),
-    -149: ("_INCONSISTENT", "Local: Inconsistent state"),
-    -144: ("_FENCED", "Local: This instance has been fenced by a newer instance"),
-}
+from fastkafka.compat._confluent_codes import CODES as _CODES
 
-# Broker codes whose librdkafka name differs from the Kafka protocol name fastkafka uses.
-_LIBRDKAFKA_NAMES = {
-    2: "INVALID_MSG", 3: "UNKNOWN_TOPIC_OR_PART", 4: "INVALID_MSG_SIZE", 6: "NOT_LEADER_FOR_PARTITION",
-    10: "MSG_SIZE_TOO_LARGE", 17: "TOPIC_EXCEPTION", 18: "RECORD_LIST_TOO_LARGE",
-    19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-}
+#: code -> (confluent-kafka's name, librdkafka's description): all of confluent-kafka's constants
+_NAMES = {code: (name, text) for code, name, text in _CODES}
 
 
 class KafkaError:
@@ -55,37 +30,7 @@ class KafkaError:
     the same code (``err == KafkaError._PURGE_QUEUE``). ``cause`` is the fastkafka exception it
     was made from (None when made directly)."""
 
-    # confluent-kafka's constants, the ones this layer reports and those code commonly tests.
-    NO_ERROR = 0
-    UNKNOWN = -1
-    _DESTROY = -197
-    _FAIL = -196
-    _TRANSPORT = -195
-    _MSG_TIMED_OUT = -192
-    _UNKNOWN_PARTITION = -190
-    _UNKNOWN_TOPIC = -188
-    _ALL_BROKERS_DOWN = -187
-    _INVALID_ARG = -186
-    _TIMED_OUT = -185
-    _QUEUE_FULL = -184
-    _SSL = -181
-    _STATE = -172
-    _NOT_IMPLEMENTED = -170
-    _AUTHENTICATION = -169
-    _PURGE_QUEUE = -152
-    _PURGE_INFLIGHT = -151
-    _FATAL = -150
-    _INCONSISTENT = -149
-    _FENCED = -144
-    UNKNOWN_TOPIC_OR_PART = 3
-    NOT_LEADER_FOR_PARTITION = 6
-    REQUEST_TIMED_OUT = 7
-    MSG_SIZE_TOO_LARGE = 10
-    NOT_ENOUGH_REPLICAS = 19
-    TOPIC_AUTHORIZATION_FAILED = 29
-    INVALID_PRODUCER_EPOCH = 47
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-    PRODUCER_FENCED = 90
+    # confluent-kafka's constants (all of them: set below from _confluent_codes.CODES)
 
     __slots__ = ("_code", "_reason", "_fatal", "_retriable", "_txn_requires_abort", "cause")
 
@@ -104,23 +49,17 @@ class KafkaError:
         return self._code
 
     def name(self) -> str:
-        code = self._code
-        if code in _LOCAL:
-            return _LOCAL[code][0]
-        if code in _LIBRDKAFKA_NAMES:
-            return _LIBRDKAFKA_NAMES[code]
-        if code == 0:
-            return "NO_ERROR"
-        cls = fk.error_class_for_code(code) if code >= -1 else None
-        return cls.name if cls is not None else f"ERR_{code}"
+        """confluent-kafka's name of the code; ``ERR_<code>?`` for a code it has no name for."""
+        entry = _NAMES.get(self._code)
+        return entry[0] if entry is not None else f"ERR_{self._code}?"
 
     def str(self) -> str:
+        """The reason given, else librdkafka's description of the code (``Err-<code>?`` for a
+        code it does not know)."""
         if self._reason:
             return self._reason
-        if self._code in _LOCAL:
-            return _LOCAL[self._code][1]
-        cls = fk.error_class_for_code(self._code) if self._code >= -1 else None
-        return f"Broker: {cls.description}" if cls is not None else f"Error {self._code}"
+        entry = _NAMES.get(self._code)
+        return entry[1] if entry is not None else f"Err-{self._code}?"
 
     def fatal(self) -> bool:
         return self._fatal
@@ -145,6 +84,11 @@ class KafkaError:
         return f'KafkaError{{code={self.name()},val={self._code},str="{self.str()}"}}'
 
     __repr__ = __str__
+
+
+for _code, _name, _text in _CODES:
+    setattr(KafkaError, _name, _code)
+del _code, _name, _text
 
 
 class KafkaException(Exception):

@@ -52,8 +52,10 @@ from fastkafka.compat._confluent_types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_
                                                PartitionMetadata, TopicMetadata, _Purged,
                                                cluster_metadata, group_metadata, to_kafka_error,
                                                to_kafka_exception)
+from fastkafka.compat._confluent_config import config_error, translate
 from fastkafka.compat._confluent_fast import PollCore
 from fastkafka.config import canonical_name
+from fastkafka.errors import KafkaTimeoutError as _MetadataMissing
 from fastkafka.producer import Producer as _FastProducer, _weak_method
 
 __all__ = ["Producer", "KafkaError", "KafkaException", "Message", "ClusterMetadata",
@@ -83,108 +85,218 @@ def _int_setting(name: str, value: Any, minimum: int) -> int:
         if value.lstrip("-").isdigit():
             value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise fk.ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise config_error(f'Invalid value for configuration property "{name}": an integer '
+                           f'>= {minimum} is expected, got {value!r}')
     return value
 
 
 def _callable_setting(name: str, value: Any):
     if value is not None and not callable(value):
-        raise fk.ConfigError(f"{name} must be a callable or None, got {type(value).__name__}")
+        # confluent-kafka's own error for these (a TypeError, not a KafkaException)
+        raise TypeError(f"expected {name} property as a callable function")
     return value
+
+
+#: where a producer configured without bootstrap.servers points its core: nothing listens
+#: there (a closed port of this host), so, as with librdkafka, records wait for metadata and
+#: fail with _MSG_TIMED_OUT; its connection errors are not reported to error_cb
+_NO_BROKERS = "127.0.0.1:1"
+_CLOSED = "Producer has been closed"
+_HANDLE_CLOSED = "Handle has been closed"
 
 
 class Producer(PollCore):
     """confluent-kafka's ``Producer(conf)`` on :class:`fastkafka.Producer` (see the module
-    docstring). ``conf`` is confluent-kafka's configuration dict; keyword arguments are merged
-    into it (``logger=`` is commonly passed so). Unknown keys, or keys with no equivalent, raise
-    :class:`fastkafka.errors.ConfigError` naming what to use instead."""
+    docstring). ``conf`` is confluent-kafka's configuration dict, read as librdkafka reads it
+    (fastkafka/compat/_confluent_config.py; every property: docs/migration.md); keyword
+    arguments are merged into it (``logger=`` is commonly passed so). A bad key or value raises
+    :class:`KafkaException` with a :class:`KafkaError` of code ``_INVALID_ARG``, naming what to
+    use where a setting has no equivalent.
+
+    Used as a context manager (``with Producer(conf) as p:``) it is flushed and closed at the
+    end of the block."""
 
     def __init__(self, conf: dict | None = None, **kwargs: Any):
         if conf is not None and not isinstance(conf, dict):
-            raise TypeError(f"Producer(conf): expected a dict of settings, got {type(conf).__name__}")
+            raise TypeError(f"expected configuration dict, got {type(conf).__name__}")
         merged = dict(conf or {})
         for k, v in kwargs.items():
             if k in merged:
-                raise fk.ConfigError(f"{k!r} given both in the config dict and as a keyword argument")
+                raise config_error(f"{k!r} given both in the config dict and as a keyword argument")
             merged[k] = v
-        own = self._own_settings(merged)
-        merged.setdefault("partitioner", "consistent_random")
+        settings, own, self._ignored = translate(merged)
+        self._own_settings(own)
+        self._no_brokers = "bootstrap_servers" not in settings or not settings["bootstrap_servers"]
+        if self._no_brokers:
+            settings["bootstrap_servers"] = _NO_BROKERS
+        settings.setdefault("partitioner", "consistent_random")
+        settings["max_block_ms"] = 0      # produce() never waits: see _hold
+        if own.get("oauth_cb") is not None:
+            if "sasl_oauth_token_provider" in settings:
+                raise config_error("oauth_cb and sasl_oauth_token_provider are the same setting: "
+                                   "give one")
+            settings["sasl_oauth_token_provider"] = _oauth_provider(
+                own["oauth_cb"], own.get("sasl.oauthbearer.config"))
         # the connection settings list_topics() needs (an Admin client, made on first use)
-        self._admin_conf = {k: v for k, v in merged.items() if _is_admin_key(k)}
+        self._admin_conf = {k: v for k, v in settings.items() if _is_admin_key(k)}
         self._admin = None
         self._admin_lock = threading.Lock()
         self._started = time.monotonic()      # the stats document's age
         self._events: deque = deque()         # error_cb events (KafkaError)
         self._wake = threading.Event()
-        user_on_error = merged.pop("on_error", None)
-        self._user_on_error = _callable_setting("on_error", user_on_error)
-        # held weakly by the I/O thread's config: a dropped compat producer is collected (and closed)
-        self._p = _FastProducer(merged, on_error=_weak_method(self._on_error))
+        self._next_drain = 0.0
+        self._user_on_error = _callable_setting("on_error", settings.pop("on_error", None))
+        try:
+            # held weakly by the I/O thread's config: a dropped compat producer is collected
+            # (and closed)
+            self._p = _FastProducer(settings, on_error=_weak_method(self._on_error))
+        except fk.ConfigError as e:
+            raise config_error(str(e)) from e
         self._route = LogRoute(self._p._name, own["logger"]) if own["logger"] is not None else None
         self._next_stats = (time.monotonic() + self._stats_interval
                             if self._stats_cb is not None and self._stats_interval else None)
+        self._message_timeout_s = self._p.config.delivery_timeout_ms / 1000.0
         self._init_poll(self._p, self._wake, self._default_cb, self._only_error,
                         self._max_messages, self._events, to_kafka_error,
                         self._next_stats is None)
 
-    def _own_settings(self, merged: dict) -> dict:
-        """Take out the keys this layer implements (any spelling) and check them."""
-        own = {"error_cb": None, "stats_cb": None, "statistics.interval.ms": 0, "logger": None,
-               "on_delivery": None, "queue.buffering.max.messages": DEFAULT_MAX_MESSAGES,
-               "delivery.report.only.error": False}
-        aliases = {k.replace(".", "_"): k for k in own}
-        aliases.update({"dr_cb": "on_delivery", "dr_msg_cb": "on_delivery"})
-        for key in list(merged):
-            name = key if key in own else aliases.get(key)
-            if name is not None:
-                own[name] = merged.pop(key)
-        if "queue.buffering.max.kbytes" in merged or "queue_buffering_max_kbytes" in merged:
-            key = "queue.buffering.max.kbytes" if "queue.buffering.max.kbytes" in merged else \
-                "queue_buffering_max_kbytes"
-            kb = _int_setting(key, merged.pop(key), 1)
-            if any(canonical_name(k) == "buffer_memory" for k in merged if isinstance(k, str)):
-                raise fk.ConfigError(f"{key} and buffer_memory both given: they are the same setting")
-            merged["buffer_memory"] = kb * 1024
-        self._error_cb = _callable_setting("error_cb", own["error_cb"])
-        self._stats_cb = _callable_setting("stats_cb", own["stats_cb"])
-        self._default_cb = _callable_setting("on_delivery", own["on_delivery"])
-        self._stats_interval = _int_setting("statistics.interval.ms", own["statistics.interval.ms"],
-                                            0) / 1000.0
+    def _own_settings(self, own: dict) -> None:
+        """Check the keys this layer implements (any spelling)."""
+        get = own.get
+        self._error_cb = _callable_setting("error_cb", get("error_cb"))
+        self._stats_cb = _callable_setting("stats_cb", get("stats_cb"))
+        self._throttle_cb = _callable_setting("throttle_cb", get("throttle_cb"))
+        _callable_setting("oauth_cb", get("oauth_cb"))
+        self._default_cb = _callable_setting("on_delivery", get("on_delivery"))
+        self._stats_interval = _int_setting("statistics.interval.ms",
+                                            get("statistics.interval.ms", 0), 0) / 1000.0
         self._max_messages = _int_setting("queue.buffering.max.messages",
-                                          own["queue.buffering.max.messages"], 0)
-        only = own["delivery.report.only.error"]
+                                          get("queue.buffering.max.messages",
+                                              DEFAULT_MAX_MESSAGES), 0)
+        only = get("delivery.report.only.error", False)
         if isinstance(only, str) and only.strip().lower() in ("true", "false"):
             only = only.strip().lower() == "true"
         if not isinstance(only, bool):
-            raise fk.ConfigError(f"delivery.report.only.error must be a boolean, got {only!r}")
+            raise config_error('Invalid value for configuration property '
+                               '"delivery.report.only.error"')
         self._only_error = only
-        logger = own["logger"]
+        logger = get("logger")
         if logger is not None and not isinstance(logger, logging.Logger):
-            raise fk.ConfigError(f"logger must be a logging.Logger, got {type(logger).__name__}")
-        return own
+            raise TypeError(f"logger must be a logging.Logger, got {type(logger).__name__}")
+        own.setdefault("logger", None)
 
     def __repr__(self) -> str:
         return f"<fastkafka.compat.confluent.Producer {self._p._name}>"
 
     # -- producing -------------------------------------------------------------------------
     # produce(), len() and poll(0) are PollCore's (compiled): see _confluent_fast.pyx
-    def _produce_failed(self, e: BaseException, msg, topic) -> None:
+    def _produce_failed(self, e: BaseException, msg, record: tuple) -> None:
         """produce()'s record was refused by fastkafka with ``e``: raise confluent-kafka's
-        error for it, or (no metadata within max_block_ms) queue its failure report."""
+        error for it, hold it (its topic has no metadata yet: produce() does not wait), or
+        queue its failure report (the topic's error)."""
+        topic = record[0]
         if isinstance(e, (fk.RecordTooLargeError, fk.UnknownPartitionError, fk.ProducerClosedError,
                           fk.IllegalStateError, fk.TransactionAbortableError)):
             raise to_kafka_exception(e) from e
         if isinstance(e, fk.BufferExhaustedError):
             raise BufferError(f"Local: Queue full ({e.message})") from e
+        if isinstance(e, _MetadataMissing) and not isinstance(e, fk.DeliveryTimeoutError):
+            n = self._p._metadata.cluster.partition_count(topic)
+            if n > 0:       # the topic is known, the partition asked for is past its partitions
+                raise KafkaException(KafkaError(
+                    KafkaError._UNKNOWN_PARTITION,
+                    f"Local: Unknown partition (topic {topic!r} has {n} partitions, "
+                    f"partition={record[3]})")) from e
+            size = sum(len(x) for x in record[1:3] if isinstance(x, (bytes, bytearray, str)))
+            if size > self._p.config.max_request_size:
+                raise KafkaException(KafkaError(
+                    KafkaError.MSG_SIZE_TOO_LARGE,
+                    f"Broker: Message size too large ({size} bytes > message.max.bytes "
+                    f"{self._p.config.max_request_size})")) from e
+            self._produced += 1
+            self._hold(*record, msg)
+            return
         if isinstance(e, fk.KafkaError) and not isinstance(e, fk.InvalidRecordError):
-            # metadata not to be had (timeout, the broker's topic error): confluent-kafka queues
-            # the record and fails it through its delivery report
+            # the broker's error for the topic (e.g. not authorized): confluent-kafka queues the
+            # record and fails it through its delivery report
             self._queue_failed(msg, topic, e)
             return
         raise e
 
+    # -- records waiting for their topic's metadata -------------------------------------------
+    def _hold(self, topic, value, key, partition, timestamp, headers, msg) -> None:
+        """Keep a record (counted as produced) until its topic's metadata is known: sent by
+        :meth:`_drain_held` (the next poll()/flush(), woken by the metadata update), failed
+        with ``_MSG_TIMED_OUT`` once message.timeout.ms passed since produce()."""
+        deadline = self._message_deadline_ns(msg) / 1e9 + self._message_timeout_s
+        q = self._held.get(topic)
+        if q is None:
+            q = self._held[topic] = deque()
+            self._p._metadata.add_listener(self._waker.wake)
+        q.append((value, key, partition, timestamp, headers, msg, deadline))
+        self._holding = True
+
+    def _drain_held(self, force: bool = False) -> None:
+        """Send the held records whose topic's metadata is known now, in order; fail those past
+        their deadline. At most every 5 ms unless ``force`` (a poll(0) loop stays cheap)."""
+        now = time.monotonic()
+        if not force and now < self._next_drain:
+            return
+        self._next_drain = now + 0.005
+        cluster = self._p._metadata.cluster
+        sent = 0
+        for topic in list(self._held):
+            q = self._held[topic]
+            known = cluster.partition_count(topic) > 0
+            while q:
+                value, key, partition, timestamp, headers, msg, deadline = q[0]
+                if now >= deadline:
+                    q.popleft()
+                    self._queue_failed(msg, topic, KafkaError(
+                        KafkaError._MSG_TIMED_OUT,
+                        f"Local: Message timed out (no metadata for topic {topic!r} within "
+                        f"message.timeout.ms)"), True)
+                    continue
+                if not known:
+                    break
+                try:
+                    self._send_held(topic, value, key, partition, timestamp, headers, msg)
+                except _MetadataMissing as e:
+                    if isinstance(e, fk.BufferExhaustedError):
+                        break           # room comes as batches complete: try again later
+                    if cluster.partition_count(topic) > 0:
+                        q.popleft()     # the partition asked for does not exist
+                        self._queue_failed(msg, topic, KafkaError(
+                            KafkaError._UNKNOWN_PARTITION, "Local: Unknown partition"), True)
+                        continue
+                    break
+                except fk.KafkaError as e:
+                    q.popleft()
+                    self._queue_failed(msg, topic, e, True)
+                    continue
+                q.popleft()
+                sent += 1
+            if not q:
+                del self._held[topic]
+            else:
+                self._p._metadata.add_listener(self._waker.wake)
+        self._holding = bool(self._held)
+        if sent:
+            self._p._sender.wakeup()    # a flush() in progress sends them at once
+
+    def _fail_held(self, code: int, reason: str) -> None:
+        """Fail every held record with ``code`` (purge, close)."""
+        for topic, q in list(self._held.items()):
+            while q:
+                msg = q.popleft()[5]
+                self._queue_failed(msg, topic, KafkaError(code, reason), True)
+        self._held.clear()
+        self._holding = False
+
     def _on_error(self, error) -> None:
         """fastkafka's on_error (I/O thread): queued for error_cb, served by poll()."""
+        if self._no_brokers:
+            return      # the stand-in address of a producer without bootstrap.servers
         if self._user_on_error is not None:
             self._user_on_error(error)
         if self._error_cb is not None and not isinstance(error, fk.BrokersRecovered):
@@ -196,6 +308,8 @@ class Producer(PollCore):
     def _serve(self) -> int:
         """Serve what is queued now (error_cb events, delivery reports, stats when due); an
         exception of a callback propagates, the events after it stay queued."""
+        if self._holding:
+            self._drain_held()
         served = 0
         while self._events:
             err = self._events.popleft()
@@ -219,12 +333,16 @@ class Producer(PollCore):
         waker.sleeping = True
         try:
             if not self._pending_events():
-                self._wake.wait(max(0.0, min(until - time.monotonic(), 0.5)))
+                # records held for metadata: look again soon (their deadlines, a missed wake-up)
+                cap = 0.05 if self._holding else 0.5
+                self._wake.wait(max(0.0, min(until - time.monotonic(), cap)))
         finally:
             waker.sleeping = False
 
     def _poll(self, timeout: float | None) -> int:
         """poll() beyond poll(0) of reports alone (PollCore.poll): waits, error_cb, stats_cb."""
+        if self._holding:
+            self._drain_held(force=True)
         deadline = time.monotonic() + _seconds(timeout, "poll()")
         while True:
             n = self._serve()
@@ -235,7 +353,10 @@ class Producer(PollCore):
     def flush(self, timeout: float | None = None) -> int:
         """Send everything queued now (linger is not waited for) and serve reports until every
         record has been delivered and reported, or ``timeout`` seconds passed (None or -1:
-        forever); returns the number of records still waiting (``len(self)``)."""
+        forever); returns the number of records still waiting (``len(self)``). Raises
+        ``RuntimeError`` after close()."""
+        if self._closed:
+            raise RuntimeError(_CLOSED)
         deadline = time.monotonic() + _seconds(timeout, "flush()")
         acc = self._p._acc
         acc.begin_flush()
@@ -265,8 +386,12 @@ class Producer(PollCore):
         A queued record that was sent before and waits for a retry is purged too; the broker
         may have written it (as with librdkafka). In a transaction, a purged record makes the
         transaction abortable, like any failed record."""
+        if self._closed:
+            raise RuntimeError(_CLOSED)
         if not in_queue:
             return
+        if self._holding:       # records waiting for metadata are in librdkafka's queue too
+            self._fail_held(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
         p = self._p
         if p._closed:
             return
@@ -293,6 +418,8 @@ class Producer(PollCore):
         made on first use); raises KafkaException (``_TIMED_OUT``) after ``timeout`` seconds
         (-1: forever). An unknown topic is listed with its error (``UNKNOWN_TOPIC_OR_PART``);
         a broker that creates topics on first use creates it, as with confluent-kafka."""
+        if self._closed:
+            raise RuntimeError(_HANDLE_CLOSED)
         if topic is not None and (not isinstance(topic, str) or not topic):
             raise TypeError(f"list_topics(topic): expected a topic name or None, got {topic!r}")
         seconds = _seconds(timeout, "list_topics()")
@@ -343,17 +470,105 @@ class Producer(PollCore):
         self._txn(self._p.abort_transaction, _seconds(timeout, "abort_transaction()"))
 
     # -- lifecycle -------------------------------------------------------------------------
-    def close(self, timeout: float | None = None) -> None:
-        """Deliver what is queued (up to ``timeout`` seconds, None: forever), serve the last
-        reports, stop. Not needed by confluent-kafka code (a dropped producer is closed too)."""
+    def close(self, timeout: float | None = None) -> bool:
+        """Abort a transaction in progress, flush what is queued (serving its reports; up to
+        ``timeout`` seconds, None: forever) and stop; returns True, as confluent-kafka's (also
+        when closed already). After it, produce(), poll(), flush() and purge() raise
+        ``RuntimeError("Producer has been closed")`` and ``len()`` is 0. Records not delivered
+        in time fail (``_DESTROY``); their reports are not served."""
+        if self._closed:
+            return True
+        seconds = None if timeout is None or timeout < 0 else timeout
         try:
-            self._p.close(None if timeout is None or timeout < 0 else timeout)
+            if self._p.transaction_state == "IN_TRANSACTION":
+                try:
+                    self.abort_transaction(_INFINITE_S if seconds is None else seconds)
+                except KafkaException:
+                    pass        # close() goes on, as confluent-kafka's
+            self.flush(_INFINITE_S if seconds is None else seconds)
+            self._fail_held(KafkaError._DESTROY, "Local: Broker handle destroyed for termination")
+            self._p.close(0 if seconds is not None else None)
             self._serve()
         finally:
+            self._closed = True
+            self._detach()
             if self._route is not None:
                 self._route.close()
             if self._admin is not None:
                 self._admin.close()
+        return True
+
+    def __enter__(self) -> "Producer":
+        if self._closed:
+            raise RuntimeError(_CLOSED)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        """Flush (serving the reports) and close, as confluent-kafka's context manager."""
+        self.close()
+        return False
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """The SASL PLAIN/SCRAM user name and password of the next authentication (a connection
+        already authenticated stays), as confluent-kafka's."""
+        if self._closed:
+            raise RuntimeError(_HANDLE_CLOSED)
+        if not isinstance(username, str) or not isinstance(password, str):
+            raise TypeError("set_sasl_credentials(username, password): expected two strings")
+        clients = [self._p._client]
+        if self._admin is not None:
+            clients.append(self._admin._client)
+        for client in clients:
+            if client.sasl is not None:
+                client.sasl.set_credentials(username, password)
+        if "sasl_plain_username" in self._admin_conf or "sasl_plain_password" in self._admin_conf \
+                or self._admin is None:
+            self._admin_conf["sasl_plain_username"] = username
+            self._admin_conf["sasl_plain_password"] = password
+
+    # -- produce_batch (confluent-kafka 2.12+) ------------------------------------------------
+    def produce_batch(self, topic, messages, partition: int = -1, on_delivery=None,
+                      callback=None) -> int:
+        """produce_batch(topic, messages, [partition], [on_delivery]) -> int
+
+        Queue the records of ``messages`` (a list of dicts with ``value``, ``key``,
+        ``partition``, ``callback``/``on_delivery``; ``headers`` are ignored and a
+        ``timestamp`` raises NotImplementedError, as in confluent-kafka) to ``topic``; returns
+        how many were queued. A record that cannot be
+        queued gets an ``_error`` entry in its dict (a :class:`KafkaError`) and no delivery
+        report, as in confluent-kafka; the others are reported by poll()/flush()."""
+        if self._closed:
+            raise RuntimeError(_CLOSED)
+        if not isinstance(topic, str):
+            raise TypeError("topic must be a string")
+        if not isinstance(messages, list):
+            raise TypeError("messages must be a list")
+        default_cb = on_delivery if on_delivery is not None else callback
+        if default_cb is not None and not callable(default_cb):
+            raise TypeError("on_delivery must be callable")
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise TypeError(f"Message at index {i} must be a dict")
+            if m.get("timestamp"):
+                raise NotImplementedError("Message timestamps are not currently supported in "
+                                          "batch mode")
+        queued = 0
+        for m in messages:
+            cb = m.get("callback", m.get("on_delivery"))
+            if cb is None:
+                cb = default_cb
+            part = m.get("partition", partition)
+            try:
+                self.produce(topic, m.get("value"), m.get("key"), -1 if part is None else part,
+                             cb, None, 0, None)
+            except KafkaException as e:
+                m["_error"] = e.args[0]
+                continue
+            except BufferError as e:
+                m["_error"] = KafkaError(KafkaError._QUEUE_FULL, str(e))
+                continue
+            queued += 1
+        return queued
 
     def __del__(self):
         self._detach()      # the reports nobody will serve (their futures refer to the sink)
@@ -371,6 +586,18 @@ class Producer(PollCore):
         doc = stats_document(self._p, msg_cnt=len(self), msg_max=self._max_messages,
                              started=self._started)
         return json.dumps(doc, default=str)
+
+
+def _oauth_provider(oauth_cb, oauth_config):
+    """fastkafka's sasl_oauth_token_provider from confluent-kafka's ``oauth_cb(config_str) ->
+    (token, expiry_epoch_seconds[, principal, extensions])``."""
+    def provider():
+        result = oauth_cb(oauth_config)
+        if not isinstance(result, tuple) or len(result) < 2:
+            raise TypeError("oauth_cb must return (token, expiry_epoch_seconds[, principal, "
+                            "extensions])")
+        return result[0], result[1]
+    return provider
 
 
 def _fetch_metadata(admin, topic: str | None, timeout_ms: int) -> ClusterMetadata:
