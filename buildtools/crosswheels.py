@@ -279,7 +279,7 @@ def repair(wheel: Path, arch: str, out: Path) -> tuple[Path, str]:
                        capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise BuildError(f"auditwheel repair of {wheel.name} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    repaired = next(out.glob(wheel.name.split("-linux_")[0] + "-*.whl"))
+    (repaired,) = out.glob(wheel.name.split("-linux_")[0] + f"-*{arch}.whl")
     show = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(repaired)],
                           capture_output=True, text=True, env=env)
     if show.returncode != 0:
@@ -313,7 +313,7 @@ def build(targets: list[str], outdir: Path, sdist: Path | None, root: Path, jobs
             modules = work / "modules" / t
             compile_target(exts, version, arch, modules, jobs, zig_ver)
             raw = assemble(pure, modules, version, arch, work / "raw")
-            repaired, verdict = repair(raw, arch, work / "repaired")
+            repaired, verdict = repair(raw, arch, work / "repaired" / t)
             for old in outdir.glob(f"{repaired.name.split('-')[0]}-*-cp{version.replace('.', '')}-*{arch}*.whl"):
                 old.unlink()
             shutil.copyfile(repaired, outdir / repaired.name)
