@@ -35,6 +35,17 @@ if ! command -v stunnel4 >/dev/null 2>&1 && ! command -v stunnel >/dev/null 2>&1
     exit 1
   fi
 fi
+# The CRC-32C C vectors are also compiled by gcc for aarch64 (its "+crc" target attribute; run under
+# qemu) and zig; qemu-user-static runs the aarch64 builds and the arm64 root (tests/unit/fastkafka/wire,
+# tests/packaging, buildtools/roots.py).
+if [ "$(uname -m)" = x86_64 ] && { ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch64-static >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; }; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -q && apt-get install -y -q gcc-aarch64-linux-gnu qemu-user-static binfmt-support debootstrap
+  else
+    echo "the aarch64 tests need gcc-aarch64-linux-gnu, qemu-user-static, binfmt-support and debootstrap (apt-get install)" >&2
+    exit 1
+  fi
+fi
 # The codecs' C libraries: batches are compressed in C without the GIL when they are on the machine
 # (opened at run time; a missing one means that codec is compressed in Python). The tests expect all four.
 missing_codecs=""
