@@ -326,7 +326,10 @@ def _settings(kw: dict) -> tuple[dict, dict]:
     if not isinstance(mrs, int) or isinstance(mrs, bool) or mrs < 1:
         raise _fk.ConfigError(f"max_request_size must be a positive int, got {mrs!r}")
     own["max_request_size"] = mrs
-    s["max_request_size"] = min(max(mrs, 1024), _INT32_MAX)
+    # the layer bounds each record as aiokafka does (_check_size); fastkafka's own bound adds the
+    # produce request's overhead (REQUEST_OVERHEAD, 317 bytes, against aiokafka's 82), which must
+    # not refuse a record aiokafka's bound lets through
+    s["max_request_size"] = min(max(mrs + 256, 1024), _INT32_MAX)
     rt = kw["request_timeout_ms"]
     s["request_timeout_ms"] = rt
     own["request_timeout_ms"] = rt
@@ -395,9 +398,17 @@ def _size_of(key, value, headers) -> int:
     return size
 
 
+class _TypeError(_fk.InvalidRecordError):
+    """An InvalidRecordError (a TypeError, as aiokafka raises) whose text is aiokafka's."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def _check_bytes(x, what: str) -> None:
     if not (x is None or type(x) in (bytes, bytearray, memoryview)):
-        raise _fk.InvalidRecordError(f"Not supported type for {what}: {type(x)}")
+        # the text of aiokafka's record builder (its C extension, the one pip installs)
+        raise _TypeError(f"a bytes-like object is required, not '{type(x).__name__}'")
 
 
 class _BatchRecordMetadata(namedtuple("DefaultRecordMetadata", ["offset", "size", "timestamp"])):
@@ -438,7 +449,7 @@ class BatchBuilder:
         if timestamp is None:
             timestamp = int(time.time() * 1000)
         elif type(timestamp) is not int:
-            raise _fk.InvalidRecordError(timestamp)
+            raise _TypeError(repr(timestamp))
         _check_bytes(key, "key")
         _check_bytes(value, "value")
         if self._first_ts is None:
