@@ -627,7 +627,8 @@ class AsyncProducer:
         """The partition numbers of ``topic``, awaiting its metadata up to max_block_ms."""
         self._check_loop("partitions_for")
         p = self._p
-        p._check_open()
+        if p._closed:       # (not _check_open: a transactional producer may look outside a transaction)
+            raise p._closed_error()
         deadline = self._loop.time() + self.config.max_block_ms / 1000
         while True:
             try:
