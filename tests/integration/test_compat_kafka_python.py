@@ -208,3 +208,203 @@ def test_metrics_read_as_kafka_python_code_reads_them(kafka_broker):
     assert pm["record-send-rate"] > 0 and pm["record-error-total"] == 0
     assert 61 < pm["batch-size-avg"] <= pm["batch-size-max"]
     assert 1 <= pm["records-per-request-avg"] <= n
+
+
+# -- one test per behaviour, run on each class (parametrized): the same observable result --------
+import kafka.errors as kafka_errors  # noqa: E402
+from kafka import KafkaProducer as KafkaPythonProducer  # noqa: E402
+from kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: E402
+
+from brokers import read_all  # noqa: E402
+from fastkafka.compat.kafka_python import KafkaProducer as CompatProducer  # noqa: E402
+
+BOTH = pytest.mark.parametrize("Producer", [KafkaPythonProducer, CompatProducer],
+                               ids=["kafka-python", "fastkafka"])
+TS = 1_700_000_000_123
+
+
+@BOTH
+def test_send_returns_record_metadata_and_runs_callbacks_as_kafka_python(Producer, kafka_broker):
+    topic = unique_name("kp-md")
+    kafka_broker.create_topic(topic, 3)
+    # kafka-python's documented first steps: no api_version, so the constructor bootstraps
+    producer = Producer(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        partitions = producer.partitions_for(topic)
+        assert partitions == {0, 1, 2} and type(partitions) is set
+        seen = []
+        future = producer.send(topic, b"value", key=b"key", headers=[("h1", b"x"), ("h2", b"")],
+                               partition=1, timestamp_ms=TS)
+        future.add_callback(lambda tag, md, n=None: seen.append(("ok", tag, md, n)), "cb", n=7)
+        future.add_errback(lambda e: seen.append(("error", e)))
+        md = future.get(timeout=30)
+        assert type(md).__name__ == "RecordMetadata" and isinstance(md, tuple)
+        assert md == (topic, 1, TopicPartition(topic, 1), 0, TS, None, 3, 5, 5)
+        assert md._fields == ("topic", "partition", "topic_partition", "offset", "timestamp",
+                              "checksum", "serialized_key_size", "serialized_value_size",
+                              "serialized_header_size")
+        assert (future.is_done, future.succeeded(), future.failed(), future.exception,
+                future.value) == (True, True, False, None, md)
+        producer.flush()
+        assert seen == [("ok", "cb", md, 7)]
+        late = []
+        future.add_both(late.append)                  # already done: called at once, here
+        assert late == [md]
+        # key None: size -1; value None (a tombstone, key required): size -1; no headers: -1
+        md2 = producer.send(topic, b"v2", partition=2).get(timeout=30)
+        md3 = producer.send(topic, None, key=b"gone", partition=2).get(timeout=30)
+        assert (md2.serialized_key_size, md2.serialized_value_size, md2.serialized_header_size) == (-1, 2, -1)
+        assert (md3.serialized_key_size, md3.serialized_value_size, md3.offset) == (4, -1, 1)
+    finally:
+        producer.close()
+    got = read_back(kafka_broker.bootstrap, topic, 3, 3)
+    (m1,), (m2, m3) = got[1], got[2]
+    assert (m1.key, m1.value, m1.headers, m1.timestamp) == (b"key", b"value", [("h1", b"x"), ("h2", b"")], TS)
+    assert (m2.key, m2.value, m3.key, m3.value) == (None, b"v2", b"gone", None)
+
+
+@BOTH
+def test_too_large_records_are_message_size_too_large(Producer, kafka_broker):
+    topic = unique_name("kp-big")
+    kafka_broker.create_topic(topic, 1, config={"max.message.bytes": 2000})
+    producer = Producer(bootstrap_servers=kafka_broker.bootstrap, max_request_size=100_000)
+    try:
+        with pytest.raises(kafka_errors.MessageSizeTooLargeError):       # client side, at once
+            producer.send(topic, b"x" * 200_000)
+        errors = []
+        future = producer.send(topic, b"y" * 50_000)                     # the broker refuses it
+        future.add_errback(errors.append)
+        with pytest.raises(kafka_errors.MessageSizeTooLargeError) as exc:
+            future.get(timeout=30)
+        producer.flush()
+        assert future.failed() and not future.succeeded() and future.value is None
+        assert future.exception is exc.value and errors == [exc.value]
+        assert exc.value.errno == 10 and future.retriable() is False
+    finally:
+        producer.close()
+
+
+@BOTH
+def test_an_unknown_partition_is_a_value_error(Producer, kafka_broker):
+    topic = unique_name("kp-part")
+    kafka_broker.create_topic(topic, 2)
+    producer = Producer(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        producer.partitions_for(topic)
+        with pytest.raises(ValueError):
+            producer.send(topic, b"v", partition=2)
+        assert producer.send(topic, b"v", partition=1).get(timeout=30).partition == 1
+    finally:
+        producer.close()
+
+
+def consume_one(bootstrap, topic):
+    """The record of ``topic`` partition 0 as a consumer sees it: (offset, leader_epoch)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("kp-peek"),
+                  "enable.auto.commit": False, "log_level": 3})
+    try:
+        c.assign([CTP(topic, 0, OFFSET_BEGINNING)])
+        for _ in range(100):
+            m = c.poll(0.3)
+            if m is not None and m.error() is None:
+                return m.offset(), m.leader_epoch()
+    finally:
+        c.close()
+    raise AssertionError(f"nothing read from {topic}")
+
+
+def committed(bootstrap, group, topic):
+    """The group's committed (offset, metadata, leader_epoch) of ``topic`` partition 0, read by
+    kafka-python's admin client (OffsetFetch) and by confluent-kafka's consumer (its leader
+    epoch; confluent-kafka 2.16 returns the metadata string with trailing bytes, so not that)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        om = admin.list_group_offsets(group)[group][TopicPartition(topic, 0)]
+    finally:
+        admin.close()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "log_level": 3})
+    try:
+        (tp,) = c.committed([CTP(topic, 0)], timeout=15)
+    finally:
+        c.close()
+    assert (tp.offset, tp.leader_epoch) == (om.offset, om.leader_epoch), (tp, om)
+    return om.offset, om.metadata, om.leader_epoch
+
+
+@BOTH
+def test_transactions_and_offsets_with_leader_epoch(Producer, kafka_broker):
+    """Consume-transform-produce as kafka-python teaches it: the consumed record's offset + 1
+    and leader epoch committed in the transaction; an aborted transaction leaves nothing."""
+    source, sink = unique_name("kp-src"), unique_name("kp-sink")
+    kafka_broker.create_topic(source, 1)
+    kafka_broker.create_topic(sink, 1)
+    group = unique_name("kp-group")
+    with CompatProducer(bootstrap_servers=kafka_broker.bootstrap) as seed:
+        seed.send(source, b"input").get(timeout=30)
+    offset, epoch = consume_one(kafka_broker.bootstrap, source)
+    assert epoch is not None and epoch >= 0
+
+    producer = Producer(bootstrap_servers=kafka_broker.bootstrap,
+                        transactional_id=unique_name("kp-txn"))
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(sink, b"committed-1")
+        producer.send(sink, b"committed-2")
+        producer.send_offsets_to_transaction(
+            {TopicPartition(source, 0): OffsetAndMetadata(offset + 1, "meta", epoch)}, group)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(sink, b"aborted")
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close()
+    assert read_all(kafka_broker.bootstrap, sink, 1) == [b"committed-1", b"committed-2"]
+    assert committed(kafka_broker.bootstrap, group, source) == (offset + 1, "meta", epoch)
+
+
+@BOTH
+def test_a_transaction_call_out_of_order_is_a_kafka_error(Producer, kafka_broker):
+    """commit_transaction() with no transaction begun: kafka-python raises KafkaError (invalid
+    transition READY -> COMMITTING_TRANSACTION), the layer its subclass IllegalStateError; the
+    producer stays usable in both."""
+    topic = unique_name("kp-txn-order")
+    kafka_broker.create_topic(topic, 1)
+    producer = Producer(bootstrap_servers=kafka_broker.bootstrap,
+                        transactional_id=unique_name("kp-txn-order"))
+    try:
+        producer.init_transactions()
+        with pytest.raises(kafka_errors.KafkaError):
+            producer.commit_transaction()             # no transaction begun
+        producer.begin_transaction()
+        producer.send(topic, b"after")
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert read_all(kafka_broker.bootstrap, topic, 1) == [b"after"]
+
+
+def test_bootstrap_connected_as_kafka_python_documents_it(kafka_broker):
+    """``bootstrap_connected()``: "Return True if the bootstrap is connected". kafka-python 3.0.12
+    returns the opposite (True while its bootstrap is still in progress, False once done: it
+    tests ``not bootstrap_future.is_done``); the layer gives the documented meaning
+    (docs/migration.md)."""
+    producer = CompatProducer(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        assert producer.bootstrap_connected() is True
+    finally:
+        producer.close()
+    offline = CompatProducer(bootstrap_servers="127.0.0.1:1", api_version=(2, 6))
+    try:
+        assert offline.bootstrap_connected() is False
+    finally:
+        offline.close(0)
