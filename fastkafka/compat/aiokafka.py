@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from asyncio import _get_running_loop
 import logging
 import sys
 import time
@@ -39,6 +40,7 @@ __all__ = ["AIOKafkaProducer", "BatchBuilder", "RecordMetadata", "TopicPartition
            "OffsetAndMetadata", "TransactionContext", "errors"]
 
 _INT32_MAX = 2**31 - 1
+_tuple_new = tuple.__new__
 
 # -- aiokafka's structures and errors: its own when installed ----------------------------------
 try:
@@ -528,6 +530,13 @@ class AIOKafkaProducer:
         except _fk.KafkaError as e:
             raise _convert(e) from None
         self._p = self._ap._p
+        self._md = self._p._metadata
+        self._serializing = key_serializer is not None or value_serializer is not None
+        # a record without headers whose key and value total this much is within
+        # max_request_size however aiokafka counts it (_check_size then has nothing to do)
+        self._unchecked_size = self._max_request_size - _BATCH_HEADER - _MAX_RECORD_OVERHEAD - 11
+        self._tps: dict = {}
+        self._counts: dict = {}     # topic -> partition count last seen
         self._client_id = settings["client_id"]
         try:
             running = asyncio.get_running_loop()
@@ -623,9 +632,6 @@ class AIOKafkaProducer:
         except _fk.KafkaError as e:
             raise _convert(e) from None
 
-    def _known_partitions(self, topic) -> int:
-        return self._p._metadata.cluster.partition_count(topic)
-
     # -- sending -------------------------------------------------------------------------------
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                    headers=None):
@@ -635,54 +641,69 @@ class AIOKafkaProducer:
             raise AssertionError("Need at least one: key or value")
         if self._closed:
             raise _error("ProducerClosed", _fk.ProducerClosedError)
-        n = self._known_partitions(topic)
-        if n <= 0:
-            n = len(await self._partitions(topic))
+        n = self._counts.get(topic)     # a topic once known stays known: no lookup per record
+        if n is None or (partition is not None and type(partition) is int and partition >= n):
+            n = self._md.cluster.partition_count(topic)
+            if n <= 0:
+                n = len(await self._partitions(topic))
+            self._counts[topic] = n
         if self._transactional and self._p.transaction_state != "IN_TRANSACTION":
             raise _error("IllegalOperation", _fk.IllegalStateError,
                          "Can't send messages while not in transaction")
-        if self._key_serializer is not None:
-            key = self._key_serializer(key)
-        if self._value_serializer is not None:
-            value = self._value_serializer(value)
+        if self._serializing:
+            if self._key_serializer is not None:
+                key = self._key_serializer(key)
+            if self._value_serializer is not None:
+                value = self._value_serializer(value)
         if headers:
             headers = list(headers)
         else:
             headers = None
-        self._check_size(key, value, headers)
+        if not (headers is None and type(value) is bytes and (key is None or type(key) is bytes)
+                and len(value) + (0 if key is None else len(key)) <= self._unchecked_size):
+            self._check_size(key, value, headers)
         if partition is not None and not (type(partition) is int and 0 <= partition < n):
             raise AssertionError("Unrecognized partition")
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
+        outer = _get_running_loop().create_future()
+
+        # One future per record: the I/O thread's outcome comes to this callback on the loop
+        # (produce()'s on_delivery), which resolves it with aiokafka's RecordMetadata.
+        def delivered(err, md, outer=outer, ts=timestamp_ms):
+            self._resolve(outer, ts, err, md)
         try:
-            inner = self._ap.send(topic, value, key, partition, timestamp_ms, headers)
+            self._ap.produce(topic, value, key, partition, delivered, timestamp_ms, headers)
+        except _fk.BufferExhaustedError:
+            # no buffer memory now: send() waits for it on the loop (max_block_ms, which is
+            # request_timeout_ms as aiokafka's send waits); later records queue behind this one
+            try:
+                inner = self._ap.send(topic, value, key, partition, timestamp_ms, headers)
+            except _fk.KafkaError as e:
+                raise _convert(e) from None
+            inner.add_done_callback(lambda f: delivered(f.exception(), None) if f.exception()
+                                    else delivered(None, f.result()))
         except _fk.KafkaError as e:
             raise _convert(e) from None
-        outer = inner.get_loop().create_future()
-        inner.add_done_callback(self._completer(outer, timestamp_ms))
         return outer
 
-    def _completer(self, outer: asyncio.Future, ts: int):
-        acks0 = self._acks0
-
-        def done(inner: asyncio.Future) -> None:
-            if outer.done():        # cancelled by its owner
-                if not inner.cancelled() and inner.exception() is not None:
-                    log.warning("record was not delivered and nobody awaits it: %r",
-                                inner.exception())
-                return
-            exc = inner.exception()
-            if exc is not None:
-                outer.set_exception(_wrap(exc))
-                return
-            if acks0:
-                outer.set_result(None)
-                return
-            md = inner.result()
-            outer.set_result(RecordMetadata(
-                md.topic, md.partition, TopicPartition(md.topic, md.partition), md.offset,
-                md.timestamp, 0 if md.timestamp == ts else 1, None))
-        return done
+    def _resolve(self, outer: asyncio.Future, ts: int, err, md) -> None:
+        if outer.done():        # cancelled by its owner
+            if err is not None:
+                log.warning("record was not delivered and nobody awaits it: %r", err)
+            return
+        if err is not None:
+            outer.set_exception(_wrap(err))
+        elif self._acks0:
+            outer.set_result(None)
+        else:
+            topic, partition, stamp = md.topic, md.partition, md.timestamp
+            tp = self._tps.get((topic, partition))
+            if tp is None:
+                tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
+            # (tuple.__new__: the named tuple's own __new__ is Python code, per record)
+            outer.set_result(_tuple_new(RecordMetadata, (
+                topic, partition, tp, md.offset, stamp, 0 if stamp == ts else 1, None)))
 
     def _check_size(self, key, value, headers) -> None:
         _check_bytes(key, "key")
