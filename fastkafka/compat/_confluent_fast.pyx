@@ -57,6 +57,15 @@ cdef inline int64_t _now_ns() noexcept:
     return <int64_t>t.tv_sec * 1000000000 + t.tv_nsec
 
 
+cdef inline object _as_bytes(object v):
+    """What librdkafka hands back for a key or value given to produce(): bytes (str: UTF-8)."""
+    if v is None or type(v) is bytes:
+        return v
+    if isinstance(v, str):
+        return (<str>v).encode("utf-8")
+    return bytes(v)
+
+
 @cython.final
 @cython.freelist(4096)
 cdef class Message:
@@ -88,14 +97,17 @@ cdef class Message:
         return None if self._offset < 0 else self._offset
 
     def key(self):
-        return self._key
+        """The key as bytes (a str given is its UTF-8, as librdkafka's copy), or None."""
+        return _as_bytes(self._key)
 
     def value(self):
-        return self._value
+        """The value as bytes (a str given is its UTF-8, as librdkafka's copy), or None."""
+        return _as_bytes(self._value)
 
     def headers(self):
-        """The headers as given to produce() (confluent-kafka returns them as a list of pairs;
-        a dict given is returned as its list of items), or None."""
+        """The headers as a list of pairs, or None: a delivery report has none, as
+        confluent-kafka's (librdkafka does not hand them back); a Message made with headers
+        returns them (a dict as its list of items)."""
         h = self._headers
         if isinstance(h, dict):
             return list(h.items())
@@ -105,10 +117,10 @@ cdef class Message:
         return (self._ts_type, self._ts)
 
     def len(self):
-        return 0 if self._value is None else len(self._value)
+        return 0 if self._value is None else len(_as_bytes(self._value))
 
     def __len__(self):
-        return 0 if self._value is None else len(self._value)
+        return 0 if self._value is None else len(_as_bytes(self._value))
 
     def error(self):
         return self._error
@@ -214,8 +226,7 @@ cdef class PollCore:
             m._cb = cb
             m._key = key
             m._value = value
-            m._headers = headers
-            m._t0 = _now_ns()
+            m._t0 = _now_ns()           # (no headers: a delivery report has none, as librdkafka's)
         self._produced += 1                 # before the send: a poll() on another thread may serve it
         if self._holding and topic in self._held:
             # records of this topic wait for its metadata: this one waits behind them (order)

@@ -155,19 +155,29 @@ class Producer(PollCore):
         self._route = LogRoute(self._p._name, own["logger"]) if own["logger"] is not None else None
         self._next_stats = (time.monotonic() + self._stats_interval
                             if self._stats_cb is not None and self._stats_interval else None)
-        self._message_timeout_s = self._p.config.delivery_timeout_ms / 1000.0
+        cfg = self._p.config
+        self._message_timeout_s = cfg.delivery_timeout_ms / 1000.0
+        to_error = to_kafka_error
+        if cfg.request_timeout_ms + cfg.linger_ms >= cfg.delivery_timeout_ms:
+            # a request bounded by the messages' deadline (message.timeout.ms below
+            # request.timeout.ms + linger.ms): its timeout is theirs, _MSG_TIMED_OUT as librdkafka
+            to_error = _deadline_bound_error
         self._init_poll(self._p, self._wake, self._default_cb, self._only_error,
-                        self._max_messages, self._events, to_kafka_error,
-                        self._next_stats is None)
+                        self._max_messages, self._events, to_error, self._next_stats is None)
 
     def _own_settings(self, own: dict) -> None:
         """Check the keys this layer implements (any spelling)."""
         get = own.get
         self._error_cb = _callable_setting("error_cb", get("error_cb"))
         self._stats_cb = _callable_setting("stats_cb", get("stats_cb"))
-        self._throttle_cb = _callable_setting("throttle_cb", get("throttle_cb"))
+        throttle_cb = get("throttle_cb")
+        if throttle_cb is not None and not callable(throttle_cb):
+            raise ValueError("expected throttle_cb property as a callable function")
+        self._throttle_cb = throttle_cb
         _callable_setting("oauth_cb", get("oauth_cb"))
-        self._default_cb = _callable_setting("on_delivery", get("on_delivery"))
+        self._default_cb = get("on_delivery")
+        if self._default_cb is not None and not callable(self._default_cb):
+            raise config_error("on_delivery requires a callable object")
         self._stats_interval = _int_setting("statistics.interval.ms",
                                             get("statistics.interval.ms", 0), 0) / 1000.0
         self._max_messages = _int_setting("queue.buffering.max.messages",
@@ -177,8 +187,8 @@ class Producer(PollCore):
         if isinstance(only, str) and only.strip().lower() in ("true", "false"):
             only = only.strip().lower() == "true"
         if not isinstance(only, bool):
-            raise config_error('Invalid value for configuration property '
-                               '"delivery.report.only.error"')
+            raise TypeError(f"Expected delivery.report.only.error to be bool type, not "
+                            f"{type(only).__name__}")
         self._only_error = only
         logger = get("logger")
         if logger is not None and not isinstance(logger, logging.Logger):
@@ -586,6 +596,15 @@ class Producer(PollCore):
         doc = stats_document(self._p, msg_cnt=len(self), msg_max=self._max_messages,
                              started=self._started)
         return json.dumps(doc, default=str)
+
+
+def _deadline_bound_error(exc):
+    """to_kafka_error, where a request timed out by the client is the messages' timeout."""
+    if isinstance(exc, fk.RequestTimedOutError) and not getattr(exc, "from_broker", False):
+        err = KafkaError(KafkaError._MSG_TIMED_OUT, f"Local: Message timed out ({exc})")
+        err.cause = exc
+        return err
+    return to_kafka_error(exc)
 
 
 def _oauth_provider(oauth_cb, oauth_config):
