@@ -111,11 +111,16 @@ _CLIENT_NAMES = {
     _fk.TransactionAbortedError: "TransactionAbortedError",
     _fk.UnsupportedVersionError: "UnsupportedVersionError",
 }
+# where kafka-python raises a builtin ValueError/TypeError (a partition that does not exist, a
+# key/value/header of the wrong type), fastkafka's classes are those builtins already: as they are
+_AS_IS = (_fk.UnknownPartitionError, _fk.InvalidRecordError)
 _TRANSLATED: dict = {}        # fastkafka class -> its kafka-python twin (or None: raised as is)
 
 
 def _kp_class_for(fk_cls: type, code) -> type | None:
     """kafka-python's class for a fastkafka error class (and its code), None if it has none."""
+    if issubclass(fk_cls, _AS_IS):
+        return None
     for base in fk_cls.__mro__:
         name = _CLIENT_NAMES.get(base)
         if name is not None:
@@ -218,6 +223,7 @@ _SAME = frozenset({
     "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password",
     "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "client_dns_lookup"})
 
+_RAW = (bytes, bytearray, memoryview)      # what kafka-python sends without a serializer
 _TCP_NODELAY = [(6, 1, 1)]          # (IPPROTO_TCP, TCP_NODELAY, 1): what fastkafka sets anyway
 
 # Arguments that only tune kafka-python's own machinery: accepted (checked loosely), no effect.
@@ -536,6 +542,8 @@ class KafkaProducer:
         bootstrap_timeout_ms = configs.pop("bootstrap_timeout_ms", 30000)
         self._metrics_enabled = bool(configs.pop("metrics_enabled", True))
         _idempotence(configs, api_version)
+        if configs.get("batch_size") == 0:
+            configs["batch_size"] = 1       # kafka-python: 0 disables batching; one record a batch
         for name, value in configs.items():
             if name in _SAME:
                 settings[name] = value
@@ -567,6 +575,10 @@ class KafkaProducer:
                 if fn is not None:
                     self._serialize_fields.append((field, lambda t, h, d, fn=fn: fn(d)))
         self._producer = Producer(**settings)
+        # kafka-python refuses an unserialized key/value that is not bytes before any wait
+        serialized = {field for field, _ser in self._serialize_fields}
+        self._raw_key = "key" not in serialized and settings.get("key_serializer") is None
+        self._raw_value = "value" not in serialized and settings.get("value_serializer") is None
         self._closed = False
         if api_version is None:
             self._bootstrap(settings["bootstrap_servers"], bootstrap_timeout_ms)
@@ -639,6 +651,10 @@ class KafkaProducer:
         MessageSizeTooLargeError, IllegalStateError once closed."""
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
+        if self._raw_value and value is not None and type(value) not in _RAW:
+            raise TypeError("Unsupported type for serialized value: %s" % type(value))
+        if self._raw_key and key is not None and type(key) not in _RAW:
+            raise TypeError("Unsupported type for serialized key: %s" % type(key))
         header_size = -1
         if headers is not None:
             if type(headers) is not list:

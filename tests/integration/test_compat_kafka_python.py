@@ -291,8 +291,10 @@ def test_an_unknown_partition_is_a_value_error(Producer, kafka_broker):
     producer = Producer(bootstrap_servers=kafka_broker.bootstrap)
     try:
         producer.partitions_for(topic)
-        with pytest.raises(ValueError):
-            producer.send(topic, b"v", partition=2)
+        for partition in (2, -1):
+            with pytest.raises(ValueError) as exc:
+                producer.send(topic, b"v", partition=partition)
+            assert not isinstance(exc.value, kafka_errors.KafkaError)
         assert producer.send(topic, b"v", partition=1).get(timeout=30).partition == 1
     finally:
         producer.close()

@@ -381,6 +381,8 @@ def test_refused_settings_raise_what_kafka_python_raises(Producer, kw, exc_class
      r"All headers items must be \(str, bytes\) tuples"),
     (("t", b"v"), {"headers": [("h", b"v", b"x")]}, TypeError,
      r"All headers items must be \(str, bytes\) tuples"),
+    (("t", "text"), {}, TypeError, "Unsupported type for serialized value: <class 'str'>"),
+    (("t", b"v"), {"key": 5}, TypeError, "Unsupported type for serialized key: <class 'int'>"),
 ])
 def test_send_checks_its_arguments_before_anything_else(Producer, args, kw, exc_class, message):
     p = offline(Producer, max_block_ms=100)
@@ -544,3 +546,25 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+@BOTH
+def test_batch_size_zero_is_accepted(Producer):
+    # kafka-python: "a batch size of zero will disable batching entirely"
+    offline(Producer, batch_size=0).close(0)
+
+
+def test_batch_size_zero_means_one_record_a_batch():
+    p = make(batch_size=0)
+    try:
+        assert p.config["batch_size"] == 1
+    finally:
+        p.close(0)
+
+
+def test_builtin_typed_errors_stay_builtin():
+    # kafka-python raises a plain ValueError for a partition that cannot exist: not a KafkaError
+    err = fk_errors.UnknownPartitionError("partition -1")
+    assert layer.kafka_python_error(err) is err and not isinstance(err, kafka_errors.KafkaError)
+    bad = fk_errors.InvalidRecordError("value must be bytes")
+    assert layer.kafka_python_error(bad) is bad
