@@ -20,6 +20,9 @@ Clients, all with acks=all, idempotence on, linger ``--linger-ms`` (default 5 ms
 - ``aiok``: ``aiokafka.AIOKafkaProducer(bootstrap_servers=..., linger_ms=5, acks="all",
   enable_idempotence=True)``, its other settings aiokafka's defaults (``max_batch_size`` 16 KiB).
   ``await send()`` queues the record and returns a future of its RecordMetadata.
+- ``fka``: the same code as ``aiok`` with only the import changed:
+  ``fastkafka.compat.aiokafka.AIOKafkaProducer`` (gather and serial; its records/s against aiok's
+  is the layer's speed for aiokafka's users).
 - ``ck``: ``confluent_kafka.aio.AIOProducer({"bootstrap.servers": ..., "acks": "all",
   "enable.idempotence": True, "linger.ms": 5})`` with its defaults (4 executor threads, a Python
   buffer of ``batch_size=1000`` records handed to librdkafka with ``produce_batch`` when full or
@@ -119,14 +122,15 @@ CLIENTS = {
     "fk": ("fastkafka AsyncProducer", "send() future"),
     "fkp": ("fastkafka AsyncProducer produce()", "on_delivery callback on the loop"),
     "aiok": ("aiokafka", "send() future"),
+    "fka": ("fastkafka.compat.aiokafka (aiokafka's code, import changed)", "send() future"),
     "ck": ("confluent-kafka AIOProducer", "produce() future"),
     "ckf": ("confluent-kafka AIOProducer + flush()", "produce() future"),
 }
 FASTKAFKA = ("fk", "fkp")
 #: kind -> (title, clients measured, in order)
 KINDS = {
-    "gather": ("1,000 sends awaited together", ("fk", "aiok", "ck", "ckf")),
-    "serial": ("one task awaiting each send in turn", ("fk", "aiok", "ck", "ckf")),
+    "gather": ("1,000 sends awaited together", ("fk", "aiok", "fka", "ck", "ckf")),
+    "serial": ("one task awaiting each send in turn", ("fk", "aiok", "fka", "ck", "ckf")),
     "lat_busy": ("latency, event loop busy", ("fk", "fkp", "aiok", "ck")),
     "lat_idle": ("latency, event loop idle", ("fk", "fkp", "aiok", "ck")),
 }
@@ -134,10 +138,12 @@ KINDS = {
 LOOP_CODE = {
     ("gather", "fk"): "`await gather(*[p.send(t, v) for v in window])`",
     ("gather", "aiok"): "`futs = [await p.send(t, v) for v in window]; await gather(*futs)`",
+    ("gather", "fka"): "`futs = [await p.send(t, v) for v in window]; await gather(*futs)`",
     ("gather", "ck"): "`futs = [await p.produce(t, v) for v in window]; await gather(*futs)`",
     ("gather", "ckf"): "`futs = [await p.produce(t, v) for v in window]; await p.flush(); await gather(*futs)`",
     ("serial", "fk"): "`await p.send(t, v)`",
     ("serial", "aiok"): "`await p.send_and_wait(t, v)`",
+    ("serial", "fka"): "`await p.send_and_wait(t, v)`",
     ("serial", "ck"): "`await (await p.produce(t, v))`",
     ("serial", "ckf"): "`f = await p.produce(t, v); await p.flush(); await f`",
 }
@@ -419,6 +425,18 @@ class AiokafkaClient(Client):
         return await self.p.send(topic, value)
 
 
+class LayerAiokafkaClient(AiokafkaClient):
+    """aiokafka's code with only the import changed: fastkafka.compat.aiokafka.AIOKafkaProducer."""
+
+    key = "fka"
+
+    async def open(self, stack) -> None:
+        from fastkafka.compat.aiokafka import AIOKafkaProducer
+
+        self.p = await stack.enter_async_context(AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, linger_ms=LINGER_MS, acks="all", enable_idempotence=True))
+
+
 class ConfluentClient(Client):
     key = "ck"
 
@@ -463,8 +481,8 @@ class ConfluentFlushClient(ConfluentClient):
         await fut
 
 
-CLIENT_CLASSES = {c.key: c for c in (FastkafkaClient, FastkafkaProduceClient, AiokafkaClient, ConfluentClient,
-                                     ConfluentFlushClient)}
+CLIENT_CLASSES = {c.key: c for c in (FastkafkaClient, FastkafkaProduceClient, AiokafkaClient,
+                                     LayerAiokafkaClient, ConfluentClient, ConfluentFlushClient)}
 
 
 #: The I/O thread's counters (fastkafka's metrics()) kept per run in the RESULT line.
@@ -633,7 +651,7 @@ def run_loop(coro_factory, loop_kind: str):
 
 
 def child(name: str, bootstrap: str, topic: str, args) -> dict:
-    if split_name(name)[0] in FASTKAFKA:
+    if split_name(name)[0] in FASTKAFKA + ("fka",):
         partitions.import_fastkafka_from(args.fastkafka_path)
     return run_loop(lambda: child_main(name, bootstrap, topic, args), args.loop)
 

@@ -19,12 +19,15 @@ import aio  # noqa: E402
 def test_select_names_clients_and_kinds():
     assert aio.select("") == aio.MEASUREMENTS
     assert aio.select("fk") == ["fk_gather", "fk_serial", "fk_lat_busy", "fk_lat_idle"]   # not fkp
-    assert aio.select("gather") == ["fk_gather", "aiok_gather", "ck_gather", "ckf_gather"]
+    assert aio.select("gather") == ["fk_gather", "aiok_gather", "fka_gather", "ck_gather", "ckf_gather"]
+    assert aio.select("fka") == ["fka_gather", "fka_serial"]
     assert aio.select("lat") == [n for n in aio.MEASUREMENTS if "_lat_" in n] and len(aio.select("lat")) == 8
     # fixed order whatever the order asked, no duplicates
     assert aio.select("ck_serial, fk_gather,fk") == ["fk_gather", "fk_serial", "ck_serial", "fk_lat_busy",
                                                      "fk_lat_idle"]
     assert aio.select("aiok,ck,ckf") == [n for n in aio.MEASUREMENTS if not n.startswith("fk")]
+    assert aio.select("aiok,fka,ck,ckf") == [n for n in aio.MEASUREMENTS if not n.startswith("fk_")
+                                             and not n.startswith("fkp_")]
     with pytest.raises(SystemExit):
         aio.select("kafka_python")
 
