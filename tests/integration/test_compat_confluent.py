@@ -4,6 +4,7 @@ import line changed, to two topics; confluent-kafka's consumer reads both back."
 from __future__ import annotations
 
 import textwrap
+import time
 
 import pytest
 
@@ -162,3 +163,86 @@ def test_stats_fields_a_librdkafka_dashboard_reads(kafka_broker):
     # records 8-10 bytes: a batch is its 61-byte header plus up to n records
     assert 61 < t["batchsize"]["avg"] <= t["batchsize"]["max"] < 61 + n * 30
     assert 1 <= t["batchcnt"]["avg"] <= t["batchcnt"]["max"] <= n
+
+
+# ---- side by side on Apache Kafka: one test body, confluent_kafka.Producer and the layer --------
+
+@pytest.fixture(params=["confluent_kafka", "fastkafka"])
+def peer_module(request):
+    """confluent_kafka, then fastkafka.compat.confluent: the module a program imports."""
+    if request.param == "confluent_kafka":
+        import confluent_kafka as mod
+    else:
+        import fastkafka.compat.confluent as mod
+    return mod
+
+
+# (value, key, headers, partition, timestamp) as programs written for confluent-kafka pass them
+PRODUCE_CALLS = [
+    ("text \u00e9", "key-\u043a", {"source": "web", "bin": b"\x00\xff"}, -1, 0),
+    (b"bytes", b"key-2", [("a", b"1"), ("a", "again"), ("n", None)], -1, 0),
+    (b"to partition 2", None, None, 2, 0),
+    (b"with a timestamp", b"key-3", None, -1, 1_700_000_000_123),
+    (None, b"tombstone", None, -1, 0),
+]
+
+
+def _calls(p, topic, reports):
+    def report(err, msg):
+        reports.append((None if err is None else err.code(), msg.topic() == topic,
+                        msg.partition(), msg.key(), msg.value(), msg.offset() is not None))
+    for value, key, headers, partition, ts in PRODUCE_CALLS:
+        if headers is None and ts == 0:
+            p.produce(topic, value, key, partition, report)                 # positional
+        else:
+            p.produce(topic, value=value, key=key, headers=headers, partition=partition,
+                      timestamp=ts, on_delivery=report)
+    return report
+
+
+def _stored(bootstrap, topic, n):
+    msgs = [m for ms in read_back(bootstrap, topic, 3, n).values() for m in ms]
+    return sorted(((m.key, m.value, m.headers, m.partition if m.key or m.partition == 2 else None,
+                    m.timestamp if m.timestamp == 1_700_000_000_123 else None) for m in msgs),
+                  key=lambda t: (t[0] or b"", t[1] or b""))
+
+
+def test_every_produce_form_reads_back_as_confluent_kafka_writes_it(kafka_broker, peer_module):
+    """The same calls through each producer: the delivery reports and what confluent-kafka's
+    consumer reads back are the same (keyed records on librdkafka's partition)."""
+    topic, ref = unique_name("ck-forms"), unique_name("ck-forms-ref")
+    kafka_broker.create_topic(topic, 3)
+    kafka_broker.create_topic(ref, 3)
+    reports = []
+    with peer_module.Producer({"bootstrap.servers": kafka_broker.bootstrap,
+                               "socket.timeout.ms": 10000, "message.timeout.ms": 10000}) as p:
+        report = _calls(p, topic, reports)
+        assert p.produce_batch(topic, [{"value": b"batch-1", "key": b"bk"},
+                                       {"value": "batch-2"}], on_delivery=report) == 2
+    assert [r[0] for r in reports] == [None] * (len(PRODUCE_CALLS) + 2)
+    assert all(r[1] and r[5] for r in reports)
+    from confluent_kafka import Producer as Reference
+    r = Reference({"bootstrap.servers": kafka_broker.bootstrap})
+    _calls(r, ref, [])
+    r.produce_batch(ref, [{"value": b"batch-1", "key": b"bk"}, {"value": "batch-2"}])
+    assert r.flush(30) == 0
+    n = len(PRODUCE_CALLS) + 2
+    assert _stored(kafka_broker.bootstrap, topic, n) == _stored(kafka_broker.bootstrap, ref, n)
+
+
+def test_produce_to_a_topic_not_there_yet_does_not_block_and_delivers(kafka_broker, peer_module):
+    """A topic the broker creates on first use (auto.create.topics.enable): produce() returns at
+    once and the records are delivered once its metadata is there."""
+    topic = unique_name("ck-new")
+    got = []
+    p = peer_module.Producer({"bootstrap.servers": kafka_broker.bootstrap})
+    t0 = time.monotonic()
+    for i in range(20):
+        p.produce(topic, b"%d" % i, callback=lambda err, msg: got.append(err))
+    assert time.monotonic() - t0 < 0.5
+    assert len(p) == 20
+    assert p.flush(60) == 0
+    assert got == [None] * 20
+    assert sorted(m.value for m in read_back(kafka_broker.bootstrap, topic, 1, 20)[0]) == sorted(
+        b"%d" % i for i in range(20))
+    assert p.close() is True
