@@ -568,3 +568,25 @@ def test_builtin_typed_errors_stay_builtin():
     assert layer.kafka_python_error(err) is err and not isinstance(err, kafka_errors.KafkaError)
     bad = fk_errors.InvalidRecordError("value must be bytes")
     assert layer.kafka_python_error(bad) is bad
+
+
+@pytest.mark.parametrize("kw", [
+    {"sasl_plain_pasword": "s3cr3t-A"},                         # a typo'd key
+    {"sasl_plain_password": 12345678, "sasl_plain_username": "u", "sasl_mechanism": "PLAIN",
+     "security_protocol": "SASL_PLAINTEXT"},                  # a wrong type
+    {"ssl_password": 98765432},
+])
+def test_secrets_are_never_in_error_messages(kw):
+    with pytest.raises(KafkaConfigurationError) as exc:
+        make(**kw)
+    assert not any(str(v) in str(exc.value) for k, v in kw.items() if "pas" in k)
+
+
+def test_secrets_are_never_in_config_or_repr():
+    p = make(sasl_plain_username="u", sasl_plain_password="s3cr3t-B", sasl_mechanism="PLAIN",
+             security_protocol="SASL_PLAINTEXT")
+    try:
+        assert p.config["sasl_plain_password"] == "***"
+        assert "s3cr3t-B" not in repr(p) and "s3cr3t-B" not in str(p.config)
+    finally:
+        p.close(0)
