@@ -1,6 +1,7 @@
 """kafka-python's ``KafkaProducer`` on :class:`fastkafka.Producer`.
 
-Code written for kafka-python runs with one changed import::
+Code written for kafka-python (3.0; 2.x's arguments are accepted too) runs with one changed
+import::
 
     from fastkafka.compat.kafka_python import KafkaProducer    # was: from kafka import KafkaProducer
 
@@ -9,13 +10,17 @@ Code written for kafka-python runs with one changed import::
     md = producer.send("events", {"n": 1}).get(timeout=10)
 
 Its keyword arguments are kafka-python's, with kafka-python's defaults where they differ from
-fastkafka's (``linger_ms=0``, ``batch_size=16384``, ``buffer_memory=32 MiB``,
-``reconnect_backoff_max_ms=30000``); every one either works as in kafka-python or raises
-:class:`~fastkafka.errors.ConfigError` at construction naming what to use instead. ``send``
-returns kafka-python's future (``get``, ``add_callback``, ``add_errback``, ``add_both``,
-``succeeded``, ``failed``, ``is_done``, ``value``, ``exception``) of kafka-python's
-``RecordMetadata``. Callbacks run on the producer's I/O thread, as kafka-python's run on its
-sender thread: keep them short. docs/migration.md, "From kafka-python", lists every argument.
+fastkafka's (``linger_ms=0``, ``batch_size=16384``, ``reconnect_backoff_max_ms=30000``) and
+kafka-python 3's rules (idempotence against ``acks``/``retries``/in-flight, ``api_version=None``
+waiting for a broker in the constructor up to ``bootstrap_timeout_ms``); every one either works
+as in kafka-python or raises ``KafkaConfigurationError`` at construction naming what to use
+instead. ``send`` makes kafka-python's checks and returns its future (``get``, ``add_callback``,
+``add_errback``, ``add_both``, ``succeeded``, ``failed``, ``is_done``, ``value``,
+``exception``) of the installed kafka-python's ``RecordMetadata``. Every error raised is an
+instance of both fastkafka's class and, when kafka-python is installed, kafka-python's
+(:func:`kafka_python_error`): ``except kafka.errors.KafkaTimeoutError`` works unchanged.
+Callbacks run on the producer's I/O thread, as kafka-python's run on its sender thread: keep
+them short. docs/migration.md, "From kafka-python", lists every argument and method.
 """
 from __future__ import annotations
 
