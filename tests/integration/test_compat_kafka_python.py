@@ -410,3 +410,24 @@ def test_bootstrap_connected_as_kafka_python_documents_it(kafka_broker):
         assert offline.bootstrap_connected() is False
     finally:
         offline.close(0)
+
+
+@BOTH
+def test_get_with_a_timeout_and_linger_as_kafka_python(Producer, kafka_broker):
+    """A record lingering (linger_ms) is not done: ``get(timeout)`` raises KafkaTimeoutError and
+    leaves it queued; ``flush()`` sends it at once, whatever linger_ms says; the context manager
+    closes the producer."""
+    topic = unique_name("kp-linger")
+    kafka_broker.create_topic(topic, 1)
+    with Producer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=60_000,
+                  batch_size=1_000_000) as producer:
+        producer.partitions_for(topic)
+        future = producer.send(topic, b"late")
+        with pytest.raises(kafka_errors.KafkaTimeoutError):
+            future.get(timeout=0.3)
+        assert (future.is_done, future.succeeded(), future.failed()) == (False, False, False)
+        producer.flush(timeout=30)
+        assert future.is_done and future.succeeded() and future.get(timeout=0).offset == 0
+    with pytest.raises(kafka_errors.IllegalStateError):
+        producer.send(topic, b"after close")
+    assert [m.value for m in read_back(kafka_broker.bootstrap, topic, 1, 1)[0]] == [b"late"]
