@@ -130,7 +130,6 @@ IGNORED = {
     "queue.buffering.backpressure.threshold": "batches are sent as soon as linger.ms allows",
     "produce.offset.report": "deprecated in librdkafka, no longer used",
     "builtin.features": "checked only as a list of names",
-    "opaque": "the C opaque pointer does not apply to Python",
     "sasl.kerberos.service.name": "GSSAPI is not supported (sasl.mechanism GSSAPI is refused): "
                                   "the default value is accepted",
     "sasl.kerberos.principal": "GSSAPI is not supported (sasl.mechanism GSSAPI is refused)",
@@ -139,10 +138,6 @@ IGNORED = {
     "sasl.kerberos.min.time.before.relogin": "GSSAPI is not supported (sasl.mechanism GSSAPI is "
                                              "refused)",
     "ssl.ca.certificate.stores": "a Windows setting",
-    "client.dns.lookup": "every address a name resolves to is tried (librdkafka's default "
-                         "use_all_dns_ips)",
-    "api.version.request": "brokers are always asked for their API versions (librdkafka's "
-                           "default true)",
 }
 for _k in ("group.id", "group.instance.id", "partition.assignment.strategy", "session.timeout.ms",
            "heartbeat.interval.ms", "group.protocol.type", "group.protocol",
@@ -153,7 +148,8 @@ for _k in ("group.id", "group.instance.id", "partition.assignment.strategy", "se
            "fetch.max.bytes", "fetch.min.bytes", "fetch.error.backoff.ms", "offset.store.method",
            "isolation.level", "consume_cb", "rebalance_cb", "offset_commit_cb",
            "enable.partition.eof", "check.crcs", "auto.commit.enable", "auto.offset.reset",
-           "offset.store.path", "offset.store.sync.interval.ms", "consume.callback.max.messages"):
+           "offset.store.path", "offset.store.sync.interval.ms", "consume.callback.max.messages",
+           "max.poll.records", "share.acknowledgement.mode"):
     IGNORED[_k] = _CONSUMER
 
 #: (key, value that librdkafka also accepts and that asks for what is done anyway)
@@ -165,6 +161,10 @@ _IGNORED_ONLY_VALUES = {
     "enable.gapless.guarantee": (("false",), "the idempotent producer never leaves a gap it does "
                                              "not report; the experimental fatal-on-gap mode is "
                                              "not available"),
+    "client.dns.lookup": (("use_all_dns_ips",), "every address a name resolves to is tried; "
+                                                "resolve_canonical_bootstrap_servers_only is "
+                                                "for GSSAPI, which is not supported"),
+    "api.version.request": (("true",), "brokers are always asked for their API versions"),
     "enable.ssl.certificate.verification": (("true",), "the broker's certificate is always "
                                                        "verified: to trust another CA give "
                                                        "ssl.ca.location, or an ssl_context "
@@ -202,6 +202,7 @@ REFUSED = {
     "topic.blacklist": "filter the topics in your code before produce()",
     "log_cb": "pass logger=",
     "partitioner_cb": "pass partitioner=callable(key, num_partitions, available_partitions)",
+    "oauthbearer_token_refresh_cb": "pass oauth_cb",
 }
 for _k in ("sasl.oauthbearer.client.credentials.client.id",
            "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.grant.type",
@@ -212,7 +213,7 @@ for _k in ("sasl.oauthbearer.client.credentials.client.id",
            "sasl.oauthbearer.assertion.claim.iss", "sasl.oauthbearer.assertion.claim.jti.include",
            "sasl.oauthbearer.assertion.claim.nbf.seconds", "sasl.oauthbearer.assertion.claim.sub",
            "sasl.oauthbearer.assertion.jwt.template.file",
-           "sasl.oauthbearer.metadata.authentication.type"):
+           "sasl.oauthbearer.metadata.authentication.type", "sasl.oauthbearer.sub.claim.name"):
     REFUSED[_k] = ("the JWT-assertion and metadata OIDC logins are not available: use oauth_cb, "
                    "or sasl_jaas_config with clientId/clientSecret and "
                    "sasl.oauthbearer.token.endpoint.url")
@@ -225,6 +226,11 @@ TOPIC_KEYS = {"request.required.acks", "acks", "request.timeout.ms", "message.ti
               "offset.store.path", "offset.store.sync.interval.ms", "offset.store.method",
               "consume.callback.max.messages", "opaque", "partitioner_cb", "msg_order_cmp"}
 REFUSED["msg_order_cmp"] = "records are sent in produce order"
+#: C API settings: librdkafka refuses them from a configuration dict, and so does the layer
+C_API = ("background_event_cb", "socket_cb", "connect_cb", "closesocket_cb", "open_cb",
+         "resolve_cb", "opaque", "default_topic_conf", "oauthbearer_token_refresh_cb",
+         "ssl_key", "ssl_certificate", "ssl_ca", "ssl_engine_callback_data",
+         "ssl.certificate.verify_cb", "log_cb", "partitioner_cb", "msg_order_cmp")
 
 #: fastkafka settings the layer sets itself: given, they are refused naming why
 LAYER_FIXED = {
@@ -425,6 +431,10 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
                 raise config_error(f"{key}={value!r} is not supported by "
                                    f"fastkafka.compat.confluent: {why}")
             ignored[key] = value
+        elif key in C_API:
+            raise config_error(f'Property "{key}" must be set through dedicated .._set_..() '
+                               f'function (a C API setting: in Python, '
+                               f'{REFUSED.get(key, "it has no equivalent")})')
         elif key in REFUSED:
             raise config_error(f"{key} is not supported by fastkafka.compat.confluent: "
                                f"{REFUSED[key]}")
@@ -475,3 +485,65 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
     out["linger_ms"] = linger
     out["request_timeout_ms"] = req
     return out, own, ignored
+
+
+#: what the layer does with each of its own keys (fastkafka/compat/confluent.py)
+OWN_DOC = {
+    "error_cb": "honoured: error_cb(KafkaError) served by poll()/flush() (every broker down as "
+                "_ALL_BROKERS_DOWN, authentication failures, a fenced producer)",
+    "stats_cb": "honoured: a JSON string in librdkafka's statistics schema, for the fields "
+                "fastkafka measures, served by poll()",
+    "statistics.interval.ms": "honoured (with stats_cb)",
+    "logger": "honoured: this producer's log records go to it",
+    "on_delivery": "honoured: the default delivery callback",
+    "dr_cb": "honoured, as on_delivery",
+    "dr_msg_cb": "honoured, as on_delivery",
+    "queue.buffering.max.messages": "honoured: BufferError when this many records wait for "
+                                    "their report (0: no limit)",
+    "delivery.report.only.error": "honoured",
+    "throttle_cb": "accepted, never called: a broker's throttle is honoured (no request to it "
+                   "until it has passed) but not reported; java_metrics() has "
+                   "produce-throttle-time-avg/-max",
+    "oauth_cb": "mapped: called as oauth_cb(sasl.oauthbearer.config) for each OAUTHBEARER "
+                "token; (token, expiry) of its answer are used, principal and extensions are not",
+}
+
+
+def settings_table() -> list[tuple[str, str]]:
+    """``(property, what the layer does)`` for every property this module knows: the table of
+    docs/migration.md (tests/unit/fastkafka/compat/test_confluent_compat.py checks the two agree)."""
+    rows = {}
+    for k, doc in OWN_DOC.items():
+        rows[k] = doc
+    for k, name in MAPPED.items():
+        rows[k] = f"mapped to `{name}`"
+    for k, doc in COMBINED.items():
+        rows[k] = f"mapped to {doc}"
+    consumer = sorted(k for k, why in IGNORED.items() if why == _CONSUMER)
+    for k, why in IGNORED.items():
+        if why != _CONSUMER:
+            rows[k] = f"accepted, ignored: {why}"
+    for k, (values, why) in _IGNORED_ONLY_VALUES.items():
+        rows[k] = (f"accepted as {' / '.join(repr(v) for v in values)}, which is what is done: "
+                   f"{why}; another value is refused")
+    for k, why in REFUSED.items():
+        rows[k] = f"refused: {why}"
+    for k in C_API:
+        rows[k] = ("refused, as by librdkafka (a C API setting)"
+                   + (f": {REFUSED[k]}" if k in REFUSED else ""))
+    rows["max.block.ms"] = f"refused: {LAYER_FIXED['max_block_ms']}"
+    rows["interceptors"] = ("fastkafka's `interceptors=[obj, ...]` (objects with on_send, "
+                            "on_acknowledgement, close; librdkafka's is internal, not settable)")
+    out = sorted(rows.items())
+    out.append((", ".join(consumer), "accepted, ignored: consumer properties (librdkafka "
+                                     "ignores them on a producer)"))
+    return out
+
+
+def settings_markdown() -> str:
+    """The table of :func:`settings_table` as markdown rows (``| `key` | answer |``)."""
+    lines = ["| librdkafka property | `fastkafka.compat.confluent` |", "|---|---|"]
+    for key, answer in settings_table():
+        keys = ", ".join(f"`{k}`" for k in key.split(", "))
+        lines.append(f"| {keys} | {answer.replace('|', '/')} |")
+    return "\n".join(lines)

@@ -443,6 +443,11 @@ class Producer(PollCore):
         except fk.KafkaError as e:
             raise to_kafka_exception(e) from e
 
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The cluster's id (a Metadata request, as list_topics()); KafkaException
+        (``_TIMED_OUT``) after ``timeout`` seconds (-1: forever)."""
+        return self.list_topics(timeout=timeout).cluster_id
+
     # -- transactions ----------------------------------------------------------------------
     def _txn(self, fn: Callable, *args):
         try:

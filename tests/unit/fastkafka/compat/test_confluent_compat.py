@@ -807,3 +807,83 @@ def test_kafka_error_with_a_reason(peer):
         "UNKNOWN_TOPIC_OR_PART", "custom",
         'KafkaError{code=UNKNOWN_TOPIC_OR_PART,val=3,str="custom"}')
     assert peer.KafkaException(e).args[0] == e
+
+
+# ---- the settings: every property librdkafka documents has the layer's answer --------------------
+
+def _librdkafka_properties() -> dict[str, str]:
+    """{property: C/P} of the installed librdkafka's own CONFIGURATION.md
+    (rd_kafka_conf_properties_show), read through ctypes."""
+    import ctypes
+    import os
+    import tempfile
+
+    from mockcluster import load_librdkafka
+    lib = load_librdkafka()
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_conf_properties_show.argtypes = [ctypes.c_void_p]
+    fd, path = tempfile.mkstemp()
+    os.close(fd)
+    try:
+        f = libc.fopen(path.encode(), b"w")
+        lib.rd_kafka_conf_properties_show(f)
+        libc.fclose(f)
+        text = open(path).read()
+    finally:
+        os.unlink(path)
+    out = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 2 and cells[1] in ("P", "C", "*") and cells[0]:
+            out[cells[0]] = cells[1]
+    assert len(out) > 150, "librdkafka's property table was not read"
+    return out
+
+
+def test_every_property_librdkafka_documents_has_the_layers_answer_in_the_docs():
+    import os
+
+    from fastkafka.compat._confluent_config import settings_markdown, settings_table
+    answered = {k for key, _ in settings_table() for k in key.split(", ")}
+    props = _librdkafka_properties()
+    assert sorted(set(props) - answered) == []
+    docs = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs",
+                             "migration.md")).read()
+    assert settings_markdown() in docs, "docs/migration.md: paste settings_markdown() again"
+
+
+def test_accepted_properties_are_accepted_by_confluent_kafka_too(peer):
+    """Each property the layer accepts with no effect is one confluent-kafka accepts (so the
+    table is about real properties), with the value given here."""
+    from fastkafka.compat._confluent_config import IGNORED
+    values = {"debug": "msg", "log_level": 3, "batch.num.messages": 10, "builtin.features": "gzip",
+              "sasl.kerberos.service.name": "kafka", "sasl.kerberos.kinit.cmd": "true",
+              "sasl.kerberos.principal": "kafkaclient", "sasl.kerberos.keytab": "/nonexistent",
+              "ssl.ca.certificate.stores": "Root", "group.id": "g",
+              "partition.assignment.strategy": "range", "group.protocol.type": "consumer",
+              "group.protocol": "classic", "group.remote.assignor": "uniform",
+              "offset.store.method": "broker", "isolation.level": "read_committed",
+              "auto.offset.reset": "earliest", "offset.store.path": ".",
+              "client.rack": "r1", "share.acknowledgement.mode": "implicit",
+              "group.instance.id": "i1", "consume_cb": None, "rebalance_cb": None,
+              "offset_commit_cb": None}
+    bools = {"topic.metadata.refresh.sparse", "socket.keepalive.enable", "socket.nagle.disable",
+             "log.queue", "log.thread.name", "enable.random.seed", "log.connection.close",
+             "allow.auto.create.topics", "enable.metrics.push", "produce.offset.report",
+             "enable.auto.commit", "enable.auto.offset.store", "enable.partition.eof",
+             "check.crcs", "auto.commit.enable"}
+    skip_in_confluent = {"consume_cb", "rebalance_cb", "offset_commit_cb", "enabled_events",
+                         "sasl.kerberos.kinit.cmd", "sasl.kerberos.keytab",
+                         "sasl.kerberos.min.time.before.relogin", "share.acknowledgement.mode",
+                         "internal.termination.signal", "ssl.ca.certificate.stores"}
+    for key in IGNORED:
+        if peer.name == "confluent_kafka" and key in skip_in_confluent:
+            continue    # consumer callbacks, a kinit or signal set up at construction, Windows-only
+        value = values.get(key, True if key in bools else 1000)
+        if value is None:
+            continue
+        p = peer.Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0, key: value})
+        del p
