@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections import namedtuple
 from typing import Any, Callable
@@ -119,7 +120,8 @@ _CLIENT_NAMES = {
 # where kafka-python raises a builtin ValueError/TypeError (a partition that does not exist, a
 # key/value/header of the wrong type), fastkafka's classes are those builtins already: as they are
 _AS_IS = (_fk.UnknownPartitionError, _fk.InvalidRecordError)
-_TRANSLATED: dict = {}        # fastkafka class -> its kafka-python twin (or None: raised as is)
+_TRANSLATED: dict = {}
+_TWIN_LOCK = threading.Lock()        # fastkafka class -> its kafka-python twin (or None: raised as is)
 
 
 def _kp_class_for(fk_cls: type, code) -> type | None:
@@ -142,6 +144,14 @@ def _twin(fk_cls: type, code) -> type | None:
         return _TRANSLATED[key]
     except KeyError:
         pass
+    with _TWIN_LOCK:                    # one twin class per key, whichever thread comes first
+        cls = _TRANSLATED.get(key, _TWIN_LOCK)
+        if cls is _TWIN_LOCK:
+            cls = _TRANSLATED[key] = _make_twin(fk_cls, code)
+    return cls
+
+
+def _make_twin(fk_cls: type, code) -> type | None:
     target = _kp_class_for(fk_cls, code)
     if target is None or issubclass(fk_cls, target):
         cls = None
@@ -156,7 +166,6 @@ def _twin(fk_cls: type, code) -> type | None:
             cls = None
         if cls is not None:
             cls.__reduce__ = _reduce_twin
-    _TRANSLATED[key] = cls
     return cls
 
 
