@@ -142,11 +142,26 @@ cdef class RecordMetadata:
                 f"confluent-kafka's message objects)")
         raise AttributeError(f"'RecordMetadata' object has no attribute {name!r}")
 
+    def __await__(self):
+        # aiokafka's idiom on fastkafka.aio.AsyncProducer (``fut = await p.send(...)``, then ``await
+        # fut`` or ``gather(*futs)``): the first await gave this metadata; say so, not asyncio's
+        # "an awaitable is required" once every record has waited for its delivery in turn
+        raise TypeError(_AWAITED)
+
     def __repr__(self):
         return (f"RecordMetadata(topic={self.topic!r}, partition={self.partition}, "
                 f"offset={self.offset}, timestamp={self.timestamp}, "
                 f"serialized_key_size={self.serialized_key_size}, "
                 f"serialized_value_size={self.serialized_value_size})")
+
+
+_AWAITED = (
+    "a RecordMetadata is not awaitable: it is the outcome of a send that was awaited already. "
+    "With fastkafka.aio.AsyncProducer, 'await p.send(...)' waits for the record's delivery and "
+    "returns its RecordMetadata: aiokafka's idiom 'fut = await producer.send(...)' followed by "
+    "'await fut' or 'asyncio.gather(*futs)' waited for each record in turn. Keep the futures "
+    "without awaiting them ('futs = [p.send(...) for ...]; await asyncio.gather(*futs)'), or run "
+    "aiokafka's code unchanged on fastkafka.compat.aiokafka.AIOKafkaProducer")
 
 
 #: confluent-kafka's Message methods that RecordMetadata has no counterpart for, and what to use
