@@ -458,3 +458,26 @@ def test_acks_zero_gives_offset_minus_one_as_kafka_python_documents(kafka_broker
         assert producer.config["enable_idempotence"] is False
     assert [md.offset for md in mds] == [-1, -1, -1]
     assert [m.value for m in read_back(kafka_broker.bootstrap, topic, 1, 3)[0]] == [b"r0", b"r1", b"r2"]
+
+
+@BOTH
+@pytest.mark.parametrize("codec", ["gzip", "lz4"])   # the codecs kafka-python has here
+def test_compressed_records_read_back_the_same(Producer, kafka_broker, codec):
+    topic = unique_name(f"kp-{codec}")
+    kafka_broker.create_topic(topic, 1)
+    values = [b"compressible " * 50 + b"%d" % i for i in range(20)]
+    with Producer(bootstrap_servers=kafka_broker.bootstrap, compression_type=codec,
+                  linger_ms=20) as producer:
+        futures = [producer.send(topic, v, key=b"k") for v in values]
+        producer.flush()
+        assert [f.get(timeout=0).offset for f in futures] == list(range(20))
+    got = read_back(kafka_broker.bootstrap, topic, 1, 20)[0]
+    assert [(m.key, m.value) for m in got] == [(b"k", v) for v in values]
+
+
+def test_snappy_and_zstd_need_no_library():
+    """kafka-python raises RuntimeError('Libraries for snappy compression codec not found')
+    without python-snappy (zstd likewise); the layer has every codec built in."""
+    for codec in ("snappy", "zstd"):
+        CompatProducer(bootstrap_servers="127.0.0.1:1", api_version=(2, 6),
+                       compression_type=codec).close(0)
