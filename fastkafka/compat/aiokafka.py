@@ -55,7 +55,6 @@ class _ConfigError(_fk.ConfigError):
     def __str__(self) -> str:
         return self.message
 
-#: aiokafka's arguments that only tune aiokafka's own machinery here: accepted, no effect.
 _KERBEROS = "GSSAPI (Kerberos) is not supported: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or " \
             "OAUTHBEARER"
 
@@ -197,13 +196,23 @@ def _settings(kw: dict) -> tuple[dict, dict]:
     s["partitioner"] = "murmur2" if _is_default_partitioner(part) else _adapt_partitioner(part)
 
     proto = kw["security_protocol"]
+    # aiokafka's checks, with its messages (AIOKafkaClient.__init__)
+    if proto not in ("SSL", "PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise _ConfigError("`security_protocol` should be SSL or PLAINTEXT")
+    if proto in ("SSL", "SASL_SSL") and kw["ssl_context"] is None:
+        raise _ConfigError("`ssl_context` is mandatory if security_protocol=='SSL'")
+    if proto in ("SASL_SSL", "SASL_PLAINTEXT"):
+        if kw["sasl_mechanism"] not in ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512",
+                                        "OAUTHBEARER"):
+            raise _ConfigError("only `PLAIN`, `GSSAPI`, `SCRAM-SHA-256`, `SCRAM-SHA-512` and "
+                               "`OAUTHBEARER`sasl_mechanism are supported at the moment")
+        if kw["sasl_mechanism"] == "PLAIN" and (kw["sasl_plain_username"] is None
+                                                or kw["sasl_plain_password"] is None):
+            raise _ConfigError("sasl_plain_username and sasl_plain_password required for PLAIN "
+                               "sasl")
     s["security_protocol"] = proto
     if kw["ssl_context"] is not None:
         s["ssl_context"] = kw["ssl_context"]
-    elif proto in ("SSL", "SASL_SSL"):
-        # aiokafka: "ssl_context must be provided" for SSL; refusing it here too would break no
-        # program, but accepting it with the system's CAs is what fastkafka does
-        pass
     if isinstance(proto, str) and proto.startswith("SASL"):
         mech = kw["sasl_mechanism"]
         if mech == "GSSAPI":

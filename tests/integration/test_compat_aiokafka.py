@@ -351,3 +351,23 @@ def test_unclosed_producer_and_loop_argument_warn(kafka_broker, loop_kind):
         assert warned == [("DeprecationWarning", "The"), ("ResourceWarning", "Unclosed")], name
         # (aiokafka's loop also reports its sender's tasks destroyed while pending)
         assert handled[0] == "Unclosed AIOKafkaProducer", name
+
+
+def test_aiokafkas_idiom_on_async_producer_says_to_use_the_layer(kafka_broker, loop_kind):
+    """On fastkafka.aio.AsyncProducer, ``await p.send()`` already waits for the delivery: the
+    idiom's gather then fails with a TypeError that names the layer (not asyncio's bare one)."""
+    from fastkafka.aio import AsyncProducer
+
+    topic = unique_name("aiok-async")
+    kafka_broker.create_topic(topic, 1)
+
+    async def program():
+        async with AsyncProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=0) as p:
+            futs = [await p.send(topic, b"v%d" % i) for i in range(3)]
+            assert [md.offset for md in futs] == [0, 1, 2]      # each await gave the metadata
+            with pytest.raises(TypeError) as ei:
+                await asyncio.gather(*futs)
+            return str(ei.value)
+
+    text = run(loop_kind, program)
+    assert "fastkafka.compat.aiokafka.AIOKafkaProducer" in text and "awaited already" in text

@@ -98,6 +98,15 @@ def test_a_custom_partitioner_gets_aiokafkas_arguments():
     ({"compression_type": "brotli"}, "Invalid compression type!"),
     ({"enable_idempotence": True, "acks": 1}, "acks=1 not supported if enable_idempotence=True"),
     ({"transactional_id": "t", "acks": 0}, "acks=0 not supported if enable_idempotence=True"),
+    ({"security_protocol": "TLS"}, "`security_protocol` should be SSL or PLAINTEXT"),
+    ({"security_protocol": "SSL"}, "`ssl_context` is mandatory if security_protocol=='SSL'"),
+    ({"security_protocol": "SASL_SSL", "sasl_plain_username": "u", "sasl_plain_password": "p"},
+     "`ssl_context` is mandatory if security_protocol=='SSL'"),
+    ({"security_protocol": "SASL_PLAINTEXT"},
+     "sasl_plain_username and sasl_plain_password required for PLAIN sasl"),
+    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "KERBEROS"},
+     "only `PLAIN`, `GSSAPI`, `SCRAM-SHA-256`, `SCRAM-SHA-512` and `OAUTHBEARER`sasl_mechanism "
+     "are supported at the moment"),
 ])
 @pytest.mark.parametrize("impl", CLASSES)
 def test_bad_arguments_raise_aiokafkas_value_errors(impl, kw, message):
@@ -120,6 +129,14 @@ def test_arguments_refused_name_what_to_use(kw, names):
             await _make(**kw)
         return str(ei.value)
     assert names in run(main)
+
+
+def test_ssl_context_is_the_producers():
+    import ssl
+
+    ctx = ssl.create_default_context()
+    c = built(security_protocol="SSL", ssl_context=ctx)
+    assert c.security_protocol == "SSL" and c.ssl_context is ctx
 
 
 def test_sasl_settings_reach_the_producer_and_the_password_no_repr():
