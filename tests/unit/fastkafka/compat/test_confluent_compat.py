@@ -887,3 +887,27 @@ def test_accepted_properties_are_accepted_by_confluent_kafka_too(peer):
             continue
         p = peer.Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0, key: value})
         del p
+
+
+def test_records_produced_while_every_broker_is_down_go_out_in_order_when_they_are_back(
+        mock_cluster, peer):
+    mock_cluster.create_topic("t", 2)
+    for b in (1, 2, 3):
+        mock_cluster.broker_down(b)
+    p = peer.Producer({"bootstrap.servers": mock_cluster.bootstraps, "log_level": 0,
+                       "message.timeout.ms": 30000, "reconnect.backoff.max.ms": 200})
+    got = []
+    t0 = time.monotonic()
+    for i in range(50):
+        p.produce("t", b"%d" % i, key=b"k%d" % (i % 2),
+                  callback=lambda err, msg: got.append((err, msg.partition(), msg.value())))
+    assert time.monotonic() - t0 < 0.5               # produce() did not wait for the brokers
+    p.poll(0.5)                                      # (librdkafka serves an error event here)
+    assert got == []
+    for b in (1, 2, 3):
+        mock_cluster.broker_up(b)
+    assert p.flush(30) == 0
+    assert [e for e, _, _ in got] == [None] * 50
+    for part in {q for _, q, _ in got}:                # per partition, in produce order
+        values = [int(v) for _, q, v in got if q == part]
+        assert values == sorted(values)
