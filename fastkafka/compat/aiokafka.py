@@ -341,6 +341,12 @@ class BatchBuilder:
         return len(self._records)
 
 
+#: A transaction call in the wrong state (begin twice, commit without begin): aiokafka fails an
+#: ``assert`` there; the layer's error is aiokafka's IllegalStateError and an AssertionError.
+_TxnStateError = type("IllegalStateError", (errors.IllegalStateError, AssertionError),
+                      {"__module__": __name__})
+
+
 # -- the producer ------------------------------------------------------------------------------
 def _wrap(exc: BaseException) -> BaseException:
     return _convert(exc) if isinstance(exc, _fk.KafkaError) else exc
@@ -649,6 +655,8 @@ class AIOKafkaProducer:
             if self._p.transaction_state in ("UNINITIALIZED", None):
                 await self._ap.init_transactions(self._request_timeout_ms / 1000)
             self._ap.begin_transaction()
+        except _fk.IllegalStateError as e:
+            raise _convert(e, _TxnStateError) from None
         except _fk.KafkaError as e:
             raise _convert(e) from None
 
@@ -656,6 +664,8 @@ class AIOKafkaProducer:
         self._ensure_transactional()
         try:
             await self._ap.commit_transaction()
+        except _fk.IllegalStateError as e:
+            raise _convert(e, _TxnStateError) from None
         except _fk.KafkaError as e:
             raise _convert(e) from None
 
@@ -663,6 +673,8 @@ class AIOKafkaProducer:
         self._ensure_transactional()
         try:
             await self._ap.abort_transaction()
+        except _fk.IllegalStateError as e:
+            raise _convert(e, _TxnStateError) from None
         except _fk.KafkaError as e:
             raise _convert(e) from None
 
