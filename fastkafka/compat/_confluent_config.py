@@ -73,8 +73,8 @@ COMBINED = {
     "compression.level": "compression_level (-1, librdkafka's codec default: fastkafka's default)",
     "connections.max.idle.ms": "connections_max_idle_ms (0, librdkafka's 'never': never)",
     "topic.metadata.refresh.interval.ms": "metadata_max_age_ms when that is not given (-1: never)",
-    "default.topic.config": "its topic settings merged in; a key also given at the top level "
-                            "keeps the top level's value (confluent-kafka sets the dict first)",
+    "default.topic.config": "its topic settings merged in (deprecated in confluent-kafka); they "
+                            "win over the same settings at the top level, as in confluent-kafka",
     "ssl.ca.pem": "ssl_truststore_certificates with ssl_truststore_type PEM",
     "ssl.certificate.pem": "ssl_keystore_certificate_chain with ssl_keystore_type PEM",
     "ssl.key.pem": "ssl_keystore_key with ssl_keystore_type PEM",
@@ -313,9 +313,12 @@ def _bool(key: str, value: Any) -> bool:
 
 
 def _flat(conf: dict) -> dict:
-    """``default.topic.config`` merged in: its keys first, the top level's win."""
-    out = {}
+    """``default.topic.config`` merged in: its keys win over the same keys at the top level,
+    as in confluent-kafka (which sets the dict as librdkafka's default topic configuration
+    after the top-level properties)."""
     dtc = conf.get("default.topic.config", conf.get("default_topic_config"))
+    out = {k: v for k, v in conf.items() if k not in ("default.topic.config",
+                                                      "default_topic_config")}
     if dtc is not None:
         if not isinstance(dtc, dict):
             raise config_error('Invalid value for configuration property "default.topic.config": '
@@ -324,12 +327,17 @@ def _flat(conf: dict) -> dict:
             if k not in TOPIC_KEYS:
                 raise config_error(f'No such configuration property: "{k}" (in '
                                    f'default.topic.config: a topic property is expected)')
+            for alias in _TOPIC_ALIASES.get(k, (k,)):
+                out.pop(alias, None)
             out[k] = v
-    for k, v in conf.items():
-        if k in ("default.topic.config", "default_topic_config"):
-            continue
-        out[k] = v
     return out
+
+
+_TOPIC_ALIASES = {}
+for _group in (("acks", "request.required.acks"), ("message.timeout.ms", "delivery.timeout.ms"),
+               ("compression.codec", "compression.type")):
+    for _k in _group:
+        _TOPIC_ALIASES[_k] = _group
 
 
 def translate(conf: dict) -> tuple[dict, dict, dict]:

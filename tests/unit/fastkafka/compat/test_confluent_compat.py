@@ -659,6 +659,18 @@ def test_settings_nearly_every_program_sets_are_accepted_and_records_delivered(c
     assert got[0][2] in range(4)
 
 
+@pytest.mark.parametrize("settings", [
+    {"message.timeout.ms": 30000, "default.topic.config": {"message.timeout.ms": 1000}},
+    {"default.topic.config": {"delivery.timeout.ms": 1000}, "message.timeout.ms": 30000},
+], ids=["top-first", "dict-first"])
+def test_default_topic_config_wins_over_the_top_level(peer, settings):
+    p = peer.Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0, **settings})
+    got = []
+    p.produce("t", b"v", callback=lambda err, msg: got.append(err.code()))
+    assert p.flush(5) == 0                    # 1000 ms applied, not 30000
+    assert got == [peer.KafkaError._MSG_TIMED_OUT]
+
+
 def test_message_timeout_below_request_timeout_bounds_the_request(cluster, peer):
     """message.timeout.ms 1000 < request.timeout.ms 30000 + linger.ms: accepted, and a broker
     that answers after 4 s fails the record at its deadline, not the request's."""
