@@ -127,8 +127,8 @@ def _peer_class_for(exc: BaseException) -> type | None:
     code = exc.code
     if code in (47, 90):        # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED: aiokafka's ProducerFenced
         return errors.ProducerFenced
-    if isinstance(exc, _fk.BrokerError) and code is not None and _peer is not None:
-        return _peer.for_code(code)
+    if isinstance(exc, _fk.BrokerError):    # without aiokafka: fastkafka's class of the code
+        return _peer.for_code(code) if _peer is not None and code is not None else None
     if isinstance(exc, _fk.ConfigError) or isinstance(exc, _fk.InvalidRecordError):
         return None             # ValueError / TypeError, as aiokafka raises for these
     if isinstance(exc, _fk.RecordTooLargeError):

@@ -351,3 +351,40 @@ def test_async_producer_send_returns_the_future_itself():
             await fut
         await p.close(0)
     asyncio.run(main())
+
+
+def test_without_aiokafka_the_layers_own_classes_are_raised():
+    """aiokafka not installed (hidden here): the layer's classes of aiokafka's names, each a
+    fastkafka class; RecordMetadata and TopicPartition named tuples with aiokafka's fields."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import asyncio, sys
+        sys.modules["aiokafka"] = None          # import aiokafka -> ImportError
+        from fastkafka import errors as fk
+        from fastkafka.compat import aiokafka as layer
+        from fastkafka.compat._aiokafka_errors import _OwnErrors, _convert
+        assert layer.errors is _OwnErrors
+        e = _convert(fk.DeliveryTimeoutError("expired"))
+        assert isinstance(e, _OwnErrors.KafkaTimeoutError) and isinstance(e, fk.DeliveryTimeoutError)
+        e = _convert(fk.error_for_code(3))
+        assert type(e) is type(fk.error_for_code(3))      # broker codes: fastkafka's own class
+        assert layer.RecordMetadata._fields == ("topic", "partition", "topic_partition", "offset",
+                                                "timestamp", "timestamp_type", "log_start_offset")
+        assert layer.TopicPartition("t", 1).partition == 1
+
+        async def main():
+            p = layer.AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", max_request_size=100)
+            try:
+                await p.send("t", b"x" * 200)
+            except _OwnErrors.MessageSizeTooLargeError as err:
+                assert isinstance(err, fk.RecordTooLargeError)
+                print("OK", str(err).split(":")[0])
+            await p.stop()
+        asyncio.run(main())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("OK "), out.stdout
