@@ -333,7 +333,7 @@ def test_aarch64_wire_unit_tests_under_emulation(installed):
     env.run([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
              "pytest>=8", "hypothesis>=6.100", "crc32c>=2.4"], timeout=PIP_TIMEOUT_S,
             what="pip install of the wire tests' requirements under emulation")
-    work = env.inside / "wire-tests"            # seen from the host; inside: /tmp/<name>/wire-tests
+    work = env.inside / "wire-tests"            # seen from the host; inside the root: under its tmp
     inside = Path("/tmp") / env.inside.name / "wire-tests"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(WIRE_TESTS, work / "wire", ignore=shutil.ignore_patterns("__pycache__", *WIRE_LEFT_OUT))
