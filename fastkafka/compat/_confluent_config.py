@@ -79,6 +79,11 @@ COMBINED = {
     "ssl.certificate.pem": "ssl_keystore_certificate_chain with ssl_keystore_type PEM",
     "ssl.key.pem": "ssl_keystore_key with ssl_keystore_type PEM",
     "sasl.oauthbearer.config": "the argument oauth_cb is called with",
+    "topic.metadata.propagation.max.ms": "the layer's wait before a topic the brokers say does "
+                                         "not exist is taken as such (from its first produce()): "
+                                         "its waiting records then fail with "
+                                         "UNKNOWN_TOPIC_OR_PART and produce() to it raises "
+                                         "_UNKNOWN_TOPIC, as librdkafka does",
 }
 
 _DEBUG_CONTEXTS = {"generic", "broker", "topic", "metadata", "feature", "queue", "msg", "protocol",
@@ -101,8 +106,6 @@ IGNORED = {
                                                "retry.backoff.ms and its exponential backoff",
     "topic.metadata.refresh.fast.cnt": "deprecated in librdkafka, no longer used",
     "topic.metadata.refresh.sparse": "Metadata requests name only the topics produced to",
-    "topic.metadata.propagation.max.ms": "a topic without metadata waits for it up to "
-                                         "message.timeout.ms, never marked non-existent earlier",
     "socket.blocking.max.ms": "deprecated in librdkafka, no longer used",
     "socket.send.buffer.bytes": "the system's default socket buffers are used (librdkafka's "
                                 "default 0 means the same)",
@@ -419,6 +422,8 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
             out.setdefault("ssl_keystore_type", "PEM")
         elif key == "sasl.oauthbearer.config":
             own[key] = value
+        elif key == "topic.metadata.propagation.max.ms":
+            own[key] = _int(key, value, 0, 3600000)
         elif key == "debug":
             if not isinstance(value, str) or not set(
                     c.strip() for c in value.split(",") if c.strip()) <= _DEBUG_CONTEXTS:

@@ -55,6 +55,7 @@ from fastkafka.compat._confluent_types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_
 from fastkafka.compat._confluent_config import config_error, translate
 from fastkafka.compat._confluent_fast import PollCore
 from fastkafka.config import canonical_name
+from fastkafka._net.cluster import topic_error
 from fastkafka.errors import KafkaTimeoutError as _MetadataMissing
 from fastkafka.producer import Producer as _FastProducer, _weak_method
 
@@ -145,6 +146,9 @@ class Producer(PollCore):
         self._events: deque = deque()         # error_cb events (KafkaError)
         self._wake = threading.Event()
         self._next_drain = 0.0
+        self._propagation_s = own.get("topic.metadata.propagation.max.ms", 30000) / 1000.0
+        self._first_held: dict = {}         # topic -> when a record of it was first held
+        self._nonexistent: set = set()      # topics the brokers say do not exist, past that
         self._user_on_error = _callable_setting("on_error", settings.pop("on_error", None))
         try:
             # held weakly by the I/O thread's config: a dropped compat producer is collected
@@ -211,7 +215,14 @@ class Producer(PollCore):
         if isinstance(e, fk.BufferExhaustedError):
             raise BufferError(f"Local: Queue full ({e.message})") from e
         if isinstance(e, _MetadataMissing) and not isinstance(e, fk.DeliveryTimeoutError):
-            n = self._p._metadata.cluster.partition_count(topic)
+            cluster = self._p._metadata.cluster
+            n = cluster.partition_count(topic)
+            if topic in self._nonexistent:
+                if _unknown_topic(cluster, topic):
+                    raise KafkaException(KafkaError(
+                        KafkaError._UNKNOWN_TOPIC, "Unable to produce message: Local: Unknown "
+                        f"topic ({topic!r}: the brokers say it does not exist)")) from e
+                self._nonexistent.discard(topic)
             if n > 0:       # the topic is known, the partition asked for is past its partitions
                 raise KafkaException(KafkaError(
                     KafkaError._UNKNOWN_PARTITION,
@@ -242,6 +253,7 @@ class Producer(PollCore):
         q = self._held.get(topic)
         if q is None:
             q = self._held[topic] = deque()
+            self._first_held.setdefault(topic, time.monotonic())
             self._p._metadata.add_listener(self._waker.wake)
         q.append((value, key, partition, timestamp, headers, msg, deadline))
         self._holding = True
@@ -258,6 +270,15 @@ class Producer(PollCore):
         for topic in list(self._held):
             q = self._held[topic]
             known = cluster.partition_count(topic) > 0
+            if not known and _unknown_topic(cluster, topic) and \
+                    now - self._first_held.get(topic, now) >= self._propagation_s:
+                # librdkafka: past topic.metadata.propagation.max.ms the topic does not exist
+                self._nonexistent.add(topic)
+                while q:
+                    self._queue_failed(q.popleft()[5], topic, KafkaError(
+                        KafkaError.UNKNOWN_TOPIC_OR_PART,
+                        f"Broker: Unknown topic or partition ({topic!r} still unknown after "
+                        f"topic.metadata.propagation.max.ms)"), True)
             while q:
                 value, key, partition, timestamp, headers, msg, deadline = q[0]
                 if now >= deadline:
@@ -288,6 +309,7 @@ class Producer(PollCore):
                 sent += 1
             if not q:
                 del self._held[topic]
+                self._first_held.pop(topic, None)
             else:
                 self._p._metadata.add_listener(self._waker.wake)
         self._holding = bool(self._held)
@@ -601,6 +623,12 @@ class Producer(PollCore):
         doc = stats_document(self._p, msg_cnt=len(self), msg_max=self._max_messages,
                              started=self._started)
         return json.dumps(doc, default=str)
+
+
+def _unknown_topic(cluster, topic: str) -> bool:
+    """Whether the last metadata says ``topic`` does not exist (UNKNOWN_TOPIC_OR_PART)."""
+    err = topic_error(cluster, topic)
+    return err is not None and getattr(err, "code", None) == 3
 
 
 def _deadline_bound_error(exc):

@@ -923,3 +923,19 @@ def test_records_produced_while_every_broker_is_down_go_out_in_order_when_they_a
     for part in {q for _, q, _ in got}:                # per partition, in produce order
         values = [int(v) for _, q, v in got if q == part]
         assert values == sorted(values)
+
+
+def test_a_topic_the_brokers_say_does_not_exist_fails_after_the_propagation_time(mock_cluster,
+                                                                                  peer):
+    mock_cluster.set_topic_error("nope", 3)               # UNKNOWN_TOPIC_OR_PART in metadata
+    p = peer.Producer({"bootstrap.servers": mock_cluster.bootstraps, "log_level": 0,
+                       "topic.metadata.propagation.max.ms": 1000, "message.timeout.ms": 20000})
+    got = []
+    t0 = time.monotonic()
+    p.produce("nope", b"v", callback=lambda err, msg: got.append(err.code()))
+    assert p.flush(10) == 0
+    assert got == [peer.KafkaError.UNKNOWN_TOPIC_OR_PART]
+    assert 0.9 <= time.monotonic() - t0 < 5
+    with pytest.raises(peer.KafkaException) as ei:       # now known not to exist: at once
+        p.produce("nope", b"w")
+    assert ei.value.args[0].code() == peer.KafkaError._UNKNOWN_TOPIC
