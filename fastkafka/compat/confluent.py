@@ -155,7 +155,7 @@ class Producer(PollCore):
             # (and closed)
             self._p = _FastProducer(settings, on_error=_weak_method(self._on_error))
         except fk.ConfigError as e:
-            raise config_error(str(e)) from e
+            raise config_error(getattr(e, "message", None) or str(e)) from e
         self._route = LogRoute(self._p._name, own["logger"]) if own["logger"] is not None else None
         self._next_stats = (time.monotonic() + self._stats_interval
                             if self._stats_cb is not None and self._stats_interval else None)

@@ -939,3 +939,23 @@ def test_a_topic_the_brokers_say_does_not_exist_fails_after_the_propagation_time
     with pytest.raises(peer.KafkaException) as ei:       # now known not to exist: at once
         p.produce("nope", b"w")
     assert ei.value.args[0].code() == peer.KafkaError._UNKNOWN_TOPIC
+
+
+def test_oauth_cb_is_called_with_sasl_oauthbearer_config_for_each_token():
+    calls = []
+
+    def oauth_cb(config):
+        calls.append(config)
+        return "token-for-" + config, time.time() + 3600, "principal", {"ext": "1"}
+
+    p = Producer({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.config": "scope=write",
+                  "oauth_cb": oauth_cb})
+    token, expiry = p._p.config.sasl_oauth_token_provider()
+    assert calls == ["scope=write"] and token == "token-for-scope=write"
+    assert expiry > time.time()
+    p.close(0)
+    with pytest.raises(KafkaException) as ei:
+        Producer({"acks": "bogus"})
+    assert ei.value.args[0].code() == KafkaError._INVALID_ARG
+    assert ei.value.args[0].str() == "acks must be an integer, got str 'bogus'"
