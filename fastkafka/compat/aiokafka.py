@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from asyncio import _get_running_loop
 import logging
+import operator
 import sys
 import time
 import traceback
 import warnings
+from asyncio import _get_running_loop
 from collections import namedtuple
 from typing import Any
 
@@ -54,6 +55,7 @@ class _ConfigError(_fk.ConfigError):
 
     def __str__(self) -> str:
         return self.message
+
 
 _KERBEROS = "GSSAPI (Kerberos) is not supported: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or " \
             "OAUTHBEARER"
@@ -503,8 +505,13 @@ class AIOKafkaProducer:
             raise AssertionError("Need at least one: key or value")
         if self._closed:
             raise _error("ProducerClosed", _fk.ProducerClosedError)
+        if partition is not None and type(partition) is not int:
+            try:                        # any integer (numpy's too), as aiokafka's comparisons take
+                partition = operator.index(partition)
+            except TypeError:
+                raise AssertionError("Unrecognized partition") from None
         n = self._counts.get(topic)     # a topic once known stays known: no lookup per record
-        if n is None or (partition is not None and type(partition) is int and partition >= n):
+        if n is None or (partition is not None and partition >= n):
             n = self._md.cluster.partition_count(topic)
             if n <= 0:
                 n = len(await self._partitions(topic))
@@ -524,7 +531,7 @@ class AIOKafkaProducer:
         if not (headers is None and type(value) is bytes and (key is None or type(key) is bytes)
                 and len(value) + (0 if key is None else len(key)) <= self._unchecked_size):
             self._check_size(key, value, headers)
-        if partition is not None and not (type(partition) is int and 0 <= partition < n):
+        if partition is not None and not 0 <= partition < n:
             raise AssertionError("Unrecognized partition")
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
