@@ -388,3 +388,42 @@ def test_without_aiokafka_the_layers_own_classes_are_raised():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("OK "), out.stdout
+
+
+def test_send_waits_for_buffer_memory_through_async_producers_send(caplog):
+    """No buffer memory at once: produce() raises BufferExhaustedError and the record goes through
+    AsyncProducer.send(), which waits for room on the loop; its outcome still resolves the
+    layer's future (metadata or aiokafka's error). A failure nobody awaits is logged."""
+    async def main():
+        p = await _make()
+        p._counts["t"] = 2                      # metadata known: no wait for it
+        loop = asyncio.get_running_loop()
+        inners = []
+
+        def produce(*args):
+            raise fk.BufferExhaustedError("full")
+
+        def send(*args):
+            inners.append((args, loop.create_future()))
+            return inners[-1][1]
+
+        p._ap.produce, p._ap.send = produce, send
+        ok = await p.send("t", b"v", partition=1, timestamp_ms=1234)
+        bad = await p.send("t", b"w")
+        dropped = await p.send("t", b"x")
+        dropped.cancel()
+        assert not ok.done() and [a[:4] for a, _ in inners][0] == ("t", b"v", None, 1)
+        inners[0][1].set_result(FkRecordMetadata("t", 1, 7, 1234))
+        inners[1][1].set_exception(fk.DeliveryTimeoutError("expired"))
+        inners[2][1].set_exception(fk.DeliveryTimeoutError("expired too"))
+        md = await ok
+        with pytest.raises(aiokafka.errors.KafkaTimeoutError):
+            await bad
+        await asyncio.sleep(0)
+        p._closed = True                        # (the fakes cannot close a producer)
+        await p._ap.close(0)
+        return md
+    md = run(main)
+    assert md == aiokafka.structs.RecordMetadata("t", 1, aiokafka.structs.TopicPartition("t", 1),
+                                                 7, 1234, 0, None)
+    assert any("expired too" in r.getMessage() for r in caplog.records)
