@@ -333,6 +333,7 @@ class BatchBuilder:
         self._closed = True
 
     def closed(self) -> bool:
+        """Whether the batch takes no more records."""
         return self._closed
 
     def size(self) -> int:
@@ -340,6 +341,7 @@ class BatchBuilder:
         return self._size
 
     def record_count(self) -> int:
+        """The number of records appended."""
         return len(self._records)
 
 
@@ -657,6 +659,7 @@ class AIOKafkaProducer:
                          "You need to configure transaction_id to use transactions")
 
     async def begin_transaction(self) -> None:
+        """Begin a transaction (getting the producer id first if ``start()`` did not)."""
         self._ensure_transactional()
         try:
             if self._p.transaction_state in ("UNINITIALIZED", None):
@@ -668,6 +671,7 @@ class AIOKafkaProducer:
             raise _convert(e) from None
 
     async def commit_transaction(self) -> None:
+        """Deliver the transaction's records, then commit it."""
         self._ensure_transactional()
         try:
             await self._ap.commit_transaction()
@@ -677,6 +681,7 @@ class AIOKafkaProducer:
             raise _convert(e) from None
 
     async def abort_transaction(self) -> None:
+        """Abort the transaction: its records are never read by read_committed consumers."""
         self._ensure_transactional()
         try:
             await self._ap.abort_transaction()
