@@ -55,6 +55,8 @@ cdef class PollCore:
     cdef public bint _closed            # close() was called: produce/poll/flush raise RuntimeError
     cdef public dict _held              # topic -> deque of records waiting for its metadata
     cdef public bint _holding           # _held is not empty
+    cdef public bint _metadata_first    # interceptors: hold a record of an unknown topic before
+                                        # they see it (they see each record once)
 
     cpdef Py_ssize_t _serve_reports(self) except -1
     cdef int _track(self, FutureRecordMetadata f, Message m) except -1

@@ -165,7 +165,8 @@ cdef class PollCore:
     """Base class of :class:`fastkafka.compat.confluent.Producer`: ``produce()``, ``poll()``'s
     report serving and ``len()``. The subclass calls :meth:`_init_poll` once its
     :class:`fastkafka.Producer` exists, and provides ``_hold`` (a record that waits for its
-    topic's metadata), ``_produce_failed`` (the errors of a
+    topic's metadata), ``_metadata_known`` (with ``_metadata_first``), ``_produce_failed`` (the
+    errors of a
     refused record) and ``_poll`` (a poll that waits, or serves more than reports)."""
 
 
@@ -228,9 +229,14 @@ cdef class PollCore:
             m._value = value
             m._t0 = _now_ns()           # (no headers: a delivery report has none, as librdkafka's)
         self._produced += 1                 # before the send: a poll() on another thread may serve it
-        if self._holding and topic in self._held:
+        if (self._holding and topic in self._held) or (
+                self._metadata_first and not self._metadata_known(topic)):
             # records of this topic wait for its metadata: this one waits behind them (order)
-            self._hold(topic, value, key, partition, timestamp, headers, m)
+            try:
+                self._hold(topic, value, key, partition, timestamp, headers, m)
+            except BaseException:
+                self._produced -= 1
+                raise
             return
         try:
             f = <FutureRecordMetadata>self._core._send(topic, value, key, partition, timestamp,

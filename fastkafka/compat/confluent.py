@@ -168,6 +168,7 @@ class Producer(PollCore):
             to_error = _deadline_bound_error
         self._init_poll(self._p, self._wake, self._default_cb, self._only_error,
                         self._max_messages, self._events, to_error, self._next_stats is None)
+        self._metadata_first = self._p._interceptors is not None
 
     def _own_settings(self, own: dict) -> None:
         """Check the keys this layer implements (any spelling)."""
@@ -228,14 +229,8 @@ class Producer(PollCore):
                     KafkaError._UNKNOWN_PARTITION,
                     f"Local: Unknown partition (topic {topic!r} has {n} partitions, "
                     f"partition={record[3]})")) from e
-            size = sum(len(x) for x in record[1:3] if isinstance(x, (bytes, bytearray, str)))
-            if size > self._p.config.max_request_size:
-                raise KafkaException(KafkaError(
-                    KafkaError.MSG_SIZE_TOO_LARGE,
-                    f"Broker: Message size too large ({size} bytes > message.max.bytes "
-                    f"{self._p.config.max_request_size})")) from e
-            self._produced += 1
             self._hold(*record, msg)
+            self._produced += 1
             return
         if isinstance(e, fk.KafkaError) and not isinstance(e, fk.InvalidRecordError):
             # the broker's error for the topic (e.g. not authorized): confluent-kafka queues the
@@ -246,9 +241,17 @@ class Producer(PollCore):
 
     # -- records waiting for their topic's metadata -------------------------------------------
     def _hold(self, topic, value, key, partition, timestamp, headers, msg) -> None:
-        """Keep a record (counted as produced) until its topic's metadata is known: sent by
+        """Keep a record (counted as produced by the caller) until its topic's metadata is
+        known, or raise KafkaException for one too large to be sent at all: sent by
         :meth:`_drain_held` (the next poll()/flush(), woken by the metadata update), failed
         with ``_MSG_TIMED_OUT`` once message.timeout.ms passed since produce()."""
+        size = sum(len(x) for x in (value, key) if isinstance(x, (bytes, bytearray, str)))
+        if size > self._p.config.max_request_size:
+            # refused at once, as librdkafka refuses it (message.max.bytes)
+            raise KafkaException(KafkaError(
+                KafkaError.MSG_SIZE_TOO_LARGE,
+                f"Broker: Message size too large ({size} bytes > message.max.bytes "
+                f"{self._p.config.max_request_size})"))
         deadline = self._message_deadline_ns(msg) / 1e9 + self._message_timeout_s
         q = self._held.get(topic)
         if q is None:
@@ -257,6 +260,16 @@ class Producer(PollCore):
             self._p._metadata.add_listener(self._waker.wake)
         q.append((value, key, partition, timestamp, headers, msg, deadline))
         self._holding = True
+
+    def _metadata_known(self, topic) -> bool:
+        """Whether ``topic``'s metadata is known; when not, it is asked for (a producer with
+        interceptors holds the record before they see it)."""
+        if not isinstance(topic, str) or self._p._metadata.cluster.partition_count(topic) > 0:
+            return True     # (a bad topic: the core refuses it)
+        self._p._metadata.add_topic(topic)
+        self._p._metadata.request_update()
+        self._p._sender.wakeup()
+        return False
 
     def _drain_held(self, force: bool = False) -> None:
         """Send the held records whose topic's metadata is known now, in order; fail those past

@@ -959,3 +959,13 @@ def test_oauth_cb_is_called_with_sasl_oauthbearer_config_for_each_token():
         Producer({"acks": "bogus"})
     assert ei.value.args[0].code() == KafkaError._INVALID_ARG
     assert ei.value.args[0].str() == "acks must be an integer, got str 'bogus'"
+
+
+def test_a_record_too_large_is_refused_at_once_even_while_its_topic_waits_for_metadata(peer):
+    p = peer.Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0,
+                       "message.max.bytes": 10000, "message.timeout.ms": 1000})
+    p.produce("t", b"small")                               # waits for metadata
+    with pytest.raises(peer.KafkaException) as ei:
+        p.produce("t", b"x" * 20000)
+    assert ei.value.args[0].code() == peer.KafkaError.MSG_SIZE_TOO_LARGE
+    assert p.flush(5) == 0
