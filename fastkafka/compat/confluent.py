@@ -14,16 +14,20 @@ its import changed::
         p.produce("events", data.encode("utf-8"), callback=delivery_report)
     p.flush()
 
-What it keeps: the configuration dict (confluent-kafka's keys, read by fastkafka's own
-:class:`~fastkafka.config.ProducerConfig`, plus ``error_cb``, ``stats_cb`` with
-``statistics.interval.ms``, ``logger``, ``on_delivery``, ``queue.buffering.max.messages`` and
-``delivery.report.only.error``, which this layer implements); librdkafka's default partitioner
-``consistent_random`` (a key lands where confluent-kafka puts it); ``produce()`` with
-confluent-kafka's arguments; delivery reports served by ``poll()``/``flush()`` on the caller's
-thread as ``(err, msg)`` with a :class:`~fastkafka.compat._confluent_types.Message` and a
-:class:`KafkaError`; ``len()``; ``BufferError`` once ``queue.buffering.max.messages`` records
-wait (delivered or not, until their report is served); ``purge()``; ``list_topics()``;
-transactions raising :class:`KafkaException`.
+What it keeps: the configuration dict, read as librdkafka reads it
+(fastkafka/compat/_confluent_config.py: every producer property honoured, mapped, ignored with
+a reason or refused naming what to use; errors as ``KafkaException`` ``_INVALID_ARG``), with
+``error_cb``, ``stats_cb``, ``logger``, ``on_delivery``, ``oauth_cb``,
+``queue.buffering.max.messages`` and ``delivery.report.only.error`` implemented here;
+librdkafka's default partitioner ``consistent_random`` (a key lands where confluent-kafka puts
+it); ``produce()`` with confluent-kafka's arguments, never blocking (a record of a topic without
+metadata waits here, :meth:`Producer._hold`, and fails with ``_MSG_TIMED_OUT`` after
+``message.timeout.ms``); ``produce_batch()``; delivery reports served by ``poll()``/``flush()``
+on the caller's thread as ``(err, msg)`` with a :class:`~fastkafka.compat._confluent_types.Message`
+and a :class:`KafkaError` (all of confluent-kafka's codes); ``len()``; ``BufferError`` once
+``queue.buffering.max.messages`` records wait (delivered or not, until their report is served);
+``purge()``; ``list_topics()``, ``cluster_id()``; ``set_sasl_credentials()``; ``close()`` and
+the context manager; transactions raising :class:`KafkaException`.
 
 What it costs: little. ``produce()``, ``poll(0)`` and ``len()`` are compiled
 (fastkafka/compat/_confluent_fast.pyx): per record one C :class:`Message` is made at produce
