@@ -8,8 +8,11 @@ metadata, exception classes) is compared, and confluent-kafka's consumer reads b
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import json
+import ssl
+import time
 import warnings
 
 import pytest
@@ -92,7 +95,8 @@ def test_send_and_wait_returns_the_same_record_metadata(kafka_broker, loop_kind)
     ts = topics(kafka_broker, 3)
 
     async def program(cls):
-        async with cls(bootstrap_servers=[kafka_broker.bootstrap]) as producer:
+        async with cls(bootstrap_servers=[kafka_broker.bootstrap], compression_type="gzip",
+                       client_id="compat-test") as producer:
             topic = ts["aiokafka" if cls is aiokafka.AIOKafkaProducer else "fastkafka"]
             a = await producer.send_and_wait(topic, b"one", key=b"k", partition=2,
                                              timestamp_ms=1_700_000_000_123)
@@ -378,3 +382,76 @@ def test_aiokafkas_idiom_on_async_producer_says_to_use_the_layer(kafka_broker, l
 
     text = run(loop_kind, program)
     assert "fastkafka.compat.aiokafka.AIOKafkaProducer" in text and "awaited already" in text
+
+
+def _unsecured_jws(sub: str) -> str:
+    """An unsecured JWS (alg none), as the broker's unsecured OAUTHBEARER validator takes it."""
+    def b64(obj) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+    now = int(time.time())
+    return b64({"alg": "none"}) + "." + b64({"sub": sub, "iat": now - 1, "exp": now + 600}) + "."
+
+
+class _TokenProvider(aiokafka.abc.AbstractTokenProvider):
+    """aiokafka's documented shape: an async token()."""
+
+    async def token(self):
+        await asyncio.sleep(0)
+        return _unsecured_jws("dave")
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "OAUTHBEARER"])
+def test_sasl_ssl_with_an_ssl_context(tls_kafka, pki, loop_kind, mechanism):
+    """security_protocol="SASL_SSL", an ssl.SSLContext trusting the test CA, and each SASL
+    mechanism aiokafka documents (users of tests/tlskafka.py; OAUTHBEARER through an
+    AbstractTokenProvider)."""
+    from tlskafka import SASL_USERS
+
+    bootstrap = tls_kafka.bootstrap_for("SASLSSL")
+    ts = topics(tls_kafka, 1)
+
+    async def program(cls):
+        topic = ts["aiokafka" if cls is aiokafka.AIOKafkaProducer else "fastkafka"]
+        context = ssl.create_default_context(cafile=pki.ca)
+        if mechanism == "OAUTHBEARER":
+            auth = {"sasl_oauth_token_provider": _TokenProvider()}
+        else:
+            user, password = SASL_USERS[mechanism]
+            auth = {"sasl_plain_username": user, "sasl_plain_password": password}
+        async with cls(bootstrap_servers=bootstrap, security_protocol="SASL_SSL",
+                       ssl_context=context, sasl_mechanism=mechanism, **auth) as producer:
+            md = await producer.send_and_wait(topic, b"over " + mechanism.encode(), key=b"k")
+            return md.offset, md.topic_partition.partition
+
+    got = both(loop_kind, program)
+    assert got["fastkafka"] == got["aiokafka"] == (0, 0)
+    for name, topic in ts.items():
+        back = read_back(tls_kafka.bootstrap, topic, 1, 1)[0]
+        assert [(m.key, m.value) for m in back] == [(b"k", b"over " + mechanism.encode())], name
+
+
+def test_sasl_with_a_wrong_password_fails_alike(tls_kafka, pki, loop_kind):
+    ts = topics(tls_kafka, 1)
+
+    async def program(cls):
+        topic = ts["aiokafka" if cls is aiokafka.AIOKafkaProducer else "fastkafka"]
+        producer = cls(bootstrap_servers=tls_kafka.bootstrap_for("SASLSSL"),
+                       security_protocol="SASL_SSL", request_timeout_ms=5000,
+                       ssl_context=ssl.create_default_context(cafile=pki.ca),
+                       sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                       sasl_plain_password="not-the-secret")
+        try:
+            await producer.start()
+            await producer.send_and_wait(topic, b"x")
+            return "sent"
+        except aiokafka.errors.KafkaError as e:
+            assert "not-the-secret" not in str(e) and "not-the-secret" not in repr(e)
+            return [k.__name__ for k in (aiokafka.errors.KafkaConnectionError,
+                                         aiokafka.errors.AuthenticationFailedError)
+                    if isinstance(e, k)]
+        finally:
+            await producer.stop()
+
+    got = both(loop_kind, program)
+    assert got["aiokafka"] != "sent" and got["fastkafka"] != "sent"
+    assert got["fastkafka"] == got["aiokafka"] == ["KafkaConnectionError"], got
