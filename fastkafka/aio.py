@@ -260,7 +260,11 @@ class AsyncProducer:
         Arguments and errors as :meth:`fastkafka.Producer.send`. A record of the wrong type, too
         large, or for a partition that does not exist raises here, queuing nothing. Waiting for
         metadata or buffer memory happens on the loop, bounded by ``max_block_ms``; its timeout
-        is the future's error."""
+        is the future's error.
+
+        Not aiokafka's shape: ``fut = await p.send(...)`` already waits for the delivery and gives
+        the RecordMetadata, which is not awaitable (a TypeError saying so); aiokafka's code runs
+        unchanged on :class:`fastkafka.compat.aiokafka.AIOKafkaProducer`."""
         loop = _get_running_loop()
         if loop is not self._loop or loop is None:
             loop = self._check_loop("send")
