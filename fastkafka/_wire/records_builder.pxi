@@ -51,13 +51,17 @@ cdef inline void _close_with_c(BuilderCore *c, const char *out, Py_ssize_t clen)
 # thread: any · lock: none · gil: any
 cdef int builder_close_c(BuilderCore *c) noexcept nogil:
     cdef const char *out = NULL
+    cdef Py_ssize_t clen
     if c.closed:
         return 0
     if c.buf == NULL or not (c.compression == 0 or c.c_codec):
         return -1
     if c.compression == 0:
         return builder_close_plain_c(c)
-    _close_with_c(c, out, _compress_records_c(c, &out))
+    # two statements: C leaves the order of a call's arguments open, and ``out`` is set by the
+    # compression (clang, zig cc's, read it first: NULL, and the records were sent uncompressed)
+    clen = _compress_records_c(c, &out)
+    _close_with_c(c, out, clen)
     return 0
 
 
