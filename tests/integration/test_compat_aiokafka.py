@@ -113,6 +113,25 @@ def test_send_and_wait_returns_the_same_record_metadata(kafka_broker, loop_kind)
     assert [m.value for m in read_back(kafka_broker.bootstrap, ts["fastkafka"], [1], 1)[1]] == [None]
 
 
+def test_a_custom_partitioner_and_idempotence(kafka_broker, loop_kind):
+    """aiokafka's partitioner signature ``(key_bytes, all_partitions, available_partitions)``,
+    called with the serialized key; an idempotent producer with acks='all'."""
+    ts = topics(kafka_broker, 4)
+
+    def by_first_byte(key_bytes, all_partitions, available_partitions):
+        return sorted(all_partitions)[key_bytes[0] % len(all_partitions)]
+
+    async def program(cls):
+        topic = ts["aiokafka" if cls is aiokafka.AIOKafkaProducer else "fastkafka"]
+        async with cls(bootstrap_servers=kafka_broker.bootstrap, partitioner=by_first_byte,
+                       key_serializer=str.encode, enable_idempotence=True, acks="all") as producer:
+            futs = [await producer.send(topic, b"v", key=k) for k in ("a", "b", "c", "d", "e")]
+            return [(md.partition, md.offset) for md in await asyncio.gather(*futs)]
+
+    got = both(loop_kind, program)
+    assert got["fastkafka"] == got["aiokafka"] == [(1, 0), (2, 0), (3, 0), (0, 0), (1, 1)]
+
+
 def test_log_append_time_topic_gives_the_brokers_time(kafka_broker, loop_kind):
     ts = topics(kafka_broker, 1, config={"message.timestamp.type": "LogAppendTime"})
 
