@@ -153,6 +153,7 @@ class Producer(PollCore):
         self._propagation_s = own.get("topic.metadata.propagation.max.ms", 30000) / 1000.0
         self._first_held: dict = {}         # topic -> when a record of it was first held
         self._nonexistent: set = set()      # topics the brokers say do not exist, past that
+        self._listening = [False]           # a metadata listener is registered (_listen)
         self._user_on_error = _callable_setting("on_error", settings.pop("on_error", None))
         try:
             # held weakly by the I/O thread's config: a dropped compat producer is collected
@@ -261,7 +262,7 @@ class Producer(PollCore):
         if q is None:
             q = self._held[topic] = deque()
             self._first_held.setdefault(topic, time.monotonic())
-            self._p._metadata.add_listener(self._waker.wake)
+            self._listen()
         q.append((value, key, partition, timestamp, headers, msg, deadline))
         self._holding = True
 
@@ -274,6 +275,20 @@ class Producer(PollCore):
         self._p._metadata.request_update()
         self._p._sender.wakeup()
         return False
+
+    def _listen(self) -> None:
+        """Have the next metadata update wake a poll()/flush() that sleeps (one listener at a
+        time; it holds the waker, not this producer)."""
+        pending = self._listening
+        if pending[0]:
+            return
+        pending[0] = True
+        waker = self._waker
+
+        def updated():
+            pending[0] = False
+            waker.wake()
+        self._p._metadata.add_listener(updated)
 
     def _drain_held(self, force: bool = False) -> None:
         """Send the held records whose topic's metadata is known now, in order; fail those past
@@ -328,7 +343,7 @@ class Producer(PollCore):
                 del self._held[topic]
                 self._first_held.pop(topic, None)
             else:
-                self._p._metadata.add_listener(self._waker.wake)
+                self._listen()
         self._holding = bool(self._held)
         if sent:
             self._p._sender.wakeup()    # a flush() in progress sends them at once
