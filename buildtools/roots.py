@@ -19,6 +19,7 @@ reachable from inside. Needs root, ``debootstrap`` and, for arm64, ``qemu-user-s
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -211,31 +212,28 @@ def _prepare(path: str) -> None:
 def run(name: str, argv: list, *, env: dict | None = None, binds: tuple = (), **kwargs):
     """subprocess.run(argv) inside root ``name`` (made if needed), with /proc and /dev mounted for
     the command; ``binds`` are host folders bound at the same path inside (e.g. a wheel's folder).
-    Returns the CompletedProcess; kwargs go to subprocess.run."""
+    Returns the CompletedProcess; kwargs go to subprocess.run.
+
+    The mounts are made in a mount namespace of the command's own (``unshare --mount``): they are
+    never seen on the host, go away with the command, and one command's end cannot unmount /proc or
+    /dev under another running in the same root at the same time."""
     path = ensure(name)
     _prepare(path)
-    mounts = []
-    try:
-        for sub, cmd in (("proc", ["mount", "-t", "proc", "proc"]), ("dev", ["mount", "--bind", "/dev"])):
-            p = os.path.join(path, sub)
-            if not _mounted(p):
-                subprocess.run(cmd + [p], check=True)
-                mounts.append(p)
-        for host in binds:
-            host = os.path.realpath(host)
-            inside = path + host
-            os.makedirs(inside, exist_ok=True)
-            if not _mounted(inside):
-                subprocess.run(["mount", "--bind", host, inside], check=True)
-                mounts.append(inside)
-        base_env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "HOME": "/root", "LANG": "C.UTF-8"}
-        if env:
-            base_env.update(env)
-        return subprocess.run(["chroot", path, *argv], env=base_env, **kwargs)
-    finally:
-        for p in reversed(mounts):
-            subprocess.run(["umount", "-l", p], check=False)
+    if shutil.which("unshare") is None:
+        raise RootError("running a command in a root needs unshare (util-linux)")
+    script = ["set -e", f"mount -t proc proc {shlex.quote(path + '/proc')}",
+              f"mount --rbind /dev {shlex.quote(path + '/dev')}"]
+    for host in binds:
+        host = os.path.realpath(host)
+        os.makedirs(path + host, exist_ok=True)
+        script.append(f"mount --bind {shlex.quote(host)} {shlex.quote(path + host)}")
+    script.append(f'exec chroot {shlex.quote(path)} "$@"')
+    base_env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME": "/root", "LANG": "C.UTF-8"}
+    if env:
+        base_env.update(env)
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                           "\n".join(script), "sh", *argv], env=base_env, **kwargs)
 
 
 def main(argv: list | None = None) -> int:
