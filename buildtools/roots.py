@@ -11,8 +11,8 @@ and tested inside them.
     python -m buildtools.roots path sid-amd64                    # where it is
     python -m buildtools.roots run sid-amd64 -- python3.14 -V    # a command inside
 
-``run`` mounts ``/proc`` and binds ``/dev`` for the command and unmounts both after it (a root is
-never deleted with ``/dev`` bound in it). A root shares the host's network: a broker on 127.0.0.1 is
+``run`` mounts ``/proc`` and binds ``/dev`` (and the folders asked for) in a mount namespace of the
+command's own: the host never sees them, and they end with the command. A root shares the host's network: a broker on 127.0.0.1 is
 reachable from inside. Needs root, ``debootstrap`` and, for arm64, ``qemu-user-static`` with
 ``binfmt-support`` (installed with apt when missing, as scripts/setup.sh installs Java).
 """
