@@ -202,7 +202,8 @@ def _calls(p, topic, reports):
 
 def _stored(bootstrap, topic, n):
     msgs = [m for ms in read_back(bootstrap, topic, 3, n).values() for m in ms]
-    return sorted(((m.key, m.value, m.headers, m.partition if m.key or m.partition == 2 else None,
+    return sorted(((m.key, m.value, m.headers,
+                    m.partition if m.key or m.value == b"to partition 2" else None,
                     m.timestamp if m.timestamp == 1_700_000_000_123 else None) for m in msgs),
                   key=lambda t: (t[0] or b"", t[1] or b""))
 
