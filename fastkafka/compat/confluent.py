@@ -536,6 +536,8 @@ class Producer(PollCore):
 
     def abort_transaction(self, timeout: float = -1) -> None:
         """Abort: records not yet sent fail (``_PURGE_QUEUE``), reported by the next poll()."""
+        if self._holding:       # librdkafka purges its queue: those waiting for metadata too
+            self._fail_held(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
         self._txn(self._p.abort_transaction, _seconds(timeout, "abort_transaction()"))
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -969,3 +969,15 @@ def test_a_record_too_large_is_refused_at_once_even_while_its_topic_waits_for_me
         p.produce("t", b"x" * 20000)
     assert ei.value.args[0].code() == peer.KafkaError.MSG_SIZE_TOO_LARGE
     assert p.flush(5) == 0
+
+
+def test_close_in_a_transaction_aborts_it_and_reports_the_records_purged(mock_cluster, peer):
+    mock_cluster.create_topic("t", 2)
+    p = peer.Producer({"bootstrap.servers": mock_cluster.bootstraps, "log_level": 0,
+                       "transactional.id": "close-in-txn"})
+    p.init_transactions(10)
+    p.begin_transaction()
+    got = []
+    p.produce("t", b"v", callback=lambda err, msg: got.append(err.code()))
+    assert p.close() is True
+    assert got == [peer.KafkaError._PURGE_QUEUE]
