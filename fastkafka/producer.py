@@ -28,6 +28,7 @@ from fastkafka._net.cells import monotonic_ms
 from fastkafka._producer.router import IO_THREAD, unknown_partition
 from fastkafka._producer.sendpath import REQUEST_OVERHEAD, ProducerCore, validate_headers, validate_timestamp
 from fastkafka._net.cluster import Metadata, topic_error
+from fastkafka._habits import OtherClientsHabits
 from fastkafka.config import ProducerConfig
 from fastkafka.interceptors import InterceptorChain
 from fastkafka.errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError,
@@ -106,34 +107,7 @@ def _weak_method(method):
     return call
 
 
-_CONFLUENT = "for confluent-kafka code use fastkafka.compat.confluent.Producer"
-_KAFKA_PYTHON = "for kafka-python code use fastkafka.compat.kafka_python.KafkaProducer"
-#: Methods other clients' producers have and fastkafka.Producer has not: what to use instead.
-_HABITS = {
-    # confluent-kafka
-    "poll": "delivery callbacks run on the producer's I/O thread, there is nothing to poll "
-            f"(send() returns a future; produce() takes on_delivery); {_CONFLUENT}",
-    "list_topics": "partitions_for(topic) gives a topic's partitions, fastkafka.admin.Admin's "
-                   f"list_topics() / describe_cluster() the cluster; {_CONFLUENT}",
-    "purge": "close(timeout) fails what is still queued once the timeout has passed; "
-             f"{_CONFLUENT}, whose purge() fails queued records with _PURGE_QUEUE",
-    "produce_batch": "send_batch(topic, values, keys=..., ...) queues many records in one call; "
-                     f"{_CONFLUENT}",
-    "set_sasl_credentials": f"credentials are settings (sasl_plain_username, sasl_plain_password); "
-                            f"{_CONFLUENT}",
-    "init_transaction": "the method is init_transactions()",
-    # kafka-python
-    "bootstrap_connected": f"metrics()['metadata_version'] > 0 once a broker answered; {_KAFKA_PYTHON}",
-    # aiokafka
-    "start": "the producer connects on first use, nothing to start; for asyncio use "
-             "fastkafka.aio.AsyncProducer",
-    "stop": "close() delivers what is queued and stops; for asyncio use fastkafka.aio.AsyncProducer",
-    "send_and_wait": "send(...).get(timeout) waits for one record; for asyncio use "
-                     "fastkafka.aio.AsyncProducer",
-}
-
-
-class Producer(ProducerCore):
+class Producer(OtherClientsHabits, ProducerCore):
     """A thread-safe Kafka producer.
 
     Example::
@@ -194,25 +168,6 @@ class Producer(ProducerCore):
 
     def __repr__(self) -> str:
         return f"<fastkafka.Producer {self._name} {'closed' if self._closed else 'open'}>"
-
-    # -- other clients' habits: a message naming the equivalent instead of a bare error -------
-    def __getattr__(self, name: str):
-        # Only reached for a name the instance and its class do not have: no cost on the hot path.
-        habit = None if name.startswith("_") else _HABITS.get(name)
-        if habit is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}",
-                                 name=name, obj=self)
-        raise AttributeError(f"fastkafka.Producer has no {name}(): {habit}", name=name, obj=self)
-
-    def __len__(self) -> int:
-        raise TypeError(
-            "len() of a fastkafka.Producer is not defined: for confluent-kafka's len(producer) "
-            "(messages and requests waiting) use fastkafka.compat.confluent.Producer, whose "
-            "len() counts them; here metrics()['records_queued'] counts the records not yet "
-            "delivered, and flush() returns the number still undelivered")
-
-    def __bool__(self) -> bool:
-        return True     # with __len__ defined, ``if producer:`` would otherwise call it
 
     # -- metadata --------------------------------------------------------------------------
     def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: int):

@@ -31,7 +31,7 @@ def layer_of(dotted: str) -> str:
     return {"_wire": "wire", "protocol": "protocol", "_net": "net", "_producer": "producer",
             "producer": "api", "aio": "api", "admin": "api", "config": "api", "compat": "api",
             "interceptors": "api", "otel": "api", "prometheus": "api", "_metric_walk": "api",
-            "_java_export": "api"}[top]
+            "_java_export": "api", "_habits": "api"}[top]
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -63,7 +63,7 @@ def test_other_missing_names_stay_plain_attribute_errors(producer, name):
 
 def test_what_the_producer_has_is_untouched(producer):
     # the habits name only methods it lacks; the ones it has are its own
-    from fastkafka.producer import _HABITS
+    from fastkafka._habits import _HABITS
 
     assert not [n for n in _HABITS if n in dir(Producer)]
     for name in ("send", "produce", "flush", "partitions_for", "metrics", "close"):
