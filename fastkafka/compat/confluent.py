@@ -250,6 +250,10 @@ class Producer(PollCore):
         known, or raise KafkaException for one too large to be sent at all: sent by
         :meth:`_drain_held` (the next poll()/flush(), woken by the metadata update), failed
         with ``_MSG_TIMED_OUT`` once message.timeout.ms passed since produce()."""
+        for x in (value, key):      # what the core checks after the metadata: at once here
+            if x is not None and not isinstance(x, (bytes, bytearray, memoryview, str)):
+                raise TypeError(f"a bytes-like object is required, not '{type(x).__name__}'")
+        _check_headers(headers)
         size = sum(len(x) for x in (value, key) if isinstance(x, (bytes, bytearray, str)))
         if size > self._p.config.max_request_size:
             # refused at once, as librdkafka refuses it (message.max.bytes)
@@ -504,6 +508,10 @@ class Producer(PollCore):
 
     # -- transactions ----------------------------------------------------------------------
     def _txn(self, fn: Callable, *args):
+        if self._p.config.transactional_id is None:
+            raise KafkaException(KafkaError(
+                KafkaError._NOT_CONFIGURED,
+                "The Transactional API requires transactional.id to be configured"))
         try:
             return fn(*args)
         except fk.KafkaError as e:
@@ -657,6 +665,28 @@ class Producer(PollCore):
         doc = stats_document(self._p, msg_cnt=len(self), msg_max=self._max_messages,
                              started=self._started)
         return json.dumps(doc, default=str)
+
+
+def _check_headers(headers) -> None:
+    """confluent-kafka's checks of produce()'s headers, with its TypeErrors."""
+    if headers is None:
+        return
+    if isinstance(headers, dict):
+        items = list(headers.items())
+    elif isinstance(headers, list):
+        items = headers
+        for h in items:
+            if not isinstance(h, tuple) or len(h) != 2:
+                raise TypeError("Headers are expected to be a list of (key, value) tuples")
+    else:
+        raise TypeError(f"expected headers to be dict or list of (key, value) tuples, not "
+                        f"{type(headers).__name__}")
+    for k, v in items:
+        if not isinstance(k, str):
+            raise TypeError(f"expected header key to be unicode string, not {type(k).__name__}")
+        if v is not None and not isinstance(v, (bytes, bytearray, memoryview, str)):
+            raise TypeError(f"expected header value to be None, binary, or unicode string, not "
+                            f"{type(v).__name__}")
 
 
 def _unknown_topic(cluster, topic: str) -> bool:

@@ -247,15 +247,6 @@ def test_too_large_and_unknown_partition_raise_kafka_exception(cluster, peer):
     assert p.flush(5) == 0
 
 
-def test_transactional_calls_raise_kafka_exception(cluster):
-    p = Producer(conf(cluster))
-    with pytest.raises(KafkaException) as ei:
-        p.begin_transaction()           # not transactional
-    assert ei.value.args[0].code() == KafkaError._STATE
-    assert isinstance(ei.value.__cause__, fk.IllegalStateError)
-    p.close()
-
-
 def test_transaction_commit_and_abort_with_reports(cluster):
     p = Producer(conf(cluster, **{"transactional.id": "tx-compat"}))
     p.init_transactions(10)
@@ -981,3 +972,31 @@ def test_close_in_a_transaction_aborts_it_and_reports_the_records_purged(mock_cl
     p.produce("t", b"v", callback=lambda err, msg: got.append(err.code()))
     assert p.close() is True
     assert got == [peer.KafkaError._PURGE_QUEUE]
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    (("t", 5), {}),                                              # a value not bytes or str
+    (("t", b"v"), {"key": 5}),
+    ((None, b"v"), {}),
+    (("t", b"v"), {"headers": {"a": 5}}),
+    (("t", b"v"), {"headers": [("a",)]}),
+    (("t", b"v"), {"headers": "x"}),
+    (("t", b"v"), {"foo": 1}),
+], ids=["value", "key", "topic", "header-value", "header-pair", "headers", "keyword"])
+def test_produce_arguments_of_the_wrong_type_raise_type_error_at_once(peer, args, kwargs):
+    """Also while the topic waits for metadata (nobody listens here)."""
+    p = peer.Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0,
+                       "message.timeout.ms": 1000})
+    p.produce("t", b"first")                                     # the topic waits for metadata
+    with pytest.raises(TypeError):
+        p.produce(*args, **kwargs)
+    assert p.flush(5) == 0
+
+
+def test_the_transactional_api_without_transactional_id_is_not_configured(cluster, peer):
+    p = peer.Producer(conf(cluster))
+    for call in (lambda: p.init_transactions(1), p.begin_transaction,
+                 lambda: p.commit_transaction(1), lambda: p.abort_transaction(1)):
+        with pytest.raises(peer.KafkaException) as ei:
+            call()
+        assert ei.value.args[0].code() == peer.KafkaError._NOT_CONFIGURED
