@@ -1000,3 +1000,15 @@ def test_the_transactional_api_without_transactional_id_is_not_configured(cluste
         with pytest.raises(peer.KafkaException) as ei:
             call()
         assert ei.value.args[0].code() == peer.KafkaError._NOT_CONFIGURED
+
+
+def test_error_cb_hears_of_every_broker_down_from_poll(peer):
+    events = []
+    p = peer.Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0,
+                       "error_cb": lambda err: events.append((err.code(), threading.get_ident()))})
+    deadline = time.monotonic() + 10
+    while not any(c == peer.KafkaError._ALL_BROKERS_DOWN for c, _ in events) and \
+            time.monotonic() < deadline:
+        p.poll(0.2)
+    assert peer.KafkaError._ALL_BROKERS_DOWN in [c for c, _ in events]
+    assert {t for _, t in events} == {threading.get_ident()}       # served on this thread
