@@ -514,9 +514,9 @@ OWN_DOC = {
     "queue.buffering.max.messages": "honoured: BufferError when this many records wait for "
                                     "their report (0: no limit)",
     "delivery.report.only.error": "honoured",
-    "throttle_cb": "accepted, never called: a broker's throttle is honoured (no request to it "
-                   "until it has passed) but not reported; java_metrics() has "
-                   "produce-throttle-time-avg/-max",
+    "throttle_cb": "honoured: a ThrottleEvent (broker_name, broker_id, throttle_time in "
+                   "seconds) from poll() for each broker whose answers carried a throttle time "
+                   "since the last poll()",
     "oauth_cb": "mapped: called as oauth_cb(sasl.oauthbearer.config) for each OAUTHBEARER "
                 "token; (token, expiry) of its answer are used, principal and extensions are not",
 }

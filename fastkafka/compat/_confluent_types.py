@@ -172,6 +172,21 @@ def to_kafka_exception(exc: BaseException, fatal: bool = False) -> KafkaExceptio
 from fastkafka.compat._confluent_fast import Message  # noqa: E402
 
 
+class ThrottleEvent:
+    """What ``throttle_cb`` receives: a broker throttled this client (KIP-219). ``broker_name``
+    (``host:port``), ``broker_id``, ``throttle_time`` in seconds."""
+
+    __slots__ = ("broker_name", "broker_id", "throttle_time")
+
+    def __init__(self, broker_name: str, broker_id: int, throttle_time: float):
+        self.broker_name, self.broker_id, self.throttle_time = broker_name, broker_id, throttle_time
+
+    def __str__(self) -> str:
+        return f"{self.broker_name}/{self.broker_id} throttled for {int(self.throttle_time * 1000)} ms"
+
+    __repr__ = __str__
+
+
 class BrokerMetadata:
     __slots__ = ("id", "host", "port")
 

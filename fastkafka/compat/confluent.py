@@ -53,7 +53,8 @@ from fastkafka.compat._confluent_stats import stats_document
 from fastkafka.compat._confluent_types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
                                                TIMESTAMP_NOT_AVAILABLE, BrokerMetadata,
                                                ClusterMetadata, KafkaError, KafkaException, Message,
-                                               PartitionMetadata, TopicMetadata, _Purged,
+                                               PartitionMetadata, ThrottleEvent, TopicMetadata,
+                                               _Purged,
                                                cluster_metadata, group_metadata, to_kafka_error,
                                                to_kafka_exception)
 from fastkafka.compat._confluent_config import config_error, translate
@@ -63,7 +64,7 @@ from fastkafka._net.cluster import topic_error
 from fastkafka.errors import KafkaTimeoutError as _MetadataMissing
 from fastkafka.producer import Producer as _FastProducer, _weak_method
 
-__all__ = ["Producer", "KafkaError", "KafkaException", "Message", "ClusterMetadata",
+__all__ = ["Producer", "KafkaError", "KafkaException", "Message", "ThrottleEvent", "ClusterMetadata",
            "TopicMetadata", "PartitionMetadata", "BrokerMetadata", "TIMESTAMP_NOT_AVAILABLE",
            "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "OFFSET_INVALID"]
 
@@ -171,8 +172,10 @@ class Producer(PollCore):
             # a request bounded by the messages' deadline (message.timeout.ms below
             # request.timeout.ms + linger.ms): its timeout is theirs, _MSG_TIMED_OUT as librdkafka
             to_error = _deadline_bound_error
+        self._throttle_seen = (0, 0, {})    # throttled answers, their ms, node -> until
         self._init_poll(self._p, self._wake, self._default_cb, self._only_error,
-                        self._max_messages, self._events, to_error, self._next_stats is None)
+                        self._max_messages, self._events, to_error,
+                        self._next_stats is None and self._throttle_cb is None)
         self._metadata_first = self._p._interceptors is not None
 
     def _own_settings(self, own: dict) -> None:
@@ -384,11 +387,36 @@ class Producer(PollCore):
             served += 1
             self._error_cb(err)
         served += self._serve_reports()
+        if self._throttle_cb is not None:
+            served += self._serve_throttle()
         if self._next_stats is not None and time.monotonic() >= self._next_stats:
             self._next_stats = time.monotonic() + self._stats_interval
             served += 1
             self._stats_cb(self._stats_json())
         return served
+
+    def _serve_throttle(self) -> int:
+        """throttle_cb: one ThrottleEvent per broker whose answers carried a throttle time since
+        the last poll (its ``throttle_time``: theirs summed when one broker did, else what is
+        left of the broker's throttle)."""
+        client = self._p._client
+        n, total = client.stats["throttled_responses"], client.stats["throttle_time_ms_total"]
+        seen_n, seen_total, seen_until = self._throttle_seen
+        if n == seen_n:
+            return 0
+        now = client.clock()                # (the clock of throttle_until_ms)
+        changed = []
+        until_now = dict(seen_until)
+        for node, conn in list(client.connections.items()):
+            until = conn.throttle_until_ms
+            if until and until != seen_until.get(node):
+                changed.append((node, conn, until))
+                until_now[node] = until
+        self._throttle_seen = (n, total, until_now)
+        for node, conn, until in changed:
+            ms = total - seen_total if len(changed) == 1 else max(0, until - now)
+            self._throttle_cb(ThrottleEvent(f"{conn.host}:{conn.port}", node, ms / 1000.0))
+        return len(changed)
 
     def _pending_events(self) -> bool:
         return bool(self._events) or self._has_reports()

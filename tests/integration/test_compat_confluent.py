@@ -4,6 +4,7 @@ import line changed, to two topics; confluent-kafka's consumer reads both back."
 from __future__ import annotations
 
 import textwrap
+import threading
 import time
 
 import pytest
@@ -247,3 +248,50 @@ def test_produce_to_a_topic_not_there_yet_does_not_block_and_delivers(kafka_brok
     assert sorted(m.value for m in read_back(kafka_broker.bootstrap, topic, 1, 20)[0]) == sorted(
         b"%d" % i for i in range(20))
     assert p.close() is True
+
+
+def _set_producer_byte_rate(bootstrap: str, client_id: str, rate: float) -> None:
+    """A client quota (KIP-13/546) on Apache Kafka, through kafka-python's AlterClientQuotas
+    request (neither confluent-kafka nor fastkafka has the admin call)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest as Req
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        entry = Req.EntryData(entity=[Req.EntryData.EntityData(entity_type="client-id",
+                                                               entity_name=client_id)],
+                              ops=[Req.EntryData.OpData(key="producer_byte_rate", value=rate,
+                                                        remove=False)])
+        resp = admin._manager.run(admin._manager.send, Req(entries=[entry], validate_only=False))
+        assert [e.error_code for e in resp.entries] == [0], resp
+    finally:
+        admin.close()
+
+
+def test_throttle_cb_gets_the_brokers_throttle_from_poll(kafka_broker, peer_module):
+    client_id = unique_name("throttled")
+    _set_producer_byte_rate(kafka_broker.bootstrap, client_id, 1024.0)
+    topic = unique_name("ck-throttle")
+    kafka_broker.create_topic(topic, 1)
+    events, threads = [], set()
+
+    def throttle_cb(event):
+        threads.add(threading.get_ident())
+        events.append(event)
+
+    p = peer_module.Producer({"bootstrap.servers": kafka_broker.bootstrap, "client.id": client_id,
+                              "throttle_cb": throttle_cb, "linger.ms": 0})
+    for _ in range(3):
+        p.produce(topic, b"x" * 4000)              # 12 kB at 1 kB/s: the answers are throttled
+    deadline = time.monotonic() + 30
+    while not events and time.monotonic() < deadline:
+        p.poll(0.2)
+    assert events, "no throttle event"
+    e = events[0]
+    host, port = kafka_broker.bootstrap.rsplit(":", 1)
+    assert (e.broker_name, e.broker_id) == (f"{host}:{port}", 1)
+    assert e.throttle_time > 0.5
+    assert str(e) == f"{e.broker_name}/1 throttled for {int(e.throttle_time * 1000)} ms"
+    assert threads == {threading.get_ident()}      # served by poll(), on this thread
+    p.purge()
+    p.flush(0)
