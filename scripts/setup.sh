@@ -71,6 +71,9 @@ if .venv/bin/python -m pip show -q fastkafka >/dev/null 2>&1; then
 fi
 rm -rf fastkafka.egg-info
 .venv/bin/python -m pip install -q -e ".[test]"
+# The build requirements too, so that an in-place rebuild after editing a .pyx
+# (`FASTKAFKA_EXT=name .venv/bin/python setup.py build_ext --inplace`, bench/ab.py's trees) works here.
+.venv/bin/python -m pip install -q "setuptools>=77" "Cython>=3.0,<4"
 .venv/bin/python -c "import fastkafka._wire.records, fastkafka._producer.accumulator; print('fastkafka built:', fastkafka.__version__)" \
   || { echo "build check failed" >&2; exit 1; }
 # Apache Kafka's broker and tools jars ($FASTKAFKA_KAFKA_VERSION, default 4.4.0); a no-op once cached.
