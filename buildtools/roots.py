@@ -219,20 +219,24 @@ def run(name: str, argv: list, *, env: dict | None = None, binds: tuple = (), **
     /dev under another running in the same root at the same time."""
     path = ensure(name)
     _prepare(path)
-    if shutil.which("unshare") is None:
-        raise RootError("running a command in a root needs unshare (util-linux)")
-    script = ["set -e", f"mount -t proc proc {shlex.quote(path + '/proc')}",
-              f"mount --rbind /dev {shlex.quote(path + '/dev')}"]
+    # the host's tools by absolute path: ``env`` is the command's, its PATH may be a venv's alone
+    tools = {t: shutil.which(t) for t in ("unshare", "mount", "chroot")}
+    if None in tools.values():
+        raise RootError(f"running a command in a root needs {', '.join(t for t, p in tools.items() if p is None)}"
+                        f" (util-linux, coreutils)")
+    mount, chroot = shlex.quote(tools["mount"]), shlex.quote(tools["chroot"])
+    script = ["set -e", f"{mount} -t proc proc {shlex.quote(path + '/proc')}",
+              f"{mount} --rbind /dev {shlex.quote(path + '/dev')}"]
     for host in binds:
         host = os.path.realpath(host)
         os.makedirs(path + host, exist_ok=True)
-        script.append(f"mount --bind {shlex.quote(host)} {shlex.quote(path + host)}")
-    script.append(f'exec chroot {shlex.quote(path)} "$@"')
+        script.append(f"{mount} --bind {shlex.quote(host)} {shlex.quote(path + host)}")
+    script.append(f'exec {chroot} {shlex.quote(path)} "$@"')
     base_env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME": "/root", "LANG": "C.UTF-8"}
     if env:
         base_env.update(env)
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+    return subprocess.run([tools["unshare"], "--mount", "--propagation", "private", "/bin/sh", "-c",
                            "\n".join(script), "sh", *argv], env=base_env, **kwargs)
 
 

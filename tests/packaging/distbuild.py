@@ -9,7 +9,7 @@
   3.11 in an arm64 Debian root under qemu (:data:`ROOT_OF`, buildtools/roots.py).
 * :class:`Dist` (the ``dist`` fixture of conftest.py): one session-wide build, when a test first
   needs it: ``bash scripts/wheel.sh --targets ...`` makes the sdist and the wheel of every tested
-  target (:func:`tested_targets`) into one folder. ``bash scripts/wheel.sh --all`` adds the aarch64
+  target (:func:`targets_under_test`) into one folder. ``bash scripts/wheel.sh --all`` adds the aarch64
   wheels of the versions no root here runs (built the same way; docs/platforms.md).
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ ROOT_OF = {("3.14", "x86_64"): ("sid-amd64", "python3.14"), ("3.15", "x86_64"): 
            ("3.11", "aarch64"): ("bookworm-arm64", "python3")}
 
 
-def tested_targets(versions: list[str]) -> list[tuple[str, str]]:
+def targets_under_test(versions: list[str]) -> list[tuple[str, str]]:
     """(version, arch) of every wheel the tests install: each claimed version on x86_64, and the
     aarch64 ones an emulated root can run."""
     out = [(v, "x86_64") for v in versions]
@@ -156,7 +156,7 @@ class Dist:
 
         if self.failed:
             pytest.fail(f"(the session's earlier build) {self.failed}", pytrace=False)
-        targets = tested_targets(self.versions)
+        targets = targets_under_test(self.versions)
         env = dict(os.environ)
         for var in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV", "PYTHON"):
             env.pop(var, None)

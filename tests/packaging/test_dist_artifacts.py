@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from distbuild import (DIST_NAME, REPO, claimed_versions, project_version, pyproject, sdist_metadata,
-                       sdist_names, tested_targets, wheel_metadata, wheel_names)
+                       sdist_names, targets_under_test, wheel_metadata, wheel_names)
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -23,7 +23,7 @@ from buildtools import pythons
 from buildtools.crosswheels import ALL_TARGETS
 
 VERSIONS = claimed_versions()
-TARGETS = tested_targets(VERSIONS)
+TARGETS = targets_under_test(VERSIONS)
 # manylinux2014 (glibc 2.17) is what the wheels are built for; 2_28 is the most the issue allows
 MANYLINUX = {"x86_64": re.compile(r"manylinux_2_17_x86_64|manylinux2014_x86_64"),
              "aarch64": re.compile(r"manylinux_2_17_aarch64|manylinux2014_aarch64")}

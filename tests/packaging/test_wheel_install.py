@@ -29,14 +29,14 @@ from pathlib import Path
 import pytest
 from brokers import read_back, unique_name
 from distbuild import (DIST_NAME, IMPORT_AS, REPO, ROOT_OF, claimed_versions, project_version,
-                       require_cpython, tested_targets)
+                       require_cpython, targets_under_test)
 
 from buildtools import roots
 
 pytestmark = pytest.mark.timeout(2400)     # the first test of a version waits for its wheel's build
 
 VERSIONS = claimed_versions()
-TARGETS = tested_targets(VERSIONS)
+TARGETS = targets_under_test(VERSIONS)
 # the codecs' C libraries, installed in the roots as the host has them (scripts/setup.sh)
 CODEC_LIBRARIES = ("zlib1g", "libsnappy1v5", "liblz4-1", "libzstd1")
 PARTITIONS = 3
