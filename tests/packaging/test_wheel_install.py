@@ -331,7 +331,8 @@ def test_aarch64_wire_unit_tests_under_emulation(installed):
     env = installed("3.11", "aarch64")
     py = str(env.venv / "bin" / "python")
     env.run([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-             "pytest>=8", "hypothesis>=6.100", "crc32c>=2.4"], timeout=PIP_TIMEOUT_S,
+             "pytest>=8", "hypothesis>=6.100", "crc32c>=2.4", "kafka-python>=2.0.3", "aiokafka>=0.11"],
+            timeout=PIP_TIMEOUT_S,
             what="pip install of the wire tests' requirements under emulation")
     work = env.inside / "wire-tests"            # seen from the host; inside the root: under its tmp
     inside = Path("/tmp") / env.inside.name / "wire-tests"
@@ -339,6 +340,9 @@ def test_aarch64_wire_unit_tests_under_emulation(installed):
     shutil.copytree(WIRE_TESTS, work / "wire", ignore=shutil.ignore_patterns("__pycache__", *WIRE_LEFT_OUT))
     for helper in WIRE_HELPERS:
         shutil.copyfile(REPO / "tests" / helper, work / helper)
+    shutil.copyfile(REPO / "pyproject.toml", work / "pyproject.toml")    # marks the tests' root
+    # as tests/conftest.py does: zstd's C path on, so that it is tested like the other codecs
+    (work / "conftest.py").write_text("from fastkafka._wire import ccodecs\nccodecs.use_c('zstd', True)\n")
     run_env = dict(root_env(env.venv), PYTHONPATH=str(inside))
     r = roots.run(env.root_name, [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(inside),
                                   str(inside / "wire")], env=run_env, capture_output=True, text=True,
