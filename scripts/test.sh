@@ -3,8 +3,13 @@
 # (noida-db and tansu, installed from PyPI by the setup) and librdkafka's mock cluster themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/system-packages.sh --tests
 # The Debian roots the packaging tests run CPython 3.14 and 3.15 (Debian unstable) and arm64 (Debian 12,
-# under qemu) in, made once per machine in ~/.cache/fastkafka/roots (docs/platforms.md).
-.venv/bin/python -m buildtools.roots ensure
+# under qemu) in, made once per machine in ~/.cache/fastkafka/roots (docs/platforms.md), while the
+# setup fills .venv (about 8 minutes the first time, most of it the arm64 root's second stage).
+mkdir -p build
+python3 -m buildtools.roots ensure >build/roots.log 2>&1 &
+roots=$!
+bash scripts/setup.sh
+wait "$roots" || { echo "making the Debian roots failed:" >&2; cat build/roots.log >&2; exit 1; }
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@" tests
