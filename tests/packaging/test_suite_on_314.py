@@ -221,6 +221,8 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
     run.mkdir()
     assert REPO not in run.resolve().parents
     venv = run / "venv"
+    mount_point = Path(roots.root_path(ROOT) + str(run.resolve()))
+    existed = next(p for p in mount_point.parents if p.exists())
     copy_venv(cached, venv)
     try:
         py = venv / "bin" / "python"
@@ -243,8 +245,11 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
                **{k: os.environ[k] for k in ("FASTKAFKA_CACHE", "XDG_CACHE_HOME", "FASTKAFKA_KAFKA_VERSION")
                   if k in os.environ}}
         junit, log = run / "junit.xml", run / "pytest.log"
+        # --basetemp: the run's own; pytest's default folder in the root (under its /tmp) also holds
+        # the mount points of the binds, and its clean-up of old numbered folders would go through them
         argv = [py, "-m", "pytest", "tests/unit", "tests/integration", "-p", "no:cacheprovider",
                 "-p", "suite314_guard", "-q", "-rfEs", "--durations=15", f"--junitxml={junit}",
+                f"--basetemp={run / 'basetemp'}",
                 *[a for prefix in EXCLUDED for a in ("--deselect", prefix)]]
         t1 = time.monotonic()
         with open(log, "w") as out:
@@ -272,3 +277,10 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         assert ran >= MIN_TESTS, f"only {ran} tests ran on {VERSION} ({c}); expected at least {MIN_TESTS}"
     finally:
         shutil.rmtree(venv, ignore_errors=True)
+        # the folders roots.run made in the root for the bind's mount point, if empty
+        made = mount_point.relative_to(existed).parts
+        for i in range(len(made), 0, -1):
+            try:
+                existed.joinpath(*made[:i]).rmdir()
+            except OSError:
+                break
