@@ -412,6 +412,7 @@ class AIOKafkaProducer:
         if running is not None and running.get_debug():
             self._source_traceback = traceback.extract_stack(sys._getframe(1))
         self._started = False
+        self._unresolved: set = set()     # send()'s futures not resolved yet (flush() awaits them)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -480,8 +481,12 @@ class AIOKafkaProducer:
         await self.stop()
 
     async def flush(self) -> None:
-        """Await the delivery of every record sent so far."""
+        """Await the delivery of every record sent so far: on return their futures are done (a
+        batch completes on the I/O thread a moment before its records' outcomes reach the loop)."""
+        sent = list(self._unresolved)
         await self._ap.flush()
+        if sent:
+            await asyncio.wait(sent)
 
     # -- metadata ------------------------------------------------------------------------------
     async def partitions_for(self, topic: str) -> set:
@@ -556,9 +561,12 @@ class AIOKafkaProducer:
                                     else delivered(None, f.result()))
         except _fk.KafkaError as e:
             raise _convert(e) from None
+        # (its outcome reaches _resolve on the loop, after this returns: never before the add)
+        self._unresolved.add(outer)
         return outer
 
     def _resolve(self, outer: asyncio.Future, ts: int, err, md) -> None:
+        self._unresolved.discard(outer)
         if outer.done():        # cancelled by its owner
             if err is not None:
                 log.warning("record was not delivered and nobody awaits it: %r", err)
