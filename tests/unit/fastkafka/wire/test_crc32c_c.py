@@ -4,9 +4,9 @@ by the host gcc, by zig cc for x86_64 and aarch64 (and by aarch64-linux-gnu-gcc 
 run: aarch64 code under qemu on any other machine, where it must take the ARMv8 CRC32 path
 ("armv8-crc": every CPU qemu models has it).
 
-A compiler that is absent skips its tests (ziglang comes with the ``test`` extra); one that is present
-and fails to build is a failure. Only running aarch64 code on a machine with neither an aarch64 CPU nor
-qemu is skipped, with the reason.
+A compiler or qemu that is absent fails its tests, naming what installs it (scripts/system-packages.sh
+--tests; ziglang comes with the ``test`` extra), as does a compiler that fails to build. The one skip:
+the x86_64-to-aarch64 cross gcc on an aarch64 machine, where it does not apply.
 
 Besides: the object each toolchain would put into a wheel (``-shared -fPIC``) must not leave a compiler
 runtime symbol undefined (``__cpu_model``, ``__cpu_indicator_init``: a shared object that needs them
@@ -53,19 +53,23 @@ LIBC_SYMBOLS = {"getenv", "strcmp", "getauxval"}
 def _compiler(name):
     cc, arch = TOOLCHAINS[name]
     if cc is None:
-        pytest.skip(f"{name}: compiler not installed")
+        if name == "gcc-aarch64" and cpucaps.machine() == "aarch64":
+            pytest.skip("gcc-aarch64 is the cross compiler of x86_64 hosts; here plain gcc is aarch64")
+        pytest.fail(f"{name}: compiler not installed (scripts/system-packages.sh --tests installs "
+                    f"gcc and gcc-aarch64-linux-gnu; ziglang comes with the test extra)", pytrace=False)
     return cc, arch
 
 
 def _runner(arch):
-    """The command prefix that runs an ``arch`` executable here; skips when nothing can."""
+    """The command prefix that runs an ``arch`` executable here; fails when nothing can."""
     if arch == cpucaps.machine():
         return []
     if arch == "aarch64":
         for qemu in ("qemu-aarch64-static", "qemu-aarch64"):
             if shutil.which(qemu):
                 return [shutil.which(qemu)]
-    pytest.skip(f"cannot run {arch} code on {cpucaps.machine()}: no qemu-{arch} on PATH")
+    pytest.fail(f"cannot run {arch} code on {cpucaps.machine()}: no qemu-{arch} on PATH "
+                f"(scripts/system-packages.sh --tests installs qemu-user-static)", pytrace=False)
 
 
 def _build(cmd, out, *args):
@@ -79,7 +83,7 @@ def _expected_impl(arch, runner):
         return "armv8-crc"
     name, present = cpucaps.crc32c_hw()
     if present is None:
-        pytest.skip("the CPU's features cannot be read here")
+        pytest.fail("the CPU's features cannot be read here (/proc/cpuinfo, getauxval)", pytrace=False)
     return name if present else "table"
 
 
@@ -111,7 +115,7 @@ def test_shared_object_needs_only_libc(toolchain, tmp_path):
     cc, _ = _compiler(toolchain)
     nm = shutil.which("nm")
     if nm is None:
-        pytest.skip("nm (binutils) not installed")
+        pytest.fail("nm (binutils) not installed (it comes with gcc)", pytrace=False)
     so = tmp_path / "crc32c_impl.so"
     _build(cc, so, *CFLAGS, "-O3", "-fPIC", "-shared", str(WIRE / "crc32c_impl.c"))
     out = subprocess.run([nm, "-D", "--undefined-only", str(so)], capture_output=True, text=True,
