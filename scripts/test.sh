@@ -11,5 +11,14 @@ mkdir -p build
 python3 -m buildtools.roots ensure >build/roots.log 2>&1 &
 roots=$!
 bash scripts/setup.sh
+# What only the tests (and the benchmarks) need, a no-op once cached: Apache Kafka's broker and tools
+# jars ($FASTKAFKA_KAFKA_VERSION, default 4.4.0), fetched with Maven into a cache outside the work tree,
+# and the Spark 3.5 environment of tests/spark35 (partition_writer / batch_writer on Spark 3.x), a venv
+# of its own in the same cache (pyspark 3.5 cannot share one with pyspark 4.2).
+echo "==> Apache Kafka's broker and tools jars (Maven Central; cached)"
+.venv/bin/python -m fastkafka_tools.apachekafka fetch --tools
+echo "==> the Spark 3.5 venv of tests/spark35 (cached)"
+.venv/bin/python -m fastkafka_tools.spark35 >/dev/null
+echo "==> the Debian roots of the packaging tests (build/roots.log)"
 wait "$roots" || { echo "making the Debian roots failed:" >&2; cat build/roots.log >&2; exit 1; }
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@" tests
