@@ -1,7 +1,7 @@
-"""fastkafka-perf: producer throughput and latency, in the manner of kafka-producer-perf-test.
+"""The perf tool: producer throughput and latency, in the manner of kafka-producer-perf-test.
 
-    fastkafka-perf --num-records 1000000 --record-size 100
-    fastkafka-perf --topic t --num-records 500000 --record-size 100 --throughput 100000 \\
+    python -m fastkafka_tools.perf --num-records 1000000 --record-size 100
+    python -m fastkafka_tools.perf --topic t --num-records 500000 --record-size 100 --throughput 100000 \\
         --producer-props linger.ms=5 compression.type=lz4 --bootstrap-servers 127.0.0.1:9092
 
 Without ``--bootstrap-servers`` it starts a local broker (tansu, in-memory) for the run and stops it
@@ -209,7 +209,7 @@ def _batch_done(stats: Stats, fut, t0: float, n: int, size: int) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fastkafka-perf", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m fastkafka_tools.perf", description=__doc__.split("\n\n")[0])
     p.add_argument("--topic", default="fastkafka-perf")
     p.add_argument("--num-records", type=int, default=1_000_000)
     p.add_argument("--record-size", type=int, default=100)
