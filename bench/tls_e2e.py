@@ -2,7 +2,7 @@
 
 One Apache Kafka node (KRaft, full JIT) with a PLAINTEXT and an SSL listener (PEM certificates made
 by ``fastkafka_tools.tlsrig``, server certificate for 127.0.0.1, TLS 1.3 negotiated). Each measurement runs
-in its own process, in interleaved rounds; the table gives the medians. Every client: linger 5 ms,
+in its own process, in interleaved rounds (in reverse order in even rounds); the table gives the medians. Every client: linger 5 ms,
 acks=all with idempotence, no compression, records of ``--size`` bytes, ``--partitions`` partitions;
 delivery is checked from the broker's offsets (every record must be stored).
 
@@ -16,11 +16,8 @@ TLS itself.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,75 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-LINGER_MS = 5
-CHUNK = 100_000
-
-# name -> (client, variant, listener)
-MEASUREMENTS = {
-    "fk_send_tls": ("fastkafka", "`send()` loop", "SSL"),
-    "fk_batch_tls": ("fastkafka", "`send_batch(list)`", "SSL"),
-    "ck_tls": ("confluent-kafka", "`produce()` loop", "SSL"),
-    "fk_send_plain": ("fastkafka", "`send()` loop", "PLAINTEXT"),
-    "ck_plain": ("confluent-kafka", "`produce()` loop", "PLAINTEXT"),
-}
-
-
-def make_values(n: int, size: int) -> list:
-    distinct = [os.urandom(size) for _ in range(1024)]
-    return (distinct * (n // len(distinct) + 1))[:n]
-
-
-# ------------------------------------------------------------------------------------ children
-def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, tls: dict) -> dict:
-    from fastkafka import Producer
-
-    p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS, **tls)
-    p.send(topic, b"warm-up").get(timeout=30)
-    base = p.metrics()["records_sent"]
-    t0 = time.perf_counter()
-    if mode == "send":
-        send = p.send
-        for v in values:
-            send(topic, v)
-    else:
-        for i in range(0, len(values), CHUNK):
-            p.send_batch(topic, values[i:i + CHUNK])
-    p.flush()
-    elapsed = time.perf_counter() - t0
-    m = p.metrics()
-    p.close()
-    return {"seconds": elapsed, "delivered": m["records_sent"] - base, "errors": m["errors"]}
-
-
-def run_confluent(bootstrap: str, topic: str, values: list, tls: dict) -> dict:
-    """bench/e2e.py's confluent-kafka loop (acks=all, idempotent), over TLS when ``tls`` is given."""
-    from bench.e2e import run_confluent as loop
-
-    extra = {"security.protocol": "SSL", "ssl.ca.location": tls["ssl_cafile"]} if tls else None
-    return loop(bootstrap, topic, values, "all", extra)
-
-
-def child(name: str, bootstrap: str, topic: str, records: int, size: int, cafile: str) -> dict:
-    values = make_values(records, size)
-    tls = {"security_protocol": "SSL", "ssl_cafile": cafile} if MEASUREMENTS[name][2] == "SSL" else {}
-    if name.startswith("fk_send"):
-        r = run_fastkafka(bootstrap, topic, values, "send", tls)
-    elif name.startswith("fk_batch"):
-        r = run_fastkafka(bootstrap, topic, values, "batch", tls)
-    else:
-        r = run_confluent(bootstrap, topic, values, tls)
-    r["records"] = records
-    return r
-
-
-# ------------------------------------------------------------------------------------ parent
-def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
-    from fastkafka.admin import Admin
-
-    with Admin(bootstrap_servers=bootstrap, client_id="tls-bench-check") as admin:
-        return sum(admin.list_offsets(topic, p, "latest", timeout_ms=30000)
-                   - admin.list_offsets(topic, p, "earliest", timeout_ms=30000)
-                   for p in range(partitions))
+from brokers import stored_records  # noqa: E402
+from harness import median_field, result_line, round_order, run_child  # noqa: E402
+from tls_measure import MEASUREMENTS, child  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -118,8 +49,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args._child:
         name, bootstrap, topic, cafile = args._child
-        print("RESULT " + json.dumps(child(name, bootstrap, topic, args.records, args.size, cafile)),
-              flush=True)
+        print(result_line(child(name, bootstrap, topic, args.records, args.size, cafile)), flush=True)
         return 0
 
     from fastkafka_tools.apachekafka import KafkaCluster
@@ -141,21 +71,14 @@ def main(argv=None) -> int:
         results: dict[str, list[dict]] = {n: [] for n in names}
         try:
             for rnd in range(0 if args.warmup_records else 1, args.rounds + 1):
-                for name in names:
+                for name in (names if rnd == 0 else round_order(names, rnd)):
                     topic = f"tls-{name}-r{rnd}".replace("_", "-")
                     kc.create_topic(topic, args.partitions)
                     bootstrap = kc.bootstrap_for(MEASUREMENTS[name][2])
                     cmd = [sys.executable, os.path.abspath(__file__), "--_child", name, bootstrap,
                            topic, pki.ca, "--records",
                            str(args.records if rnd else args.warmup_records), "--size", str(args.size)]
-                    try:
-                        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
-                                            cwd=ROOT)
-                        line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
-                        r = (json.loads(line[7:]) if line is not None else
-                             {"failed": f"exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}"})
-                    except subprocess.TimeoutExpired:
-                        r = {"failed": f"timed out after {args.timeout:.0f}s"}
+                    r = run_child(cmd, args.timeout)
                     if "failed" not in r:
                         r["rate"] = r["records"] / r["seconds"]
                         held = stored_records(kc.bootstrap, topic, args.partitions)
@@ -174,10 +97,7 @@ def main(argv=None) -> int:
             kc.stop()
     wall = time.monotonic() - wall0
 
-    med = {}
-    for n in names:
-        ok = [r["rate"] for r in results[n] if "failed" not in r]
-        med[n] = statistics.median(ok) if ok and len(ok) == len(results[n]) else None
+    med = {n: median_field(results[n], "rate") for n in names}
 
     def ratio(a, b):
         return f"{a / b:.2f}" if a and b else "-"

@@ -5,7 +5,7 @@
                             [--out FILE]
 
 Four of ``bench/e2e.py``'s measurements, run by its machinery (one KRaft node with full JIT,
-``e2e.each_broker``; every measurement in its own child process against a fresh topic, interleaved
+``brokers.each_broker``, ``e2e_measure.run_rounds``; every measurement in its own child process against a fresh topic, interleaved
 round-robin for ``--rounds`` rounds, in reverse order in even rounds):
 
 - ``fk_batch_list``: ``send_batch(list)`` over 100k-record chunks, then ``flush()`` (idempotent,
@@ -40,7 +40,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import e2e  # noqa: E402
+from brokers import each_broker  # noqa: E402
+from e2e_measure import MEASUREMENTS, TXN_RECORDS, run_rounds  # noqa: E402
+from harness import emit, fmt_rate, machine_section, medians, ratio_table  # noqa: E402
 
 NAMES = ["fk_batch_list", "fk_batch_txn", "fk_send_all", "fk_send_txn", "ck_all", "ck_txn"]
 PAIRS = [("fk_batch_txn", "fk_batch_list"), ("fk_send_txn", "fk_send_all"), ("ck_txn", "ck_all"),
@@ -48,25 +50,25 @@ PAIRS = [("fk_batch_txn", "fk_batch_list"), ("fk_send_txn", "fk_send_all"), ("ck
 
 
 def label(name: str) -> str:
-    return f"`{name}`: {e2e.MEASUREMENTS[name][1]}"
+    return f"`{name}`: {MEASUREMENTS[name][1]}"
 
 
 def section(results: dict[str, list[dict]], args, wall: float, title: str) -> list[str]:
-    med = e2e.medians(NAMES, results)
+    med = medians(NAMES, results)
     lines = [f"## {title}", "", f"{args.rounds} interleaved rounds, {wall:.0f} s.", "",
              "| measurement | median records/s | median MB/s | rounds (records/s) |", "|---|---:|---:|---|"]
     for name in NAMES:
         rs = results[name]
-        rounds_txt = ", ".join(e2e.fmt_rate(r["rate"]) if "failed" not in r else "FAILED" for r in rs)
+        rounds_txt = ", ".join(fmt_rate(r["rate"]) if "failed" not in r else "FAILED" for r in rs)
         if med[name] is None:
             why = next((r["failed"] for r in rs if "failed" in r), "no data")
             lines.append(f"| {label(name)} | FAILED | | {rounds_txt} ({why}) |")
         else:
-            lines.append(f"| {label(name)} | {e2e.fmt_rate(med[name])} | {med[name] * args.size / 1e6:.1f} "
+            lines.append(f"| {label(name)} | {fmt_rate(med[name])} | {med[name] * args.size / 1e6:.1f} "
                          f"| {rounds_txt} |")
     lines += ["", "Transactional against plain, and fastkafka against confluent-kafka in transactions "
                   "(same rounds):", "",
-              *e2e.ratio_table(PAIRS, results, label, "records/s"), ""]
+              *ratio_table(PAIRS, results, label, "records/s"), ""]
     return lines
 
 
@@ -84,8 +86,8 @@ def main(argv=None) -> int:
 
     wall0 = time.monotonic()
     load0 = os.getloadavg()[0]
-    runs, broker_lines = e2e.each_broker(
-        ["kafka"], args, lambda kind, broker: e2e.run_rounds(kind, broker, args, NAMES, 0, committed=True, alternate=True))
+    runs, broker_lines = each_broker(
+        ["kafka"], args, lambda kind, broker: run_rounds(kind, broker, args, NAMES, 0, committed=True))
     [(title, results, seconds)] = runs
     wall = time.monotonic() - wall0
     lines = [
@@ -95,14 +97,14 @@ def main(argv=None) -> int:
         f"{args.partitions} --rounds {args.rounds}` — {time.strftime('%Y-%m-%d %H:%M')}, whole run {wall:.0f} s.",
         "",
         f"{args.size}-byte random values, no keys, no compression, {args.partitions}-partition topic (fresh per "
-        f"measurement), linger 5 ms, acks=all, idempotent; transactions of {e2e.TXN_RECORDS:,} records. Rate = "
+        f"measurement), linger 5 ms, acks=all, idempotent; transactions of {TXN_RECORDS:,} records. Rate = "
         "records / (first send -> last commit_transaction() or flush() returned), median of interleaved "
         "rounds (in reverse order in even rounds); every topic read back with read_committed and counted exactly.",
         "",
         *section(results, args, seconds, title),
-        *e2e.machine_section(broker_lines, load0),
+        *machine_section(broker_lines, load0),
     ]
-    e2e.emit("\n".join(lines), args.out)
+    emit("\n".join(lines), args.out)
     return 0
 
 
