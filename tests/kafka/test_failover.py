@@ -2,9 +2,12 @@
 
 Each test runs a paced stream (a thread calling ``send`` about 2,000 times a second with default
 settings: idempotence on, acks=all) into a fresh 6-partition topic with replication factor 3 and
-min.insync.replicas=2, and applies one fault while it runs:
+min.insync.replicas=2, and applies one fault while it runs. Each fault waits for a state, not for
+the clock: the stream under way (records sent from then on delivered) before it, flowing again after
+it, and a kill meets a request in flight (tests/nodefaults.py):
 
-* the leader of a partition is SIGKILLed, then restarted and waited for until it is back in every ISR;
+* the leader of a partition is frozen (SIGSTOP) until the producer has a Produce request in flight to
+  it, SIGKILLed, then restarted and waited for until it is back in every ISR;
 * a rolling restart: each node in turn is stopped (controlled shutdown), started, and every partition
   of the cluster is back to a full ISR before the next node;
 * leadership of every partition moves: its replica order is changed with ReassignPartitionsCommand and
@@ -21,7 +24,8 @@ the close time are printed (``-s``) and not asserted on.
 The ``test_txn_*`` tests do the same to transactional producers (the cluster's transaction state
 topic has replication factor 3 and min.isr 2, so a transaction coordinator can move): the
 coordinator is SIGKILLed inside an open transaction, or between ``prepare_transaction()`` and
-``Admin.commit_transaction()``, or the leader of a partition being written in a transaction is; the
+``Admin.commit_transaction()``, or the leader of a partition being written in a transaction is (with a
+Produce request of the transaction in flight to it, arranged as above); the
 commit must succeed within a bound and confluent-kafka, reading with ``isolation.level=
 read_committed``, must see every committed record exactly once and no aborted one
 (``read_uncommitted`` as the control). Each restarts the killed node and waits for a full ISR.
@@ -36,6 +40,7 @@ import time
 import pytest
 
 from brokers import read_all, read_back, unique_name
+from nodefaults import frozen, produce_in_flight, wait_produce_in_flight
 from fastkafka import Producer
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
@@ -131,6 +136,25 @@ class PacedStream:
                 time.sleep(max(0.0, next_tick - now))
         except BaseException as e:   # noqa: BLE001 - reported by the test
             self.send_errors.append(e)
+
+    def wait_flowing(self, n: int = RATE, timeout: float = 90.0) -> None:
+        """Until ``n`` records sent from now on were delivered without error: the stream is under
+        way (before a fault) or flows again (after one)."""
+        mark = len(self.sent)
+        deadline = time.monotonic() + timeout
+        seen = ok = 0
+        while True:
+            done = self.done[seen:]            # appended by the I/O thread
+            seen += len(done)
+            ok += sum(1 for _, seq, err, _ in done if seq >= mark and err is None)
+            if ok >= n:
+                self.event(f"{ok} records sent since record {mark} delivered")
+                return
+            assert not self.send_errors, f"send() raised: {self.send_errors[:3]!r}"
+            assert time.monotonic() < deadline, (
+                f"only {ok} of {n} records sent since record {mark} delivered in {timeout}s\n"
+                f"{self.producer.metrics()}\nproducer log (tail):\n{self.log_tail()}")
+            time.sleep(0.05)
 
     def stop_and_close(self) -> None:
         """Stop sending, then close(CLOSE_TIMEOUT) and time it."""
@@ -330,31 +354,38 @@ def _run_election(kc) -> str:
 
 
 def test_kill_partition_leader_then_restart(cluster, stream_factory):
+    """The leader of partition 0 is SIGKILLed with Produce requests of the stream in flight to it
+    (arranged: frozen with SIGSTOP until a request is in flight, then killed)."""
     s = stream_factory(keyed=True)
-    time.sleep(2.0)
+    s.wait_flowing()
     victim = cluster.leader_of(s.topic, 0)
-    s.event(f"SIGKILL node {victim} (leader of partition 0)")
-    cluster.kill(victim)
+    with frozen(cluster.nodes[victim]):
+        before = produce_in_flight(s.producer, victim)
+        ids = wait_produce_in_flight(s.producer, victim, before)
+        s.event(f"SIGKILL node {victim} (leader of partition 0, frozen) with Produce requests "
+                f"{ids} in flight to it")
+        cluster.kill(victim)
     # Until the controller fences the dead node and moves its leaderships.
     deadline = time.monotonic() + 30
     while any(p.leader in (victim, -1) for p in cluster.partitions(s.topic)):
         assert time.monotonic() < deadline, f"leadership never left node {victim}"
         time.sleep(0.2)
     s.event(f"no partition led by node {victim} any more")
-    time.sleep(1.0)
+    s.wait_flowing()
     s.event(f"restart node {victim}")
     cluster.start_node(victim)
     s.event(f"node {victim} registered")
     _wait_full_isr(cluster, topics={s.topic})
     s.event("full ISR again")
-    time.sleep(2.0)
+    s.wait_flowing()
     s.stop_and_close()
-    _verify(cluster, s, "kill-leader")
+    numbers = _verify(cluster, s, "kill-leader")
+    assert numbers["retries"] > 0, "no batch was retried: nothing was in flight to the killed leader"
 
 
 def test_rolling_restart(cluster, stream_factory):
     s = stream_factory(keyed=False)
-    time.sleep(2.0)
+    s.wait_flowing()
     for node_id in sorted(cluster.nodes):
         s.event(f"controlled stop of node {node_id}")
         cluster.stop_node(node_id)
@@ -363,14 +394,14 @@ def test_rolling_restart(cluster, stream_factory):
         s.event(f"node {node_id} registered")
         _wait_full_isr(cluster)
         s.event("full ISR again")
-    time.sleep(2.0)
+    s.wait_flowing()
     s.stop_and_close()
     _verify(cluster, s, "rolling-restart")
 
 
 def test_leader_move_reassign_and_preferred_election(cluster, stream_factory, tmp_path):
     s = stream_factory(keyed=True)
-    time.sleep(2.0)
+    s.wait_flowing()
     before = {p.partition: p for p in cluster.partitions(s.topic)}
     # New replica order: the current leader goes last, so the new preferred leader is a follower.
     target = {p: [r for r in info.replicas if r != info.leader] + [info.leader]
@@ -402,7 +433,7 @@ def test_leader_move_reassign_and_preferred_election(cluster, stream_factory, tm
     assert all(old != new for old, new in moved.values()), moved
     s.event(f"leaders moved (old, new): {moved}")
     _wait_full_isr(cluster, topics={s.topic})
-    time.sleep(2.0)
+    s.wait_flowing()
     s.stop_and_close()
     _verify(cluster, s, "leader-move")
 
@@ -596,8 +627,10 @@ def test_txn_kill_coordinator_between_prepare_and_admin_commit(cluster):
 
 def test_txn_kill_partition_leader_mid_transaction(cluster):
     """SIGKILL the leader of a partition (not the transaction coordinator) while a transaction
-    streams records to it: the records are retried to the new leader, the commit succeeds, and
-    read_committed shows every record exactly once, in send order within each partition."""
+    streams records to it, with a Produce request of the transaction in flight to it (arranged:
+    the leader is frozen with SIGSTOP until the producer has such a request in flight, then
+    killed): the records are retried to the new leader, the commit succeeds, and read_committed
+    shows every record exactly once, in send order within each partition."""
     nparts = 6
     topic = _txn_topic(cluster, nparts)
     tid = unique_name("txn-leader")
@@ -606,38 +639,52 @@ def test_txn_kill_partition_leader_mid_transaction(cluster):
     candidates = sorted(p for p, leader in leaders.items() if leader != coordinator)
     assert candidates, f"every partition is led by the coordinator {coordinator}: {leaders}"
     victim = leaders[candidates[0]]
+    led = [q for q, l in leaders.items() if l == victim]
     sent: list[tuple[int, bytes]] = []
     futs = []
+    seq = 0
+
+    def pace() -> None:
+        """Ten records over every partition, then 10 ms: about 1,000 records a second."""
+        nonlocal seq
+        for _ in range(10):
+            part = seq % nparts
+            v = b"leader-%07d" % seq
+            futs.append(p.send(topic, v, partition=part))
+            sent.append((part, v))
+            seq += 1
+        time.sleep(0.01)
+
     with _ProducerLog() as plog:
         p = Producer(bootstrap_servers=cluster.bootstrap, transactional_id=tid, **TXN_CONF)
         try:
             p.init_transactions(60)
             p.begin_transaction()
             t0 = time.monotonic()
-            killed_at = moved_at = None
-            seq = 0
+            # The transaction under way: a record of the victim's partitions acknowledged by it.
+            while not any(f.done() and sent[i][0] in led for i, f in enumerate(futs)):
+                assert time.monotonic() - t0 < 60, f"nothing acknowledged by node {victim} in 60s"
+                pace()
+            with frozen(cluster.nodes[victim]):
+                before = produce_in_flight(p, victim)
+                ids = wait_produce_in_flight(p, victim, before, between=pace)
+                now = time.monotonic() - t0
+                print(f"\n  [{now:6.2f}s] SIGKILL node {victim} (frozen; leader of partitions {led}; "
+                      f"coordinator is {coordinator}) with Produce requests {ids} in flight to it "
+                      f"(before the freeze: {before})", flush=True)
+                cluster.kill(victim)
+            killed_at = now
+            moved_at = None
             while True:
                 now = time.monotonic() - t0
-                for _ in range(10):        # about 1,000 records a second over every partition
-                    part = seq % nparts
-                    v = b"leader-%07d" % seq
-                    futs.append(p.send(topic, v, partition=part))
-                    sent.append((part, v))
-                    seq += 1
-                if killed_at is None and now >= 1.5:
-                    print(f"\n  [{now:6.2f}s] SIGKILL node {victim} (leader of partitions "
-                          f"{[q for q, l in leaders.items() if l == victim]}; coordinator is "
-                          f"{coordinator})", flush=True)
-                    cluster.kill(victim)
-                    killed_at = now
-                if killed_at is not None and moved_at is None and now - killed_at > 1.0 and \
+                pace()
+                if moved_at is None and now - killed_at > 1.0 and \
                         not any(pi.leader in (victim, -1) for pi in cluster.partitions(topic)):
                     moved_at = now
                     print(f"  [{now:6.2f}s] no partition led by node {victim} any more", flush=True)
                 if moved_at is not None and now - moved_at >= 2.0:
                     break
-                assert killed_at is None or now - killed_at < 60, "leadership never left the victim"
-                time.sleep(0.01)
+                assert now - killed_at < 60, "leadership never left the victim"
             tc = time.monotonic()
             try:
                 p.commit_transaction(60)
