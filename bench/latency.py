@@ -58,11 +58,7 @@ the per-round ratios (both clients measured in the same round on the same broker
 from __future__ import annotations
 
 import argparse
-import functools
-import json
-import math
 import os
-import resource
 import statistics
 import sys
 import time
@@ -71,187 +67,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import e2e  # noqa: E402
+from brokers import BROKERS, each_broker, stored_records  # noqa: E402
+from harness import (emit, machine_section, median_field, median_or_none, paired_ratios,  # noqa: E402
+                     result_line, round_order, run_child)
+from pacing import APPS, CLIENTS, FLOOR, KEPT_UP, LINGER_MS, paced_child  # noqa: E402
 
-CLIENTS = {"fk": "fastkafka", "ck": "confluent-kafka"}
-#: The harness floor: the same pacing loop and callbacks with no client (CPU table only).
-FLOOR = "floor"
-APPS = {"busy": "busy (Python loop between bursts)", "idle": "idle (asleep between bursts)"}
-LINGER_MS = e2e.LINGER_MS
 P50_SLACK_MS = 1.5  # the issue's target: p50 <= linger_ms + 1.5 ms with the application busy
-KEPT_UP = 0.98      # a client whose median achieved rate is below this share of the paced rate fell behind
-
-
-# ------------------------------------------------------------------------------------ pure helpers
-def percentile(sorted_values, q: float):
-    """Nearest-rank percentile ``q`` (0 < q <= 100) of an ascending sequence: the smallest value
-    with at least q % of the values at or below it."""
-    n = len(sorted_values)
-    if n == 0:
-        raise ValueError("no values")
-    if not 0 < q <= 100:
-        raise ValueError(f"percentile {q} outside (0, 100]")
-    k = max(1, math.ceil(q / 100.0 * n - 1e-9))
-    return sorted_values[k - 1]
-
-
-def summarize(latencies_ns) -> dict:
-    """p50 / p99 / p99.9 / max of latencies in ns, in ms."""
-    s = sorted(latencies_ns)
-    return {"p50": percentile(s, 50) / 1e6, "p99": percentile(s, 99) / 1e6,
-            "p999": percentile(s, 99.9) / 1e6, "max": s[-1] / 1e6, "count": len(s)}
-
-
-def due(rate: float, elapsed_ns: int, sent: int) -> int:
-    """Records to send now to be on schedule: ``rate`` records/s over ``elapsed_ns`` since the
-    start, ``sent`` sent so far (never negative)."""
-    return max(0, int(rate * elapsed_ns / 1e9) - sent)
-
-
-def burn_until(deadline_ns: int, clock=time.perf_counter_ns) -> int:
-    """The busy application: a pure-Python loop (arithmetic, holding the GIL) until ``clock()``
-    reaches ``deadline_ns``. Returns the loop's iterations."""
-    i = x = 0
-    while clock() < deadline_ns:
-        for j in range(50):  # work between clock reads, as serialising code does
-            x = (x * 31 + j) & 0xFFFF
-        i += 1
-    return i
-
-
-def paced_run(send, rate: float, seconds: float, tick_ns: int, wait, clock=time.perf_counter_ns):
-    """Call ``send(i, now_ns)`` at ``rate`` per second for ``seconds``, in bursts every ``tick_ns``:
-    each burst sends what is due (``due``), then ``wait(next_tick_ns)`` until the next one (which
-    burns, sleeps or polls). Returns (records sent, first send ns, last send ns)."""
-    start = clock()
-    end = start + int(seconds * 1e9)
-    total = int(rate * seconds)
-    sent = 0
-    first = last = start
-    tick = start
-    while sent < total:
-        now = clock()
-        n = min(due(rate, now - start, sent), total - sent)
-        for _ in range(n):
-            t = clock()
-            if sent == 0:
-                first = t
-            send(sent, t)
-            last = t
-            sent += 1
-        tick += tick_ns
-        if tick < now:  # behind: the next burst at once, catching up through due()
-            tick = now
-        if sent < total:
-            wait(min(tick, end))
-    return sent, first, last
-
-
-def sleep_until(deadline_ns: int, clock=time.perf_counter_ns) -> None:
-    left = deadline_ns - clock()
-    if left > 0:
-        time.sleep(left / 1e9)
-
-
-# ------------------------------------------------------------------------------------ child
-class _NoClient:
-    """The harness floor's stand-in producer: nothing is sent; the callback runs at once."""
-
-    def produce(self, topic, value, on_delivery=None):
-        on_delivery(None, None)
-
-    def flush(self, timeout=None) -> int:
-        return 0
-
-
-def run_child(client: str, app: str, rate: float, bootstrap: str, topic: str, args) -> dict:
-    values = e2e.make_values(1024, args.size)
-    nvals = len(values)
-    clock = time.perf_counter_ns
-    lat: list[int] = []
-    errors = [0]
-    done = [0]
-
-    def measured(t_send, err, _msg):
-        lat.append(clock() - t_send)
-        done[0] += 1
-        if err is not None:
-            errors[0] += 1
-
-    def warm(_t, err, _msg):
-        done[0] += 1
-        if err is not None:
-            errors[0] += 1
-
-    tick_ns = int(args.tick_us * 1000)
-    if client == FLOOR:
-        # The harness alone: no client, each record's callback runs inside the produce call.
-        p = _NoClient()
-        produce = p.produce
-        poll = None
-    elif client == "fk":
-        from fastkafka import Producer
-
-        p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS,
-                     gil_free_io=args.fk_gil_free_io == "on")
-        p.send(topic, b"warm-up").get(timeout=30)
-        produce = p.produce
-        poll = None
-    else:
-        from confluent_kafka import Producer
-
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": LINGER_MS, "acks": "all",
-                      "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000})
-        p.list_topics(topic, timeout=30)
-        p.produce(topic, b"warm-up")
-        if p.flush(30) != 0:
-            raise RuntimeError("warm-up record not delivered")
-        produce = p.produce
-        poll = p.poll
-
-    if app == "busy":
-        if poll is None:
-            wait = burn_until
-        else:
-            def wait(deadline):
-                poll(0)
-                burn_until(deadline)
-    else:
-        if poll is None:
-            wait = sleep_until
-        else:
-            def wait(deadline):
-                poll(0)
-                while True:  # poll() takes whole milliseconds (less is 0: no wait)
-                    ms = (deadline - clock()) // 1_000_000
-                    if ms <= 0:
-                        break
-                    poll(ms / 1000)
-                sleep_until(deadline)
-
-    def sender(cb):
-        def send(i, t):
-            produce(topic, values[i % nvals], on_delivery=functools.partial(cb, t))
-        return send
-
-    if args.warmup > 0:
-        paced_run(sender(warm), rate, args.warmup, tick_ns, wait)
-    ru0 = resource.getrusage(resource.RUSAGE_SELF)
-    sent, first, last = paced_run(sender(measured), rate, args.seconds, tick_ns, wait)
-    remaining = p.flush(120)
-    if poll is not None:
-        remaining = len(p)
-    ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    if client == "fk":
-        p.close()
-    r = {"sent": sent, "completed": len(lat), "errors": errors[0], "undelivered": remaining,
-         "achieved": (sent - 1) / ((last - first) / 1e9) if last > first else 0.0,
-         "cpu_s": cpu, "cpu_us_per_record": cpu / sent * 1e6 if sent else None,
-         "total_sent": sent + int(rate * args.warmup) + 1}
-    if lat:
-        r.update(summarize(lat))
-    return r
 
 
 # ------------------------------------------------------------------------------------ parent
@@ -271,7 +92,7 @@ def run_rounds(kind: str, broker, args, names) -> dict[str, list[dict]]:
     if args.broker_warmup > 0:  # the broker's JIT and page cache, before any measured round
         topic = "lat-broker-warmup"
         broker.create_topic(topic, args.partitions)
-        r = e2e.run_child([sys.executable, os.path.abspath(__file__), "--_child", "fk", "idle",
+        r = run_child([sys.executable, os.path.abspath(__file__), "--_child", "fk", "idle",
                            str(max(n[2] for n in names)), broker.bootstrap, topic, "--seconds",
                            str(args.broker_warmup), "--warmup", "0", "--size", str(args.size)], args.timeout)
         print(f"{kind} broker warm-up: {r.get('failed') or 'done'}", flush=True)
@@ -281,7 +102,7 @@ def run_rounds(kind: str, broker, args, names) -> dict[str, list[dict]]:
             except Exception:  # noqa: BLE001 - a topic left over costs disk only
                 pass
     for rnd in range(1, args.rounds + 1):
-        for client, app, rate in e2e.round_order(names, rnd, True):
+        for client, app, rate in round_order(names, rnd):
             k = key(client, app, rate)
             topic = f"lat-{k}-r{rnd}"
             broker.create_topic(topic, args.partitions)
@@ -289,14 +110,14 @@ def run_rounds(kind: str, broker, args, names) -> dict[str, list[dict]]:
                    broker.bootstrap, topic, "--seconds", str(args.seconds), "--warmup", str(args.warmup),
                    "--size", str(args.size), "--tick-us", str(args.tick_us),
                    "--fk-gil-free-io", args.fk_gil_free_io]
-            r = e2e.run_child(cmd, args.timeout)
+            r = run_child(cmd, args.timeout)
             if "failed" not in r:
                 if r["errors"] or r["undelivered"] or r["completed"] != r["sent"]:
                     r["failed"] = (f"{r['completed']} of {r['sent']} callbacks, errors {r['errors']}, "
                                    f"undelivered {r['undelivered']}")
                 elif kind == "kafka" and client != FLOOR:
                     try:
-                        held = e2e.stored_records(broker.bootstrap, topic, args.partitions)
+                        held = stored_records(broker.bootstrap, topic, args.partitions)
                     except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
                         held = f"unknown ({type(e).__name__}: {e})"
                     if not isinstance(held, int) or held < r["total_sent"]:
@@ -314,19 +135,14 @@ def run_rounds(kind: str, broker, args, names) -> dict[str, list[dict]]:
     return results
 
 
-def med(rs: list[dict], field: str) -> float | None:
-    """Median of ``field`` over the rounds, None when any round failed."""
-    if not rs or any("failed" in r for r in rs):
-        return None
-    return statistics.median(r[field] for r in rs)
+#: Median of ``field`` over the rounds, None when any round failed.
+med = median_field
 
 
 def per_round_ratio(a: list[dict], b: list[dict], field: str) -> float | None:
     """Median over rounds of a's ``field`` / b's (the two ran in the same round); None when a
     round of either failed."""
-    per = [ra[field] / rb[field] for ra, rb in zip(a, b)
-           if "failed" not in ra and "failed" not in rb and rb[field]]
-    return statistics.median(per) if per and len(per) == len(a) == len(b) else None
+    return median_or_none(paired_ratios(a, b, field)) if len(a) == len(b) else None
 
 
 def fmt(x: float | None, spec: str = ".2f") -> str:
@@ -447,8 +263,8 @@ def main(argv=None) -> int:
 
     if args._child:
         client, app, rate, bootstrap, topic = args._child
-        r = run_child(client, app, float(rate), bootstrap, topic, args)
-        print("RESULT " + json.dumps(r), flush=True)
+        r = paced_child(client, app, float(rate), bootstrap, topic, args)
+        print(result_line(r), flush=True)
         return 0
 
     rates = [int(x) for x in args.rates.split(",") if x.strip()]
@@ -457,10 +273,10 @@ def main(argv=None) -> int:
         if a not in APPS:
             raise SystemExit(f"unknown application state {a!r}; choose from {', '.join(APPS)}")
     names = names_for(rates, apps)
-    kinds = list(e2e.BROKERS) if args.broker == "both" else [args.broker]
+    kinds = list(BROKERS) if args.broker == "both" else [args.broker]
     wall0 = time.monotonic()
     load0 = os.getloadavg()[0]
-    runs, broker_lines = e2e.each_broker(kinds, args, lambda kind, broker: run_rounds(kind, broker, args, names))
+    runs, broker_lines = each_broker(kinds, args, lambda kind, broker: run_rounds(kind, broker, args, names))
     sections: list[str] = []
     for title, results, seconds in runs:
         sections += section(title, results, rates, apps, args, seconds)
@@ -486,9 +302,9 @@ def main(argv=None) -> int:
         "ratios within one broker's section (same rounds).",
         "",
         *sections,
-        *e2e.machine_section(broker_lines, load0),
+        *machine_section(broker_lines, load0),
     ]
-    e2e.emit("\n".join(lines), args.out)
+    emit("\n".join(lines), args.out)
     return 0
 
 

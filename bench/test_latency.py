@@ -10,34 +10,35 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import latency  # noqa: E402
+import pacing  # noqa: E402
 
 
 def test_percentile_nearest_rank():
     s = list(range(1, 101))                      # 1..100
-    assert latency.percentile(s, 50) == 50
-    assert latency.percentile(s, 99) == 99
-    assert latency.percentile(s, 99.9) == 100    # ceil(99.9) = 100th value
-    assert latency.percentile(s, 100) == 100
+    assert pacing.percentile(s, 50) == 50
+    assert pacing.percentile(s, 99) == 99
+    assert pacing.percentile(s, 99.9) == 100    # ceil(99.9) = 100th value
+    assert pacing.percentile(s, 100) == 100
     s1000 = list(range(1, 1001))
-    assert latency.percentile(s1000, 99.9) == 999
-    assert latency.percentile([7], 50) == 7
-    assert latency.percentile([1, 2], 50) == 1
+    assert pacing.percentile(s1000, 99.9) == 999
+    assert pacing.percentile([7], 50) == 7
+    assert pacing.percentile([1, 2], 50) == 1
     with pytest.raises(ValueError):
-        latency.percentile([], 50)
+        pacing.percentile([], 50)
     with pytest.raises(ValueError):
-        latency.percentile([1], 0)
+        pacing.percentile([1], 0)
 
 
 def test_summarize_in_ms_whatever_the_order():
     ns = [i * 1_000_000 for i in range(1000, 0, -1)]   # 1..1000 ms, descending
-    s = latency.summarize(ns)
+    s = pacing.summarize(ns)
     assert s == {"p50": 500.0, "p99": 990.0, "p999": 999.0, "max": 1000.0, "count": 1000}
 
 
 def test_due_never_negative_and_catches_up():
-    assert latency.due(20_000, 1_000_000, 0) == 20        # 1 ms at 20k/s
-    assert latency.due(20_000, 1_000_000, 25) == 0        # ahead: nothing
-    assert latency.due(200_000, 10_000_000, 1000) == 1000  # 10 ms late by 1000 records
+    assert pacing.due(20_000, 1_000_000, 0) == 20        # 1 ms at 20k/s
+    assert pacing.due(20_000, 1_000_000, 25) == 0        # ahead: nothing
+    assert pacing.due(200_000, 10_000_000, 1000) == 1000  # 10 ms late by 1000 records
 
 
 class FakeClock:
@@ -59,7 +60,7 @@ class FakeClock:
 def test_paced_run_sends_the_asked_rate_in_bursts(rate, tick_ns):
     clock = FakeClock()
     times = []
-    sent, first, last = latency.paced_run(lambda i, t: times.append((i, t)), rate, 0.5, tick_ns,
+    sent, first, last = pacing.paced_run(lambda i, t: times.append((i, t)), rate, 0.5, tick_ns,
                                           clock.wait, clock=clock)
     assert sent == int(rate * 0.5) == len(times)
     assert [i for i, _ in times] == list(range(sent))
@@ -86,7 +87,7 @@ def test_paced_run_catches_up_after_a_stall():
             clock.t += 50_000_000          # the application stalls 50 ms once
         clock.wait(deadline)
 
-    sent, first, last = latency.paced_run(lambda i, t: None, 10_000, 1.0, 1_000_000, wait, clock=clock)
+    sent, first, last = pacing.paced_run(lambda i, t: None, 10_000, 1.0, 1_000_000, wait, clock=clock)
     assert stalled and sent == 10_000
     # the lost 50 ms are made up by one large burst, so the run still ends on schedule
     assert (last - first) / 1e9 == pytest.approx(1.0, abs=0.002)
@@ -96,7 +97,7 @@ def test_paced_run_catches_up_after_a_stall():
 
 def test_burn_until_stops_at_the_deadline():
     clock = FakeClock(per_call_ns=1000)
-    n = latency.burn_until(clock.t + 10_000, clock=clock)
+    n = pacing.burn_until(clock.t + 10_000, clock=clock)
     assert 8 <= n <= 11
 
 
