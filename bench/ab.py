@@ -50,10 +50,7 @@ on the 2-core reference VM (5 rounds: about 6 minutes).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import resource
 import subprocess
 import sys
 import tempfile
@@ -64,10 +61,16 @@ ROOT = os.path.dirname(HERE)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import e2e  # noqa: E402
-import latency  # noqa: E402
-import tls_e2e  # noqa: E402
-from partitions import build_fingerprint, import_fastkafka_from, tree_commit  # noqa: E402
+import tls_measure  # noqa: E402
+from brokers import stored_records  # noqa: E402
+from e2e_measure import MEASUREMENTS  # noqa: E402
+from harness import (build_fingerprint, cpu_us_per_record, failure_line, import_fastkafka_from,  # noqa: E402
+                     median_field, median_or_none, paired_ratios, result_line, round_order, run_child,
+                     tree_commit, tree_env)
+from pacing import APPS, KEPT_UP, paced_child  # noqa: E402
+
+#: Round by round, after's field / before's (``harness.paired_ratios``).
+paired = paired_ratios
 
 KEYS = 20_000
 LINGER_MS = 5
@@ -88,8 +91,8 @@ def parse_latency(name: str) -> tuple[str, int] | None:
     if not name.startswith("lat_"):
         return None
     app, _, rate = name[4:].partition("_")
-    if app not in latency.APPS or not rate.isdigit() or int(rate) <= 0:
-        raise ValueError(f"{name!r}: latency measurements are lat_<{'|'.join(latency.APPS)}>_<records/s>")
+    if app not in APPS or not rate.isdigit() or int(rate) <= 0:
+        raise ValueError(f"{name!r}: latency measurements are lat_<{'|'.join(APPS)}>_<records/s>")
     return app, int(rate)
 
 
@@ -109,7 +112,7 @@ def select(only: str | None, keyed: str, rates: list[int], apps: list[str]) -> l
     for n in names:
         if n in out:
             continue
-        known = (n in e2e.MEASUREMENTS or n == TLS or parse_latency(n) is not None
+        known = (n in MEASUREMENTS or n == TLS or parse_latency(n) is not None
                  or (n.startswith("keyed") and n[5:].isdigit()))
         if not known:
             raise ValueError(f"unknown measurement {n!r}")
@@ -119,22 +122,6 @@ def select(only: str | None, keyed: str, rates: list[int], apps: list[str]) -> l
 
 def is_latency(name: str) -> bool:
     return name.startswith("lat_")
-
-
-def paired(after: list[dict], before: list[dict], field: str) -> list[float | None]:
-    """Round by round, after's ``field`` / before's (the two ran back to back in that round);
-    None for a round where either failed."""
-    return [a[field] / b[field] if "failed" not in a and "failed" not in b and b.get(field) else None
-            for a, b in zip(after, before)]
-
-
-def median_or_none(values: list[float | None]) -> float | None:
-    """The median, None when a value is missing (a failed round) or there is none."""
-    return statistics.median(values) if values and None not in values else None
-
-
-def median_field(rs: list[dict], field: str, scale: float = 1.0) -> float | None:
-    return median_or_none([r[field] * scale if "failed" not in r else None for r in rs])
 
 
 def _num(x: float | None, spec: str) -> str:
@@ -195,13 +182,13 @@ def behind(names: list[str], results: dict) -> list[str]:
         _, rate = parse_latency(name)
         for label in ("before", "after"):
             got = median_field(results[(name, label)], "achieved")
-            if got is not None and got < latency.KEPT_UP * rate:
+            if got is not None and got < KEPT_UP * rate:
                 out.append(f"{name} {label}: {got:,.0f} rec/s")
     return out
 
 
 def failures(names: list[str], results: dict) -> list[str]:
-    return [f"- {name} {label} round {i}: {e2e.failure_line(r['failed'])}"
+    return [f"- {name} {label} round {i}: {failure_line(r['failed'])}"
             for name in names for label in ("before", "after")
             for i, r in enumerate(results[(name, label)], 1) if "failed" in r]
 
@@ -235,7 +222,7 @@ def keyed_child(bootstrap: str, topic: str, records: int, partitions: int) -> di
 
 def tls_child(bootstrap: str, topic: str, records: int, cafile: str) -> dict:
     """bench/tls_e2e.py's fastkafka ``send()`` loop over TLS (one warm-up record first)."""
-    r = tls_e2e.child("fk_send_tls", bootstrap, topic, records, SIZE, cafile)
+    r = tls_measure.child("fk_send_tls", bootstrap, topic, records, SIZE, cafile)
     r["warmup_records"] = 1
     return r
 
@@ -245,29 +232,16 @@ def latency_child(app: str, rate: int, bootstrap: str, topic: str, args) -> dict
     paced, gil_free_io on as by default)."""
     opts = argparse.Namespace(size=SIZE, tick_us=args.tick_us, warmup=args.latency_warmup,
                               seconds=args.latency_seconds, fk_gil_free_io="on")
-    return latency.run_child("fk", app, float(rate), bootstrap, topic, opts)
+    return paced_child("fk", app, float(rate), bootstrap, topic, opts)
 
 
 # ------------------------------------------------------------------------------------ parent
-def run_child(tree: str, cmd: list[str], timeout: float) -> dict:
-    """One child with ``PYTHONPATH`` = ``tree``, from ``tree``: the JSON of its ``RESULT`` line, or
-    ``{"failed": why}``."""
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=os.path.abspath(tree),
-                            env=env)
-    except subprocess.TimeoutExpired:
-        return {"failed": f"timed out after {timeout:.0f}s"}
-    line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if line is None:
-        return {"failed": f"exit {cp.returncode}: {(cp.stderr or cp.stdout).strip()[-400:]}"}
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = json.loads(line[7:])
-    # the child's whole CPU time (user + system, every thread: start-up and set-up included, the
-    # same for both builds): less disturbed by other work on the machine than its wall time
-    r["child_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return r
+def run_tree_child(tree: str, cmd: list[str], timeout: float) -> dict:
+    """One child with ``PYTHONPATH`` = ``tree``, from ``tree`` (``harness.run_child``): the JSON of its
+    ``RESULT`` line with ``child_cpu_s``, the child's whole CPU time (user + system, every thread:
+    start-up and set-up included, the same for both builds; less disturbed by other work on the
+    machine than its wall time), or ``{"failed": why}``."""
+    return run_child(cmd, timeout, cwd=os.path.abspath(tree), env=tree_env(tree, keep_pythonpath=False))
 
 
 def check_throughput(r: dict, held=None) -> dict:
@@ -281,7 +255,7 @@ def check_throughput(r: dict, held=None) -> dict:
         r["failed"] = f"topic holds {held} records, {r['records']} + {r.get('warmup_records', 0)} sent"
     else:
         r["rate"] = r["records"] / r["seconds"]
-        r["cpu_us"] = r["child_cpu_s"] * 1e6 / r["records"]
+        r["cpu_us"] = cpu_us_per_record(r["child_cpu_s"], r["records"])
     return r
 
 
@@ -317,12 +291,12 @@ def child_cmd(name: str, tree: str, bootstrap: str, topic: str, args, tls=None) 
 
 
 def measure(name: str, tree: str, bootstrap: str, topic: str, args, tls=None) -> dict:
-    r = run_child(tree, child_cmd(name, tree, bootstrap, topic, args, tls), args.timeout)
+    r = run_tree_child(tree, child_cmd(name, tree, bootstrap, topic, args, tls), args.timeout)
     checked = name == TLS or is_latency(name)   # counted from the topic's offsets as well
     held = None
     if checked and "failed" not in r:
         try:
-            held = e2e.stored_records(bootstrap, topic, args.partitions)
+            held = stored_records(bootstrap, topic, args.partitions)
         except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
             return {**r, "failed": f"could not count the topic's records ({type(e).__name__}: {e})"}
     return check_latency(r, held) if is_latency(name) else check_throughput(r, held)
@@ -391,7 +365,7 @@ def main(argv=None) -> int:
         else:
             app, rate, bootstrap, topic = args._latency
             r = latency_child(app, int(rate), bootstrap, topic, args)
-        print("RESULT " + json.dumps(r), flush=True)
+        print(result_line(r), flush=True)
         return 0
     if not args.before:
         ap.error("--before is required")
@@ -469,8 +443,7 @@ def main(argv=None) -> int:
         for rnd in range(1, args.rounds + 1):
             t_round = time.monotonic()
             for name in names:
-                order = ["before", "after"] if rnd % 2 else ["after", "before"]
-                for label in order:
+                for label in round_order(["before", "after"], rnd):
                     topic = f"ab-{name}-{label}-r{rnd}".replace("_", "-")
                     parts = int(name[5:]) if name.startswith("keyed") else args.partitions
                     create(topic, parts)
