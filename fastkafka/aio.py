@@ -43,7 +43,7 @@ from fastkafka._net.cluster import topic_error
 from fastkafka._producer.batch import LoopSink
 from fastkafka._producer.sendpath import validate_field, validate_headers, validate_timestamp
 from fastkafka.errors import (BufferExhaustedError, IllegalStateError, InvalidRecordError,
-                              KafkaTimeoutError, ProducerClosedError)
+                              KafkaError, KafkaTimeoutError, ProducerClosedError)
 from fastkafka.producer import (BatchFuture, CLOSE_GRACE_S, GroupMetadata, PreparedTransaction,
                                 Producer, RecordMetadata, _weak_method)
 
@@ -53,7 +53,9 @@ __all__ = ["AsyncProducer"]
 
 _Bytes = bytes | bytearray | memoryview | str    # a str is sent as its UTF-8
 _Headers = Sequence[tuple[str | bytes, _Bytes | None]] | Mapping[str | bytes, _Bytes | None]
-_Callback = Callable[[BaseException | None, RecordMetadata], Any]
+#: ``on_delivery(err, metadata)``: ``err`` None once delivered, else the record's KafkaError;
+#: ``metadata`` None for a record that failed before it was queued (it has no partition yet).
+_Callback = Callable[[KafkaError | None, RecordMetadata | None], object]
 
 #: How often ``close()`` looks whether the I/O thread has stopped (seconds; it does not block).
 _STOP_POLL_S = 0.002

@@ -1,6 +1,7 @@
 from typing import Any, Callable, Mapping, Sequence
 
 from .accumulator import FutureRecordMetadata, RecordAccumulator
+from .batch import DeliveryCallback
 from .router import Router
 
 REQUEST_OVERHEAD: int
@@ -9,7 +10,7 @@ _Bytes = bytes | bytearray | memoryview
 _Value = _Bytes | str
 _Headers = (Sequence[tuple[str | bytes, _Bytes | str | None]]
             | Mapping[str | bytes, _Bytes | str | None])
-_Callback = Callable[[Exception | None, Any], Any]
+_Callback = DeliveryCallback
 
 def validate_timestamp(timestamp_ms: int | None) -> int: ...
 def validate_headers(headers: _Headers | None) -> int: ...

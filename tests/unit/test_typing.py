@@ -1,0 +1,64 @@
+"""The public types as a ``mypy --strict`` user meets them.
+
+``typed_usage.py`` (beside this file) holds the documentation's examples with a user's annotations
+(a delivery callback taking ``KafkaError | None`` or ``Exception | None``, the Spark sink's calls);
+``mypy --strict`` checks it and the package ``spark_sink`` (its own annotations, against pyspark's
+types), with the stubs the wheel ships (``fastkafka/**/*.pyi``, ``py.typed``)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+USAGE = os.path.join("tests", "unit", "typed_usage.py")
+
+#: pyarrow ships no type information: its imports are Any (spark_sink reads Arrow batches). The
+#: errors inside fastkafka's own modules are not reported, as for a user's installed package (its
+#: public types are what is checked, through the usage).
+CONFIG = """\
+[mypy]
+strict = True
+warn_unreachable = True
+
+[mypy-pyarrow.*]
+ignore_missing_imports = True
+
+[mypy-fastkafka.*]
+ignore_errors = True
+"""
+
+
+def _mypy(tmp_path, *targets: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "mypy.ini"
+    config.write_text(CONFIG)
+    # From the repository root: mypy reads the packages from the tree (an editable install's
+    # import hook is invisible to it), with their .pyi stubs and py.typed markers.
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(config),
+         "--cache-dir", str(tmp_path / "cache"), "--no-color-output", "--no-error-summary",
+         *targets],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_documented_usage_passes_mypy_strict(tmp_path):
+    r = _mypy(tmp_path, USAGE, "-p", "spark_sink")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_callback_with_a_wrong_error_type_fails(tmp_path):
+    """The check can fail: a callback that only takes an unrelated error type is refused."""
+    bad = tmp_path / "bad_usage.py"
+    bad.write_text(
+        "from fastkafka import Producer, RecordMetadata\n\n"
+        "def cb(err: KeyError | None, md: RecordMetadata) -> None: ...\n\n"
+        "def f(p: Producer) -> None:\n"
+        "    p.produce('t', b'v', on_delivery=cb)\n")
+    r = _mypy(tmp_path, str(bad))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert 'Argument "on_delivery" to "produce"' in r.stdout, r.stdout
+
+
+def test_spark_sink_ships_py_typed():
+    assert os.path.isfile(os.path.join(ROOT, "spark_sink", "py.typed"))
+    assert os.path.isfile(os.path.join(ROOT, "fastkafka", "py.typed"))
