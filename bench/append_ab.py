@@ -23,22 +23,21 @@ per-round ratios after/before (≤ 1: no slower).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from harness import import_fastkafka_from, result_line, round_order, run_child, tree_commit  # noqa: E402
 SHAPES = ("arrow_p1", "list_p1", "arrow_p120", "arrow_p120_warm", "columns_p6")
 
 
 def child(tree: str, reps: int) -> dict:
     import time
-
-    sys.path.insert(0, HERE)
-    from partitions import import_fastkafka_from
 
     import_fastkafka_from(tree)
     import pyarrow as pa
@@ -100,27 +99,23 @@ def main(argv=None) -> int:
     ap.add_argument("--_child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._child:
-        print(json.dumps(child(args._child[0], int(args._child[1]))))
+        print(result_line(child(args._child[0], int(args._child[1]))), flush=True)
         return 0
     if not args.before:
         ap.error("--before is required")
-    sys.path.insert(0, HERE)
-    from partitions import tree_commit
-
     trees = {"before": args.before, "after": args.after}
     res = {"before": [], "after": []}
     load0 = os.getloadavg()[0]
     for r in range(args.rounds):
-        for which in (("before", "after") if r % 2 == 0 else ("after", "before")):
+        for which in round_order(["before", "after"], r + 1):
             # glibc keeps freed memory (no trim, no mmap'ed blocks): each call reuses the last
             # call's pages instead of faulting fresh ones in, which would dominate the loop's cost
             env = dict(os.environ, PYTHONPATH=os.path.realpath(trees[which]),
                        MALLOC_TRIM_THRESHOLD_=str(1 << 30), MALLOC_MMAP_THRESHOLD_=str(1 << 30))
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--_child", trees[which],
-                                  str(args.reps)], env=env, capture_output=True, text=True, timeout=600)
-            if out.returncode:
-                raise SystemExit(out.stderr[-3000:])
-            res[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            got = run_child([sys.executable, os.path.abspath(__file__), "--_child", trees[which], str(args.reps)],
+                            600, env=env, check=True)
+            got.pop("child_cpu_s")
+            res[which].append(got)
             print(f"round {r + 1} {which}: {res[which][-1]}", flush=True)
     lines = [f"# append_batch CPU per record: {tree_commit(args.after)} against {tree_commit(args.before)}",
              "", f"{args.rounds} paired rounds (order alternating), fastest of {args.reps} calls per "

@@ -17,10 +17,8 @@ measurement inherits another's heap, threads or interpreter state.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -29,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import e2e  # noqa: E402
+from harness import kafka_line, result_line, round_order, run_child  # noqa: E402
 
 KEYS = 20_000
 SIZE = 100
@@ -86,8 +84,7 @@ def in_child(bootstrap, topic, partitions, records, kind, keyed) -> float:
            "--topic", topic, "--partitions", str(partitions), "--records", str(records)]
     if keyed:
         cmd.append("--child-keyed")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900).stdout
-    return json.loads(out.strip().splitlines()[-1])["rate"]
+    return run_child(cmd, 900, check=True)["rate"]
 
 
 def main(argv=None) -> int:
@@ -104,7 +101,7 @@ def main(argv=None) -> int:
     if args.child:
         rate = run(args.bootstrap_servers, args.topic, args.partitions, args.records,
                    KINDS[args.child](), args.child_keyed)
-        print(json.dumps({"rate": rate}), flush=True)
+        print(result_line({"rate": rate}), flush=True)
         return 0
     broker = None
     if args.bootstrap_servers:
@@ -120,15 +117,14 @@ def main(argv=None) -> int:
         broker = KafkaCluster(nodes=1, jit="full", heap_mb=1536).start(timeout=180)
         bootstrap = broker.bootstrap
         create = broker.create_topic
-        print(e2e.kafka_line(broker.version, 1536, broker.data_place), flush=True)
+        print(kafka_line(broker.version, 1536, broker.data_place), flush=True)
     kinds = ["none", "noop"] + (["otel"] if tracing() is not None else [])
     shapes = [("unkeyed", args.partitions, False), ("keyed", args.keyed, True)]
     results = {(s, k): [] for s, _, _ in shapes for k in kinds}
     try:
         for r in range(args.rounds):
-            order = list(kinds) if r % 2 == 0 else list(reversed(kinds))
             for shape, parts, keyed in shapes:
-                for kind in order:
+                for kind in round_order(kinds, r + 1):
                     topic = f"icost-{uuid.uuid4().hex[:8]}"
                     create(topic, parts)
                     rate = in_child(bootstrap, topic, parts, args.records, kind, keyed)

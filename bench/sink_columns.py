@@ -24,15 +24,17 @@ each build's median and the median of the per-round ratios after/before. One Apa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from harness import import_fastkafka_from, result_line, round_order, run_child, tree_commit, tree_env  # noqa: E402
 SHAPES = ("value", "headers_ts", "headers_ts_task")
 
 
@@ -59,9 +61,6 @@ def make_batches(shape: str, rows: int, batch_rows: int):
 
 def child(tree: str, bootstrap: str, topic: str, shape: str, rows: int, batch_rows: int,
           partitions: int) -> dict:
-    sys.path.insert(0, HERE)
-    from partitions import import_fastkafka_from
-
     import_fastkafka_from(tree)
     import spark_sink
 
@@ -94,14 +93,12 @@ def child(tree: str, bootstrap: str, topic: str, shape: str, rows: int, batch_ro
     return {"rows_s": rows / wall, "cpu_us_row": cpu / rows * 1e6, "wall": wall}
 
 
-def run_child(tree, bootstrap, topic, shape, args) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.path.realpath(tree))
+def measure(tree, bootstrap, topic, shape, args) -> dict:
+    """One task in a child process whose ``PYTHONPATH`` is ``tree``; raises ``harness.ChildFailed``
+    when it fails."""
     cmd = [sys.executable, os.path.abspath(__file__), "--_child", tree, bootstrap, topic, shape,
            str(args.rows), str(args.batch_rows), str(args.partitions)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    if out.returncode:
-        raise RuntimeError(f"{shape} child failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(cmd, args.timeout, env=tree_env(os.path.realpath(tree), keep_pythonpath=False), check=True)
 
 
 def main(argv=None) -> int:
@@ -120,23 +117,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args._child:
         tree, bs, topic, shape, rows, batch_rows, parts = args._child
-        print(json.dumps(child(tree, bs, topic, shape, int(rows), int(batch_rows), int(parts))))
+        print(result_line(child(tree, bs, topic, shape, int(rows), int(batch_rows), int(parts))), flush=True)
         return 0
     if not args.before:
         ap.error("--before is required")
-    sys.path.insert(0, HERE)
-    from partitions import tree_commit
-
     shapes = [s for s in args.only.split(",") if s]
     load0 = os.getloadavg()[0]
     started = time.monotonic()
     broker = None
     if args.bootstrap_servers:
         bootstrap = args.bootstrap_servers
-        from fastkafka.admin import AdminClient
+        from fastkafka.admin import Admin
 
         def create(name, n):
-            with AdminClient(bootstrap_servers=bootstrap) as a:
+            with Admin(bootstrap_servers=bootstrap) as a:
                 a.create_topics([(name, n, 1)])
         broker_line = f"the broker at --bootstrap-servers"
     else:
@@ -152,12 +146,12 @@ def main(argv=None) -> int:
     try:
         for r in range(args.rounds):
             for s in shapes:
-                order = ("before", "after") if (r + shapes.index(s)) % 2 == 0 else ("after", "before")
-                for which in order:
+                # shape by shape the order alternates too: A B, B A, ... in round 1
+                for which in round_order(["before", "after"], r + 1 + shapes.index(s)):
                     seq += 1
                     topic = f"sinkcols-{os.getpid()}-{seq}"
                     create(topic, args.partitions)
-                    out = run_child(trees[which], bootstrap, topic, s, args)
+                    out = measure(trees[which], bootstrap, topic, s, args)
                     res[s][which].append(out)
                     print(f"round {r + 1} {s} {which}: {out['rows_s']:,.0f} rows/s "
                           f"({out['cpu_us_row']:.2f} µs CPU/row)", flush=True)
