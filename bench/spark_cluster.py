@@ -34,7 +34,7 @@ driver.
 
 Checked after timing, outside the clock: ``fastkafka`` by its summary (rows, no error) and the
 topic's offsets (at least the rows); ``fastkafka_eo`` by a read_committed consumer (exactly the
-rows; ``e2e.committed_records``); ``spark_kafka`` by the job succeeding and the offsets. A
+rows; ``brokers.committed_records``); ``spark_kafka`` by the job succeeding and the offsets. A
 measurement that fails a check shows FAILED.
 
 The driver program is this file too (``spark_cluster.py --driver SPEC.json``, run by spark-submit
@@ -87,15 +87,17 @@ def plan(names: list[str], rounds: int, prefix: str) -> list[dict]:
     """The writes of one driver, in order: a warm-up pass (round 0, each name once), then
     ``rounds`` rounds of every name, in reverse order in even rounds. Each write has its own topic
     ``<prefix>-r<round>-<name>``."""
+    from harness import round_order   # here: the driver side of this file imports pyspark and spark_sink only
+
     out = []
     for rnd in range(rounds + 1):
-        order = list(reversed(names)) if rnd % 2 == 0 and rnd > 0 else list(names)
+        order = round_order(names, rnd) if rnd > 0 else list(names)
         out += [{"round": rnd, "name": n, "topic": f"{prefix}-r{rnd}-{n}"} for n in order]
     return out
 
 
 def results_by_name(writes: list[dict], names: list[str]) -> dict[str, list[dict]]:
-    """The timed rounds' results (round >= 1) of each name, in round order, for ``e2e.ratio_table``:
+    """The timed rounds' results (round >= 1) of each name, in round order, for ``harness.ratio_table``:
     ``{"rate": rows/s}`` or ``{"failed": why}``."""
     out: dict[str, list[dict]] = {n: [] for n in names}
     for w in sorted((w for w in writes if w["round"] >= 1), key=lambda w: w["round"]):
@@ -126,8 +128,8 @@ def check_count(name: str, rows: int, stored: int | None = None, committed: int 
 
 def section(workers: int, tasks: int, names: list[str], results: dict[str, list[dict]]) -> list[str]:
     """The markdown of one worker count: each measurement's median rows/s and every round, then
-    the paired ratios (``e2e.ratio_table``)."""
-    from e2e import fmt_rate, medians, ratio_table
+    the paired ratios (``harness.ratio_table``)."""
+    from harness import fmt_rate, medians, ratio_table
 
     med = medians(names, results)
     lines = [f"### {workers} worker{'s' if workers > 1 else ''} ({tasks} tasks)", "",
@@ -215,7 +217,7 @@ def build_wheel(dest: str) -> str:
 
 def run_workers(workers: int, args, names, broker, shipped: str, jars: list[str], work_dir: str) -> list[dict]:
     """One cluster of ``workers`` workers, one driver running the plan; the writes checked."""
-    from e2e import committed_records, stored_records
+    from brokers import committed_records, stored_records
 
     import spark_sink
     from fastkafka_tools.spark_cluster import SparkCluster, spark_home
@@ -298,7 +300,8 @@ def main(argv=None) -> int:
     for p in (ROOT, HERE):
         if p not in sys.path:
             sys.path.insert(0, p)
-    from e2e import emit, kafka_line, load_line, start_broker
+    from brokers import start_broker
+    from harness import emit, kafka_line, load_line
 
     from fastkafka_tools.apachekafka import ensure_jars
     from fastkafka_tools.spark_cluster import pack_python_env

@@ -42,7 +42,8 @@ connector's jars in ``spark.jars``) for the whole run, and the brokers (``--brok
 one after the other): Apache Kafka (one KRaft node, full JIT, data on disk in a temporary
 directory, each topic deleted after its measurement) and tansu (storage ``null://``: data
 discarded). A fresh ``--partitions``-partition topic per measurement. On each broker the
-measurements are interleaved round-robin for ``--rounds`` rounds so machine drift hits every one
+measurements are interleaved round-robin for ``--rounds`` rounds, in reverse order in even rounds
+(``harness.round_order``), so machine drift hits every one
 alike; the table gives medians and every round's value. One session rather than a child process
 per measurement: the cost of a fresh JVM and fresh Python workers is a start-up cost, not a
 throughput, and with a warm-up pass on each broker (every measurement once with 50,000 rows before
@@ -70,10 +71,10 @@ topic must also hold at least its rows (latest - earliest offsets). The topics a
 (too slow at this size; tests/spark and ``python -m fastkafka_tools.spark_demo`` read back). A measurement
 whose count is short, or whose job failed, shows FAILED instead of a rate. With ``--committed``
 the topics on Apache Kafka are counted by a read_committed consumer instead
-(``e2e.committed_records``: records of committed transactions and non-transactional ones, read to
+(``brokers.committed_records``: records of committed transactions and non-transactional ones, read to
 the last stable offset), which must find exactly the rows; ``datasource_eo``'s summary must also
-say the write was not aborted. ``--alternate`` runs the measurements in reverse order in even
-rounds.
+say the write was not aborted. ``--alternate`` (the order of every run now) is kept for the command
+lines of earlier results.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ for _p in (ROOT, HERE):
         sys.path.insert(0, _p)
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
-from e2e import (committed_records, each_broker, emit, load_line, ratio, ratio_table,  # noqa: E402
-                 round_order, stored_records)
+from brokers import committed_records, each_broker, stored_records  # noqa: E402
+from harness import emit, load_line, machine_info, ratio, ratio_table, round_order  # noqa: E402
 
 # name -> (what, how)
 MEASUREMENTS = {
@@ -328,8 +329,6 @@ def _first_line(e: BaseException) -> str:
 def machine_lines(spark, broker_lines: list[str], load0: float) -> list[str]:
     import importlib.metadata as md
 
-    from e2e import machine_info
-
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     jars = [os.path.basename(j)[:-4] for j in spark_kafka_jars()]
     return machine_info(broker_lines) + [
@@ -501,7 +500,7 @@ def run_broker(kind: str, broker, args, names, spark, df, warm_df, work_dir) -> 
         msg = r["failed"] if "failed" in r else f"{r['seconds']:.2f}s"
         print(f"{kind} warm-up {name:<20} {msg}", flush=True)
     for rnd in range(1, args.rounds + 1):
-        for name in round_order(names, rnd, args.alternate):
+        for name in round_order(names, rnd):
             r = one(name, df, args.rows, f"spark-{name}-r{rnd}".replace("_", "-"))
             results[name].append(r)
             msg = r["failed"] if "failed" in r else f"{r['rate']:>12,.0f} rows/s  {r['seconds']:.2f}s"
@@ -524,7 +523,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup-rows", type=int, default=WARMUP_ROWS,
                     help="rows of each measurement's warm-up pass before round 1")
     ap.add_argument("--alternate", action="store_true",
-                    help="run the measurements in reverse order in even rounds")
+                    help="run the measurements in reverse order in even rounds (every run does: "
+                         "kept for earlier command lines)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "spark.md"))
     ap.add_argument("--only", default="", help="comma-separated measurement names: " + ",".join(MEASUREMENTS))
     args = ap.parse_args(argv)
