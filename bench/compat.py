@@ -7,7 +7,7 @@ against ``confluent_kafka.Producer`` and ``fastkafka.Producer.produce`` on the s
 Without ``--bootstrap`` one Apache Kafka KRaft node is started
 (``fastkafka_tools.apachekafka.KafkaCluster(nodes=1)``) and stopped at the end. Each client runs
 once per round and loop, round-robin, in a fresh child process against a fresh topic; the table
-shows the median records/s over the rounds. Timed: from the first ``produce`` to ``flush()``
+shows the median records/s over the rounds (in reverse order in even rounds). Timed: from the first ``produce`` to ``flush()``
 returning, after one warm-up record (connection, metadata, InitProducerId). Loops, for
 confluent-kafka and the compat layer (``queue.buffering.max.messages=1000000``):
 
@@ -25,12 +25,12 @@ in the same round and loop.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import uuid
+
+from harness import RESULT_PREFIX, round_order, run_child
 
 CHILD = r'''
 import json, os, sys, time
@@ -90,8 +90,8 @@ else:
 dt = time.perf_counter() - t0
 if mode == "no-callback":   # no callback to count: what flush() left, and the errors seen
     ok[0] = n + 1 if not left else 0
-print(json.dumps({"rate": n / dt, "ok": ok[0] - 1, "bad": bad[0]}))
-'''
+print(RESULT_PREFIX + json.dumps({"rate": n / dt, "ok": ok[0] - 1, "bad": bad[0]}))
+'''.replace("RESULT_PREFIX", repr(RESULT_PREFIX))
 
 KINDS = ("confluent", "compat", "fastkafka")
 MODES = ("callback", "no-callback", "flush-end")
@@ -125,13 +125,12 @@ def main() -> None:
         with Admin(bootstrap_servers=bootstrap) as admin:
             for r in range(args.rounds):
                 for mode in modes:
-                    for kind in KINDS:
+                    for kind in round_order(KINDS, r + 1):
                         topic = f"bench-compat-{kind}-{uuid.uuid4().hex[:8]}"
                         admin.create_topic(topic, partitions=args.partitions)
-                        out = subprocess.run([sys.executable, "-c", CHILD, kind, mode, bootstrap,
-                                              topic, str(args.records), str(args.size)], env=env,
-                                             capture_output=True, text=True, check=True)
-                        res = json.loads(out.stdout.strip().splitlines()[-1])
+                        res = run_child([sys.executable, "-c", CHILD, kind, mode, bootstrap, topic,
+                                         str(args.records), str(args.size)], 900, cwd=os.getcwd(), env=env,
+                                        check=True)
                         good = res["ok"] == args.records and res["bad"] == 0
                         rates[mode, kind].append(res["rate"] if good else float("nan"))
                         print(f"round {r + 1} {mode:11s} {kind:10s} {res['rate']:>12,.0f} rec/s"
