@@ -10,10 +10,12 @@ unstable root of buildtools/roots.py (``sid-amd64``, Debian's python3.14).
   ``test`` extra, nothing of the project itself.
 * Per run: a fresh copy of that venv (hard links: instant, and the cached venv is never written),
   into which ``pip install --no-deps`` puts the session's cp314 wheel, then ``pip check``.
-* The tests (and docs/, which some compare with) come from the checkout, copied outside the
+* The tests (and docs/, which some compare with, and fastkafka_tools, the brokers and certificates
+  the tests use, which the wheel does not ship) come from the checkout, copied outside the
   repository with pyproject.toml's pytest settings, so that ``import fastkafka`` can only find
   the installed wheel; a plugin of this module's (``GUARD``) fails the run if any module of the
-  distribution is loaded from elsewhere, or the interpreter is not 3.14.
+  distribution is loaded from elsewhere (or fastkafka_tools from the wheel), or the interpreter
+  is not 3.14.
 * The host's JDK (for Apache Kafka) and the broker's jars are bound into the root at their own
   paths; stunnel (the TLS tests) and the four codecs' C libraries are installed in the root.
 
@@ -78,7 +80,8 @@ import json, os, sys, sysconfig
 
 import pytest
 
-OURS = ("fastkafka", "spark_sink", "fastkafka_tools")
+OURS = ("fastkafka", "spark_sink")
+TOOLS = "fastkafka_tools"       # the copy beside the tests: never the wheel's
 SITE = os.path.realpath(sysconfig.get_paths()["purelib"]) + os.sep
 DESELECTED = []
 
@@ -90,6 +93,10 @@ def _strays():
             f = getattr(mod, "__file__", None)
             if f is None or not os.path.realpath(f).startswith(SITE):
                 bad.append(f"{name}: {f}")
+        elif name.split(".")[0] == TOOLS:
+            f = getattr(mod, "__file__", None)
+            if f is None or os.path.realpath(f).startswith(SITE):
+                bad.append(f"{name}: {f} (the wheel ships no {TOOLS})")
     return bad
 
 
@@ -111,7 +118,7 @@ def pytest_sessionfinish(session, exitstatus):
     bad = _strays()
     with open(os.environ["SUITE314_REPORT"], "w") as f:
         json.dump({"deselected": DESELECTED, "strays": bad,
-                   "loaded": sorted(n for n in sys.modules if n.split(".")[0] in OURS)}, f)
+                   "loaded": sorted(n for n in sys.modules if n.split(".")[0] in OURS + (TOOLS,))}, f)
     if bad:
         session.exitstatus = 3
 '''
@@ -232,7 +239,8 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         in_root([py, "-m", "pip", "check"], binds=[run], what="pip check (the wheel's requirements)")
 
         suite = run / "suite"
-        for part in ("tests", "docs"):          # docs: tests compare the layers with their documentation
+        # docs: tests compare the layers with their documentation; fastkafka_tools: the tests' brokers
+        for part in ("tests", "docs", "fastkafka_tools"):
             shutil.copytree(REPO / part, suite / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         (suite / "pyproject.toml").write_text(pytest_section())
         (suite / "suite314_guard.py").write_text(GUARD)
