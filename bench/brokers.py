@@ -84,3 +84,74 @@ def committed_records(bootstrap: str, topic: str, partitions: int, timeout: floa
     finally:
         consumer.close()
     return count
+
+
+#: Settings of the broker started by the benchmark: a deleted topic's files go at once (not a
+#: minute later, in the middle of another measurement).
+BROKER_PROPERTIES = {"log.segment.delete.delay.ms": 0}
+
+
+class Topics:
+    """Creates, counts and deletes topics over one bootstrap address (confluent-kafka's AdminClient:
+    all of a measurement's topics in one request)."""
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+
+    def _admin(self):
+        """A new AdminClient per operation: a long-lived one kept answering list_offsets on a topic
+        created after its first requests with "No leaders found" (its metadata cache)."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+
+    def _tps(self, names: list[str], partitions: int):
+        from confluent_kafka import TopicPartition
+
+        return [TopicPartition(t, p) for t in names for p in range(partitions)]
+
+    def create(self, names: list[str], partitions: int, timeout: float = 180.0) -> None:
+        """Create ``names`` with ``partitions`` each (the broker's replication factor), then wait
+        until every partition answers ListOffsets (its leader has taken it on: writable)."""
+        from confluent_kafka.admin import NewTopic
+
+        admin = self._admin()  # referenced until its futures are done
+        futs = admin.create_topics([NewTopic(t, partitions, -1) for t in names],
+                                        request_timeout=timeout, operation_timeout=timeout)
+        for f in futs.values():
+            f.result()
+        self._offsets(names, partitions, "latest", timeout)
+
+    def _offsets(self, names: list[str], partitions: int, spec: str, timeout: float) -> dict:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import OffsetSpec
+
+        want = OffsetSpec.latest() if spec == "latest" else OffsetSpec.earliest()
+        deadline = time.monotonic() + timeout
+        while True:
+            admin = self._admin()
+            futs = admin.list_offsets({tp: want for tp in self._tps(names, partitions)},
+                                           request_timeout=30)
+            try:
+                return {(tp.topic, tp.partition): f.result().offset for tp, f in futs.items()}
+            except KafkaException as e:  # not leader yet, leader unknown: the topic is coming up
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{len(names)} topic(s) of {partitions} partitions not "
+                                       f"writable after {timeout:.0f}s: {e}") from e
+                time.sleep(0.1)
+
+    def counts(self, names: list[str], partitions: int) -> list[int]:
+        """Records held per partition (latest - earliest offset), topic by topic."""
+        latest = self._offsets(names, partitions, "latest", 60)
+        earliest = self._offsets(names, partitions, "earliest", 60)
+        return [latest[(t, p)] - earliest[(t, p)] for t in names for p in range(partitions)]
+
+    def latest(self, names: list[str], partitions: int) -> list[int]:
+        """The latest offset (the next record's) of every partition, topic by topic."""
+        latest = self._offsets(names, partitions, "latest", 60)
+        return [latest[(t, p)] for t in names for p in range(partitions)]
+
+    def delete(self, names: list[str]) -> None:
+        admin = self._admin()
+        for f in admin.delete_topics(names, operation_timeout=60).values():
+            f.result()

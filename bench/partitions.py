@@ -62,7 +62,6 @@ its mode and its load average.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -71,346 +70,27 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-RESULTS = os.path.join(HERE, "results", "partitions.md")
+from brokers import BROKER_PROPERTIES, Topics  # noqa: E402
+from harness import (build_fingerprint, cpu_model, fmt_rate, kafka_run_line, median_or_none,  # noqa: E402
+                     paired_ratios, process_cpu_s, result_line, round_order, run_child, settle,
+                     tree_commit, tree_env)
+from partitions_measure import CK_CHUNK, CK_CONFIG, CK_STATS_MS, MEASUREMENTS, Shape, child, parse_shape  # noqa: E402
 
-# name -> (client, variant)
-MEASUREMENTS = {
-    "fk_produce": ("fastkafka", "produce()"),
-    "ck_produce": ("confluent-kafka", "produce()"),
-    "fk_send": ("fastkafka", "send()"),
-}
+RESULTS = os.path.join(HERE, "results", "partitions.md")
 REFERENCE = "ck_produce"
 DEFAULT_SHAPES = "6,100,300,1000,100x6"
-
-LINGER_MS = 5
-CK_CHUNK = 10_000            # confluent-kafka: poll(0) after every CK_CHUNK records
-CK_STATS_MS = 500            # confluent-kafka: statistics.interval.ms
-#: confluent-kafka set like fastkafka's defaults (fastkafka/config.py): acks all, idempotent,
-#: linger 5 ms, batch 256 KiB, 5 requests in flight, 64 MiB of buffer, 120 s delivery timeout,
-#: 1 MiB requests; and the partitioner that places keys as fastkafka's (Java's murmur2).
-CK_CONFIG = {
-    "acks": "all",
-    "enable.idempotence": True,
-    "linger.ms": LINGER_MS,
-    "partitioner": "murmur2_random",
-    "batch.size": 256 * 1024,
-    "max.in.flight.requests.per.connection": 5,
-    "queue.buffering.max.kbytes": 64 * 1024,
-    "queue.buffering.max.messages": 1_000_000,
-    "message.timeout.ms": 120_000,
-    "message.max.bytes": 1_048_576,
-    "delivery.report.only.error": True,
-}
-#: Settings of the broker started by the benchmark: a deleted topic's files go at once (not a
-#: minute later, in the middle of another measurement).
-BROKER_PROPERTIES = {"log.segment.delete.delay.ms": 0}
-#: fastkafka's metrics() counters kept (as differences over the timed part) per measurement.
-FK_COUNTERS = ("records_sent", "batches_sent", "produce_requests", "errors", "retries", "batches_split",
-               "batches_expired", "net_requests", "net_bytes_sent", "net_disconnects", "io_waits",
-               "io_wakeups_written", "io_timers_armed", "io_gil_free_turns", "gil_free_requests",
-               "gil_free_answers", "io_slow_gil_waits", "io_gil_wait_ms_total")
-
-
-# ------------------------------------------------------------------------------------ shapes
-@dataclass(frozen=True)
-class Shape:
-    topics: int
-    partitions: int
-    keyed: bool
-
-    @property
-    def spec(self) -> str:
-        return str(self.partitions) if self.topics == 1 else f"{self.topics}x{self.partitions}"
-
-    @property
-    def label(self) -> str:
-        if self.topics == 1:
-            return f"{self.partitions} partitions, keyed"
-        return f"{self.topics} topics x {self.partitions} partitions, unkeyed"
-
-    def topic_names(self, prefix: str) -> list[str]:
-        return [prefix] if self.topics == 1 else [f"{prefix}-{i}" for i in range(self.topics)]
-
-
-def parse_shape(spec: str) -> Shape:
-    """``"300"``: one topic of 300 partitions, keyed; ``"100x6"``: 100 topics of 6, unkeyed."""
-    spec = spec.strip().lower()
-    try:
-        if "x" in spec:
-            t, p = spec.split("x", 1)
-            shape = Shape(int(t), int(p), False)
-        else:
-            shape = Shape(1, int(spec), True)
-    except ValueError:
-        raise SystemExit(f"bad shape {spec!r}: P (one keyed topic of P partitions) or TxP "
-                         "(T unkeyed topics of P partitions)") from None
-    if shape.topics < 1 or shape.partitions < 1:
-        raise SystemExit(f"bad shape {spec!r}: counts must be >= 1")
-    return shape
-
-
-def workload(shape: Shape, topics: list[str], records: int, size: int, keys: int):
-    """Three lists of ``records`` items, the same for every client: the topic, key and value of
-    each record. Keyed: one topic, key i mod ``keys``; unkeyed: topic i mod T, no key."""
-    distinct = [os.urandom(size) for _ in range(1024)]
-    values = [distinct[i % 1024] for i in range(records)]
-    if shape.keyed:
-        names = [b"key-%08d" % i for i in range(keys)]
-        return [topics[0]] * records, [names[i % keys] for i in range(records)], values
-    return [topics[i % len(topics)] for i in range(records)], [None] * records, values
-
-
-# ------------------------------------------------------------------------------------ children
-def run_fastkafka(bootstrap: str, shape: Shape, topics: list[str], tops: list, keys: list,
-                  values: list, mode: str, cover: bool = False) -> dict:
-    """``produce()`` or ``send()`` of every record, then flush(); fastkafka's defaults except
-    linger_ms=5 (its default too, given explicitly). ``cover``: before the per-topic warm-up record,
-    one record into every partition of every topic (the warm mode's prefill)."""
-    from fastkafka import Producer
-
-    p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS)
-    try:
-        warm = [p.send(t, b"warm-up", None, part) for t in topics for part in range(shape.partitions)
-                ] if cover else []
-        warm += [p.send(t, b"warm-up", b"warm-up" if shape.keyed else None) for t in topics]
-        for f in warm:
-            f.get(timeout=60)
-        m0 = p.metrics()
-        one = p.produce if mode == "produce" else p.send
-        c0, t0 = time.process_time(), time.perf_counter()
-        for t, k, v in zip(tops, keys, values):
-            one(t, v, k)
-        undelivered = p.flush()
-        elapsed = time.perf_counter() - t0
-        cpu = time.process_time() - c0
-        m1 = p.metrics()
-    finally:
-        p.close()
-    counters = {k: m1[k] - m0[k] for k in FK_COUNTERS}
-    return {"seconds": elapsed, "undelivered": undelivered, "delivered": counters["records_sent"],
-            "errors": counters["errors"], "batches": counters["batches_sent"],
-            "requests": counters["produce_requests"], "batch_records": counters["records_sent"],
-            "metrics": counters, "warmup_records": len(warm), "client_cpu_s": cpu}
-
-
-def _ck_stats_after(p, stats: list, t_mono: float, timeout: float = 30.0) -> dict:
-    """Serve ``p``'s callbacks until a statistics emit generated after ``t_mono`` (time.monotonic();
-    the JSON's ``ts`` is librdkafka's monotonic clock in microseconds) has arrived; returns it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        p.poll(0.05)
-        if stats:
-            last = json.loads(stats[-1])
-            if last["ts"] > t_mono * 1e6:
-                return last
-    raise RuntimeError(f"no confluent-kafka statistics within {timeout:.0f}s "
-                       f"(statistics.interval.ms={CK_STATS_MS})")
-
-
-def _ck_produce_requests(st: dict) -> tuple[int, int]:
-    """(Produce requests, all requests) sent so far, summed over the statistics' brokers."""
-    produce = sum(b.get("req", {}).get("Produce", 0) for b in st["brokers"].values())
-    return produce, sum(b.get("tx", 0) for b in st["brokers"].values())
-
-
-def run_confluent(bootstrap: str, shape: Shape, topics: list[str], tops: list, keys: list,
-                  values: list, cover: bool = False) -> dict:
-    """confluent-kafka's produce() loop set like fastkafka's defaults (CK_CONFIG), ``poll(0)``
-    every CK_CHUNK records, ``poll(0.01)`` and retry on BufferError, then flush(). Batches and
-    requests come from its statistics (``statistics.interval.ms``; raw JSON strings kept while
-    the clock runs, parsed after it stopped). ``cover``: as run_fastkafka's."""
-    from confluent_kafka import Producer
-
-    failed = [0]
-    stats: list[str] = []
-
-    def on_error_report(err, msg):  # delivery.report.only.error: failures only
-        if err is not None:
-            failed[0] += 1
-
-    p = Producer({"bootstrap.servers": bootstrap, **CK_CONFIG, "on_delivery": on_error_report,
-                  "statistics.interval.ms": CK_STATS_MS, "stats_cb": stats.append})
-    warmup = 0
-    for t in topics:
-        p.list_topics(t, timeout=30)
-        for part in range(shape.partitions if cover else 0):
-            p.produce(t, b"warm-up", None, partition=part)
-            warmup += 1
-            if warmup % CK_CHUNK == 0:
-                p.poll(0)
-        p.produce(t, b"warm-up", b"warm-up" if shape.keyed else None)
-        warmup += 1
-    if p.flush(60) != 0 or failed[0]:
-        raise RuntimeError("warm-up records not delivered")
-    # A statistics emit after the warm-up: its windows (batch counts) are rolled over, so the
-    # emits that follow count only the timed records; its request counters are the baseline.
-    base = _ck_stats_after(p, stats, time.monotonic())
-    stats.clear()
-    n = len(values)
-    chunks = [(tops[i:i + CK_CHUNK], keys[i:i + CK_CHUNK], values[i:i + CK_CHUNK])
-              for i in range(0, n, CK_CHUNK)]
-    produce, poll = p.produce, p.poll
-    c0, t0 = time.process_time(), time.perf_counter()
-    for ct, ck, cv in chunks:
-        for t, k, v in zip(ct, ck, cv):
-            try:
-                produce(t, v, k)
-            except BufferError:
-                while True:
-                    poll(0.01)
-                    try:
-                        produce(t, v, k)
-                        break
-                    except BufferError:
-                        pass
-        poll(0)
-    remaining = p.flush(120)
-    elapsed = time.perf_counter() - t0
-    cpu = time.process_time() - c0
-    last = _ck_stats_after(p, stats, time.monotonic())
-    emits = [json.loads(s) for s in stats]
-    batches = sum(e["topics"][t]["batchcnt"]["cnt"] for e in emits for t in topics if t in e["topics"])
-    batch_records = sum(e["topics"][t]["batchcnt"]["sum"] for e in emits for t in topics
-                        if t in e["topics"])
-    (req0, all0), (req1, all1) = _ck_produce_requests(base), _ck_produce_requests(last)
-    return {"seconds": elapsed, "undelivered": remaining, "delivered": n - remaining - failed[0],
-            "errors": failed[0], "batches": batches, "requests": req1 - req0,
-            "batch_records": batch_records,
-            "metrics": {"requests_all": all1 - all0, "stats_emits": len(emits)},
-            "warmup_records": warmup, "client_cpu_s": cpu}
-
-
-def import_fastkafka_from(tree: str):
-    """Import fastkafka with ``tree`` first on sys.path (the parent also sets ``PYTHONPATH``; this
-    script's own directory and the repository it inserted come before PYTHONPATH otherwise), and
-    check that it came from there: a tree without its extensions built, or a stale install found
-    first, must not be measured under that tree's name."""
-    tree = os.path.realpath(tree)
-    sys.path[:] = [tree] + [x for x in sys.path if os.path.realpath(x or ".") != tree]
-    import fastkafka
-
-    got = os.path.realpath(fastkafka.__file__ or "")   # None: a namespace package, no __init__.py
-    if not fastkafka.__file__ or os.path.commonpath([got, tree]) != tree:
-        print(f"fastkafka imported from {got}, not under {tree}", file=sys.stderr)
-        # the message that reaches the report names no machine path
-        raise RuntimeError("fastkafka was imported from outside --fastkafka-path (is the tree built?)")
-    return fastkafka
-
-
-def child(name: str, bootstrap: str, shape: Shape, prefix: str, records: int, size: int,
-          keys: int, fastkafka_path: str = ROOT, cover: bool = False) -> dict:
-    topics = shape.topic_names(prefix)
-    tops, ks, vs = workload(shape, topics, records, size, keys)
-    if name in ("fk_produce", "fk_send"):
-        import_fastkafka_from(fastkafka_path)
-        r = run_fastkafka(bootstrap, shape, topics, tops, ks, vs, name[3:], cover)
-    elif name == "ck_produce":
-        r = run_confluent(bootstrap, shape, topics, tops, ks, vs, cover)
-    else:
-        raise SystemExit(f"unknown measurement {name!r}")
-    r["records"] = records
-    return r
-
-
-# ------------------------------------------------------------------------------------ topics
-class Topics:
-    """Creates, counts and deletes topics over one bootstrap address (confluent-kafka's AdminClient:
-    all of a measurement's topics in one request)."""
-
-    def __init__(self, bootstrap: str):
-        self.bootstrap = bootstrap
-
-    def _admin(self):
-        """A new AdminClient per operation: a long-lived one kept answering list_offsets on a topic
-        created after its first requests with "No leaders found" (its metadata cache)."""
-        from confluent_kafka.admin import AdminClient
-
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
-
-    def _tps(self, names: list[str], partitions: int):
-        from confluent_kafka import TopicPartition
-
-        return [TopicPartition(t, p) for t in names for p in range(partitions)]
-
-    def create(self, names: list[str], partitions: int, timeout: float = 180.0) -> None:
-        """Create ``names`` with ``partitions`` each (the broker's replication factor), then wait
-        until every partition answers ListOffsets (its leader has taken it on: writable)."""
-        from confluent_kafka.admin import NewTopic
-
-        admin = self._admin()  # referenced until its futures are done
-        futs = admin.create_topics([NewTopic(t, partitions, -1) for t in names],
-                                        request_timeout=timeout, operation_timeout=timeout)
-        for f in futs.values():
-            f.result()
-        self._offsets(names, partitions, "latest", timeout)
-
-    def _offsets(self, names: list[str], partitions: int, spec: str, timeout: float) -> dict:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import OffsetSpec
-
-        want = OffsetSpec.latest() if spec == "latest" else OffsetSpec.earliest()
-        deadline = time.monotonic() + timeout
-        while True:
-            admin = self._admin()
-            futs = admin.list_offsets({tp: want for tp in self._tps(names, partitions)},
-                                           request_timeout=30)
-            try:
-                return {(tp.topic, tp.partition): f.result().offset for tp, f in futs.items()}
-            except KafkaException as e:  # not leader yet, leader unknown: the topic is coming up
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{len(names)} topic(s) of {partitions} partitions not "
-                                       f"writable after {timeout:.0f}s: {e}") from e
-                time.sleep(0.1)
-
-    def counts(self, names: list[str], partitions: int) -> list[int]:
-        """Records held per partition (latest - earliest offset), topic by topic."""
-        latest = self._offsets(names, partitions, "latest", 60)
-        earliest = self._offsets(names, partitions, "earliest", 60)
-        return [latest[(t, p)] - earliest[(t, p)] for t in names for p in range(partitions)]
-
-    def latest(self, names: list[str], partitions: int) -> list[int]:
-        """The latest offset (the next record's) of every partition, topic by topic."""
-        latest = self._offsets(names, partitions, "latest", 60)
-        return [latest[(t, p)] for t in names for p in range(partitions)]
-
-    def delete(self, names: list[str]) -> None:
-        admin = self._admin()
-        for f in admin.delete_topics(names, operation_timeout=60).values():
-            f.result()
 
 
 # ------------------------------------------------------------------------------------ parent
 def child_env(fastkafka_path: str) -> dict:
     """The children's environment: ``PYTHONPATH`` starts with the fastkafka tree."""
-    tree = os.path.abspath(fastkafka_path)
-    rest = os.environ.get("PYTHONPATH")
-    return dict(os.environ, PYTHONPATH=tree + (os.pathsep + rest if rest else ""))
-
-
-def run_child(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
-    """One measurement's child process: the JSON of its ``RESULT `` line, or ``{"failed": why}``."""
-    try:
-        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
-    except subprocess.TimeoutExpired:
-        return {"failed": f"timed out after {timeout:.0f}s"}
-    line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if line is None:
-        lines = [x.strip() for x in (cp.stderr or cp.stdout).strip().splitlines() if x.strip()]
-        named = [x for x in lines if "Error" in x or "Exception" in x]
-        return {"failed": f"exit {cp.returncode}: " + ((named or lines or ["no output"])[-1])}
-    return json.loads(line[7:])
-
-
-def round_order(names: list[str], rnd: int) -> list[str]:
-    """Round ``rnd`` (from 1) runs ``names`` in order, even rounds in reverse: A B C, C B A, ..."""
-    return list(names) if rnd % 2 else list(reversed(names))
+    return tree_env(fastkafka_path)
 
 
 def check(r: dict, held: list[int] | None) -> dict:
@@ -430,37 +110,6 @@ def check(r: dict, held: list[int] | None) -> dict:
     return r
 
 
-def process_cpu_s(pid: int | None) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc), None when unknown."""
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def settle(pid: int | None, below: float = 0.15, window: float = 0.25, limit: float = 20.0) -> float:
-    """Wait until the broker process ``pid`` used less than ``below`` of a core in two successive
-    ``window``-second windows (its work on topics just created or deleted is done), at most
-    ``limit`` seconds; returns the seconds waited (0 without a pid)."""
-    prev = process_cpu_s(pid)
-    if prev is None:
-        return 0.0
-    t0 = time.monotonic()
-    quiet = 0
-    while quiet < 2 and time.monotonic() - t0 < limit:
-        time.sleep(window)
-        cur = process_cpu_s(pid)
-        if cur is None:
-            break
-        quiet = quiet + 1 if (cur - prev) / window < below else 0
-        prev = cur
-    return time.monotonic() - t0
-
-
 def child_cmd(name: str, bootstrap: str, shape: Shape, prefix: str, args, cover: bool = False) -> list[str]:
     cmd = [sys.executable, os.path.abspath(__file__), "--_child", name, bootstrap, shape.spec, prefix,
            "--records", str(args.records), "--size", str(args.size), "--keys", str(args.keys),
@@ -477,7 +126,7 @@ def run_measured(topics: Topics, name: str, shape: Shape, prefix: str, args, bro
     r_settle = settle(broker_pid)
     b0 = process_cpu_s(broker_pid)
     r = run_child(child_cmd(name, topics.bootstrap, shape, prefix, args, cover), args.timeout,
-                  child_env(args.fastkafka_path))
+                  env=child_env(args.fastkafka_path))
     b1 = process_cpu_s(broker_pid)
     if b0 is not None and b1 is not None:
         r["broker_cpu_s"] = b1 - b0
@@ -570,35 +219,6 @@ def prefill(topics: Topics, shape: Shape, prefixes: dict[str, str], args, log, b
     return out
 
 
-def tree_commit(path: str) -> str:
-    """``git rev-parse --short HEAD`` of the source tree at ``path``, naming the files with
-    uncommitted changes under its fastkafka/ (the package measured), "?" without git."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=path, capture_output=True,
-                                text=True).stdout.strip() or "?"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "fastkafka"],
-                               cwd=path, capture_output=True, text=True).stdout.splitlines()
-    except OSError:
-        return "?"
-    changed = [ln[3:].strip() for ln in dirty if ln.strip()]
-    if changed:
-        more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
-        commit += f" (uncommitted changes in {', '.join(changed[:4])}{more})"
-    return commit
-
-
-def build_fingerprint(path: str) -> list:
-    """Names, sizes and modification times of the tree's compiled extensions: a rebuild during the
-    run (another build in a shared checkout) changes it."""
-    out = []
-    for d, _, files in os.walk(os.path.join(path, "fastkafka")):
-        for f in files:
-            if f.endswith((".so", ".pyd")):
-                st = os.stat(os.path.join(d, f))
-                out.append([os.path.relpath(os.path.join(d, f), path), st.st_size, st.st_mtime_ns])
-    return sorted(out)
-
-
 def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None) -> dict:
     """Every shape's rounds (after the untimed warm-up pass). Returns ``{"shapes": {spec:
     {name: [round result, ...]}}, "prefill": {spec: {name: result}} (warm mode), "warmup": [...],
@@ -653,33 +273,18 @@ def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None
 
 
 # ------------------------------------------------------------------------------------ report
-def fmt_rate(x) -> str:
-    return f"{x:,.0f}" if x is not None else "FAILED"
-
-
-def _med(values):
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals and len(vals) == len(values) else None
-
-
-def per_round_ratios(a: list[dict], b: list[dict]) -> list[float | None]:
-    """Round by round, ``a``'s rate over ``b``'s (None where either failed)."""
-    return [ra["rate"] / rb["rate"] if "failed" not in ra and "failed" not in rb else None
-            for ra, rb in zip(a, b)]
-
-
 def summarize(res: dict[str, list[dict]]) -> dict[str, dict]:
     """Per measurement: medians over the rounds (None when a round failed) and the per-round
     ratios to confluent-kafka."""
     out = {}
     for name, rounds in res.items():
         ok = all("failed" not in r for r in rounds) and rounds
-        get = (lambda key: _med([r.get(key) for r in rounds])) if ok else (lambda key: None)
-        ratios = per_round_ratios(rounds, res[REFERENCE]) if REFERENCE in res else []
+        get = (lambda key: median_or_none([r.get(key) for r in rounds])) if ok else (lambda key: None)
+        ratios = paired_ratios(rounds, res[REFERENCE]) if REFERENCE in res else []
         out[name] = {"rate": get("rate"), "records_per_batch": get("records_per_batch"),
                      "requests_per_s": get("requests_per_s"),
                      "batches_per_request": get("batches_per_request"),
-                     "ratios": ratios, "ratio": _med(ratios) if ratios else None}
+                     "ratios": ratios, "ratio": median_or_none(ratios) if ratios else None}
     return out
 
 
@@ -800,14 +405,8 @@ def machine_lines(broker_line: str, loads: list[float], note: str | None, report
                  f"git {script}")
     if report.get("rebuilt_during_run"):
         where += "; WARNING: its compiled extensions changed during the run (a rebuild)"
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
-    except OSError:
-        pass
     lines = ["Machine:",
-             f"- nproc: {os.cpu_count()} ({cpu})",
+             f"- nproc: {os.cpu_count()} ({cpu_model()})",
              f"- Python {platform.python_version()}, {platform.platform()}",
              f"- fastkafka at git {commit}, {where}; {ck}",
              f"- {broker_line}",
@@ -1008,14 +607,6 @@ def combine(runs: list[tuple[str, str]], note: str | None = None) -> str:
     return "\n".join(out)
 
 
-def kafka_line(version: str, heap_mb: int, jit: str, place: str = "on local disk") -> str:
-    return (f"Apache Kafka {version}, one KRaft node (broker + controller) on 127.0.0.1 "
-            f"(`fastkafka_tools.apachekafka.KafkaCluster(nodes=1, heap_mb={heap_mb}, jit=\"{jit}\")`: "
-            "SerialGC, 2 network and 2 I/O threads), `log.segment.delete.delay.ms=0` (a deleted topic's "
-            f"files are removed at once), data {place} in a temporary directory, replication factor 1; "
-            "started once for the run")
-
-
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000, help="records per measurement")
@@ -1070,7 +661,7 @@ def main(argv=None) -> int:
         name, bootstrap, spec, prefix = args._child
         r = child(name, bootstrap, parse_shape(spec), prefix, args.records, args.size, args.keys,
                   args.fastkafka_path, args._cover)
-        print("RESULT " + json.dumps(r), flush=True)
+        print(result_line(r), flush=True)
         return 0
     if args.combine:
         out = args.out or (RESULTS if args.write else None)
@@ -1100,7 +691,7 @@ def main(argv=None) -> int:
         kw = {"heap_mb": args.kafka_heap_mb} if args.kafka_heap_mb else {}
         broker = KafkaCluster(nodes=1, jit=args.kafka_jit, properties=BROKER_PROPERTIES, **kw).start(timeout=180)
         bootstrap = broker.bootstrap
-        broker_line = kafka_line(broker.version, broker.heap_mb, args.kafka_jit, broker.data_place)
+        broker_line = kafka_run_line(broker.version, broker.heap_mb, args.kafka_jit, broker.data_place)
     try:
         report = run_benchmark(bootstrap, args, log=lambda s: print(s, flush=True),
                                broker_pid=broker.pid if broker is not None else args.broker_pid)

@@ -15,7 +15,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 import partitions  # noqa: E402
+import partitions_measure  # noqa: E402
 
 RECORDS = 2000
 SHAPES = ["100", "4x3"]   # one keyed topic of 100 partitions; 4 unkeyed topics of 3
@@ -169,8 +171,8 @@ def test_small_run(kafka, tmp_path, mode):
 
 def test_fastkafka_path_import_check(tmp_path):
     """A child imports fastkafka from --fastkafka-path and refuses one found elsewhere."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import partitions; "
-            "m = partitions.import_fastkafka_from(sys.argv[2]); print('FROM', m.__file__)")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import harness; "
+            "m = harness.import_fastkafka_from(sys.argv[2]); print('FROM', m.__file__)")
     bench = os.path.dirname(os.path.abspath(__file__))
     ok = subprocess.run([sys.executable, "-c", code, bench, partitions.ROOT], capture_output=True, text=True,
                         env=partitions.child_env(partitions.ROOT))
@@ -199,19 +201,19 @@ def test_shapes_and_round_order():
     with pytest.raises(SystemExit):
         partitions.parse_shape("lots")
     names = ["a", "b", "c"]
-    assert partitions.round_order(names, 1) == names
-    assert partitions.round_order(names, 2) == ["c", "b", "a"]
-    tops, keys, values = partitions.workload(partitions.parse_shape("3x2"), ["t0", "t1", "t2"], 7, 10, 5)
+    assert harness.round_order(names, 1) == names
+    assert harness.round_order(names, 2) == ["c", "b", "a"]
+    tops, keys, values = partitions_measure.workload(partitions.parse_shape("3x2"), ["t0", "t1", "t2"], 7, 10, 5)
     assert tops == ["t0", "t1", "t2", "t0", "t1", "t2", "t0"] and keys == [None] * 7
     assert all(len(v) == 10 for v in values)
-    tops, keys, values = partitions.workload(partitions.parse_shape("4"), ["t"], 7, 10, 5)
+    tops, keys, values = partitions_measure.workload(partitions.parse_shape("4"), ["t"], 7, 10, 5)
     assert tops == ["t"] * 7 and len(set(keys)) == 5 and keys[0] == keys[5]
 
 
 def test_per_round_ratios_and_medians():
     fk = [{"rate": 100.0}, {"rate": 300.0}, {"failed": "x"}]
     ck = [{"rate": 50.0}, {"rate": 100.0}, {"rate": 10.0}]
-    assert partitions.per_round_ratios(fk, ck) == [2.0, 3.0, None]
+    assert harness.paired_ratios(fk, ck) == [2.0, 3.0, None]
     s = partitions.summarize({"fk_produce": fk[:2], "ck_produce": ck[:2]})
     assert s["fk_produce"]["ratio"] == 2.5 and s["fk_produce"]["rate"] == 200.0
     assert partitions.summarize({"fk_produce": fk, "ck_produce": ck})["fk_produce"]["rate"] is None
