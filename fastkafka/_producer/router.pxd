@@ -2,7 +2,7 @@
 # path:
 #   send:       send / produce -> route_c -> topic_c -> explicit | murmur2(key) | key_partition_c
 #               (librdkafka's hashes) | -1 sticky | partitioner
-#   send_batch: route_batch -> topic_c -> one int | -1 sticky | one int32 per record
+#   send_batch: _route_batch -> topic_c -> one int | -1 sticky | one int32 per record
 #   refuse:     append_batch -> refuse_partition (what it is given and cannot place)
 #   (topic_c: a cache per metadata version; a miss waits in _topic_info)
 

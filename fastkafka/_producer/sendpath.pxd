@@ -1,6 +1,6 @@
 # cython: language_level=3
 # path:
-#   record: send / produce -> _send -> [_send_intercepted: on_send] -> _put -> [_serialized] -> check_timestamp -> _TopicInfo -> java_partition_c / sticky
+#   record: send / produce -> _send -> [_send_intercepted: on_send] -> _put -> [_serialized] -> check_timestamp -> route_c (the partition: Router)
 #           -> RecordAccumulator.append_c -> wake_at / wake_gil_free / wakeup -> give_way
 
 # Contract of fastkafka._producer.sendpath: the compiled half of fastkafka.Producer (send() and

@@ -253,3 +253,221 @@ def test_the_tag_check_catches_missing_malformed_and_stray_tags():
 ])
 def test_the_path_block_check(text, ok):
     assert (path_block_problem(text) is None) == ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Names a reader is sent to must exist: every code name of a .pxd path block, and every file,
+# module and code name that docs/internals.md gives in backticks or in its diagrams.
+
+SOURCE_SUFFIXES = (".py", ".pyx", ".pxd", ".pxi", ".pyi")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _is_code_name(word: str) -> bool:
+    """A word of prose is all lower case letters; a code name has an underscore, a dot, or a
+    capital after its first letter (``scan_c``, ``Metadata.update``, ``GilFreeTurn``)."""
+    if word.isupper() and "_" not in word:
+        return False  # an acronym: TLS, GIL
+    return "_" in word or "." in word or any(c.isupper() for c in word[1:])
+
+
+def _code_words(text: str) -> set[str]:
+    """The identifiers of ``text`` outside its comments and string literals (docstrings too), so
+    that a name surviving only in a comment or a docstring does not count as existing. Cython
+    source tokenizes as Python for this purpose; a file the tokenizer refuses falls back to
+    dropping '#' comments line by line."""
+    import io
+    import tokenize
+    words: set[str] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.NAME:
+                words.add(tok.string)
+            elif tok.type == tokenize.STRING and _KEY_LITERAL.fullmatch(tok.string):
+                # a name kept as a string: a metric, a setting, a partitioner's name
+                words.add(tok.string[tok.string.index(tok.string[-1]) + 1:-1])
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        for line in text.splitlines():
+            words.update(re.findall(r"[A-Za-z_]\w*", _code(line)))
+    return words
+
+
+_KEY_LITERAL = re.compile(r"""[bruf]{0,2}(['"])[A-Za-z_][A-Za-z0-9_]*\1""")
+_WORDS: set[str] | None = None
+
+
+def code_words() -> set[str]:
+    """Every identifier used in code by the library (fastkafka, spark_sink) and its C sources."""
+    global _WORDS
+    if _WORDS is None:
+        words: set[str] = set()
+        for root in (PACKAGE, ROOT / "spark_sink"):
+            for p in sorted(root.rglob("*")):
+                if p.suffix in SOURCE_SUFFIXES and p.is_file():
+                    words |= _code_words(p.read_text(encoding="utf-8"))
+                elif p.suffix in (".h", ".c") and p.is_file() and p.stem.endswith("_impl"):
+                    words.update(re.findall(r"[A-Za-z_]\w*", p.read_text(encoding="utf-8")))
+        _WORDS = words
+    return _WORDS
+
+
+# Prefixes the code puts before names it has as keys (metrics() puts the network client's
+# counters under "net_": fastkafka/producer.py).
+NAME_PREFIXES = ("net_",)
+
+
+def _exists(part: str, words) -> bool:
+    return part in words or any(part.startswith(p) and part[len(p):] in words
+                                for p in NAME_PREFIXES)
+
+
+def unresolved(names, words) -> list[str]:
+    """The dotted or plain code names of ``names`` with a part that no code uses."""
+    return [n for n in names if _is_code_name(n) and not all(
+        _exists(part, words) for part in n.split("."))]
+
+
+def path_block_names(text: str) -> list[str]:
+    """The code names a .pxd's path block gives (its '#   <way>: ...' lines, the way's label and
+    parenthesised remarks left out)."""
+    lines = text.splitlines()
+    i = 1 if lines and lines[0].startswith("# cython:") else 0
+    names: list[str] = []
+    for line in lines[i + 1:]:
+        if not line.startswith("#   "):
+            break
+        body = line[4:]
+        m = re.match(r"^\s*[\w ()'/-]+:\s+", body)
+        if m and "->" in body[m.end():] + " ->":
+            body = body[m.end():]
+        while re.search(r"\([^()]*\)", body):
+            body = re.sub(r"\([^()]*\)", " ", body)
+        body = re.sub(_FILE_TOKEN, " ", body)
+        names += _IDENT.findall(body.replace("()", ""))
+    return names
+
+
+_FILE_TOKEN = r"(?:[\w.-]+/)*\b\w+\.(?:pyx|pxd|pxi|pyi|py)\b"
+
+
+def path_block_files(text: str) -> list[str]:
+    """The files a .pxd's path block names (``confluent.py``)."""
+    lines = text.splitlines()
+    i = 1 if lines and lines[0].startswith("# cython:") else 0
+    files: list[str] = []
+    for line in lines[i + 1:]:
+        if not line.startswith("#   "):
+            break
+        files += re.findall(_FILE_TOKEN, line)
+    return files
+
+
+def test_every_name_a_path_block_gives_exists():
+    words = code_words()
+    problems = []
+    for p in _files(".pxd"):
+        text = p.read_text(encoding="utf-8")
+        missing = unresolved(path_block_names(text), words)
+        missing += [f for f in path_block_files(text) if not _path_exists(f)]
+        if missing:
+            problems.append(f"{_rel(p)}: {', '.join(sorted(set(missing)))}")
+    assert not problems, ("path blocks name what no code has (renamed or removed?):\n"
+                          + "\n".join(problems))
+
+
+def _internals_spans(text: str) -> tuple[list[str], list[str]]:
+    """(the backticked spans of docs/internals.md's prose, the lines of its fenced blocks)."""
+    spans, blocks, fenced = [], [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            blocks.append(line)
+        else:
+            spans += re.findall(r"`([^`]+)`", line)
+    return spans, blocks
+
+
+_PATH = re.compile(r"^(?:[\w.-]+/)*[\w.-]+\.(?:pyx|pxd|pxi|pyi|py|c|h|md|sh|toml)$")
+
+
+# Files of other projects that docs/internals.md cites, with whose they are.
+OUTSIDE_FILES = {
+    "src/rdkafka_msg.c": "librdkafka's",
+    "src/rdkafka_topic.c": "librdkafka's",
+}
+
+
+def _path_exists(path: str) -> bool:
+    if path in OUTSIDE_FILES:
+        return True
+    if (ROOT / path).exists() or (PACKAGE / path).exists():
+        return True
+    # a file named without its folder (``clock.pxd``) or below a package (``_net/cells.pxd``)
+    return any(p.as_posix().endswith("/" + path) for p in ROOT.glob("**/" + path.split("/")[-1])
+               if ".venv" not in p.parts and "build" not in p.parts)
+
+
+def internals_problems(text: str, words: set[str]) -> list[str]:
+    spans, blocks = _internals_spans(text)
+    problems = []
+    for span in spans:
+        span = span.strip()
+        if _PATH.match(span):
+            if not _path_exists(span):
+                problems.append(f"no file {span}")
+            continue
+        if " " in span or not _IDENT.fullmatch(span.removesuffix("()")):
+            continue  # a call with arguments, a value or a phrase: not a bare name
+        name = span.removesuffix("()")
+        if name.startswith(("fastkafka.", "spark_sink.")):
+            parts = name.split(".")
+            k = len(parts)
+            while k > 1 and not any((ROOT / "/".join(parts[:k])).with_suffix(s).exists()
+                                    or (ROOT / "/".join(parts[:k])).is_dir()
+                                    for s in SOURCE_SUFFIXES):
+                k -= 1
+            rest = parts[k:]
+            if k == 1 or any(r not in words for r in rest):
+                problems.append(f"no module or name {name}")
+        elif unresolved([name], words):
+            problems.append(f"no code name {name}")
+    for line in blocks:
+        for token in re.findall(r"(?:[\w.-]+/)+[\w.-]+\.\w+|\b[\w.]+\.(?:pyx|pxd|py)\b", line):
+            if not _path_exists(token):
+                problems.append(f"no file {token} (in a diagram)")
+        if not line.lstrip().startswith("#"):
+            code = re.sub(_FILE_TOKEN, " ", re.sub(r"\S+/\S+", " ", line))
+            for word in unresolved(_IDENT.findall(code), words):
+                problems.append(f"no code name {word} (in a diagram)")
+    return problems
+
+
+# Names docs/internals.md gives that are not the library's own code, with where they come from.
+OUTSIDE_NAMES = {
+    "fastkafka_tools": "the project's tools folder, not part of the library",
+    "spark_sink": "the Spark package (a folder of its own)",
+    "call_soon_threadsafe": "asyncio's loop method",
+    "os.register_at_fork": "the standard library",
+    "ssl.SSLObject": "the standard library",
+    "rd_kafka_msg_partitioner_": "librdkafka's function prefix",
+}
+
+
+def test_every_name_internals_md_gives_exists():
+    words = code_words() | {w for n in OUTSIDE_NAMES for w in n.split(".")}
+    problems = internals_problems(INTERNALS.read_text(encoding="utf-8"), words)
+    assert not problems, ("docs/internals.md names what the code does not have (renamed or "
+                          "removed?):\n" + "\n".join(sorted(set(problems))))
+
+
+def test_the_name_checks_catch_a_missing_name():
+    words = {"scan_c", "drain_c", "Metadata", "update"}
+    assert unresolved(path_block_names("# path:\n#   send:   ready -> scan_c -> _TopicInfo\n"),
+                      words) == ["_TopicInfo"]
+    assert unresolved(path_block_names("# path:\n#   a: x -> Metadata.update (a note_c)\n"),
+                      words) == []
+    assert internals_problems("`route_batch` and `scan_c`, `fastkafka/_producer/nothing.pyx`\n",
+                              words) == ["no code name route_batch",
+                                         "no file fastkafka/_producer/nothing.pyx"]
