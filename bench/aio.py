@@ -91,13 +91,8 @@ each fastkafka child; the report names the tree's commit, not its path.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import functools
-import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import time
@@ -110,54 +105,20 @@ if HERE not in sys.path:
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-import e2e  # noqa: E402
-import latency  # noqa: E402
-import partitions  # noqa: E402
+from aio_clients import (CLIENTS, FASTKAFKA, KINDS, LINGER_MS, LOOP_CODE, MEASUREMENTS, child,  # noqa: E402
+                         split_name)
+from brokers import BROKER_PROPERTIES, Topics  # noqa: E402
+from harness import (build_fingerprint, emit, fmt, kafka_run_line, process_cpu_s, result_line,  # noqa: E402
+                     round_order, run_child, settle, tree_commit, tree_env)
+from harness import median_field as med_field  # noqa: E402
+from harness import median_or_none as med  # noqa: E402
+from harness import paired_ratios as per_round_ratios  # noqa: E402
+from pacing import KEPT_UP  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "aio.md")
-LINGER_MS = 5
-
-#: client key -> (name in tables, how a record completes)
-CLIENTS = {
-    "fk": ("fastkafka AsyncProducer", "send() future"),
-    "fkp": ("fastkafka AsyncProducer produce()", "on_delivery callback on the loop"),
-    "aiok": ("aiokafka", "send() future"),
-    "fka": ("fastkafka.compat.aiokafka (aiokafka's code, import changed)", "send() future"),
-    "ck": ("confluent-kafka AIOProducer", "produce() future"),
-    "ckf": ("confluent-kafka AIOProducer + flush()", "produce() future"),
-}
-FASTKAFKA = ("fk", "fkp")
-#: kind -> (title, clients measured, in order)
-KINDS = {
-    "gather": ("1,000 sends awaited together", ("fk", "aiok", "fka", "ck", "ckf")),
-    "serial": ("one task awaiting each send in turn", ("fk", "aiok", "fka", "ck", "ckf")),
-    "lat_busy": ("latency, event loop busy", ("fk", "fkp", "aiok", "ck")),
-    "lat_idle": ("latency, event loop idle", ("fk", "fkp", "aiok", "ck")),
-}
-#: the code timed per record / window, per kind and client (for the tables)
-LOOP_CODE = {
-    ("gather", "fk"): "`await gather(*[p.send(t, v) for v in window])`",
-    ("gather", "aiok"): "`futs = [await p.send(t, v) for v in window]; await gather(*futs)`",
-    ("gather", "fka"): "`futs = [await p.send(t, v) for v in window]; await gather(*futs)`",
-    ("gather", "ck"): "`futs = [await p.produce(t, v) for v in window]; await gather(*futs)`",
-    ("gather", "ckf"): "`futs = [await p.produce(t, v) for v in window]; await p.flush(); await gather(*futs)`",
-    ("serial", "fk"): "`await p.send(t, v)`",
-    ("serial", "aiok"): "`await p.send_and_wait(t, v)`",
-    ("serial", "fka"): "`await p.send_and_wait(t, v)`",
-    ("serial", "ck"): "`await (await p.produce(t, v))`",
-    ("serial", "ckf"): "`f = await p.produce(t, v); await p.flush(); await f`",
-}
-MEASUREMENTS = [f"{c}_{k}" for k, (_, cs) in KINDS.items() for c in cs]
-KEPT_UP = latency.KEPT_UP
 
 
 # ------------------------------------------------------------------------------------ pure helpers
-def split_name(name: str) -> tuple[str, str]:
-    """``"fk_lat_busy"`` -> ``("fk", "lat_busy")``."""
-    client, _, kind = name.partition("_")
-    return client, kind
-
-
 def select(only: str) -> list[str]:
     """The measurements ``--only`` picks, in the fixed order of MEASUREMENTS. Each comma-separated
     token is a measurement name (``fk_gather``), a client (``fk``, ``aiok``: all its measurements) or
@@ -178,94 +139,6 @@ def select(only: str) -> list[str]:
     return [n for n in MEASUREMENTS if n in picked]
 
 
-def windows(n: int, size: int) -> list[tuple[int, int]]:
-    """``[(start, end), ...]`` covering ``range(n)`` in windows of ``size`` (the last may be short)."""
-    if size < 1:
-        raise ValueError("window size must be >= 1")
-    return [(i, min(i + size, n)) for i in range(0, n, size)]
-
-
-def count_errors(results) -> int:
-    """Exceptions among ``asyncio.gather(..., return_exceptions=True)`` results."""
-    return sum(1 for r in results if isinstance(r, BaseException))
-
-
-def future_error(fut):
-    """A done future's error: its exception, a CancelledError when cancelled, None on success."""
-    if fut.cancelled():
-        return asyncio.CancelledError()
-    return fut.exception()
-
-
-def burn_for(ns: int, clock=time.perf_counter_ns) -> int:
-    """One slice of the busy application: pure-Python arithmetic (holding the GIL) for ``ns``
-    nanoseconds of ``clock``. Returns the inner loop's iterations."""
-    return latency.burn_until(clock() + ns, clock)
-
-
-async def paced(send, rate: float, seconds: float, tick_ns: int, wait, clock=time.perf_counter_ns,
-                limit_s: float | None = None):
-    """``await send(i, t_ns)`` at ``rate`` per second for ``seconds``, in bursts every ``tick_ns``:
-    each burst sends what is due (``latency.due``: a late burst catches up), then ``await
-    wait(next_tick_ns)``. The asyncio form of bench/latency.py's ``paced_run``. A client that cannot
-    keep the pace is stopped once ``limit_s`` seconds have passed (default: no limit), short of the
-    records due. Returns (records sent, first send ns, last send ns)."""
-    start = clock()
-    end = start + int(seconds * 1e9)
-    stop = start + int(limit_s * 1e9) if limit_s is not None else None
-    total = int(rate * seconds)
-    sent = 0
-    first = last = start
-    tick = start
-    while sent < total:
-        now = clock()
-        if stop is not None and now >= stop:
-            break
-        n = min(latency.due(rate, now - start, sent), total - sent)
-        for _ in range(n):
-            t = clock()
-            if stop is not None and t >= stop:   # a catch-up burst too
-                return sent, first, last
-            if sent == 0:
-                first = t
-            await send(sent, t)
-            last = t
-            sent += 1
-        tick += tick_ns
-        if tick < now:  # behind: the next burst at once, catching up through due()
-            tick = now
-        if sent < total:
-            await wait(min(tick, end))
-    return sent, first, last
-
-
-def pace_limit(seconds: float) -> float:
-    """When a paced run that should take ``seconds`` is stopped (a client far behind the pace):
-    twice its time plus 1 s."""
-    return 2 * seconds + 1.0
-
-
-def achieved_rate(sent: int, first_ns: int, last_ns: int, due: int | None = None, begin_ns: int = 0,
-                  end_ns: int = 0) -> float:
-    """Records per second between the first and the last send (0 with fewer than two); for a run
-    stopped short of the ``due`` records, records / (its start ``begin_ns`` -> its stop ``end_ns``),
-    since its last send may have come long before the stop (a send that blocked)."""
-    if due is not None and sent < due and end_ns > begin_ns:
-        return sent / ((end_ns - begin_ns) / 1e9)
-    return (sent - 1) / ((last_ns - first_ns) / 1e9) if sent > 1 and last_ns > first_ns else 0.0
-
-
-def counter_delta(m0: dict | None, m1: dict | None, key: str):
-    """``m1[key] - m0[key]`` of two metrics() snapshots; None when either lacks it."""
-    if not m0 or not m1 or key not in m0 or key not in m1:
-        return None
-    return m1[key] - m0[key]
-
-
-def per_record(x, records: int):
-    return x / records if x is not None and records else None
-
-
 def check(r: dict, held: int | None) -> dict:
     """The delivery checks of one measurement's result (``failed`` set when one fails): every
     record completed without error, and the broker (``held``: latest - earliest offsets summed, None
@@ -281,33 +154,6 @@ def check(r: dict, held: int | None) -> dict:
     return r
 
 
-def per_round_ratios(a: list[dict], b: list[dict], field: str) -> list[float | None]:
-    """Round by round, a's ``field`` over b's (None where either failed or b's is 0/None)."""
-    return [ra[field] / rb[field] if "failed" not in ra and "failed" not in rb and ra.get(field) is not None
-            and rb.get(field) else None for ra, rb in zip(a, b)]
-
-
-def med(values):
-    """Median of ``values``; None when empty or any is None (a failed round)."""
-    vals = list(values)
-    if not vals or any(v is None for v in vals):
-        return None
-    return statistics.median(vals)
-
-
-def med_field(rs: list[dict], field: str):
-    """Median of ``field`` over the rounds; None when a round failed or lacks it."""
-    return med([None if "failed" in r else r.get(field) for r in rs]) if rs else None
-
-
-def fmt(x, spec: str = ".2f", none: str = "n/a") -> str:
-    return none if x is None else format(x, spec)
-
-
-def round_order(names: list[str], rnd: int) -> list[str]:
-    return partitions.round_order(names, rnd)
-
-
 def peers_of(kind: str, names: list[str]) -> list[str]:
     """The non-fastkafka clients of ``kind`` among ``names``."""
     return [c for c in KINDS[kind][1] if c not in FASTKAFKA and f"{c}_{kind}" in names]
@@ -315,345 +161,6 @@ def peers_of(kind: str, names: list[str]) -> list[str]:
 
 def fastkafka_of(kind: str, names: list[str]) -> list[str]:
     return [c for c in KINDS[kind][1] if c in FASTKAFKA and f"{c}_{kind}" in names]
-
-
-# ------------------------------------------------------------------------------------ clients (child)
-class Client:
-    """One producer library behind the calls the measurements make. The timed loops call these
-    methods the same way for every client; what each does is the library's own documented use."""
-
-    key = "?"
-
-    def __init__(self, bootstrap: str):
-        self.bootstrap = bootstrap
-        self.p = None
-
-    async def open(self, stack) -> None:
-        raise NotImplementedError
-
-    async def warm(self, topic: str) -> None:
-        """One record delivered (connection, metadata, producer id), before any clock."""
-        raise NotImplementedError
-
-    async def window(self, topic: str, chunk: list) -> list:
-        """Send every value of ``chunk``, await them together; gather's results (exceptions kept)."""
-        raise NotImplementedError
-
-    async def one(self, topic: str, value) -> None:
-        """Send one record and await its delivery."""
-        raise NotImplementedError
-
-    async def submit(self, topic: str, value, t_send: int, done) -> None:
-        """Send one record; ``done(t_send, err)`` runs on the loop when it completes."""
-        fut = await self._send_future(topic, value)
-        fut.add_done_callback(functools.partial(_future_done, done, t_send))
-
-    async def _send_future(self, topic: str, value):
-        raise NotImplementedError
-
-    async def flush(self) -> None:
-        await self.p.flush()
-
-    def metrics(self) -> dict | None:
-        return None
-
-
-def _future_done(done, t_send: int, fut) -> None:
-    done(t_send, future_error(fut))
-
-
-class FastkafkaClient(Client):
-    key = "fk"
-
-    async def open(self, stack) -> None:
-        from fastkafka.aio import AsyncProducer
-
-        self.p = await stack.enter_async_context(AsyncProducer(
-            bootstrap_servers=self.bootstrap, linger_ms=LINGER_MS, acks="all", enable_idempotence=True))
-
-    async def warm(self, topic: str) -> None:
-        await self.p.send(topic, b"warm-up")
-
-    async def window(self, topic: str, chunk: list) -> list:
-        send = self.p.send
-        return await asyncio.gather(*[send(topic, v) for v in chunk], return_exceptions=True)
-
-    async def one(self, topic: str, value) -> None:
-        await self.p.send(topic, value)
-
-    async def _send_future(self, topic: str, value):
-        return self.p.send(topic, value)
-
-    def metrics(self) -> dict | None:
-        return dict(self.p.metrics())
-
-
-class FastkafkaProduceClient(FastkafkaClient):
-    """fastkafka's non-awaiting produce(); on_delivery runs on the event loop."""
-
-    key = "fkp"
-
-    async def submit(self, topic: str, value, t_send: int, done) -> None:
-        self.p.produce(topic, value, on_delivery=functools.partial(_delivery_done, done, t_send))
-
-
-def _delivery_done(done, t_send: int, err, _md) -> None:
-    done(t_send, err)
-
-
-class AiokafkaClient(Client):
-    key = "aiok"
-
-    async def open(self, stack) -> None:
-        from aiokafka import AIOKafkaProducer
-
-        self.p = await stack.enter_async_context(AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, linger_ms=LINGER_MS, acks="all", enable_idempotence=True))
-
-    async def warm(self, topic: str) -> None:
-        await self.p.send_and_wait(topic, b"warm-up")
-
-    async def window(self, topic: str, chunk: list) -> list:
-        send = self.p.send
-        futs = [await send(topic, v) for v in chunk]
-        return await asyncio.gather(*futs, return_exceptions=True)
-
-    async def one(self, topic: str, value) -> None:
-        await self.p.send_and_wait(topic, value)
-
-    async def _send_future(self, topic: str, value):
-        return await self.p.send(topic, value)
-
-
-class LayerAiokafkaClient(AiokafkaClient):
-    """aiokafka's code with only the import changed: fastkafka.compat.aiokafka.AIOKafkaProducer."""
-
-    key = "fka"
-
-    async def open(self, stack) -> None:
-        from fastkafka.compat.aiokafka import AIOKafkaProducer
-
-        self.p = await stack.enter_async_context(AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, linger_ms=LINGER_MS, acks="all", enable_idempotence=True))
-
-
-class ConfluentClient(Client):
-    key = "ck"
-
-    async def open(self, stack) -> None:
-        from confluent_kafka.aio import AIOProducer
-
-        self.p = await stack.enter_async_context(AIOProducer(
-            {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-             "linger.ms": LINGER_MS}))
-
-    async def warm(self, topic: str) -> None:
-        fut = await self.p.produce(topic, b"warm-up")
-        await self.p.flush()   # untimed: not the ~1 s buffer timeout
-        await fut
-
-    async def window(self, topic: str, chunk: list) -> list:
-        produce = self.p.produce
-        futs = [await produce(topic, v) for v in chunk]
-        return await asyncio.gather(*futs, return_exceptions=True)
-
-    async def one(self, topic: str, value) -> None:
-        await (await self.p.produce(topic, value))
-
-    async def _send_future(self, topic: str, value):
-        return await self.p.produce(topic, value)
-
-
-class ConfluentFlushClient(ConfluentClient):
-    """confluent-kafka's AIOProducer with ``await flush()`` before its futures are awaited."""
-
-    key = "ckf"
-
-    async def window(self, topic: str, chunk: list) -> list:
-        produce = self.p.produce
-        futs = [await produce(topic, v) for v in chunk]
-        await self.p.flush()
-        return await asyncio.gather(*futs, return_exceptions=True)
-
-    async def one(self, topic: str, value) -> None:
-        fut = await self.p.produce(topic, value)
-        await self.p.flush()
-        await fut
-
-
-CLIENT_CLASSES = {c.key: c for c in (FastkafkaClient, FastkafkaProduceClient, AiokafkaClient,
-                                     LayerAiokafkaClient, ConfluentClient, ConfluentFlushClient)}
-
-
-#: The I/O thread's counters (fastkafka's metrics()) kept per run in the RESULT line.
-_IO_COUNTERS = ("io_waits", "io_gil_free_turns", "io_slow_gil_waits", "io_gil_wait_ms_total",
-                "gil_handovers", "aio_gil_pokes", "aio_turn_handovers")
-
-
-def _fk_counters(m0, m1, records: int) -> dict:
-    """fastkafka's loop counters over the timed part (None for the other clients)."""
-    wake = counter_delta(m0, m1, "aio_loop_wakeups")
-    done = counter_delta(m0, m1, "aio_records_completed")
-    io = {k: counter_delta(m0, m1, k) for k in _IO_COUNTERS}
-    return {"loop_wakeups": wake, "records_completed_on_loop": done,
-            "wakeups_per_record": per_record(wake, records), "io_thread": io}
-
-
-async def run_gather(c: Client, topic: str, values: list, window: int, cap_s: float) -> dict:
-    await c.warm(topic)
-    m0 = c.metrics()
-    completed = errors = 0
-    first_error = None
-    n = 0
-    c0, t0 = time.process_time(), time.perf_counter()
-    for a, b in windows(len(values), window):
-        res = await c.window(topic, values[a:b])
-        bad = count_errors(res)
-        if bad and first_error is None:
-            first_error = repr(next(r for r in res if isinstance(r, BaseException)))[:200]
-        errors += bad
-        completed += len(res) - bad
-        n = b
-        if time.perf_counter() - t0 >= cap_s:
-            break
-    elapsed = time.perf_counter() - t0
-    cpu = time.process_time() - c0
-    m1 = c.metrics()
-    return {"records": n, "asked": len(values), "capped": n < len(values), "seconds": elapsed,
-            "completed": completed, "errors": errors, "first_error": first_error, "total_sent": n + 1,
-            "rate": n / elapsed, "cpu_us_per_record": cpu / n * 1e6 if n else None,
-            **_fk_counters(m0, m1, n)}
-
-
-async def run_serial(c: Client, topic: str, values: list, seconds: float) -> dict:
-    await c.warm(topic)
-    m0 = c.metrics()
-    nvals = len(values)
-    n = errors = 0
-    first_error = None
-    c0, t0 = time.process_time(), time.perf_counter()
-    end = t0 + seconds
-    while True:
-        try:
-            await c.one(topic, values[n % nvals])
-        except Exception as e:  # noqa: BLE001 - counted and reported as the measurement's failure
-            errors += 1
-            first_error = first_error or repr(e)[:200]
-        n += 1
-        if time.perf_counter() >= end:
-            break
-    elapsed = time.perf_counter() - t0
-    cpu = time.process_time() - c0
-    m1 = c.metrics()
-    return {"records": n, "seconds": elapsed, "completed": n - errors, "errors": errors,
-            "first_error": first_error, "total_sent": n + 1, "rate": n / elapsed,
-            "cpu_us_per_record": cpu / n * 1e6, **_fk_counters(m0, m1, n)}
-
-
-async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> dict:
-    clock = time.perf_counter_ns
-    nvals = len(values)
-    lat: list[int] = []
-    st = {True: 0, False: 0, "errors": 0, "first_error": None}   # completions: measured, warm-up
-
-    def record(keep: bool, t_send: int, err) -> None:
-        if keep:
-            lat.append(clock() - t_send)
-        st[keep] += 1
-        if err is not None:
-            st["errors"] += 1
-            if st["first_error"] is None:
-                st["first_error"] = repr(err)[:200]
-
-    measured = functools.partial(record, True)
-    warm = functools.partial(record, False)
-
-    def sender(done):
-        async def send(i, t):
-            await c.submit(topic, values[i % nvals], t, done)
-        return send
-
-    async def wait(deadline):
-        left = deadline - clock()
-        await asyncio.sleep(left / 1e9 if left > 0 else 0)
-
-    stop = [False]
-    slices = [0]
-    slice_ns = int(args.busy_slice_us * 1000)
-
-    async def application():
-        while not stop[0]:
-            burn_for(slice_ns, clock)
-            slices[0] += 1
-            await asyncio.sleep(0)
-
-    await c.warm(topic)
-    app = asyncio.get_running_loop().create_task(application()) if busy else None
-    tick_ns = int(args.tick_us * 1000)
-    warm_sent = 0
-    if args.warmup > 0:
-        warm_sent, _, _ = await paced(sender(warm), args.rate, args.warmup, tick_ns, wait, clock,
-                                      pace_limit(args.warmup))
-    m0 = c.metrics()
-    s0 = slices[0]
-    ru0 = resource.getrusage(resource.RUSAGE_SELF)
-    begin = clock()
-    sent, first, last = await paced(sender(measured), args.rate, args.seconds, tick_ns, wait, clock,
-                                    pace_limit(args.seconds))
-    end = clock()
-    s1 = slices[0]
-    app_seconds = (clock() - first) / 1e9
-    await c.flush()
-    deadline = time.monotonic() + 60
-    while (st[True] < sent or st[False] < warm_sent) and time.monotonic() < deadline:
-        await asyncio.sleep(0.001)
-    ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    m1 = c.metrics()
-    stop[0] = True
-    if app is not None:
-        await app
-    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    due = int(args.rate * args.seconds)
-    r = {"records": sent, "due": due, "completed": st[True], "errors": st["errors"],
-         "first_error": st["first_error"], "total_sent": 1 + warm_sent + sent,
-         "achieved": achieved_rate(sent, first, last, due, begin, end),
-         "cpu_us_per_record": cpu / sent * 1e6 if sent and not busy else None,
-         "app_slices_per_s": (s1 - s0) / app_seconds if busy and app_seconds > 0 else None,
-         **_fk_counters(m0, m1, sent)}
-    if len(lat) == sent and lat:
-        r.update(latency.summarize(lat))
-    return r
-
-
-async def child_main(name: str, bootstrap: str, topic: str, args) -> dict:
-    client, kind = split_name(name)
-    c = CLIENT_CLASSES[client](bootstrap)
-    async with contextlib.AsyncExitStack() as stack:
-        await c.open(stack)
-        if kind == "gather":
-            n = args.records if client in FASTKAFKA else args.slow_records
-            r = await run_gather(c, topic, e2e.make_values(n, args.size), args.window, args.cap_seconds)
-        elif kind == "serial":
-            r = await run_serial(c, topic, e2e.make_values(1024, args.size), args.seconds)
-        else:
-            r = await run_latency(c, topic, e2e.make_values(1024, args.size), args, kind == "lat_busy")
-    return r
-
-
-def run_loop(coro_factory, loop_kind: str):
-    """Run ``coro_factory()`` on a fresh event loop of ``loop_kind`` (asyncio's default or uvloop)."""
-    if loop_kind == "uvloop":
-        import uvloop
-
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(coro_factory())
-    return asyncio.run(coro_factory())
-
-
-def child(name: str, bootstrap: str, topic: str, args) -> dict:
-    if split_name(name)[0] in FASTKAFKA + ("fka",):
-        partitions.import_fastkafka_from(args.fastkafka_path)
-    return run_loop(lambda: child_main(name, bootstrap, topic, args), args.loop)
 
 
 # ------------------------------------------------------------------------------------ parent
@@ -673,11 +180,11 @@ def measure(topics, name: str, topic: str, args, broker_pid: int | None, records
         topics.create([topic], args.partitions)
     except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
         return {"failed": f"creating the topic: {type(e).__name__}: {e}", "load": os.getloadavg()[0]}
-    partitions.settle(broker_pid)
-    b0 = partitions.process_cpu_s(broker_pid)
-    r = partitions.run_child(child_cmd(name, topics.bootstrap, topic, args, records), args.timeout,
-                             partitions.child_env(args.fastkafka_path))
-    b1 = partitions.process_cpu_s(broker_pid)
+    settle(broker_pid)
+    b0 = process_cpu_s(broker_pid)
+    r = run_child(child_cmd(name, topics.bootstrap, topic, args, records), args.timeout,
+                  env=tree_env(args.fastkafka_path))
+    b1 = process_cpu_s(broker_pid)
     if b0 is not None and b1 is not None:
         r["broker_cpu_s"] = b1 - b0
     held = None
@@ -711,12 +218,12 @@ def log_line(name: str, r: dict) -> str:
 
 
 def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None) -> dict:
-    topics = partitions.Topics(bootstrap)
+    topics = Topics(bootstrap)
     run_id = uuid.uuid4().hex[:6]
     names = args.names
-    fingerprint = partitions.build_fingerprint(args.fastkafka_path)
+    fingerprint = build_fingerprint(args.fastkafka_path)
     out = {"results": {n: [] for n in names}, "warmup": None, "loads": [os.getloadavg()[0]],
-           "fastkafka_commit": partitions.tree_commit(args.fastkafka_path),
+           "fastkafka_commit": tree_commit(args.fastkafka_path),
            "fastkafka_is_repo": os.path.realpath(args.fastkafka_path) == os.path.realpath(ROOT)}
     libs = {split_name(n)[0].replace("fkp", "fk").replace("ckf", "ck") for n in names}
     first = next((c for c in ("fk", "aiok", "ck") if c in libs), None)
@@ -732,7 +239,7 @@ def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None
             out["results"][name].append(r)
             out["loads"].append(r["load"])
             log(f"round {rnd} {name:<14} {log_line(name, r)}")
-    out["rebuilt_during_run"] = partitions.build_fingerprint(args.fastkafka_path) != fingerprint
+    out["rebuilt_during_run"] = build_fingerprint(args.fastkafka_path) != fingerprint
     return out
 
 
@@ -994,7 +501,7 @@ def main(argv=None) -> int:
     if args._child:
         name, bootstrap, topic = args._child
         r = child(name, bootstrap, topic, args)
-        print("RESULT " + json.dumps(r), flush=True)
+        print(result_line(r), flush=True)
         return 0
     if not os.path.isdir(os.path.join(args.fastkafka_path, "fastkafka")):
         raise SystemExit("--fastkafka-path: no fastkafka/ package in that directory")
@@ -1017,9 +524,9 @@ def main(argv=None) -> int:
         from fastkafka_tools.apachekafka import KafkaCluster
 
         kw = {"heap_mb": args.kafka_heap_mb} if args.kafka_heap_mb else {}
-        broker = KafkaCluster(nodes=1, jit="full", properties=partitions.BROKER_PROPERTIES, **kw).start(timeout=180)
+        broker = KafkaCluster(nodes=1, jit="full", properties=BROKER_PROPERTIES, **kw).start(timeout=180)
         bootstrap, broker_pid = broker.bootstrap, broker.pid
-        broker_line = partitions.kafka_line(broker.version, broker.heap_mb, "full", broker.data_place)
+        broker_line = kafka_run_line(broker.version, broker.heap_mb, "full", broker.data_place)
     try:
         report = run_benchmark(bootstrap, args, log=lambda s: print(s, flush=True), broker_pid=broker_pid)
     finally:
@@ -1027,7 +534,7 @@ def main(argv=None) -> int:
             broker.stop()
     report["broker_line"] = broker_line
     text = render(report, args, time.monotonic() - wall0, broker_line)
-    e2e.emit(text, None if args.out == "-" else args.out)
+    emit(text, None if args.out == "-" else args.out)
     return 0 if all("failed" not in r for rs in report["results"].values() for r in rs) else 1
 
 

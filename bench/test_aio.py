@@ -1,4 +1,4 @@
-"""Unit tests of bench/aio.py's pure helpers, pacing, timed loops (with a fake client on a real event
+"""Unit tests of bench/aio.py's (and bench/aio_clients.py's) pure helpers, pacing, timed loops (with a fake client on a real event
 loop) and tables. No broker, no producer library.
 Run: python -m pytest bench/test_aio.py -q"""
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import aio  # noqa: E402
+import aio_clients  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------ selection
@@ -38,7 +39,7 @@ def test_every_measurement_has_its_code_or_completion_described():
         assert client in aio.CLIENTS and kind in aio.KINDS
         if kind in ("gather", "serial"):
             assert (kind, client) in aio.LOOP_CODE
-        assert client in aio.CLIENT_CLASSES
+        assert client in aio_clients.CLIENT_CLASSES
 
 
 def test_round_order_reverses_even_rounds():
@@ -50,15 +51,15 @@ def test_round_order_reverses_even_rounds():
 
 # ------------------------------------------------------------------------------------ small helpers
 def test_windows_cover_every_record_once():
-    assert aio.windows(2500, 1000) == [(0, 1000), (1000, 2000), (2000, 2500)]
-    assert aio.windows(1000, 1000) == [(0, 1000)]
-    assert aio.windows(0, 1000) == []
+    assert aio_clients.windows(2500, 1000) == [(0, 1000), (1000, 2000), (2000, 2500)]
+    assert aio_clients.windows(1000, 1000) == [(0, 1000)]
+    assert aio_clients.windows(0, 1000) == []
     with pytest.raises(ValueError):
-        aio.windows(10, 0)
+        aio_clients.windows(10, 0)
 
 
 def test_errors_of_gathered_results_and_done_futures():
-    assert aio.count_errors([1, None, ValueError("x"), asyncio.CancelledError()]) == 2
+    assert aio_clients.count_errors([1, None, ValueError("x"), asyncio.CancelledError()]) == 2
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -66,7 +67,7 @@ def test_errors_of_gathered_results_and_done_futures():
         ok.set_result("md")
         bad.set_exception(KeyError("k"))
         gone.cancel()
-        return aio.future_error(ok), aio.future_error(bad), aio.future_error(gone)
+        return aio_clients.future_error(ok), aio_clients.future_error(bad), aio_clients.future_error(gone)
 
     ok, bad, gone = asyncio.run(main())
     assert ok is None and isinstance(bad, KeyError) and isinstance(gone, asyncio.CancelledError)
@@ -75,19 +76,19 @@ def test_errors_of_gathered_results_and_done_futures():
 def test_counters_and_rates():
     m0 = {"aio_loop_wakeups": 10, "aio_records_completed": 100}
     m1 = {"aio_loop_wakeups": 60, "aio_records_completed": 1100}
-    assert aio.counter_delta(m0, m1, "aio_loop_wakeups") == 50
-    assert aio.counter_delta(m0, {}, "aio_loop_wakeups") is None
-    assert aio.counter_delta(None, m1, "aio_loop_wakeups") is None
-    assert aio._fk_counters(m0, m1, 1000) == {"loop_wakeups": 50, "records_completed_on_loop": 1000,
-                                              "wakeups_per_record": 0.05}
-    assert aio._fk_counters(None, None, 1000)["wakeups_per_record"] is None
-    assert aio.per_record(5, 0) is None
-    assert aio.achieved_rate(1001, 0, 1_000_000_000) == pytest.approx(1000.0)
-    assert aio.achieved_rate(1, 5, 5) == 0.0
+    assert aio_clients.counter_delta(m0, m1, "aio_loop_wakeups") == 50
+    assert aio_clients.counter_delta(m0, {}, "aio_loop_wakeups") is None
+    assert aio_clients.counter_delta(None, m1, "aio_loop_wakeups") is None
+    assert aio_clients._fk_counters(m0, m1, 1000) == {"loop_wakeups": 50, "records_completed_on_loop": 1000,
+                                                      "wakeups_per_record": 0.05}
+    assert aio_clients._fk_counters(None, None, 1000)["wakeups_per_record"] is None
+    assert aio_clients.per_record(5, 0) is None
+    assert aio_clients.achieved_rate(1001, 0, 1_000_000_000) == pytest.approx(1000.0)
+    assert aio_clients.achieved_rate(1, 5, 5) == 0.0
     # stopped short: 3,000 sent early, then a send blocked until the stop 5 s after the start
-    assert aio.achieved_rate(3000, 0, 10_000_000, due=40_000, begin_ns=0, end_ns=5_000_000_000) == 600.0
-    assert aio.achieved_rate(1001, 0, 1_000_000_000, due=1001, begin_ns=0, end_ns=9) == pytest.approx(1000.0)
-    assert aio.pace_limit(5) == 11.0
+    assert aio_clients.achieved_rate(3000, 0, 10_000_000, due=40_000, begin_ns=0, end_ns=5_000_000_000) == 600.0
+    assert aio_clients.achieved_rate(1001, 0, 1_000_000_000, due=1001, begin_ns=0, end_ns=9) == pytest.approx(1000.0)
+    assert aio_clients.pace_limit(5) == 11.0
 
 
 class FakeClock:
@@ -113,10 +114,10 @@ def test_paced_sends_the_asked_rate_in_bursts(rate, tick_ns):
     async def send(i, t):
         times.append((i, t))
 
-    sent, first, last = asyncio.run(aio.paced(send, rate, 0.5, tick_ns, clock.wait, clock))
+    sent, first, last = asyncio.run(aio_clients.paced(send, rate, 0.5, tick_ns, clock.wait, clock))
     assert sent == int(rate * 0.5) == len(times)
     assert [i for i, _ in times] == list(range(sent))
-    assert aio.achieved_rate(sent, first, last) == pytest.approx(rate, rel=0.01)
+    assert aio_clients.achieved_rate(sent, first, last) == pytest.approx(rate, rel=0.01)
     per_tick: dict[int, int] = {}
     for _, t in times:
         per_tick[t] = per_tick.get(t, 0) + 1
@@ -129,7 +130,7 @@ def test_paced_catches_up_and_a_hopeless_client_is_stopped():
     async def slow_send(i, t):   # every send takes 1 ms: at most 1,000 records/s of 10,000 asked
         clock.t += 1_000_000
 
-    sent, first, last = asyncio.run(aio.paced(slow_send, 10_000, 1.0, 1_000_000, clock.wait, clock, limit_s=3.0))
+    sent, first, last = asyncio.run(aio_clients.paced(slow_send, 10_000, 1.0, 1_000_000, clock.wait, clock, limit_s=3.0))
     assert 2_900 <= sent <= 3_001          # stopped at the limit, far short of the 10,000 due
     assert (clock.t - 1_000_000_000) / 1e9 == pytest.approx(3.0, abs=0.01)
 
@@ -145,14 +146,14 @@ def test_paced_catches_up_and_a_hopeless_client_is_stopped():
     async def send(i, t):
         pass
 
-    sent, first, last = asyncio.run(aio.paced(send, 10_000, 1.0, 1_000_000, wait, clock, limit_s=3.0))
+    sent, first, last = asyncio.run(aio_clients.paced(send, 10_000, 1.0, 1_000_000, wait, clock, limit_s=3.0))
     assert stalled and sent == 10_000
     assert (last - first) / 1e9 == pytest.approx(1.0, abs=0.002)
 
 
 def test_burn_for_stops_after_its_slice():
     clock = FakeClock(per_call_ns=1000)
-    n = aio.burn_for(10_000, clock)
+    n = aio_clients.burn_for(10_000, clock)
     assert 8 <= n <= 11
 
 
@@ -219,7 +220,7 @@ class FakeProducer:
             await asyncio.sleep(0.001)
 
 
-class FakeClient(aio.Client):
+class FakeClient(aio_clients.Client):
     key = "fk"
 
     def __init__(self, producer):
@@ -246,7 +247,7 @@ class FakeClient(aio.Client):
 
 def test_gather_counts_windows_errors_and_wakeups():
     c = FakeClient(FakeProducer(fail_every=1000))
-    r = asyncio.run(aio.run_gather(c, "t", [b"v"] * 2500, 1000, cap_s=60))
+    r = asyncio.run(aio_clients.run_gather(c, "t", [b"v"] * 2500, 1000, cap_s=60))
     assert c.warmed == 1 and r["records"] == 2500 and not r["capped"] and r["total_sent"] == 2501
     assert r["errors"] == 2 and r["completed"] == 2498 and "broker said no" in r["first_error"]
     assert r["wakeups_per_record"] == pytest.approx(1.0)        # the fake wakes the loop per record
@@ -256,7 +257,7 @@ def test_gather_counts_windows_errors_and_wakeups():
 
 def test_gather_stops_after_the_window_past_the_cap():
     c = FakeClient(FakeProducer(delay=0.02))
-    r = asyncio.run(aio.run_gather(c, "t", [b"v"] * 10_000, 100, cap_s=0.05))
+    r = asyncio.run(aio_clients.run_gather(c, "t", [b"v"] * 10_000, 100, cap_s=0.05))
     assert r["capped"] and r["records"] % 100 == 0 and 100 <= r["records"] < 10_000
     assert r["completed"] == r["records"] and r["asked"] == 10_000
 
@@ -264,7 +265,7 @@ def test_gather_stops_after_the_window_past_the_cap():
 def test_serial_sends_one_at_a_time_for_its_budget():
     p = FakeProducer(delay=0.002)
     c = FakeClient(p)
-    r = asyncio.run(aio.run_serial(c, "t", [b"v"] * 4, 0.1))
+    r = asyncio.run(aio_clients.run_serial(c, "t", [b"v"] * 4, 0.1))
     assert 5 <= r["records"] <= 60 and r["completed"] == r["records"] and r["errors"] == 0
     assert p.sent == r["records"] + 1 == r["total_sent"]
 
@@ -278,7 +279,7 @@ def _lat_args(**kw):
 def test_latency_measures_every_paced_record_from_its_done_callback(busy):
     p = FakeProducer(delay=0.005)
     c = FakeClient(p)
-    r = asyncio.run(aio.run_latency(c, "t", [b"v"] * 16, _lat_args(), busy))
+    r = asyncio.run(aio_clients.run_latency(c, "t", [b"v"] * 16, _lat_args(), busy))
     assert r["records"] == 600 == r["completed"] and r["errors"] == 0
     assert r["total_sent"] == 1 + 200 + 600 == p.sent
     assert r["achieved"] == pytest.approx(2000, rel=0.05)
@@ -298,10 +299,10 @@ def test_latency_of_the_on_delivery_path_and_its_errors():
 
         async def submit(self, topic, value, t_send, done):   # as FastkafkaProduceClient, on a fake
             fut = self.p.send(topic, value)
-            fut.add_done_callback(lambda f: aio._delivery_done(done, t_send, aio.future_error(f), None))
+            fut.add_done_callback(lambda f: aio_clients._delivery_done(done, t_send, aio_clients.future_error(f), None))
 
     p = FakeProducer(delay=0.002, fail_every=100)
-    r = asyncio.run(aio.run_latency(ProduceClient(p), "t", [b"v"], _lat_args(seconds=0.2, warmup=0), False))
+    r = asyncio.run(aio_clients.run_latency(ProduceClient(p), "t", [b"v"], _lat_args(seconds=0.2, warmup=0), False))
     assert r["records"] == 400 and r["completed"] == 400 and r["errors"] == 4
     assert aio.check(r, None)["failed"].startswith("400 of 400 completed, errors 4")
 
