@@ -1,5 +1,5 @@
-"""Unit tests of bench/aio.py's (and bench/aio_clients.py's) pure helpers, pacing, timed loops (with a fake client on a real event
-loop) and tables. No broker, no producer library.
+"""Unit tests of bench/aio.py's and bench/aio_clients.py's pure helpers, pacing, timed loops (with a
+fake client on a real event loop) and tables. No broker, no producer library.
 Run: python -m pytest bench/test_aio.py -q"""
 from __future__ import annotations
 
@@ -130,7 +130,8 @@ def test_paced_catches_up_and_a_hopeless_client_is_stopped():
     async def slow_send(i, t):   # every send takes 1 ms: at most 1,000 records/s of 10,000 asked
         clock.t += 1_000_000
 
-    sent, first, last = asyncio.run(aio_clients.paced(slow_send, 10_000, 1.0, 1_000_000, clock.wait, clock, limit_s=3.0))
+    sent, first, last = asyncio.run(aio_clients.paced(slow_send, 10_000, 1.0, 1_000_000, clock.wait, clock,
+                                                      limit_s=3.0))
     assert 2_900 <= sent <= 3_001          # stopped at the limit, far short of the 10,000 due
     assert (clock.t - 1_000_000_000) / 1e9 == pytest.approx(3.0, abs=0.01)
 
