@@ -1,4 +1,4 @@
-"""The fastkafka-perf tool, run as a subprocess the way a user runs it."""
+"""The perf tool (``python -m fastkafka_tools.perf``), run as a subprocess the way a user runs it."""
 from __future__ import annotations
 
 import os
