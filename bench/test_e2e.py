@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import e2e  # noqa: E402
+import harness  # noqa: E402
 
 ONLY = ["raw", "fk_send_all", "fk_batch_list", "ck_all"]
 RECORDS = 20000
@@ -75,6 +76,6 @@ def test_e2e_small_run(tmp_path):
 
 def test_failure_line_is_one_cell():
     out = "Traceback (most recent call last):\n  File \"x\", line 3\ncimpl.KafkaException: boom|x\n%4|TERMINATE|rdkafka| left\n"
-    assert e2e.failure_line(out) == "cimpl.KafkaException: boom/x"
-    assert e2e.failure_line("exit 1: plain") == "exit 1: plain"
-    assert e2e.failure_line("") == "no data"
+    assert harness.failure_line(out) == "cimpl.KafkaException: boom/x"
+    assert harness.failure_line("exit 1: plain") == "exit 1: plain"
+    assert harness.failure_line("") == "no data"

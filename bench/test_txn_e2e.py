@@ -1,5 +1,5 @@
-"""Unit tests of the ratio tables of bench/txn_e2e.py and bench/spark_e2e.py (e2e.ratio_table,
-e2e.paired_ratios, txn_e2e.section): made-up rounds, no broker. Run:
+"""Unit tests of the ratio tables of bench/txn_e2e.py and bench/spark_e2e.py (harness.ratio_table,
+harness.paired_ratios, txn_e2e.section): made-up rounds, no broker. Run:
 python -m pytest bench/test_txn_e2e.py -q"""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import e2e  # noqa: E402
+import harness  # noqa: E402
 import txn_e2e  # noqa: E402
 
 
@@ -29,14 +29,14 @@ def _num(cell: str) -> float:
 
 def test_paired_ratios_round_by_round():
     a, b = _rounds(100, 300, None), _rounds(200, 100, 50)
-    assert e2e.paired_ratios(a, b) == [0.5, 3.0, None]
+    assert harness.paired_ratios(a, b) == [0.5, 3.0, None]
 
 
 def test_ratio_table_medians_and_per_round_ratios():
     # Medians 120 and 200: ratio of medians 0.60. Per round 0.50, 1.20, 0.75: median 0.75, which
     # the ratio of medians does not give (the rounds' noise pairs up).
     results = {"txn": _rounds(100, 120, 150), "plain": _rounds(200, 100, 200)}
-    lines = e2e.ratio_table([("txn", "plain")], results, lambda n: n.upper(), "records/s")
+    lines = harness.ratio_table([("txn", "plain")], results, lambda n: n.upper(), "records/s")
     assert len(lines) == 3 and lines[1].startswith("|---")
     assert _cells(lines[0])[2] == "median records/s"
     measured, against, m_a, m_b, of_medians, per_median, per_rounds = _cells(lines[2])
@@ -49,7 +49,7 @@ def test_ratio_table_medians_and_per_round_ratios():
 
 def test_ratio_table_failed_round_gives_no_ratio():
     results = {"txn": _rounds(100, None), "plain": _rounds(200, 100)}
-    cells = _cells(e2e.ratio_table([("txn", "plain")], results, str, "rows/s")[2])
+    cells = _cells(harness.ratio_table([("txn", "plain")], results, str, "rows/s")[2])
     assert cells[2] == "FAILED" and cells[4] == "n/a" and cells[5] == "n/a"
     assert cells[6] == "0.50, FAILED"
 
@@ -79,9 +79,3 @@ def test_txn_section_rows_and_pairs():
     assert fk_vs_ck[1].startswith("`ck_txn`") and _num(fk_vs_ck[4]) == pytest.approx(1.33)  # 400 / 300
     assert _num(fk_vs_ck[5]) == pytest.approx(1.33)             # median of 2.25, 1.00, 1.33
 
-
-def test_round_order_alternates_only_when_asked():
-    names = ["a", "b", "c"]
-    assert [e2e.round_order(names, r, True) for r in (1, 2, 3)] == [names, ["c", "b", "a"], names]
-    assert e2e.round_order(names, 2, False) == names
-    assert names == ["a", "b", "c"]  # not reversed in place
