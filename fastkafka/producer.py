@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Set as AbstractSet
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from fastkafka._producer.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
 from fastkafka._producer.batch_args import PreparedBatch as _PreparedBatch, column as _column, per_record as _per_record
@@ -41,6 +41,9 @@ from fastkafka._producer.java_metrics import java_metrics as _java_metrics
 from fastkafka._producer.transactions import (TRANSACTION, GroupMetadata, PreparedTransaction, State as TxnState,
                                               offsets_by_topic)
 from fastkafka.errors import TransactionAbortableError
+
+if TYPE_CHECKING:
+    from fastkafka._wire.records import EncodedHeaders
 
 log = logging.getLogger("fastkafka")
 
@@ -265,7 +268,7 @@ class Producer(OtherClientsHabits, ProducerCore):
         return version, n, available
 
     def send_batch(self, topic: str, values, keys=None, partition: int | None = None,
-                   headers: Sequence | Mapping | None = None,
+                   headers: Sequence | Mapping | EncodedHeaders | None = None,
                    timestamp_ms: int | None = None, *, timestamps=None,
                    record_headers=None) -> BatchFuture:
         """Queue many records at once; returns a future of the number delivered.

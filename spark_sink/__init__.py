@@ -18,19 +18,22 @@ retries it) if any of its records failed or is still undelivered. The data sourc
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from fastkafka.errors import ConfigError
 
-from .options import SchemaError, SinkSettings, settings_from_kwargs
+from .options import SinkSettings, settings_from_kwargs
 from .metrics import SinkAccumulators
-from .task import DeliveryError, TaskReport, TaskWriter
+from .task import DeliveryError, SchemaError, TaskReport, TaskWriter, run_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 __all__ = ["register", "partition_writer", "batch_writer", "read_summaries", "SchemaError",
            "DeliveryError", "TaskReport", "SinkAccumulators"]
 
 
-def register(spark, accumulators: bool = True):
+def register(spark: SparkSession, accumulators: bool = True) -> SinkAccumulators | None:
     """Register the Spark Python data source ``fastkafka`` with this SparkSession (Spark 4: the
     data source needs Spark 4's Python Data Source API; on Spark 3.x this raises ConfigError, and
     ``partition_writer`` / ``batch_writer`` are the ways to write).
@@ -62,7 +65,7 @@ def register(spark, accumulators: bool = True):
     return accs
 
 
-def read_summaries(path: str) -> list[dict]:
+def read_summaries(path: str) -> list[dict[str, Any]]:
     """The summaries the data source appended to ``path`` (option ``summary.path``): one per
     committed or aborted write or micro-batch, with rows, bytes, task seconds, errors and each
     task's report."""
@@ -73,7 +76,7 @@ def read_summaries(path: str) -> list[dict]:
 
 def partition_writer(topic: str | None = None, *, task_headers: bool = False,
                      flush_timeout_ms: int | None = None, config: Mapping[str, Any] | None = None,
-                     **producer_settings: Any) -> Callable:
+                     **producer_settings: Any) -> Callable[[Iterable[Row]], None]:
     """A function for ``df.foreachPartition``: sends each Row (columns as for the data source),
     flushes, and raises the first delivery error so Spark retries the task.
 
@@ -82,42 +85,17 @@ def partition_writer(topic: str | None = None, *, task_headers: bool = False,
     driver. The DataFrame's columns are checked on the first row of each task."""
     settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings)
 
-    def write_partition(rows) -> None:
+    def write_partition(rows: Iterable[Row]) -> None:
         run_partition(settings, rows)
 
     return write_partition
 
 
-def run_partition(settings: SinkSettings, rows) -> TaskReport:
-    """The body of a ``partition_writer`` task (also usable on its own): returns the report."""
-    it = iter(rows)
-    first = next(it, None)
-    if first is None:
-        return TaskReport()
-    fields = list(first.__fields__)
-    settings = settings.with_columns(_row_columns(fields, settings))
-    writer = TaskWriter(settings)
-    writer.write_row(first)
-    for row in it:
-        writer.write_row(row)
-    return writer.finish()
-
-
-def _row_columns(fields, settings: SinkSettings) -> list:
-    lower = {f.lower(): f for f in fields}
-    if "value" not in lower:
-        raise SchemaError(f"the rows have no 'value' column (columns: {', '.join(fields)})")
-    if settings.topic is None and "topic" not in lower:
-        raise SchemaError("no topic: pass topic=... or give the rows a 'topic' column")
-    wanted = (["value", "key", "partition", "headers", "timestamp"]
-              + ([] if settings.topic else ["topic"]))
-    return [lower[c] for c in wanted if c in lower]
-
-
 def batch_writer(topic: str | None = None, *, task_headers: bool = False,
                  flush_timeout_ms: int | None = None, config: Mapping[str, Any] | None = None,
                  delivery_guarantee: str = "at_least_once", transactional_id_prefix: str | None = None,
-                 transaction_log_path: str | None = None, **producer_settings: Any) -> Callable:
+                 transaction_log_path: str | None = None, progress: bool = True,
+                 **producer_settings: Any) -> Callable[[DataFrame, int], None]:
     """A function for ``writeStream.foreachBatch``: writes each micro-batch through the
     ``fastkafka`` data source (the Arrow path), with the batch id in the task headers when
     ``task_headers`` is set. Same settings and errors as :func:`partition_writer`.
@@ -128,26 +106,31 @@ def batch_writer(topic: str | None = None, *, task_headers: bool = False,
 
     ``delivery_guarantee="exactly_once"`` writes each micro-batch in transactions the driver
     commits (see the data source options ``delivery.guarantee``, ``transactional.id.prefix`` and
-    ``transaction.log.path``; the log directory is required here)."""
+    ``transaction.log.path``; the log directory is required here). ``progress=False`` leaves out
+    the driver's stderr line per micro-batch (the option ``progress``)."""
     settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings,
                                     delivery_guarantee=delivery_guarantee,
                                     transactional_id_prefix=transactional_id_prefix,
-                                    transaction_log_path=transaction_log_path)
+                                    transaction_log_path=transaction_log_path,
+                                    progress=bool(progress))
     if settings.exactly_once and not transaction_log_path:
         raise ConfigError("batch_writer(delivery_guarantee='exactly_once') needs transaction_log_path: "
                           "a directory where the driver records the committed micro-batches")
     options = {"kafka." + k: _option_text(v) for k, v in settings.producer_config}
     options["delivery.guarantee"] = settings.delivery_guarantee
-    if settings.exactly_once:
-        options["transactional.id.prefix"] = settings.transactional_id_prefix
-        options["transaction.log.path"] = settings.transaction_log_path
+    options["progress"] = "true" if settings.progress else "false"
+    if settings.exactly_once:       # (both are set: checked above)
+        for option, value in (("transactional.id.prefix", settings.transactional_id_prefix),
+                              ("transaction.log.path", settings.transaction_log_path)):
+            if value is not None:
+                options[option] = value
     if topic is not None:
         options["topic"] = topic
     options["task.headers"] = "true" if task_headers else "false"
     if flush_timeout_ms is not None:
         options["flush.timeout.ms"] = str(flush_timeout_ms)
 
-    def write_batch(df, batch_id: int) -> None:
+    def write_batch(df: DataFrame, batch_id: int) -> None:
         from .batch_job import has_data_source_api
 
         if not has_data_source_api():       # Spark 3.x

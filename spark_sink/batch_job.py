@@ -20,11 +20,16 @@ import dataclasses
 import json
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from fastkafka import PreparedTransaction
 
-from .options import SinkSettings, check_schema
-from .task import TaskReport, TaskWriter
+from .options import SinkSettings
+from .task import TaskReport, check_schema, run_task
+
+if TYPE_CHECKING:
+    import pyarrow
+    from pyspark.sql import DataFrame, Row
 
 
 def has_data_source_api() -> bool:
@@ -46,34 +51,26 @@ def arrow_tasks_available() -> bool:
     return True
 
 
-def _run(writer: TaskWriter, items, write) -> str:
-    try:
-        for item in items:
-            write(item)
-        report = writer.finish()
-    except BaseException:
-        writer.abort()          # exactly_once: leave no open transaction behind
-        raise
-    return json.dumps(asdict(report))
-
-
-def _arrow_task(settings: SinkSettings):
-    def task(batches):
+def _arrow_task(settings: SinkSettings
+                ) -> Callable[[Iterable[pyarrow.RecordBatch]], Iterator[pyarrow.RecordBatch]]:
+    """``mapInArrow``'s function: the task (:func:`spark_sink.task.run_task`), its report as the
+    only output row."""
+    def task(batches: Iterable[pyarrow.RecordBatch]) -> Iterator[pyarrow.RecordBatch]:
         import pyarrow as pa
 
-        writer = TaskWriter(settings)
-        yield pa.RecordBatch.from_pydict({"report": [_run(writer, batches, writer.write_arrow)]})
+        report = run_task(settings, batches, arrow=True)
+        yield pa.RecordBatch.from_pydict({"report": [json.dumps(asdict(report))]})
     return task
 
 
-def _row_task(settings: SinkSettings):
-    def task(rows):
-        writer = TaskWriter(settings)
-        return [_run(writer, rows, writer.write_row)]
+def _row_task(settings: SinkSettings) -> Callable[[Iterable[Row]], list[str]]:
+    """``rdd.mapPartitions``' function: the task on Rows, its report as the only output."""
+    def task(rows: Iterable[Row]) -> list[str]:
+        return [json.dumps(asdict(run_task(settings, rows, arrow=False)))]
     return task
 
 
-def _reports(df, settings: SinkSettings, arrow: bool) -> list[TaskReport]:
+def _reports(df: DataFrame, settings: SinkSettings, arrow: bool) -> list[TaskReport]:
     if arrow:
         texts = [r[0] for r in df.mapInArrow(_arrow_task(settings), "report string").collect()]
     else:
@@ -81,7 +78,8 @@ def _reports(df, settings: SinkSettings, arrow: bool) -> list[TaskReport]:
     return [TaskReport(**json.loads(t)) for t in texts]
 
 
-def write_batch(df, settings: SinkSettings, batch_id: int, arrow: bool | None = None) -> list[TaskReport]:
+def write_batch(df: DataFrame, settings: SinkSettings, batch_id: int,
+                arrow: bool | None = None) -> list[TaskReport]:
     """Write one DataFrame (a micro-batch ``batch_id``, or -1) as one Spark job; returns the task
     reports. ``arrow``: read Arrow batches (default: when :func:`arrow_tasks_available`)."""
     from .exactly_once import TransactionCommitter
@@ -111,7 +109,10 @@ def write_batch(df, settings: SinkSettings, batch_id: int, arrow: bool | None = 
     return reports
 
 
-def _log(settings: SinkSettings, reports, batch_id: int, replay: bool = False) -> None:
+def _log(settings: SinkSettings, reports: list[TaskReport] | None, batch_id: int,
+         replay: bool = False) -> None:
+    if not settings.progress:
+        return
     where = "" if batch_id < 0 else f" (batch {batch_id})"
     if reports is None:
         print(f"fastkafka sink aborted{where}", file=sys.stderr)

@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
@@ -20,8 +21,14 @@ from fastkafka import PreparedTransaction
 
 from .exactly_once import TransactionCommitter
 from .metrics import aggregate as aggregate_metrics
-from .options import check_schema, ignored_warning, settings_from_options
-from .task import TaskReport, TaskWriter
+from .options import SinkSettings, ignored_warning, settings_from_options
+from .task import TaskReport, check_schema, run_task
+
+if TYPE_CHECKING:
+    import pyarrow
+    from pyspark.sql.types import StructType
+
+    from .metrics import SinkAccumulators
 
 log = logging.getLogger("spark_sink")
 
@@ -37,30 +44,27 @@ OVERWRITE_REFUSED = (
 class TaskCommit(WriterCommitMessage):
     """One task's report, carried to the driver."""
 
-    def __init__(self, report: TaskReport):
+    def __init__(self, report: TaskReport) -> None:
         self.report = report
 
 
-def write_task(settings, batches, accumulators=None) -> TaskCommit:
-    writer = TaskWriter(settings)
-    try:
-        for batch in batches:
-            writer.write_arrow(batch)
-        report = writer.finish()
-    except BaseException:
-        writer.abort()   # exactly_once: leave no open transaction behind
-        raise
+def write_task(settings: SinkSettings, batches: Iterable[pyarrow.RecordBatch],
+               accumulators: SinkAccumulators | None = None) -> TaskCommit:
+    """One task of the data source: its Arrow batches to Kafka (:func:`spark_sink.task.run_task`),
+    its report added to the accumulators and carried to the driver."""
+    report = run_task(settings, batches, arrow=True)
     if accumulators is not None:
         accumulators.add(report)    # sent to the driver with the task's result
     return TaskCommit(report)
 
 
-def _prepared(messages) -> list:
+def _prepared(messages: Sequence[WriterCommitMessage | None]) -> list[PreparedTransaction]:
     return [PreparedTransaction(*m.report.transaction) for m in messages
             if isinstance(m, TaskCommit) and m.report.transaction is not None]
 
 
-def finish_write(settings, messages, batch_id: int, aborted: bool) -> None:
+def finish_write(settings: SinkSettings, messages: Sequence[WriterCommitMessage | None],
+                 batch_id: int, aborted: bool) -> None:
     """The driver's end of a write or micro-batch: exactly_once commits (or aborts) the tasks'
     transactions; then the summary."""
     outcome = None
@@ -76,10 +80,11 @@ def finish_write(settings, messages, batch_id: int, aborted: bool) -> None:
               replay=outcome == "replay")
 
 
-def summarize(settings, messages, batch_id: int | None = None, aborted: bool = False,
-              replay: bool = False) -> dict:
-    """The driver-side summary of one write or micro-batch: logged to stderr (Spark's driver log)
-    and, with the option ``summary.path``, appended to that file as one JSON line. (Spark runs
+def summarize(settings: SinkSettings, messages: Sequence[WriterCommitMessage | None],
+              batch_id: int | None = None, aborted: bool = False,
+              replay: bool = False) -> dict[str, Any]:
+    """The driver-side summary of one write or micro-batch: one line to stderr (Spark's driver log)
+    unless the option ``progress`` is false, and, with the option ``summary.path``, appended to that file as one JSON line. (Spark runs
     commit() in a Python worker of the driver, not in the user's process.)"""
     reports = [m.report for m in messages if isinstance(m, TaskCommit)]
     summary = {
@@ -100,7 +105,8 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
     line = (f"fastkafka sink {'aborted' if aborted else 'committed'}: {summary['rows']} rows, "
             f"{summary['bytes']} bytes from {summary['tasks']} tasks"
             + ("" if batch_id is None else f" (batch {batch_id})"))
-    print(line, file=sys.stderr)  # the driver's Python worker: stderr ends up in Spark's log
+    if settings.progress:
+        print(line, file=sys.stderr)  # the driver's Python worker: stderr ends up in Spark's log
     if settings.summary_path:
         with open(settings.summary_path, "a") as f:
             f.write(json.dumps(summary) + "\n")
@@ -108,32 +114,32 @@ def summarize(settings, messages, batch_id: int | None = None, aborted: bool = F
 
 
 class FastKafkaWriter(DataSourceArrowWriter):
-    def __init__(self, settings, accumulators=None):
+    def __init__(self, settings: SinkSettings, accumulators: SinkAccumulators | None = None) -> None:
         self.settings = settings
         self.accumulators = accumulators
 
-    def write(self, iterator):
+    def write(self, iterator: Iterable[pyarrow.RecordBatch]) -> TaskCommit:
         return write_task(self.settings, iterator, self.accumulators)
 
-    def commit(self, messages):
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         finish_write(self.settings, messages, self.settings.batch_id, False)
 
-    def abort(self, messages):
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         finish_write(self.settings, messages, self.settings.batch_id, True)
 
 
 class FastKafkaStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, settings, accumulators=None):
+    def __init__(self, settings: SinkSettings, accumulators: SinkAccumulators | None = None) -> None:
         self.settings = settings
         self.accumulators = accumulators
 
-    def write(self, iterator):
+    def write(self, iterator: Iterable[pyarrow.RecordBatch]) -> TaskCommit:
         return write_task(self.settings, iterator, self.accumulators)
 
-    def commit(self, messages, batchId):
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         finish_write(self.settings, messages, batchId, False)
 
-    def abort(self, messages, batchId):
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         finish_write(self.settings, messages, batchId, True)
 
 
@@ -141,19 +147,19 @@ class FastKafkaDataSource(DataSource):
     """``df.write.format("fastkafka")``: see :mod:`spark_sink.options` for the options."""
 
     #: the driver's SinkAccumulators (spark_sink/metrics.py), set on the class register() makes
-    _accumulators = None
+    _accumulators: SinkAccumulators | None = None
 
     @classmethod
     def name(cls) -> str:
         return "fastkafka"
 
-    def _settings(self, schema):
+    def _settings(self, schema: StructType) -> SinkSettings:
         settings = check_schema(schema, settings_from_options(self.options))
         if settings.ignored:
             log.warning("%s", ignored_warning(settings.ignored))   # once per write / query start
         return settings
 
-    def writer(self, schema, overwrite):
+    def writer(self, schema: StructType, overwrite: bool) -> FastKafkaWriter:
         """A batch write. ``.save()`` needs ``.mode("append")``: Spark refuses ErrorIfExists (the
         default) and Ignore for every Python data source before this runs; Overwrite is refused
         here (Kafka topics are append-only)."""
@@ -169,7 +175,7 @@ class FastKafkaDataSource(DataSource):
             TransactionCommitter(settings).recover()
         return FastKafkaWriter(settings, self._accumulators)
 
-    def streamWriter(self, schema, overwrite):
+    def streamWriter(self, schema: StructType, overwrite: bool) -> FastKafkaStreamWriter:
         """A streaming query. ``overwrite`` is True in the output mode complete: each micro-batch
         writes the whole result table, appended to the topic, as Spark's Kafka sink does."""
         settings = self._settings(schema)
@@ -184,7 +190,7 @@ class FastKafkaDataSource(DataSource):
         return FastKafkaStreamWriter(settings, self._accumulators)
 
 
-def with_accumulators(accumulators) -> type:
+def with_accumulators(accumulators: SinkAccumulators) -> type[FastKafkaDataSource]:
     """A subclass of :class:`FastKafkaDataSource` carrying ``accumulators``. It is made here, not
     importable by name, so that Spark's cloudpickle sends it by value, the accumulators with it,
     to the Python workers that plan the write and run its tasks."""

@@ -43,12 +43,15 @@ import os
 import re
 import sys
 import time
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from fastkafka.admin import _ADMIN_KEYS, Admin
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import ConfigError, KafkaError, UnsupportedVersionError
 from fastkafka import PreparedTransaction
+
+if TYPE_CHECKING:
+    from .options import SinkSettings
 
 #: How many committed micro-batches the log keeps (older files are removed).
 LOG_KEEP = 100
@@ -72,7 +75,7 @@ class CommitLog:
     ``committed``) and the transactions of the batch. Written atomically (a temporary file, fsync,
     rename, fsync of the directory)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         if path.startswith("file:"):
             path = path[len("file:"):]
             while path.startswith("//"):
@@ -87,10 +90,11 @@ class CommitLog:
     def _file(self, batch_id: int) -> str:
         return os.path.join(self.path, f"{batch_id}.json")
 
-    def get(self, batch_id: int) -> dict | None:
+    def get(self, batch_id: int) -> dict[str, Any] | None:
         try:
             with open(self._file(batch_id)) as f:
-                return json.load(f)
+                entry: dict[str, Any] = json.load(f)
+                return entry
         except FileNotFoundError:
             return None
 
@@ -119,7 +123,7 @@ class CommitLog:
                 out.append(int(name[:-5]))
         return sorted(out)
 
-    def unfinished(self) -> list[tuple[int, dict]]:
+    def unfinished(self) -> list[tuple[int, dict[str, Any]]]:
         """The batches recorded as committing (the driver stopped in the middle of committing)."""
         return [(b, e) for b in self.batches() if (e := self.get(b)) and e["state"] == "committing"]
 
@@ -132,7 +136,7 @@ class CommitLog:
                     pass
 
     @staticmethod
-    def transactions(entry: dict) -> list[PreparedTransaction]:
+    def transactions(entry: dict[str, Any]) -> list[PreparedTransaction]:
         return [PreparedTransaction(t, p, e) for t, p, e in entry["transactions"]]
 
 
@@ -143,15 +147,23 @@ def _log(line: str) -> None:
 class TransactionCommitter:
     """The driver's side: commits, aborts and recovers the tasks' prepared transactions."""
 
-    def __init__(self, settings):
+    def __init__(self, settings: SinkSettings) -> None:
+        if not settings.transactional_id_prefix:
+            raise ConfigError("delivery.guarantee=exactly_once needs the option "
+                              "'transactional.id.prefix'")
         self.settings = settings
+        self.prefix: str = settings.transactional_id_prefix
         self.log = CommitLog(settings.transaction_log_path) if settings.transaction_log_path else None
+
+    def _transaction_timeout_ms(self) -> int:
+        # parsed as the tasks' producers parse it (Spark options arrive as strings)
+        return int(ProducerConfig(self.settings.producer_kwargs()).as_dict()["transaction_timeout_ms"])
 
     def _admin(self) -> Admin:
         given = {k: v for k, v in self.settings.producer_kwargs().items() if k in _ADMIN_KEYS}
         return Admin(given)
 
-    def _finish(self, admin: Admin, prepared: list, commit: bool) -> None:
+    def _finish(self, admin: Admin, prepared: list[PreparedTransaction], commit: bool) -> None:
         for t in prepared:
             (admin.commit_transaction if commit else admin.abort_transaction)(t)
 
@@ -170,16 +182,16 @@ class TransactionCommitter:
                 self._finish(admin, txns, True)
                 self.log.put(batch_id, "committed", txns)
 
-    def _fence(self, admin: Admin, attempts) -> None:
+    def _fence(self, admin: Admin, attempts: Iterable[tuple[int, int]]) -> None:
         """Take over the transactional ids of these (partition, attempt) pairs: a transaction one
         of them left open is aborted, and that attempt can write no more."""
-        prefix = self.settings.transactional_id_prefix
-        # parsed as the tasks' producers parse it (Spark options arrive as strings)
-        timeout = ProducerConfig(self.settings.producer_kwargs()).transaction_timeout_ms
+        prefix = self.prefix
+        timeout = self._transaction_timeout_ms()
         for p, a in sorted(set(attempts)):
             admin.fence_transactional_id(transactional_id(prefix, p, a), timeout)
 
-    def commit(self, prepared: list, batch_id: int, failed_attempts=()) -> str:
+    def commit(self, prepared: list[PreparedTransaction], batch_id: int,
+               failed_attempts: Iterable[tuple[int, int]] = ()) -> str:
         """Commit the tasks' transactions of ``batch_id`` (-1: a batch write, no log). Returns what
         was done: ``"committed"``, or ``"replay"`` when the log shows the batch committed before
         (the new transactions are then aborted). ``failed_attempts``: the (partition, attempt)
@@ -198,7 +210,7 @@ class TransactionCommitter:
                 self._fence_open(admin, prepared)
         return outcome
 
-    def _fence_open(self, admin: Admin, keep) -> list[str]:
+    def _fence_open(self, admin: Admin, keep: Iterable[PreparedTransaction]) -> list[str]:
         """Take over every transactional id of this sink (``<prefix>-<partition>-<attempt>``)
         whose transaction the coordinators list as still open (Ongoing), but those of ``keep``
         (the transactions just committed). Returns the ids taken over. A cluster without
@@ -213,19 +225,19 @@ class TransactionCommitter:
             _log(f"the cluster cannot list transactions ({e}): transactions of attempts that "
                  f"reported nothing (speculative copies) are aborted by their timeout only")
             return []
-        mine = re.compile(re.escape(self.settings.transactional_id_prefix) + r"-\d+-\d+")
+        mine = re.compile(re.escape(self.prefix) + r"-\d+-\d+")
         kept = {t.transactional_id for t in keep}
         zombies = sorted({x.transactional_id for x in listed
                           if mine.fullmatch(x.transactional_id) and x.transactional_id not in kept})
         if zombies:
             _log(f"taking over {len(zombies)} transactional id(s) left open by attempts that "
                  f"reported nothing: {', '.join(zombies[:10])}{' ...' if len(zombies) > 10 else ''}")
-            timeout = ProducerConfig(self.settings.producer_kwargs()).transaction_timeout_ms
+            timeout = self._transaction_timeout_ms()
             for tid in zombies:
                 admin.fence_transactional_id(tid, timeout)
         return zombies
 
-    def _commit(self, admin: Admin, prepared: list, batch_id: int) -> str:
+    def _commit(self, admin: Admin, prepared: list[PreparedTransaction], batch_id: int) -> str:
         if self.log is not None and batch_id >= 0:
             entry = self.log.get(batch_id)
             if entry is not None:
@@ -248,7 +260,7 @@ class TransactionCommitter:
         self._crash_point("after_commit", batch_id)
         return "committed"
 
-    def abort(self, prepared: list, partitions: int, batch_id: int = -1) -> None:
+    def abort(self, prepared: list[PreparedTransaction], partitions: int, batch_id: int = -1) -> None:
         """Abort the reported transactions, then take over every partition's transactional id,
         which aborts whatever a failed attempt left open.
 
@@ -258,13 +270,14 @@ class TransactionCommitter:
         will be recognised."""
         if self._crashed():
             return
-        entry = self.log.get(batch_id) if self.log is not None and batch_id >= 0 else None
-        if entry is not None:
+        log = self.log
+        entry = log.get(batch_id) if log is not None and batch_id >= 0 else None
+        if log is not None and entry is not None:
             recorded = CommitLog.transactions(entry)
             with self._admin() as admin:
                 if entry["state"] == "committing":
                     self._finish(admin, recorded, True)
-                    self.log.put(batch_id, "committed", recorded)
+                    log.put(batch_id, "committed", recorded)
                 self._finish(admin, [t for t in prepared if t not in recorded], False)
             _log(f"micro-batch {batch_id} was recorded for commit before Spark aborted it: "
                  f"committed (Spark replays it, and the replay is recognised)")

@@ -13,6 +13,16 @@ averages weighted by what they average over in the task (batches, Produce reques
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.accumulators import Accumulator, AccumulatorParam
+
+    from fastkafka import Producer
+
+    from .task import TaskReport
+
 #: totals of java_metrics()["producer-metrics"]: reported as the task's deltas
 TOTALS = ("record-send-total", "record-error-total", "record-retry-total",
           "bufferpool-wait-time-ns-total")
@@ -24,7 +34,7 @@ AVERAGES = {"batch-size-avg": "batches", "records-per-request-avg": "produce-req
 MAXIMA = ("request-latency-max", "produce-throttle-time-max")
 
 
-def read_totals(producer) -> dict:
+def read_totals(producer: Producer) -> dict[str, Any]:
     """The totals a task's deltas are taken from, read now."""
     g = producer.java_metrics()["producer-metrics"]
     m = producer.metrics()
@@ -33,7 +43,7 @@ def read_totals(producer) -> dict:
     return out
 
 
-def task_snapshot(producer, start: dict) -> dict:
+def task_snapshot(producer: Producer, start: dict[str, Any]) -> dict[str, Any]:
     """The task's metrics: the deltas of the totals since ``start`` (:func:`read_totals` when
     the task began), and the windowed values as they are now (None: no event in the windows)."""
     now = read_totals(producer)
@@ -44,7 +54,7 @@ def task_snapshot(producer, start: dict) -> dict:
     return snap
 
 
-def aggregate(snapshots) -> dict | None:
+def aggregate(snapshots: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
     """The job's producer metrics from its tasks' snapshots (None entries are skipped; None when
     there are none): sums of the totals, the largest of the maxima, the averages weighted by the
     batches or Produce requests of each task (tasks that sent none do not count); None where no
@@ -69,16 +79,16 @@ ACC_SUMS = ("rows", "bytes", *TOTALS, *COUNTS)
 ACC_MAXIMA = MAXIMA
 
 
-def _max_param():
+def _max_param() -> AccumulatorParam[float]:
     from pyspark.accumulators import AccumulatorParam
 
-    class MaxParam(AccumulatorParam):
+    class MaxParam(AccumulatorParam[float]):
         """An accumulator keeping the largest value added (-inf: none yet)."""
 
-        def zero(self, value):
+        def zero(self, value: float) -> float:
             return float("-inf")
 
-        def addInPlace(self, value1, value2):
+        def addInPlace(self, value1: float, value2: float) -> float:
             return max(value1, value2)
 
     return MaxParam()
@@ -91,13 +101,13 @@ class SinkAccumulators:
     process when the task ends. Totals since ``register()`` (or :meth:`reset`) over every write
     and micro-batch of the session; read with :meth:`value` on the driver."""
 
-    def __init__(self, spark_context):
+    def __init__(self, spark_context: SparkContext) -> None:
         param = _max_param()
-        self._sums = {name: spark_context.accumulator(0) for name in ACC_SUMS}
-        self._maxima = {name: spark_context.accumulator(float("-inf"), param)
+        self._sums: dict[str, Accumulator[int]] = {name: spark_context.accumulator(0) for name in ACC_SUMS}
+        self._maxima: dict[str, Accumulator[float]] = {name: spark_context.accumulator(float("-inf"), param)
                         for name in ACC_MAXIMA}
 
-    def add(self, report) -> None:
+    def add(self, report: TaskReport) -> None:
         """On an executor: add a task's report (a :class:`~spark_sink.task.TaskReport`)."""
         snap = report.producer_metrics or {}
         self._sums["rows"].add(report.rows)
@@ -108,16 +118,16 @@ class SinkAccumulators:
             if snap.get(name) is not None:
                 self._maxima[name].add(float(snap[name]))
 
-    def value(self) -> dict:
+    def value(self) -> dict[str, Any]:
         """On the driver: ``{name: value}``; a maximum no task reported is None."""
-        out = {name: acc.value for name, acc in self._sums.items()}
-        for name, acc in self._maxima.items():
-            out[name] = None if acc.value == float("-inf") else acc.value
+        out: dict[str, Any] = {name: acc.value for name, acc in self._sums.items()}
+        for name, m in self._maxima.items():
+            out[name] = None if m.value == float("-inf") else m.value
         return out
 
     def reset(self) -> None:
         """On the driver: start again from zero."""
         for acc in self._sums.values():
             acc.value = 0
-        for acc in self._maxima.values():
-            acc.value = float("-inf")
+        for m in self._maxima.values():
+            m.value = float("-inf")

@@ -17,6 +17,10 @@ Options
 ``summary.path``
     A file the driver appends one JSON line to per committed (or aborted) write or micro-batch:
     rows, bytes, task seconds, errors and every task's report (``spark_sink.read_summaries``).
+``progress``
+    ``true`` (default): the driver prints one line per committed or aborted write or micro-batch
+    to its stderr (``fastkafka sink committed: <rows> rows, <bytes> bytes from <tasks> tasks``);
+    ``false`` leaves it out (``summary.path`` and the accumulators are not affected).
 ``flush.timeout.ms``
     How long a task waits at its end for its records (default: the producer's
     ``delivery_timeout_ms`` plus 5 s; records cannot stay undelivered longer than that anyway).
@@ -44,20 +48,21 @@ Input columns follow Spark's own Kafka sink: ``value`` (required; binary or stri
 (binary or string), ``topic`` (string), ``partition`` (int), ``headers``
 (array<struct<key: string, value: binary>>; per-row headers first, then the task's), ``timestamp``
 (timestamp, or bigint as ms since the epoch: the record's timestamp, truncated to ms; a null: the
-producer's current time). Other columns are ignored, as Spark's sink does.
+producer's current time). Other columns are ignored, as Spark's sink does. The rules are checked
+by :func:`spark_sink.task.check_schema` on the driver.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from fastkafka.config import SECRET_SETTINGS, ProducerConfig, canonical_name
 from fastkafka.errors import ConfigError
 
 #: options of the sink itself (``kafka.*`` ones go to the producer)
-SINK_OPTIONS = ("topic", "task.headers", "flush.timeout.ms", "summary.path", "batch.id",
+SINK_OPTIONS = ("topic", "task.headers", "flush.timeout.ms", "summary.path", "progress", "batch.id",
                 "delivery.guarantee", "transactional.id.prefix", "transaction.log.path", "test.crash",
                 "max.task.attempts")
 GUARANTEES = ("at_least_once", "exactly_once")
@@ -122,39 +127,36 @@ def ignored_reason(key: str) -> str | None:
     return None
 
 
-def ignored_warning(ignored) -> str:
+def ignored_warning(ignored: Iterable[str]) -> str:
     """The one WARNING line of a write that got ignored options."""
     return ("fastkafka sink: ignoring " + "; ".join(f"{k} ({ignored_reason(k)})" for k in ignored)
             + ". Remove them to silence this warning")
-
-
-class SchemaError(ValueError):
-    """The DataFrame's columns do not fit the sink (missing ``value``, a wrong type, no topic)."""
 
 
 @dataclass(frozen=True)
 class SinkSettings:
     """Everything a task needs; picklable (it travels to the executors)."""
 
-    producer_config: tuple            # sorted (key, value) pairs of the producer settings
+    producer_config: tuple[tuple[str, Any], ...]   # sorted (key, value) pairs of the producer settings
     topic: str | None = None
     task_headers: bool = False
     flush_timeout_s: float | None = None
     batch_id: int = -1
     summary_path: str | None = None
-    columns: tuple = field(default=())  # the input columns found in the schema (names)
+    columns: tuple[str, ...] = field(default=())  # the input columns found in the schema (names)
     delivery_guarantee: str = "at_least_once"
     transactional_id_prefix: str | None = None
     transaction_log_path: str | None = None
     test_crash: str | None = None       # fault injection for tests (exactly_once.py)
     max_attempts: int = 4               # spark.task.maxFailures (exactly_once: ids to take over)
-    ignored: tuple = field(default=())  # options of Spark's Kafka source / consumer, ignored
+    ignored: tuple[str, ...] = field(default=())  # options of Spark's Kafka source / consumer, ignored
+    progress: bool = True               # the driver's stderr line per write or micro-batch
 
     @property
     def exactly_once(self) -> bool:
         return self.delivery_guarantee == "exactly_once"
 
-    def producer_kwargs(self) -> dict:
+    def producer_kwargs(self) -> dict[str, Any]:
         return dict(self.producer_config)
 
     def __repr__(self) -> str:
@@ -166,9 +168,10 @@ class SinkSettings:
                 f"batch_id={self.batch_id!r}, summary_path={self.summary_path!r}, "
                 f"columns={self.columns!r}, delivery_guarantee={self.delivery_guarantee!r}, "
                 f"transactional_id_prefix={self.transactional_id_prefix!r}, "
-                f"transaction_log_path={self.transaction_log_path!r}, ignored={self.ignored!r})")
+                f"transaction_log_path={self.transaction_log_path!r}, ignored={self.ignored!r}, "
+                f"progress={self.progress!r})")
 
-    def with_columns(self, columns) -> "SinkSettings":
+    def with_columns(self, columns: Iterable[str]) -> SinkSettings:
         return dataclasses.replace(self, columns=tuple(columns))
 
 
@@ -193,7 +196,8 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
     summary_path = None
     extra: dict[str, Any] = {}
     checkpoint = None
-    ignored = []
+    ignored: list[str] = []
+    progress = True
     for raw_key, value in options.items():
         key = raw_key.lower()
         if ignored_reason(raw_key) is not None:
@@ -212,6 +216,8 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
             batch_id = _int(raw_key, value)
         elif key == "summary.path":
             summary_path = str(value)
+        elif key == "progress":
+            progress = _bool(raw_key, value)
         elif key == "delivery.guarantee":
             extra["delivery_guarantee"] = str(value).strip().lower()
         elif key == "transactional.id.prefix":
@@ -233,7 +239,8 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
     if checkpoint is not None and "transaction_log_path" not in extra:
         extra["transaction_log_path"] = checkpoint.rstrip("/") + "/fastkafka-transactions"
     return dataclasses.replace(_settings(producer, topic, task_headers, flush_timeout_s, batch_id, **extra),
-                               summary_path=summary_path, ignored=tuple(sorted(ignored)))
+                               summary_path=summary_path, ignored=tuple(sorted(ignored)),
+                               progress=progress)
 
 
 def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms: int | None,
@@ -241,7 +248,7 @@ def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms
                          **sink: Any) -> SinkSettings:
     """``partition_writer`` / ``batch_writer`` arguments: producer settings as keyword arguments
     (``bootstrap_servers=...``) and/or a mapping with dotted keys; ``sink`` holds the sink's own
-    (``delivery_guarantee``, ``transactional_id_prefix``, ``transaction_log_path``)."""
+    (``delivery_guarantee``, ``transactional_id_prefix``, ``transaction_log_path``, ``progress``)."""
     producer = dict(config or {})
     producer.update(kwargs)
     flush_timeout_s = None if flush_timeout_ms is None else _positive("flush_timeout_ms", flush_timeout_ms) / 1000
@@ -249,7 +256,8 @@ def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms
                      **{k: v for k, v in sink.items() if v is not None})
 
 
-def _settings(producer: dict, topic, task_headers, flush_timeout_s, batch_id,
+def _settings(producer: dict[str, Any], topic: str | None, task_headers: bool,
+              flush_timeout_s: float | None, batch_id: int,
               delivery_guarantee: str = "at_least_once", **txn: Any) -> SinkSettings:
     if delivery_guarantee not in GUARANTEES:
         raise ConfigError(f"option 'delivery.guarantee' must be at_least_once or exactly_once, got "
@@ -271,7 +279,7 @@ def _settings(producer: dict, topic, task_headers, flush_timeout_s, batch_id,
                         delivery_guarantee=delivery_guarantee, **txn)
 
 
-def _transactional_producer(producer: dict, txn: dict) -> dict:
+def _transactional_producer(producer: dict[str, Any], txn: dict[str, Any]) -> dict[str, Any]:
     """The producer settings of an exactly-once write: checked, with the sink's transaction
     timeout unless one is given. The transactional ids come from the prefix, per task."""
     prefix = txn.get("transactional_id_prefix")
@@ -301,62 +309,10 @@ def _positive(name: str, value: Any) -> int:
     return ms
 
 
-# ------------------------------------------------------------------------------ schema check
-def check_schema(schema, settings: SinkSettings) -> SinkSettings:
-    """Check a Spark ``StructType`` against the sink's input columns; SchemaError naming the
-    problem. Returns the settings with the columns that will be read."""
-    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
-                                   StructType, TimestampType)
-
-    fields = {f.name.lower(): f for f in schema.fields}
-    found = []
-
-    def bin_or_str(name: str, required: bool) -> None:
-        f = fields.get(name)
-        if f is None:
-            if required:
-                raise SchemaError(
-                    f"the DataFrame has no '{name}' column (columns: "
-                    f"{', '.join(x.name for x in schema.fields) or 'none'}); the sink needs "
-                    f"'{name}' as binary or string")
-            return
-        if not isinstance(f.dataType, (BinaryType, StringType)):
-            raise SchemaError(f"column '{f.name}' must be binary or string, not "
-                              f"{f.dataType.simpleString()}")
-        found.append(f.name)
-
-    bin_or_str("value", True)
-    bin_or_str("key", False)
-    f = fields.get("topic")
-    if f is not None:
-        if not isinstance(f.dataType, StringType):
-            raise SchemaError(f"column '{f.name}' must be string, not {f.dataType.simpleString()}")
-        if settings.topic is None:
-            found.append(f.name)
-    elif settings.topic is None:
-        raise SchemaError("no topic: set the option 'topic' (topic=...) or give the DataFrame a "
-                          "string 'topic' column")
-    f = fields.get("partition")
-    if f is not None:
-        if not isinstance(f.dataType, IntegerType):
-            raise SchemaError(f"column '{f.name}' must be int, not {f.dataType.simpleString()}")
-        found.append(f.name)
-    f = fields.get("headers")
-    if f is not None:
-        t = f.dataType
-        ok = (isinstance(t, ArrayType) and isinstance(t.elementType, StructType)
-              and [x.name for x in t.elementType.fields] == ["key", "value"]
-              and isinstance(t.elementType.fields[0].dataType, StringType)
-              and isinstance(t.elementType.fields[1].dataType, BinaryType))
-        if not ok:
-            raise SchemaError(f"column '{f.name}' must be array<struct<key:string,value:binary>>, "
-                              f"not {t.simpleString()}")
-        found.append(f.name)
-    f = fields.get("timestamp")
-    if f is not None:
-        if type(f.dataType) not in (TimestampType, LongType):
-            raise SchemaError(f"column '{f.name}' must be timestamp (or bigint: ms since the epoch), "
-                              f"not {f.dataType.simpleString()}; rename or cast it (e.g. "
-                              f"cast({f.name} AS timestamp))")
-        found.append(f.name)
-    return settings.with_columns(found)
+def __getattr__(name: str) -> Any:
+    # The column rules live with the task's code (spark_sink.task); these names stay importable
+    # from here.
+    if name in ("check_schema", "SchemaError"):
+        from . import task
+        return getattr(task, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,31 +1,47 @@
-"""What one Spark task does: feed its rows to the process's producer, flush, report.
+"""The Spark task: its column rules and the code that writes its rows.
 
-One producer per Python worker process, created on first use after the fork and cached by (settings,
-pid): Spark reuses its Python workers across tasks and micro-batches, so later tasks find the producer
-connected, with metadata and a producer id. Idle workers are killed without warning, so every task
-flushes before it returns; a task whose records are not all acknowledged raises (the first delivery
-error, or a timeout) and Spark retries it. Delivery is therefore at-least-once.
+Column rules (:func:`check_schema`, on the driver before any task runs; :func:`row_columns` for the
+Rows of ``partition_writer``) follow Spark's own Kafka sink: ``value`` (required; binary or
+string), ``key`` (binary or string), ``topic`` (string), ``partition`` (int), ``headers``
+(array<struct<key: string, value: binary>>), ``timestamp`` (timestamp, or bigint as ms since the
+epoch). Other columns are ignored.
+
+Writing (:func:`run_task`, :class:`TaskWriter`): one producer per Python worker process, created on
+first use after the fork and cached by (settings, pid): Spark reuses its Python workers across tasks
+and micro-batches, so later tasks find the producer connected, with metadata and a producer id. Idle
+workers are killed without warning, so every task flushes before it returns; a task whose records
+are not all acknowledged raises (the first delivery error, or a timeout) and Spark retries it.
+Delivery is therefore at-least-once.
 
 With ``delivery.guarantee=exactly_once`` a task has a transactional producer of its own instead
-(transactional id ``<prefix>-<partition>``), prepares its transaction at the end and reports it to the
-driver, which commits it (:mod:`spark_sink.exactly_once`).
+(transactional id ``<prefix>-<partition>-<attempt>``), prepares its transaction at the end and
+reports it to the driver, which commits it (:mod:`spark_sink.exactly_once`).
+
+The data source's tasks (:mod:`spark_sink.datasource`), ``partition_writer``'s and, on Spark 3.5,
+``batch_writer``'s (:mod:`spark_sink.batch_job`) all run :func:`run_task`.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from fastkafka import EncodedHeaders, Producer
-from fastkafka.errors import InvalidRecordError, KafkaError, KafkaTimeoutError
+from fastkafka import BatchFuture, EncodedHeaders, Producer, RecordMetadata
+from fastkafka.errors import ConfigError, IllegalStateError, InvalidRecordError, KafkaError, KafkaTimeoutError
 
 from .metrics import read_totals, task_snapshot
 from .options import SinkSettings
 
-_producers: dict = {}
+if TYPE_CHECKING:
+    from pyspark.sql import Row
+    from pyspark.sql.types import StructType
+
+_producers: dict[tuple[str, int], Producer] = {}
 _producers_lock = threading.Lock()
 
 
@@ -56,13 +72,13 @@ class TaskReport:
     first_error: str | None = None
     # exactly_once: the prepared transaction (transactional id, producer id, epoch), or None when
     # the task wrote nothing
-    transaction: tuple | None = None
+    transaction: tuple[str, int, int] | None = None
     # the producer's metrics during the task (spark_sink/metrics.py): Java names, totals as the
     # task's deltas, windowed averages and maxima as they are at its end
-    producer_metrics: dict | None = None
+    producer_metrics: dict[str, Any] | None = None
 
 
-def _task_context():
+def _task_context() -> Any:
     try:
         from pyspark import TaskContext
     except ImportError:  # pragma: no cover - pyspark is there whenever Spark runs us
@@ -74,16 +90,126 @@ class DeliveryError(KafkaError):
     """Records of a Spark task were not delivered; Spark retries the task."""
 
 
+class SchemaError(ValueError):
+    """The DataFrame's columns do not fit the sink (missing ``value``, a wrong type, no topic)."""
+
+
+# ------------------------------------------------------------------------------ column rules
+def check_schema(schema: StructType, settings: SinkSettings) -> SinkSettings:
+    """Check a Spark ``StructType`` against the sink's input columns; SchemaError naming the
+    problem. Returns the settings with the columns that will be read."""
+    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
+                                   StructType, TimestampType)
+
+    fields = {f.name.lower(): f for f in schema.fields}
+    found: list[str] = []
+
+    def bin_or_str(name: str, required: bool) -> None:
+        f = fields.get(name)
+        if f is None:
+            if required:
+                raise SchemaError(
+                    f"the DataFrame has no '{name}' column (columns: "
+                    f"{', '.join(x.name for x in schema.fields) or 'none'}); the sink needs "
+                    f"'{name}' as binary or string")
+            return
+        if not isinstance(f.dataType, (BinaryType, StringType)):
+            raise SchemaError(f"column '{f.name}' must be binary or string, not "
+                              f"{f.dataType.simpleString()}")
+        found.append(f.name)
+
+    bin_or_str("value", True)
+    bin_or_str("key", False)
+    f = fields.get("topic")
+    if f is not None:
+        if not isinstance(f.dataType, StringType):
+            raise SchemaError(f"column '{f.name}' must be string, not {f.dataType.simpleString()}")
+        if settings.topic is None:
+            found.append(f.name)
+    elif settings.topic is None:
+        raise SchemaError("no topic: set the option 'topic' (topic=...) or give the DataFrame a "
+                          "string 'topic' column")
+    f = fields.get("partition")
+    if f is not None:
+        if not isinstance(f.dataType, IntegerType):
+            raise SchemaError(f"column '{f.name}' must be int, not {f.dataType.simpleString()}")
+        found.append(f.name)
+    f = fields.get("headers")
+    if f is not None:
+        t = f.dataType
+        ok = (isinstance(t, ArrayType) and isinstance(t.elementType, StructType)
+              and [x.name for x in t.elementType.fields] == ["key", "value"]
+              and isinstance(t.elementType.fields[0].dataType, StringType)
+              and isinstance(t.elementType.fields[1].dataType, BinaryType))
+        if not ok:
+            raise SchemaError(f"column '{f.name}' must be array<struct<key:string,value:binary>>, "
+                              f"not {t.simpleString()}")
+        found.append(f.name)
+    f = fields.get("timestamp")
+    if f is not None:
+        if type(f.dataType) not in (TimestampType, LongType):
+            raise SchemaError(f"column '{f.name}' must be timestamp (or bigint: ms since the epoch), "
+                              f"not {f.dataType.simpleString()}; rename or cast it (e.g. "
+                              f"cast({f.name} AS timestamp))")
+        found.append(f.name)
+    return settings.with_columns(found)
+
+
+def row_columns(fields: Sequence[str], settings: SinkSettings) -> list[str]:
+    """The columns a task reads from Rows with these field names (``partition_writer``, which
+    sees no schema before its first row): SchemaError without ``value`` or a topic."""
+    lower = {f.lower(): f for f in fields}
+    if "value" not in lower:
+        raise SchemaError(f"the rows have no 'value' column (columns: {', '.join(fields)})")
+    if settings.topic is None and "topic" not in lower:
+        raise SchemaError("no topic: pass topic=... or give the rows a 'topic' column")
+    wanted = (["value", "key", "partition", "headers", "timestamp"]
+              + ([] if settings.topic else ["topic"]))
+    return [lower[c] for c in wanted if c in lower]
+
+
+# ------------------------------------------------------------------------------ the task
+def run_task(settings: SinkSettings, items: Iterable[Any], arrow: bool) -> TaskReport:
+    """One Spark task: write ``items`` (pyarrow RecordBatches when ``arrow``, else pyspark Rows),
+    flush and return the report; on any failure abort (exactly_once: leave no open transaction
+    behind) and raise, so that Spark retries the task."""
+    writer = TaskWriter(settings)
+    write = writer.write_arrow if arrow else writer.write_row
+    try:
+        for item in items:
+            write(item)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def run_partition(settings: SinkSettings, rows: Iterable[Row]) -> TaskReport:
+    """The body of a ``partition_writer`` task (also usable on its own): the columns are read from
+    the first Row's fields; returns the report."""
+    it = iter(rows)
+    first = next(it, None)
+    if first is None:
+        return TaskReport()
+    settings = settings.with_columns(row_columns(list(first.__fields__), settings))
+
+    def all_rows() -> Iterable[Row]:
+        yield first
+        yield from it
+
+    return run_task(settings, all_rows(), arrow=False)
+
+
 class TaskWriter:
     """Send one task's rows (Arrow batches or Rows) and settle them in :meth:`finish`."""
 
-    def __init__(self, settings: SinkSettings):
+    def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
         self.report = TaskReport()
         self._start = time.monotonic()
-        self._futures = []
+        self._futures: list[BatchFuture] = []
         self._failed = 0
-        self._first_error = None
+        self._first_error: BaseException | None = None
         self._lock = threading.Lock()
         ctx = _task_context()
         batch_id = settings.batch_id
@@ -95,10 +221,10 @@ class TaskWriter:
                 if prop is not None:
                     batch_id = int(prop)
         self._transactional = settings.exactly_once
-        self.producer = (self._transactional_producer() if self._transactional
+        self.producer: Producer | None = (self._transactional_producer() if self._transactional
                          else get_producer(settings))
         self._metrics_start = _read_totals(self.producer)
-        self.headers = None
+        self.headers: list[tuple[str, bytes]] | None = None
         if settings.task_headers:
             self.headers = [("spark.partition", b"%d" % self.report.partition_id),
                             ("spark.attempt", b"%d" % self.report.attempt),
@@ -112,14 +238,17 @@ class TaskWriter:
         self._partition = cols.get("partition")
         self._headers_col = cols.get("headers")
         self._timestamp_col = cols.get("timestamp")
-        self._row_index = None        # positions of those columns in a Row (row path)
+        self._row_index: tuple[int | None, ...] | None = None   # positions of those columns in a Row (row path)
 
     def _transactional_producer(self) -> Producer:
         """exactly_once: a producer of this task attempt's own, in a transaction."""
         from .exactly_once import transactional_id
 
-        tid = transactional_id(self.settings.transactional_id_prefix, self.report.partition_id,
-                               self.report.attempt)
+        prefix = self.settings.transactional_id_prefix
+        if not prefix:
+            raise ConfigError("delivery.guarantee=exactly_once needs the option "
+                              "'transactional.id.prefix'")
+        tid = transactional_id(prefix, self.report.partition_id, self.report.attempt)
         p = Producer({**self.settings.producer_kwargs(), "transactional_id": tid})
         try:
             p.init_transactions()
@@ -127,6 +256,12 @@ class TaskWriter:
         except BaseException:
             p.close(0)
             raise
+        return p
+
+    def _live(self) -> Producer:
+        p = self.producer
+        if p is None:
+            raise IllegalStateError("the task has ended (finished or aborted): its producer is closed")
         return p
 
     def abort(self) -> None:
@@ -144,7 +279,7 @@ class TaskWriter:
             p.close(5)
 
     # -- Arrow path ------------------------------------------------------------------------
-    def write_arrow(self, batch) -> None:
+    def write_arrow(self, batch: Any) -> None:
         """Queue one pyarrow RecordBatch, read straight from its buffers (no object per row):
         values, keys, partitions, the per-row ``headers`` (list<struct<key, value>>) and
         ``timestamp`` (a null: the producer's current time) columns."""
@@ -155,7 +290,7 @@ class TaskWriter:
             return
         names = batch.schema.names
 
-        def col(name):
+        def col(name: str | None) -> Any:
             return batch.column(names.index(name)) if name else None
 
         value, key, part = col(self._value), col(self._key), col(self._partition)
@@ -177,22 +312,25 @@ class TaskWriter:
             mask = pc.equal(topics, t)
             self._send_batch(t, *(None if c is None else c.filter(mask) for c in cols))
 
-    def _send_batch(self, topic, value, key, part, timestamps, headers) -> None:
+    def _send_batch(self, topic: str, value: Any, key: Any, part: Any, timestamps: Any,
+                    headers: Any) -> None:
         # per-row headers first, then the task's (as on the row path)
-        self._futures.append(self.producer.send_batch(
+        self._futures.append(self._live().send_batch(
             topic, value, keys=key, partition=part, headers=self._encoded_headers,
             timestamps=timestamps, record_headers=headers))
 
     # -- row path --------------------------------------------------------------------------
-    def _on_delivery(self, err, md) -> None:
+    def _on_delivery(self, err: KafkaError | None, md: RecordMetadata) -> None:
         if err is not None:
             with self._lock:
                 self._failed += 1
                 if self._first_error is None:
                     self._first_error = err
 
-    def write_row_values(self, value, key=None, topic=None, partition=None, headers=None,
-                         timestamp=None) -> None:
+    def write_row_values(self, value: bytes | str | None, key: bytes | str | None = None,
+                         topic: str | None = None, partition: int | None = None,
+                         headers: Sequence[Any] | None = None,
+                         timestamp: datetime.datetime | int | None = None) -> None:
         """Queue one record given as Python values (str is sent as UTF-8). ``timestamp``: a
         datetime (a naive one in the local time zone, as pyspark gives TimestampType values), an
         int (ms since the epoch) or None (the producer's current time)."""
@@ -203,18 +341,18 @@ class TaskWriter:
         t = self.settings.topic or topic
         if t is None:
             raise InvalidRecordError("a row has a null topic and no 'topic' option is set")
-        hs = self._encoded_headers
+        hs: EncodedHeaders | list[tuple[str, bytes]] | None = self._encoded_headers
         if headers:
-            hs = [(h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1]) for h in headers]
-            if self.headers:
-                hs = hs + self.headers
+            row_headers: list[tuple[str, bytes]] = [
+                (h["key"], h["value"]) if isinstance(h, dict) else (h[0], h[1]) for h in headers]
+            hs = row_headers + self.headers if self.headers else row_headers
         if timestamp is not None and not isinstance(timestamp, int):
             timestamp = _datetime_ms(timestamp)
-        self.producer.produce(t, value, key, partition, self._on_delivery, timestamp, hs)
+        self._live().produce(t, value, key, partition, self._on_delivery, timestamp, hs)
         self.report.rows += 1
         self.report.bytes += (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
 
-    def write_row(self, row) -> None:
+    def write_row(self, row: Row) -> None:
         """Queue one pyspark Row (read by position: the column positions are looked up once)."""
         idx = self._row_index
         if idx is None:
@@ -229,10 +367,11 @@ class TaskWriter:
     def finish(self) -> TaskReport:
         """Flush; raise DeliveryError with the first error if any record failed or is still
         undelivered at the deadline; otherwise return the report."""
+        p = self._live()
         timeout = self.settings.flush_timeout_s
         if timeout is None:
-            timeout = self.producer.config.delivery_timeout_ms / 1000.0 + 5.0
-        left = self.producer.flush(timeout)
+            timeout = int(p.config.as_dict()["delivery_timeout_ms"]) / 1000.0 + 5.0
+        left = p.flush(timeout)
         failed = self._failed
         first = self._first_error
         for f in self._futures:
@@ -244,7 +383,7 @@ class TaskWriter:
                 first = KafkaTimeoutError(f"records still undelivered after {timeout:.0f} s")
         self.report.seconds = time.monotonic() - self._start
         self.report.errors = failed
-        self.report.producer_metrics = _snapshot(self.producer, self._metrics_start)
+        self.report.producer_metrics = _snapshot(p, self._metrics_start)
         if left and first is None:
             first = KafkaTimeoutError(f"{left} records still undelivered after flush({timeout:.0f} s)")
         if first is not None:
@@ -256,7 +395,6 @@ class TaskWriter:
                 + (f", {left} undelivered" if left else "")
                 + f"; first error: {type(first).__name__}: {first}") from first
         if self._transactional:
-            p = self.producer
             try:
                 prepared = p.prepare_transaction(timeout)
             except BaseException:
@@ -270,7 +408,7 @@ class TaskWriter:
         return self.report
 
 
-def _read_totals(producer) -> dict | None:
+def _read_totals(producer: Producer) -> dict[str, Any] | None:
     try:
         return read_totals(producer)
     except Exception as e:      # metrics never fail a task
@@ -278,7 +416,7 @@ def _read_totals(producer) -> dict | None:
         return None
 
 
-def _snapshot(producer, start) -> dict | None:
+def _snapshot(producer: Producer, start: dict[str, Any] | None) -> dict[str, Any] | None:
     if start is None:
         return None
     try:
@@ -288,7 +426,7 @@ def _snapshot(producer, start) -> dict | None:
         return None
 
 
-def _datetime_ms(dt) -> int:
+def _datetime_ms(dt: datetime.datetime) -> int:
     """ms since the epoch of a datetime (naive: local time, as pyspark makes them), truncated."""
     try:
         return int(dt.replace(microsecond=0).timestamp()) * 1000 + dt.microsecond // 1000
@@ -297,7 +435,7 @@ def _datetime_ms(dt) -> int:
                                  f"not {type(dt).__name__}") from None
 
 
-def _byte_count(arr) -> int:
+def _byte_count(arr: Any) -> int:
     """Bytes of a binary/string Arrow array's values (nulls count 0), from its offsets buffer:
     the values of a (sliced) array are one contiguous run of its data buffer."""
     import pyarrow as pa
@@ -306,11 +444,12 @@ def _byte_count(arr) -> int:
     if n == 0:
         return 0
     t = arr.type
+    raw = memoryview(arr.buffers()[1]).cast("B")
     if pa.types.is_binary(t) or pa.types.is_string(t):
-        code = "i"
+        offsets = raw.cast("i")
     elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
-        code = "q"
+        offsets = raw.cast("q")
     else:
         raise InvalidRecordError(f"a key or value column must be binary or string, got {t}")
-    offsets = memoryview(arr.buffers()[1]).cast("B").cast(code)
-    return offsets[arr.offset + n] - offsets[arr.offset]
+    first: int = arr.offset
+    return offsets[first + n] - offsets[first]

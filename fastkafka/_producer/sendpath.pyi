@@ -1,5 +1,7 @@
 from typing import Any, Callable, Mapping, Sequence
 
+from fastkafka._wire.records import EncodedHeaders
+
 from .accumulator import FutureRecordMetadata, RecordAccumulator
 from .batch import DeliveryCallback
 from .router import Router
@@ -9,7 +11,7 @@ REQUEST_OVERHEAD: int
 _Bytes = bytes | bytearray | memoryview
 _Value = _Bytes | str
 _Headers = (Sequence[tuple[str | bytes, _Bytes | str | None]]
-            | Mapping[str | bytes, _Bytes | str | None])
+            | Mapping[str | bytes, _Bytes | str | None] | EncodedHeaders)
 _Callback = DeliveryCallback
 
 def validate_timestamp(timestamp_ms: int | None) -> int: ...

@@ -23,7 +23,8 @@ from pyspark.errors import PythonException
 
 import spark_sink
 from brokers import read_back, unique_name
-from spark_sink.options import check_schema, settings_from_options
+from spark_sink.options import settings_from_options
+from spark_sink.task import check_schema
 from tlskafka import SASL_USERS, tls_reader_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(300)]

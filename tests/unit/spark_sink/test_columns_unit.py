@@ -9,8 +9,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, L
                                StructField, StructType, TimestampNTZType, TimestampType)
 
 from fastkafka.errors import InvalidRecordError
-from spark_sink.options import SchemaError, check_schema, settings_from_kwargs
-from spark_sink.task import _datetime_ms
+from spark_sink.options import settings_from_kwargs
+from spark_sink.task import SchemaError, _datetime_ms, check_schema
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
