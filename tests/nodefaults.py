@@ -9,8 +9,8 @@ machine the kill can fall between two requests. These helpers make the condition
   SIGCONT, unless it was killed meanwhile (a stopped process dies of SIGKILL as well).
 * :func:`produce_in_flight` reads, on the producer's own I/O thread, the correlation ids of the
   Produce requests the producer has in flight to a node.
-* :func:`wait_produce_in_flight` waits until a Produce request queued after a snapshot of those ids
-  is in flight: sent to a frozen node, it can only be answered by a process that no longer runs.
+* :func:`wait_produce_in_flight` waits, with the node frozen, until a Produce request to it is in
+  flight that the node can no longer have answered.
 """
 from __future__ import annotations
 
@@ -86,20 +86,26 @@ def produce_in_flight(producer, node_id: int, timeout: float = 10.0) -> list[int
     return got
 
 
-def wait_produce_in_flight(producer, node_id: int, after: list[int], timeout: float = 30.0,
-                           between=None) -> list[int]:
-    """Until a Produce request to ``node_id`` newer than every id of ``after`` (a
-    :func:`produce_in_flight` snapshot) is in flight; returns the ids in flight then. ``between()``,
-    if given, runs before each look (e.g. to send more records from the calling thread)."""
-    newest = max(after, default=None)
+def wait_produce_in_flight(producer, node_id: int, timeout: float = 30.0, between=None,
+                           looks: int = 3) -> list[int]:
+    """With ``node_id`` frozen: until a Produce request to it is in flight in ``looks`` successive
+    looks (:func:`produce_in_flight`); returns the ids in flight at the last one.
+
+    An answer the node wrote before it stopped is already in the producer's socket buffer when the
+    freeze is complete, and the I/O thread reads it within a turn; each look runs at the start of a
+    turn of that thread. A request still in flight after two more of its turns is one the node will
+    never answer: sent before the freeze and not answered, or sent after it. ``between()``, if
+    given, runs before each look (e.g. to send more records from the calling thread)."""
+    streak: dict[int, int] = {}
     deadline = time.monotonic() + timeout
     while True:
         if between is not None:
             between()
         ids = produce_in_flight(producer, node_id)
-        if any(newest is None or c > newest for c in ids):
+        streak = {c: streak.get(c, 0) + 1 for c in ids}
+        if any(n >= looks for n in streak.values()):
             return ids
         assert time.monotonic() < deadline, (
-            f"no new Produce request in flight to node {node_id} within {timeout}s (in flight: {ids}, "
-            f"before: {after}); producer metrics {producer.metrics()}")
-        time.sleep(0.01)
+            f"no Produce request in flight to node {node_id} in {looks} successive looks within "
+            f"{timeout}s (last: {ids}); producer metrics {producer.metrics()}")
+        time.sleep(0.005)

@@ -12,6 +12,7 @@ from brokers import read_back
 from fastkafka import Producer
 from fastkafka._producer.partitioner import java_partition
 from mockcluster import ApiKeys
+from nodefaults import produce_in_flight
 
 pytestmark = pytest.mark.mock
 
@@ -101,17 +102,39 @@ def test_leader_moves_mid_stream(cluster, no_leaks, idempotence):
 
 
 def test_broker_down_and_up_mid_stream(cluster, no_leaks):
+    """Broker 2 goes down with a Produce request in flight to it, stays down until the producer
+    has seen the connection lost and holds records, and comes back; the records of every phase are
+    stored once, in order.
+
+    Arranged, not timed: broker 2 holds its next Produce request back (a retriable error after
+    2.5 s, nothing stored) and goes down once that request is in flight. The mock cluster
+    deduplicates only a transactional producer's batches, so a request it had stored whose answer
+    the outage lost would be stored twice by the retry; one request in flight per connection keeps
+    broker 2 from storing another request behind the held one."""
     mc = cluster
-    p = Producer(bootstrap_servers=mc.bootstraps, **FAST)
+    p = Producer(bootstrap_servers=mc.bootstraps, max_in_flight_requests_per_connection=1, **FAST)
     try:
         futs = stream(p, 0, N // 3)
+        mc.push_broker_errors_with_rtt(2, ApiKeys.PRODUCE, [(NOT_ENOUGH_REPLICAS, 2500)])
+        deadline = time.monotonic() + 10
+        while mc.broker_error_stack_count(2, ApiKeys.PRODUCE):
+            assert time.monotonic() < deadline, "no Produce request reached broker 2 in 10 s"
+            futs += stream(p, len(futs), len(futs) + 12, pause_every=0)
+            time.sleep(0.01)
+        held = produce_in_flight(p, 2)
+        assert held, "broker 2 holds a Produce request back, yet none is in flight to it"
+        down_at = p.metrics()["net_disconnects"]
         mc.broker_down(2)
         futs += stream(p, len(futs), 2 * N // 3)
-        time.sleep(0.3)
+        # Down until the producer lost the connection with the request in flight and holds records.
+        deadline = time.monotonic() + 10
+        while p.metrics()["net_disconnects"] <= down_at or p.metrics()["records_queued"] == 0:
+            assert time.monotonic() < deadline, f"broker 2's outage not seen: {p.metrics()}"
+            time.sleep(0.01)
         mc.broker_up(2)
         futs += stream(p, len(futs), N)
         check_read_back(mc, futs)
-        assert p.metrics()["net_disconnects"] >= 1
+        assert p.metrics()["retries"] >= 1, "no batch was retried: nothing was in flight to broker 2"
     finally:
         p.close(10)
 
