@@ -398,7 +398,7 @@ def main(argv=None) -> int:
 
         def create(topic, n):
             with Admin(bootstrap_servers=bootstrap) as a:
-                a.create_topics([(topic, n, 1)])
+                a.create_topic(topic, n)
     else:
         from fastkafka_tools.apachekafka import KafkaCluster
 

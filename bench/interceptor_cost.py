@@ -110,7 +110,7 @@ def main(argv=None) -> int:
 
         def create(name, n):
             with Admin(bootstrap_servers=bootstrap) as a:
-                a.create_topics([(name, n, 1)])
+                a.create_topic(name, n)
     else:
         from fastkafka_tools.apachekafka import KafkaCluster
 

@@ -131,7 +131,7 @@ def main(argv=None) -> int:
 
         def create(name, n):
             with Admin(bootstrap_servers=bootstrap) as a:
-                a.create_topics([(name, n, 1)])
+                a.create_topic(name, n)
         broker_line = f"the broker at --bootstrap-servers"
     else:
         sys.path.insert(0, ROOT)
