@@ -298,9 +298,16 @@ def callback_never_returns():
     with FaultBroker() as fb:
         fb.create_topic("t", 1)
         p = Producer(bootstrap_servers=fb.bootstrap, **{**FAST, "linger_ms": 50})
-        block = threading.Event()
-        first = p.send("t", b"first", on_delivery=lambda err, md: block.wait())
-        time.sleep(0.5)  # the first batch is delivered; its callback now blocks the I/O thread
+        block, blocking = threading.Event(), threading.Event()
+
+        def never_returns(err, md):
+            blocking.set()
+            block.wait()
+
+        first = p.send("t", b"first", on_delivery=never_returns)
+        # The first batch is delivered; its callback now blocks the I/O thread.
+        if not blocking.wait(10):
+            raise RuntimeError("the first record's callback did not run within 10 s")
         futs = [p.send("t", b"v%d" % i) for i in range(50)]
         close_s = bounded_close(p, 1)
         res = outcomes(futs, 1)

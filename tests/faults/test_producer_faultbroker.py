@@ -406,7 +406,11 @@ def test_max_in_flight_respected_at_broker(fb, make_producer, max_in_flight):
     p.send("t", b"warm", partition=0).get(10)
     fb.script.on(ApiKey.PRODUCE, no_response(), times=None)
     futs = send_values(p, "t", 300, keyed=True)
-    time.sleep(1.3)           # one request timeout: the swallowing connection is closed
+    # Until the request timeout closed the swallowing connection (its requests all sent by then).
+    deadline = time.monotonic() + 20
+    while p.metrics()["net_timeouts"] == 0:
+        assert time.monotonic() < deadline, f"no request timed out: {p.metrics()}"
+        time.sleep(0.01)
     fb.script.clear()
     for _, f in futs:
         f.get(20)
@@ -663,7 +667,11 @@ def test_close_with_undeliverable_records_fails_them(fb, make_producer, where):
     else:
         fb.script.on(ApiKey.PRODUCE, delay(3), times=None)   # the request is in flight at close
     futs = send_values(p, "t", 20)
-    time.sleep(0.2)
+    # Until the records are where the test says: a batch retried, or a request in flight.
+    deadline = time.monotonic() + 10
+    while not (p.metrics()["retries"] if where == "retrying" else p.metrics()["in_flight_batches"]):
+        assert time.monotonic() < deadline, f"no batch {where}: {p.metrics()}"
+        time.sleep(0.005)
     start = time.monotonic()
     p.close(0.5)
     assert time.monotonic() - start < 5
