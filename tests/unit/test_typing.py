@@ -2,8 +2,9 @@
 
 ``typed_usage.py`` (beside this file) holds the documentation's examples with a user's annotations
 (a delivery callback taking ``KafkaError | None`` or ``Exception | None``, the Spark sink's calls);
-``mypy --strict`` checks it and the package ``spark_sink`` (its own annotations, against pyspark's
-types), with the stubs the wheel ships (``fastkafka/**/*.pyi``, ``py.typed``)."""
+``mypy --strict`` checks it, the package ``spark_sink`` and the module ``pyspark_fastkafka`` (their
+own annotations, against pyspark's types), with the stubs the wheel ships (``fastkafka/**/*.pyi``,
+``py.typed``)."""
 from __future__ import annotations
 
 import os
@@ -43,7 +44,7 @@ def _mypy(tmp_path, *targets: str) -> subprocess.CompletedProcess:
 
 
 def test_documented_usage_passes_mypy_strict(tmp_path):
-    r = _mypy(tmp_path, USAGE, "spark_sink")
+    r = _mypy(tmp_path, USAGE, "spark_sink", "pyspark_fastkafka.py")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
