@@ -36,7 +36,9 @@ __all__ = ["register", "partition_writer", "batch_writer", "read_summaries", "Sc
 def register(spark: SparkSession, accumulators: bool = True) -> SinkAccumulators | None:
     """Register the Spark Python data source ``fastkafka`` with this SparkSession (Spark 4: the
     data source needs Spark 4's Python Data Source API; on Spark 3.x this raises ConfigError, and
-    ``partition_writer`` / ``batch_writer`` are the ways to write).
+    ``partition_writer`` / ``batch_writer`` are the ways to write). On Spark 4.2 and later, Spark's
+    discovery of Python data sources registers ``fastkafka`` by itself (the module
+    ``pyspark_fastkafka``); this call then replaces it with one that carries the accumulators.
 
     Returns the :class:`~spark_sink.metrics.SinkAccumulators` the tasks add their rows, bytes
     and producer metrics to (``.value()`` on the driver), or None with ``accumulators=False`` or
