@@ -7,9 +7,12 @@ own annotations, against pyspark's types), with the stubs the wheel ships (``fas
 ``py.typed``)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USAGE = os.path.join("tests", "unit", "typed_usage.py")
@@ -32,6 +35,8 @@ ignore_errors = True
 
 
 def _mypy(tmp_path, *targets: str) -> subprocess.CompletedProcess:
+    if importlib.util.find_spec("mypy") is None:
+        pytest.fail("mypy is not installed: it is in the test extra (pip install -e '.[test]')")
     config = tmp_path / "mypy.ini"
     config.write_text(CONFIG)
     # From the repository root: mypy reads the packages from the tree (an editable install's
