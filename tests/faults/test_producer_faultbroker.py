@@ -21,6 +21,7 @@ from fastkafka.errors import (BufferExhaustedError, CorrelationIdMismatchError, 
                               ProducerClosedError, RecordTooLargeError, RequestTimedOutError,
                               UnknownPartitionError, error_for_code)
 from fastkafka.protocol import ApiKey
+from nodefaults import produce_in_flight
 
 pytestmark = pytest.mark.faultbroker
 
@@ -296,20 +297,34 @@ def test_epoch_bump_keeps_unresolved_batches_of_other_partitions_deduplicated(fb
     a new batch (which the broker would store twice)."""
     fb.create_topic("t", 2)
 
-    def later_batch(header, body):
-        return any(seq > 0 for seqs in produce_base_sequences_body(body).values() for _, seq in seqs)
+    def second_batch(header, body):     # sequences 0 (warm-up) and 1-5 (first) come before
+        return any(seq >= 6 for seqs in produce_base_sequences_body(body).values() for _, seq in seqs)
 
-    fb.script.on(ApiKey.PRODUCE, partition_error(OUT_OF_ORDER_SEQUENCE_NUMBER, [0]), times=1)
-    fb.script.on(ApiKey.PRODUCE, delay(0.4), times=1)
-    fb.script.on(ApiKey.PRODUCE, disconnect_before_response(), times=1, match=later_batch)
     p = make_producer(fb, linger_ms=30)
+    # Each partition's first batch acknowledged: the next batches may be pipelined (a partition's
+    # first batch of a producer id is sent alone).
+    warm = [*send_values(p, "t", 1, partition=0, prefix=b"_0"), *send_values(p, "t", 1, partition=1, prefix=b"_1")]
+    for _, f in warm:
+        f.get(10)
+    fb.script.on(ApiKey.PRODUCE, partition_error(OUT_OF_ORDER_SEQUENCE_NUMBER, [0]), times=1)
+    held = fb.script.on(ApiKey.PRODUCE, delay(1.5), times=1)    # under request_timeout_ms (2 s)
+    lost = fb.script.on(ApiKey.PRODUCE, disconnect_before_response(), times=1, match=second_batch)
     first = [*send_values(p, "t", 5, partition=0, prefix=b"a0"), *send_values(p, "t", 5, partition=1, prefix=b"a1")]
-    time.sleep(0.15)   # the first request is held by the broker; a second one is pipelined
+    deadline = time.monotonic() + 10
+    while not held.fired:
+        assert time.monotonic() < deadline, "the first request did not reach the broker within 10 s"
+        time.sleep(0.005)
     second = [*send_values(p, "t", 5, partition=0, prefix=b"b0"), *send_values(p, "t", 5, partition=1, prefix=b"b1")]
-    time.sleep(0.1)
+    # The second request pipelined behind the held one (the broker reads it once that is answered).
+    deadline = time.monotonic() + 10
+    while len(produce_in_flight(p, fb.node_id)) < 2:
+        assert not p.metrics()["epoch_bumps"], "the held request was answered before a second one was sent"
+        assert time.monotonic() < deadline, "no second Produce request in flight within 10 s"
+        time.sleep(0.005)
     third = [*send_values(p, "t", 5, partition=0, prefix=b"c0"), *send_values(p, "t", 5, partition=1, prefix=b"c1")]
-    assert_exactly_once(fb.cluster, "t", 2, first + second + third)
+    assert_exactly_once(fb.cluster, "t", 2, warm + first + second + third)
     assert p.metrics()["epoch_bumps"] >= 1
+    assert lost.fired == 1, "no response of a later batch was lost"
 
 
 def produce_base_sequences_body(body):
