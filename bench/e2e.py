@@ -10,9 +10,10 @@ temporary directory, each topic deleted after its measurement) and tansu (storag
 discarded). Each broker is started once for all its rounds. Every measurement runs in its own child
 process (fresh interpreter, no threads or garbage left over from another client) against a fresh
 topic with ``--partitions`` partitions. The measurements are interleaved round-robin for
-``--rounds`` rounds, so machine drift hits every client alike; each broker's table reports medians
-over its rounds and ratios against the raw ceiling, confluent-kafka (acks=all, idempotent) and the
-Java producer, all measured on that broker in that run.
+``--rounds`` rounds, in reverse order in even rounds (``harness.round_order``), so machine drift hits
+every client alike; each broker's table reports medians over its rounds and ratios against the raw
+ceiling, confluent-kafka (acks=all, idempotent) and the Java producer, all measured on that broker in
+that run.
 
 Timing: from the first send to flush() returning. Before the clock starts, each Python client
 connects, loads the topic's metadata and delivers one warm-up record (which also runs
