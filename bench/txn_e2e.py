@@ -5,8 +5,9 @@
                             [--out FILE]
 
 Four of ``bench/e2e.py``'s measurements, run by its machinery (one KRaft node with full JIT,
-``brokers.each_broker``, ``e2e_measure.run_rounds``; every measurement in its own child process against a fresh topic, interleaved
-round-robin for ``--rounds`` rounds, in reverse order in even rounds):
+``brokers.each_broker``, ``e2e_measure.run_rounds``; every measurement in its own child process
+against a fresh topic, interleaved round-robin for ``--rounds`` rounds, in reverse order in even
+rounds):
 
 - ``fk_batch_list``: ``send_batch(list)`` over 100k-record chunks, then ``flush()`` (idempotent,
   acks=all: the producer's defaults);
