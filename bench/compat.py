@@ -8,8 +8,9 @@ Without ``--bootstrap`` one Apache Kafka KRaft node is started
 (``fastkafka_tools.apachekafka.KafkaCluster(nodes=1)``) and stopped at the end. Each client runs
 once per round and loop, round-robin, in a fresh child process against a fresh topic; the table
 shows the median records/s over the rounds (the clients in reverse order in even rounds). Timed:
-from the first ``produce`` to ``flush()`` returning, after one warm-up record (connection, metadata, InitProducerId). Loops, for
-confluent-kafka and the compat layer (``queue.buffering.max.messages=1000000``):
+from the first ``produce`` to ``flush()`` returning, after one warm-up record (connection, metadata,
+InitProducerId). Loops, for confluent-kafka and the compat layer
+(``queue.buffering.max.messages=1000000``):
 
 - ``callback``: ``p.produce(topic, v, callback=cb); p.poll(0)`` per record with ``poll(1)`` and a
   retry on ``BufferError``, the callback counting errors;

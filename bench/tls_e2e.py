@@ -1,10 +1,11 @@
 """End-to-end throughput over TLS: fastkafka against confluent-kafka on the same TLS endpoint.
 
 One Apache Kafka node (KRaft, full JIT) with a PLAINTEXT and an SSL listener (PEM certificates made
-by ``fastkafka_tools.tlsrig``, server certificate for 127.0.0.1, TLS 1.3 negotiated). Each measurement runs
-in its own process, in interleaved rounds (in reverse order in even rounds); the table gives the
-medians. Every client: linger 5 ms, acks=all with idempotence, no compression, records of ``--size`` bytes, ``--partitions`` partitions;
-delivery is checked from the broker's offsets (every record must be stored).
+by ``fastkafka_tools.tlsrig``, server certificate for 127.0.0.1, TLS 1.3 negotiated). Each
+measurement runs in its own process, in interleaved rounds (in reverse order in even rounds); the
+table gives the medians. Every client: linger 5 ms, acks=all with idempotence, no compression,
+records of ``--size`` bytes, ``--partitions`` partitions; delivery is checked from the broker's
+offsets (every record must be stored).
 
     python bench/tls_e2e.py                       # 500k x 100 B, 3 rounds -> stdout
     python bench/tls_e2e.py --out bench/results/tls.md
