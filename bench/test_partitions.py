@@ -163,7 +163,7 @@ def test_small_run(kafka, tmp_path, mode):
         for row, run_row in zip(summary, run_summary):
             assert row[1] == row[2] == run_row[4]            # fastkafka produce() / confluent-kafka
             assert row[3] == row[4] == run_row[5]            # fastkafka send() / confluent-kafka
-            assert row[5] == f"{run_row[7]} / {run_row[8]}"  # records/batch, fastkafka / ck
+            assert row[5] == f"{run_row[6]} / {run_row[7]}"  # records/batch, fastkafka produce() / ck
         assert "Two of the same." in combined
         assert combined.count("\n## warm A: fastkafka at git ") == 1
         assert combined.count("\n### Summary\n") == 2 and "\n# " not in combined
