@@ -11,7 +11,7 @@ import resource
 import time
 
 from e2e_measure import make_values
-from harness import import_fastkafka_from, per_record
+from harness import cpu_us_per_record, import_fastkafka_from, per_record
 from pacing import burn_until, due, summarize
 
 LINGER_MS = 5
@@ -343,7 +343,7 @@ async def run_gather(c: Client, topic: str, values: list, window: int, cap_s: fl
     m1 = c.metrics()
     return {"records": n, "asked": len(values), "capped": n < len(values), "seconds": elapsed,
             "completed": completed, "errors": errors, "first_error": first_error, "total_sent": n + 1,
-            "rate": n / elapsed, "cpu_us_per_record": cpu / n * 1e6 if n else None,
+            "rate": n / elapsed, "cpu_us_per_record": cpu_us_per_record(cpu, n),
             **_fk_counters(m0, m1, n)}
 
 
@@ -369,7 +369,7 @@ async def run_serial(c: Client, topic: str, values: list, seconds: float) -> dic
     m1 = c.metrics()
     return {"records": n, "seconds": elapsed, "completed": n - errors, "errors": errors,
             "first_error": first_error, "total_sent": n + 1, "rate": n / elapsed,
-            "cpu_us_per_record": cpu / n * 1e6, **_fk_counters(m0, m1, n)}
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n)}
 
 
 async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> dict:
@@ -439,7 +439,7 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
     r = {"records": sent, "due": due, "completed": st[True], "errors": st["errors"],
          "first_error": st["first_error"], "total_sent": 1 + warm_sent + sent,
          "achieved": achieved_rate(sent, first, last, due, begin, end),
-         "cpu_us_per_record": cpu / sent * 1e6 if sent and not busy else None,
+         "cpu_us_per_record": None if busy else cpu_us_per_record(cpu, sent),
          "app_slices_per_s": (s1 - s0) / app_seconds if busy and app_seconds > 0 else None,
          **_fk_counters(m0, m1, sent)}
     if len(lat) == sent and lat:

@@ -12,6 +12,7 @@ import resource
 import time
 
 from e2e_measure import LINGER_MS, make_values
+from harness import cpu_us_per_record
 
 CLIENTS = {"fk": "fastkafka", "ck": "confluent-kafka"}
 #: The harness floor: the same pacing loop and callbacks with no client (CPU table only).
@@ -185,7 +186,7 @@ def paced_child(client: str, app: str, rate: float, bootstrap: str, topic: str, 
         p.close()
     r = {"sent": sent, "completed": len(lat), "errors": errors[0], "undelivered": remaining,
          "achieved": (sent - 1) / ((last - first) / 1e9) if last > first else 0.0,
-         "cpu_s": cpu, "cpu_us_per_record": cpu / sent * 1e6 if sent else None,
+         "cpu_s": cpu, "cpu_us_per_record": cpu_us_per_record(cpu, sent),
          "total_sent": sent + int(rate * args.warmup) + 1}
     if lat:
         r.update(summarize(lat))
