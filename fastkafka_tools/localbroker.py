@@ -530,7 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     def _interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    # SIGINT too: a shell starts a background command with SIGINT ignored, and `kill -INT` must stop it
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     broker = None
     try:
         print(f"{prog}: starting {args.broker} ...", flush=True)
