@@ -484,7 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=textwrap.fill(
             "Start a local Kafka-protocol broker on 127.0.0.1 for experiments of your own, print its "
-            "bootstrap address and keep it running until Ctrl-C (or SIGTERM); its data goes with it.", 90)
+            "bootstrap address and keep it running until Ctrl-C (or SIGTERM); its data goes with it "
+            "(unless noida's --data-dir names a folder to keep).", 90)
         + "\n\nbrokers:\n" + kinds,
         epilog="examples:\n"
                "  python -m fastkafka_tools.localbroker                      # tansu on a free port\n"
