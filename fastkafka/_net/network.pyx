@@ -53,6 +53,7 @@ from fastkafka._net.ioloop import READ as _READ, WRITE as _WRITE
 from fastkafka._net.cells import monotonic_ms as now_ms  # the producer's one clock
 from fastkafka._net.connection import State
 from fastkafka._net.cluster import cluster_from_response
+from fastkafka._net.metadata_answer import LargeMetadataAnswer, MetadataCodec, MetadataDecodeJob
 from fastkafka.errors import (CorruptFrameError, DisconnectedError, InvalidBrokerResponseError,
                               KafkaError, NetworkError, RequestTimedOutError, TlsError,
                               UnsupportedVersionError)
@@ -108,6 +109,8 @@ cdef class NetworkClient:
         self.produce_handler = None
         self._completions = []
         self._metadata_in_flight = False
+        self._metadata_codec = MetadataCodec()
+        self._metadata_job = None
         self._last_metadata_problems = ()
         self._closed = False
         self._tls_context = getattr(config, "tls_context", None)
@@ -287,6 +290,9 @@ cdef class NetworkClient:
                             record=False)
             self._run_completions()
             return
+        if self._metadata_job is not None:   # a large answer being decoded: no longer wanted
+            self._metadata_job.cancel()
+            self._metadata_job = None
         for conn in list(self.connections.values()):
             self._close(conn, now, DisconnectedError("client closed"), record=False)
         self._run_completions()
@@ -404,6 +410,8 @@ cdef class NetworkClient:
         cdef int64_t wait
         if not self.manage_metadata:
             return 1 << 30
+        if self._metadata_job is not None and self._metadata_job.outcome is not None:
+            self._finish_metadata_job(now)
         if self._rebootstrap:
             self._maybe_rebootstrap(now)
         wait = self._refresh_due.at_ms - now     # Metadata.time_to_next_update, read from C
@@ -418,7 +426,8 @@ cdef class NetworkClient:
                     "include_topic_authorized_operations": False}
             self._metadata_in_flight = True
             try:
-                self.send(node, ApiKey.METADATA, body, now, self._on_metadata)
+                self.send(node, ApiKey.METADATA, body, now, self._on_metadata,
+                          codec=self._metadata_codec)
             except KafkaError as e:
                 self._metadata_in_flight = False
                 self.metadata.failed_update(now, e)
@@ -456,13 +465,37 @@ cdef class NetworkClient:
         return 0
 
     def _on_metadata(self, body, error):
-        self._metadata_in_flight = False
         now = self.now_c()
+        if error is None and type(body) is LargeMetadataAnswer:
+            # Decoded on a thread of its own (fastkafka._net.metadata_answer): this thread keeps
+            # its deadlines meanwhile. The request counts as in flight until the job is done.
+            if self._closed:
+                self._metadata_in_flight = False
+                return
+            log.debug("decoding a metadata answer of %d bytes off the I/O thread's turn",
+                      len(body.frame))
+            self._metadata_job = MetadataDecodeJob(body, self.wakeup).start()
+            return
+        self._metadata_in_flight = False
         if error is not None:
             self.metadata.failed_update(now, error)
             return
         problems = []
         cluster = cluster_from_response(body, problems)
+        self._apply_metadata(cluster, problems, now)
+
+    def _finish_metadata_job(self, int64_t now):
+        """Apply what the decoding job of a large Metadata answer produced (on this thread)."""
+        cluster, problems, error = self._metadata_job.outcome
+        self._metadata_job = None
+        self._metadata_in_flight = False
+        if error is not None:
+            log.warning("metadata answer could not be decoded: %s", error)
+            self.metadata.failed_update(now, error)
+            return
+        self._apply_metadata(cluster, problems, now)
+
+    def _apply_metadata(self, cluster, list problems, int64_t now):
         if problems:
             key = tuple(problems[:20])
             if key != self._last_metadata_problems:   # once per distinct answer, not per refresh
