@@ -92,6 +92,7 @@ class MetadataDecodeJob:
 
     def cancel(self) -> None:
         self._cancelled = True
+        self._on_done = None              # the thread no longer holds the client
 
     @property
     def cancelled(self) -> bool:
@@ -119,10 +120,11 @@ class MetadataDecodeJob:
             return
         except Exception as e:            # CorruptFrameError, or a failure to contain
             outcome = (None, None, e)
-        if self._cancelled:
+        on_done = self._on_done
+        if self._cancelled or on_done is None:
             return
         self.outcome = outcome
-        self._on_done()
+        on_done()
 
 
 __all__ = ["OFF_TURN_BYTES", "LargeMetadataAnswer", "MetadataCodec", "MetadataDecodeJob"]
