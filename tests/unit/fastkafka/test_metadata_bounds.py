@@ -308,6 +308,7 @@ def test_spark_sink_task_to_unknown_topic(no_autocreate, caplog, path):
     settings = settings_from_options({"kafka.bootstrap.servers": no_autocreate.bootstrap,
                                       "topic": f"spark-{path}",
                                       "kafka.topic.metadata.propagation.max.ms": "1500"})
+    settings = settings.with_columns(["value"])
     start = time.time()
     t0 = time.monotonic()
     writer = sink_task.TaskWriter(settings)
