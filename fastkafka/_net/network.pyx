@@ -325,9 +325,10 @@ cdef class NetworkClient:
         # request spared).
         return 0
 
-    def _send_internal(self, Connection conn, api_key, int version, body, int64_t now, callback):
+    def _send_internal(self, Connection conn, api_key, int version, body, int64_t now, callback,
+                       codec=None):
         req = InFlightRequest(self._next_correlation_id(), int(api_key), version, True, now, callback,
-                              conn.node_id, internal=True)
+                              conn.node_id, internal=True, codec=codec)
         self._enqueue(conn, req, body, now)
 
     def send(self, int32_t node_id, api_key, body, int64_t now, callback, *,
@@ -359,13 +360,14 @@ cdef class NetworkClient:
         socket right after writing them can make the broker drop the last ones unprocessed.
         Returns the set of node ids waited on; each leaves the set when its answer (or an error)
         arrives."""
-        from fastkafka._net.handshake import API_VERSIONS_BODY
+        from fastkafka._net.handshake import API_VERSIONS_BODY, API_VERSIONS_CODEC
         waiting = set()
         for c in list(self.connections.values()):
             conn = <Connection>c
             if conn.st.status == READY and (conn.unconfirmed or conn.st.unacked_writes):
                 self.send(conn.node_id, ApiKey.API_VERSIONS, API_VERSIONS_BODY, now,
-                          lambda _body, _err, node=conn.node_id: waiting.discard(node))
+                          lambda _body, _err, node=conn.node_id: waiting.discard(node),
+                          codec=API_VERSIONS_CODEC)
                 waiting.add(conn.node_id)
         return waiting
 

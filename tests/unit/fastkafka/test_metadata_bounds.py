@@ -309,10 +309,10 @@ def test_spark_sink_task_to_unknown_topic(no_autocreate, caplog, path):
                                       "topic": f"spark-{path}",
                                       "kafka.topic.metadata.propagation.max.ms": "1500"})
     settings = settings.with_columns(["value"])
-    start = time.time()
-    t0 = time.monotonic()
     writer = sink_task.TaskWriter(settings)
     try:
+        start = time.time()
+        t0 = time.monotonic()
         with pytest.raises(UnknownTopicOrPartitionError):
             if path == "rows":
                 writer.write_row_values(b"v")
@@ -326,3 +326,43 @@ def test_spark_sink_task_to_unknown_topic(no_autocreate, caplog, path):
             for k in [k for k, p in sink_task._producers.items() if p is writer.producer]:
                 del sink_task._producers[k]
         writer.producer.close(1)
+
+
+# -- other answers that could hold the I/O thread up ---------------------------------------------
+
+def test_metadata_answer_trickling_in_keeps_send_and_close_bounded(fb):
+    from faultbroker import split_frames
+
+    fb.script.on(ApiKey.METADATA, split_frames(chunk=1, pause=0.05), times=None)
+    p = Producer(bootstrap_servers=fb.bootstrap, max_block_ms=1500, enable_idempotence=False)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KafkaTimeoutError):
+            p.send("trickle", b"v")
+        assert time.monotonic() - t0 < 2.2
+    finally:
+        t0 = time.monotonic()
+        p.close(2)
+        took = time.monotonic() - t0
+    assert took < 2.5, f"close(2) took {took:.2f} s"
+
+
+def test_huge_api_versions_answer_is_refused_undecoded(fb, caplog):
+    from faultbroker import rewrite_response
+    from fastkafka._net.handshake import API_VERSIONS_CODEC, API_VERSIONS_MAX_BYTES
+
+    entry = {"api_key": 10_000, "min_version": 0, "max_version": 0}
+    many = API_VERSIONS_MAX_BYTES // 7 + 1000           # each entry is 7 bytes or more at v3
+    frame = encode_response(ApiKey.API_VERSIONS, 3, 1, {"error_code": 0, "api_keys": [entry] * many})[4:]
+    with pytest.raises(Exception) as info:
+        API_VERSIONS_CODEC.decode(3, frame)
+    assert type(info.value).__name__ == "CorruptFrameError" and "ApiVersions answer of" in str(info.value)
+
+    def huge(body, header, request):
+        body["api_keys"] = body["api_keys"] + [entry] * many
+
+    caplog.set_level(logging.DEBUG, logger="fastkafka")
+    fb.script.on(ApiKey.API_VERSIONS, rewrite_response(huge), times=1)
+    with Producer(bootstrap_servers=fb.bootstrap, max_block_ms=10_000, reconnect_backoff_ms=10) as p:
+        assert p.send("after-huge", b"v").get(10).topic == "after-huge"   # the next attempt is fine
+    assert any("ApiVersions answer of" in r.getMessage() for r in caplog.records)
