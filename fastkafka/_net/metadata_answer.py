@@ -9,7 +9,8 @@ undecoded (a :class:`LargeMetadataAnswer`) and a :class:`MetadataDecodeJob` deco
 of its own. The I/O thread keeps turning (the decoding thread gives up the GIL at the
 interpreter's switch interval) and applies the finished Cluster on its next turn; no other
 Metadata request is sent meanwhile. Closing the client cancels the job: its outcome is dropped,
-and it stops at its next check (between topics, and every few thousand partitions).
+the thread lets go of the client at once, and it stops at its next check (while it builds the
+Cluster, every 4,096 partitions; the schema decoding before that runs to its end).
 """
 
 from __future__ import annotations
