@@ -184,8 +184,6 @@ class Producer(OtherClientsHabits, ProducerCore):
         if self._on_io_thread():
             raise self._io_thread_metadata_error(topic, partition, n)
         deadline = monotonic_ms() + max_wait_ms
-        # A topic the brokers report unknown fails sooner, at its own bound (see Metadata).
-        unknown_at = self._metadata.unknown_topic_deadline_ms(topic)
         # A broker's authentication error from before this call fails it only if the next attempt
         # fails too (the credentials may be accepted by now); a new one fails it at once.
         stale = self._metadata.fatal_error
@@ -194,16 +192,10 @@ class Producer(OtherClientsHabits, ProducerCore):
                 raise ProducerClosedError("producer is closed")
             version = self._metadata.request_update()
             self._sender.wakeup()
-            now = monotonic_ms()
-            until = unknown_at if now < unknown_at < deadline else deadline
-            try:
-                self._metadata.await_update(version, max((until - now) / 1000.0, 0), stale)
+            remaining = (deadline - monotonic_ms()) / 1000.0
+            try:   # (UnknownTopicOrPartitionError sooner, see topic_metadata_propagation_max_ms)
+                self._metadata.await_update(version, max(remaining, 0), stale, topic)
             except KafkaTimeoutError:
-                if until < deadline:      # the unknown topic's bound, before max_block_ms
-                    unknown = self._metadata.unknown_topic_error(topic)
-                    if unknown is not None:
-                        raise unknown from None
-                    continue
                 raise self._metadata_timeout(topic, max_wait_ms) from None
             cluster = self._metadata.cluster
             if cluster.partition_count(topic) > 0:
@@ -211,9 +203,6 @@ class Producer(OtherClientsHabits, ProducerCore):
             err = topic_error(cluster, topic)
             if err is not None and not err.retriable:
                 raise err
-            unknown = self._metadata.unknown_topic_error(topic)
-            if unknown is not None:
-                raise unknown
 
     def _metadata_timeout(self, topic: str, max_wait_ms: int) -> KafkaTimeoutError:
         """The error of a send that waited ``max_wait_ms`` for ``topic``'s metadata in vain."""

@@ -293,22 +293,31 @@ class Metadata:
             self._set_due()
             return self.version
 
-    def await_update(self, last_version: int, timeout_s: float, stale=None) -> None:
+    def await_update(self, last_version: int, timeout_s: float, stale=None, topic=None) -> None:
         """Block until the version moves past ``last_version``; KafkaTimeoutError after timeout.
         A fatal connection error raises at once, unless it is ``stale`` (the one already there
-        when the caller began waiting: the caller then waits for the next attempt's outcome)."""
+        when the caller began waiting: the caller then waits for the next attempt's outcome).
+        With ``topic``: UnknownTopicOrPartitionError instead, as soon as the brokers report it
+        unknown past topic_metadata_propagation_max_ms (:meth:`unknown_topic_error`)."""
         deadline = now_ms() + timeout_s * 1000.0
+        unknown_at = self.unknown_topic_deadline_ms(topic) if topic is not None else deadline
         with self._cond:
             while self.version <= last_version and not self._closed:
                 if self.fatal_error is not None and self.fatal_error is not stale:
                     # a fresh instance per waiting thread (tracebacks are per raise)
                     # (copy.copy keeps the error's attributes: node, mechanism, ...)
                     raise copy.copy(self.fatal_error)
-                remaining = (deadline - now_ms()) / 1000.0
+                now = now_ms()
+                if now >= unknown_at and topic is not None:
+                    unknown = self.unknown_topic_error(topic, now)
+                    if unknown is not None:
+                        raise unknown
+                remaining = (deadline - now) / 1000.0
                 if remaining <= 0:
                     raise KafkaTimeoutError(f"metadata was not updated within {timeout_s * 1000:.0f} ms"
                                             + (f" (last error: {self.last_error})" if self.last_error else ""))
-                self._cond.wait(remaining)
+                self._cond.wait(min(remaining, (unknown_at - now) / 1000.0) if now < unknown_at
+                                else remaining)
 
     def unknown_topic_deadline_ms(self, topic: str) -> float:
         """When a send waiting for ``topic`` fails if the brokers still report it unknown: its

@@ -75,7 +75,7 @@ class Cancelled(Exception):
 
 class MetadataDecodeJob:
     """Decodes a :class:`LargeMetadataAnswer` into a Cluster on a daemon thread. ``outcome`` is
-    ``(cluster, problems, error)`` once done (``error`` a KafkaError of a garbled answer); then
+    ``(cluster, error, problems)`` once done (``error`` a KafkaError of a garbled answer); then
     ``on_done()`` runs on the decoding thread (it wakes the I/O thread). Never both outcome and
     a call after :meth:`cancel`."""
 
@@ -116,11 +116,11 @@ class MetadataDecodeJob:
             self._check()
             problems: list = []
             cluster = cluster_from_response(body, problems, self._check)
-            outcome = (cluster, problems, None)
+            outcome = (cluster, None, problems)
         except Cancelled:
             return
         except Exception as e:            # CorruptFrameError, or a failure to contain
-            outcome = (None, None, e)
+            outcome = (None, e, [])
         on_done = self._on_done
         if self._cancelled or on_done is None:
             return

@@ -292,7 +292,6 @@ cdef class NetworkClient:
             return
         if self._metadata_job is not None:   # a large answer being decoded: no longer wanted
             self._metadata_job.cancel()
-            self._metadata_job = None
         for conn in list(self.connections.values()):
             self._close(conn, now, DisconnectedError("client closed"), record=False)
         self._run_completions()
@@ -412,8 +411,10 @@ cdef class NetworkClient:
         cdef int64_t wait
         if not self.manage_metadata:
             return 1 << 30
-        if self._metadata_job is not None and self._metadata_job.outcome is not None:
-            self._finish_metadata_job(now)
+        job = self._metadata_job
+        if job is not None and job.outcome is not None:   # a large answer, decoded off the turn
+            self._metadata_job = None
+            self._on_metadata(*job.outcome)
         if self._rebootstrap:
             self._maybe_rebootstrap(now)
         wait = self._refresh_due.at_ms - now     # Metadata.time_to_next_update, read from C
@@ -466,38 +467,21 @@ cdef class NetworkClient:
         self.metadata.rebootstrap()
         return 0
 
-    def _on_metadata(self, body, error):
+    def _on_metadata(self, body, error, problems=None):
+        """A Metadata answer; or (``problems`` given) the Cluster a MetadataDecodeJob built."""
         now = self.now_c()
-        if error is None and type(body) is LargeMetadataAnswer:
-            # Decoded on a thread of its own (fastkafka._net.metadata_answer): this thread keeps
-            # its deadlines meanwhile. The request counts as in flight until the job is done.
-            if self._closed:
-                self._metadata_in_flight = False
-                return
-            log.debug("decoding a metadata answer of %d bytes off the I/O thread's turn",
-                      len(body.frame))
+        if error is None and type(body) is LargeMetadataAnswer and not self._closed:
+            # decoded on a thread of its own (fastkafka._net.metadata_answer): in flight until done
             self._metadata_job = MetadataDecodeJob(body, self.wakeup).start()
             return
         self._metadata_in_flight = False
-        if error is not None:
+        if error is not None or type(body) is LargeMetadataAnswer:   # (the latter: closed)
             self.metadata.failed_update(now, error)
             return
-        problems = []
-        cluster = cluster_from_response(body, problems)
-        self._apply_metadata(cluster, problems, now)
-
-    def _finish_metadata_job(self, int64_t now):
-        """Apply what the decoding job of a large Metadata answer produced (on this thread)."""
-        cluster, problems, error = self._metadata_job.outcome
-        self._metadata_job = None
-        self._metadata_in_flight = False
-        if error is not None:
-            log.warning("metadata answer could not be decoded: %s", error)
-            self.metadata.failed_update(now, error)
-            return
-        self._apply_metadata(cluster, problems, now)
-
-    def _apply_metadata(self, cluster, list problems, int64_t now):
+        if problems is None:
+            problems = []
+            body = cluster_from_response(body, problems)
+        cluster = body
         if problems:
             key = tuple(problems[:20])
             if key != self._last_metadata_problems:   # once per distinct answer, not per refresh

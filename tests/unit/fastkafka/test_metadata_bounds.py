@@ -170,7 +170,7 @@ def test_codec_leaves_a_large_answer_undecoded_and_the_job_builds_the_same_clust
     done = threading.Event()
     job = MetadataDecodeJob(answer, done.set).start()
     assert done.wait(30) and job.join(5)
-    cluster, problems, error = job.outcome
+    cluster, error, problems = job.outcome
     assert error is None and problems == []
     inline = cluster_from_response(decode_response(ApiKey.METADATA, 12, frame)[1])
     assert cluster.partition_count("t") == inline.partition_count("t") == 5000
@@ -200,7 +200,7 @@ def test_garbled_large_answer_is_a_typed_outcome():
     done = threading.Event()
     job = MetadataDecodeJob(LargeMetadataAnswer(12, frame), done.set).start()
     assert done.wait(30)
-    cluster, problems, error = job.outcome
+    cluster, error, problems = job.outcome
     assert cluster is None and type(error).__name__ == "CorruptFrameError"
 
 
