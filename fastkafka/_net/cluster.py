@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import socket
 import threading
 from dataclasses import dataclass
@@ -242,6 +243,7 @@ class Metadata:
         self.propagation_max_ms = topic_metadata_propagation_max_ms
         self._tracked_at: dict[str, int] = {}
         self._warned_unknown: set = set()
+        self._next_bound = float("inf")   # the next such bound: a refresh is due then, to decide
         # Topics tracked since the last Metadata request was built (a refresh for them is due at
         # once, not after the backoff: each first send to a new topic would otherwise wait for
         # it), and the topics that request asked for.
@@ -297,27 +299,24 @@ class Metadata:
         """Block until the version moves past ``last_version``; KafkaTimeoutError after timeout.
         A fatal connection error raises at once, unless it is ``stale`` (the one already there
         when the caller began waiting: the caller then waits for the next attempt's outcome).
-        With ``topic``: UnknownTopicOrPartitionError instead, as soon as the brokers report it
-        unknown past topic_metadata_propagation_max_ms (:meth:`unknown_topic_error`)."""
+        With ``topic``: UnknownTopicOrPartitionError when the update that came reports it unknown
+        past topic_metadata_propagation_max_ms (:meth:`unknown_topic_error`; a refresh is due at
+        that bound, so the update comes then)."""
         deadline = now_ms() + timeout_s * 1000.0
-        unknown_at = self.unknown_topic_deadline_ms(topic) if topic is not None else deadline
         with self._cond:
             while self.version <= last_version and not self._closed:
                 if self.fatal_error is not None and self.fatal_error is not stale:
                     # a fresh instance per waiting thread (tracebacks are per raise)
                     # (copy.copy keeps the error's attributes: node, mechanism, ...)
                     raise copy.copy(self.fatal_error)
-                now = now_ms()
-                if now >= unknown_at and topic is not None:
-                    unknown = self.unknown_topic_error(topic, now)
-                    if unknown is not None:
-                        raise unknown
-                remaining = (deadline - now) / 1000.0
+                remaining = (deadline - now_ms()) / 1000.0
                 if remaining <= 0:
                     raise KafkaTimeoutError(f"metadata was not updated within {timeout_s * 1000:.0f} ms"
                                             + (f" (last error: {self.last_error})" if self.last_error else ""))
-                self._cond.wait(min(remaining, (unknown_at - now) / 1000.0) if now < unknown_at
-                                else remaining)
+                self._cond.wait(remaining)
+            unknown = self.unknown_topic_error(topic) if topic is not None else None
+            if unknown is not None and self.version > last_version:   # (an answer of this wait)
+                raise unknown
 
     def unknown_topic_deadline_ms(self, topic: str) -> float:
         """When a send waiting for ``topic`` fails if the brokers still report it unknown: its
@@ -331,7 +330,9 @@ class Metadata:
         since it was first tracked; else None."""
         if self.cluster.topic_error(topic) != UNKNOWN_TOPIC_OR_PARTITION:
             return None
-        if (now_ms() if now is None else now) < self.unknown_topic_deadline_ms(topic):
+        bound = self.unknown_topic_deadline_ms(topic)
+        # an answer from the bound on (one from before may be older than the topic's creation)
+        if (now_ms() if now is None else now) < bound or self.last_successful_refresh_ms < bound:
             return None
         return UnknownTopicOrPartitionError(
             f"topic {topic!r} does not exist: the brokers still report it unknown "
@@ -371,6 +372,8 @@ class Metadata:
             at = self.last_refresh_ms     # a topic not asked for yet: no backoff to wait out
         if not self.need_update:
             at = max(at, self.last_successful_refresh_ms + self.max_age_ms)
+        elif self._next_bound < at:
+            at = math.ceil(self._next_bound)  # an unknown topic's bound: the answer then decides
         self.refresh_due.at_ms = at
 
     def update(self, cluster: Cluster, now_ms: int) -> None:
@@ -386,9 +389,11 @@ class Metadata:
                        if t not in cluster.topics or cluster.topic_error(t) != 0 or
                        any(p.leader < 0 for p in cluster.topics[t].partitions)]
             self.need_update = bool(lacking)
-            unknown = [t for t in lacking if cluster.topic_error(t) == UNKNOWN_TOPIC_OR_PARTITION
-                       and t not in self._warned_unknown]
+            reported = [t for t in lacking if cluster.topic_error(t) == UNKNOWN_TOPIC_OR_PARTITION]
+            unknown = [t for t in reported if t not in self._warned_unknown]
             self._warned_unknown.update(unknown)
+            self._next_bound = min((b for b in map(self.unknown_topic_deadline_ms, reported)
+                                    if b > now_ms), default=float("inf"))
             if self._warned_unknown and len(lacking) < len(self.topics):
                 self._warned_unknown.difference_update(
                     [t for t in self._warned_unknown if t not in lacking])
