@@ -366,3 +366,13 @@ def test_huge_api_versions_answer_is_refused_undecoded(fb, caplog):
     with Producer(bootstrap_servers=fb.bootstrap, max_block_ms=10_000, reconnect_backoff_ms=10) as p:
         assert p.send("after-huge", b"v").get(10).topic == "after-huge"   # the next attempt is fine
     assert any("ApiVersions answer of" in r.getMessage() for r in caplog.records)
+
+
+def test_topic_created_after_its_bound_passed_is_sent_to(no_autocreate):
+    with Producer(bootstrap_servers=no_autocreate.bootstrap, max_block_ms=20_000,
+                  topic_metadata_propagation_max_ms=500) as p:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            p.send("created-later", b"v")
+        no_autocreate.create_topic("created-later", 1)
+        # the last answer still says unknown: the send waits for an answer of its own
+        assert p.send("created-later", b"v").get(10).topic == "created-later"
