@@ -376,3 +376,28 @@ def test_topic_created_after_its_bound_passed_is_sent_to(no_autocreate):
         no_autocreate.create_topic("created-later", 1)
         # the last answer still says unknown: the send waits for an answer of its own
         assert p.send("created-later", b"v").get(10).topic == "created-later"
+
+
+def test_kafka_python_and_aiokafka_layers_keep_their_peers_timeout(no_autocreate, caplog):
+    """kafka-python and aiokafka have no bound of their own for an unknown topic: their layers
+    keep the peer's KafkaTimeoutError at max_block_ms (the WARNING is logged all the same)."""
+    from fastkafka.compat import aiokafka as aio_layer
+    from fastkafka.compat import kafka_python as kp_layer
+
+    caplog.set_level(logging.WARNING, logger="fastkafka")
+    kp = kp_layer.KafkaProducer(bootstrap_servers=no_autocreate.bootstrap, max_block_ms=1500)
+    try:
+        assert kp._producer.config.topic_metadata_propagation_max_ms == 2**31 - 1
+        with pytest.raises(kp_layer.KafkaTimeoutError):
+            kp.send("kp-missing", b"v")
+        assert len(_warnings_naming(caplog, "kp-missing")) == 1
+    finally:
+        kp.close(1)
+
+    async def main():
+        p = aio_layer.AIOKafkaProducer(bootstrap_servers=no_autocreate.bootstrap)
+        try:
+            return p._p.config.topic_metadata_propagation_max_ms
+        finally:
+            await p.stop()
+    assert asyncio.run(main()) == 2**31 - 1
