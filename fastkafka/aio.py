@@ -91,6 +91,10 @@ class _LoopProducer(Producer):
         err = topic_error(cluster, topic)
         if n <= 0 and err is not None and not err.retriable:
             raise err
+        if n <= 0:
+            unknown = md.unknown_topic_error(topic)   # unknown past topic_metadata_propagation_max_ms
+            if unknown is not None:
+                raise unknown
         md.add_topic(topic)
         version = md.request_update()
         self._sender.wakeup()

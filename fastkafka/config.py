@@ -59,6 +59,11 @@ _SETTINGS = [
                  "a WARNING names how many. 0: nothing is delivered, everything queued fails"),
     _Setting("request_timeout_ms", "int", 30_000, 1, INT32_MAX),
     _Setting("metadata_max_age_ms", "int", 300_000, 0, INT32_MAX),
+    _Setting("topic_metadata_propagation_max_ms", "int", 30_000, 0, INT32_MAX,
+             doc="how long a send waits for a topic the brokers report unknown (it may be being "
+                 "created) before failing with UnknownTopicOrPartitionError, from the first send "
+                 "to it; never longer than max_block_ms (librdkafka's "
+                 "topic.metadata.propagation.max.ms)"),
     # java_metrics() and stats_cb (fastkafka._net.sampled, docs/observability.md)
     _Setting("metrics_sample_window_ms", "int", 30_000, 1, INT32_MAX,
              doc="the window of one sample of the windowed metrics (java_metrics(): rates, "

@@ -133,7 +133,7 @@ class Producer(OtherClientsHabits, ProducerCore):
             self._name = f"{cfg.client_id}-{_producer_seq}"
         self._partitioner = cfg.partitioner
         self._metadata = Metadata(cfg.bootstrap_servers, cfg.metadata_max_age_ms, cfg.retry_backoff_ms,
-                                  cfg.retry_backoff_max_ms)
+                                  cfg.retry_backoff_max_ms, cfg.topic_metadata_propagation_max_ms)
         self._pool = BufferPool(cfg.buffer_memory, cfg.batch_size)
         self._acc = RecordAccumulator(cfg.batch_size, cfg.compression_code, cfg.compression_level,
                                       cfg.linger_ms, cfg.retry_backoff_ms, cfg.delivery_timeout_ms,
@@ -196,8 +196,8 @@ class Producer(OtherClientsHabits, ProducerCore):
             version = self._metadata.request_update()
             self._sender.wakeup()
             remaining = (deadline - monotonic_ms()) / 1000.0
-            try:
-                self._metadata.await_update(version, max(remaining, 0), stale)
+            try:   # (UnknownTopicOrPartitionError sooner, see topic_metadata_propagation_max_ms)
+                self._metadata.await_update(version, max(remaining, 0), stale, topic)
             except KafkaTimeoutError:
                 raise self._metadata_timeout(topic, max_wait_ms) from None
             cluster = self._metadata.cluster

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import socket
 import threading
 from dataclasses import dataclass
@@ -16,11 +17,13 @@ from dataclasses import dataclass
 from fastkafka._net.cells import DueCell, VersionCell
 from fastkafka._net.cells import monotonic_ms as now_ms
 from fastkafka._net.backoff import Backoff
-from fastkafka.errors import InvalidBrokerResponseError, KafkaTimeoutError, error_for_code
+from fastkafka.errors import (InvalidBrokerResponseError, KafkaTimeoutError,
+                              UnknownTopicOrPartitionError, error_for_code)
 
 log = logging.getLogger("fastkafka")
 
 INVALID_BROKER_RESPONSE = InvalidBrokerResponseError.code
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ class Cluster:
 
 # A broker-chosen number never sizes an allocation: a topic's partitions must be numbered 0..n-1,
 # each once, where n is the number of entries the response carried.
-def cluster_from_response(body: dict, problems: list | None = None) -> Cluster:
+def cluster_from_response(body: dict, problems: list | None = None, check=None) -> Cluster:
     """Build a Cluster from a decoded Metadata response body, validating it first.
 
     Brokers with an unusable address (no host, a host no resolver can take, a port outside
@@ -118,7 +121,8 @@ def cluster_from_response(body: dict, problems: list | None = None) -> Cluster:
     not exactly 0..n-1 is kept with no partitions and the client-side error
     INVALID_BROKER_RESPONSE (retried: the next Metadata answer may be right). A leader that is
     not among the listed brokers counts as no leader. Each problem found is appended to
-    ``problems`` as a sentence."""
+    ``problems`` as a sentence. ``check()``, when given, is called between topics and every 4,096
+    partitions (it raises to stop a build that is no longer wanted)."""
     if problems is None:
         problems = []
     brokers = []
@@ -149,7 +153,9 @@ def cluster_from_response(body: dict, problems: list | None = None) -> Cluster:
             topics.append(TopicInfo(name, INVALID_BROKER_RESPONSE, (), t.get("topic_id"), reason))
             continue
         infos = [None] * n
-        for p in parts:
+        for count, p in enumerate(parts):
+            if check is not None and not count & 4095:
+                check()
             i = p["partition_index"]
             leader = p["leader_id"]
             if leader >= 0 and leader not in seen_ids:
@@ -217,7 +223,7 @@ class Metadata:
     """
 
     def __init__(self, bootstrap_servers, metadata_max_age_ms=300_000, refresh_backoff_ms=100,
-                 refresh_backoff_max_ms=1000):
+                 refresh_backoff_max_ms=1000, topic_metadata_propagation_max_ms=30_000):
         self.cluster = Cluster.bootstrap(bootstrap_servers)
         self.bootstrap_servers = list(bootstrap_servers)
         self.version = 0
@@ -231,6 +237,13 @@ class Metadata:
         self.last_successful_refresh_ms = 0
         self.need_update = True
         self.topics: dict[str, None] = {}
+        # A topic the brokers report unknown (UNKNOWN_TOPIC_OR_PARTITION) is warned about once and
+        # asked for again (it may be being created) until topic_metadata_propagation_max_ms after
+        # it was first tracked; sends waiting for it then fail with UnknownTopicOrPartitionError.
+        self.propagation_max_ms = topic_metadata_propagation_max_ms
+        self._tracked_at: dict[str, int] = {}
+        self._warned_unknown: set = set()
+        self._next_bound = float("inf")   # the next such bound: a refresh is due then, to decide
         # Topics tracked since the last Metadata request was built (a refresh for them is due at
         # once, not after the backoff: each first send to a new topic would otherwise wait for
         # it), and the topics that request asked for.
@@ -261,6 +274,7 @@ class Metadata:
             if topic in self.topics:
                 return False
             self.topics[topic] = None
+            self._tracked_at[topic] = now_ms()
             self._fresh_topics += 1
             self.need_update = True
             self._set_due()
@@ -281,10 +295,13 @@ class Metadata:
             self._set_due()
             return self.version
 
-    def await_update(self, last_version: int, timeout_s: float, stale=None) -> None:
+    def await_update(self, last_version: int, timeout_s: float, stale=None, topic=None) -> None:
         """Block until the version moves past ``last_version``; KafkaTimeoutError after timeout.
         A fatal connection error raises at once, unless it is ``stale`` (the one already there
-        when the caller began waiting: the caller then waits for the next attempt's outcome)."""
+        when the caller began waiting: the caller then waits for the next attempt's outcome).
+        With ``topic``: UnknownTopicOrPartitionError when the update that came reports it unknown
+        past topic_metadata_propagation_max_ms (:meth:`unknown_topic_error`; a refresh is due at
+        that bound, so the update comes then)."""
         deadline = now_ms() + timeout_s * 1000.0
         with self._cond:
             while self.version <= last_version and not self._closed:
@@ -297,6 +314,30 @@ class Metadata:
                     raise KafkaTimeoutError(f"metadata was not updated within {timeout_s * 1000:.0f} ms"
                                             + (f" (last error: {self.last_error})" if self.last_error else ""))
                 self._cond.wait(remaining)
+            unknown = self.unknown_topic_error(topic) if topic is not None else None
+            if unknown is not None and self.version > last_version:   # (an answer of this wait)
+                raise unknown
+
+    def unknown_topic_deadline_ms(self, topic: str) -> float:
+        """When a send waiting for ``topic`` fails if the brokers still report it unknown: its
+        first tracking plus topic_metadata_propagation_max_ms (infinity when not tracked)."""
+        at = self._tracked_at.get(topic)
+        return float("inf") if at is None else at + self.propagation_max_ms
+
+    def unknown_topic_error(self, topic: str, now: float | None = None):
+        """The UnknownTopicOrPartitionError a send waiting for ``topic`` fails with, when the
+        last metadata answer reports it unknown and topic_metadata_propagation_max_ms has passed
+        since it was first tracked; else None."""
+        if self.cluster.topic_error(topic) != UNKNOWN_TOPIC_OR_PARTITION:
+            return None
+        bound = self.unknown_topic_deadline_ms(topic)
+        # an answer from the bound on (one from before may be older than the topic's creation)
+        if (now_ms() if now is None else now) < bound or self.last_successful_refresh_ms < bound:
+            return None
+        return UnknownTopicOrPartitionError(
+            f"topic {topic!r} does not exist: the brokers still report it unknown "
+            f"{self.propagation_max_ms} ms after the first send to it "
+            f"(topic_metadata_propagation_max_ms); create it, or check its name")
 
     def add_listener(self, fn, after: int = -1) -> None:
         """Call ``fn()`` once, on the I/O thread, after the next metadata update, fatal connection
@@ -331,6 +372,8 @@ class Metadata:
             at = self.last_refresh_ms     # a topic not asked for yet: no backoff to wait out
         if not self.need_update:
             at = max(at, self.last_successful_refresh_ms + self.max_age_ms)
+        elif self._next_bound < at:
+            at = math.ceil(self._next_bound)  # an unknown topic's bound: the answer then decides
         self.refresh_due.at_ms = at
 
     def update(self, cluster: Cluster, now_ms: int) -> None:
@@ -346,6 +389,14 @@ class Metadata:
                        if t not in cluster.topics or cluster.topic_error(t) != 0 or
                        any(p.leader < 0 for p in cluster.topics[t].partitions)]
             self.need_update = bool(lacking)
+            reported = [t for t in lacking if cluster.topic_error(t) == UNKNOWN_TOPIC_OR_PARTITION]
+            unknown = [t for t in reported if t not in self._warned_unknown]
+            self._warned_unknown.update(unknown)
+            self._next_bound = min((b for b in map(self.unknown_topic_deadline_ms, reported)
+                                    if b > now_ms), default=float("inf"))
+            if self._warned_unknown and len(lacking) < len(self.topics):
+                self._warned_unknown.difference_update(
+                    [t for t in self._warned_unknown if t not in lacking])
             self.last_error = None
             self.fatal_error = None
             self._failing = False
@@ -356,6 +407,13 @@ class Metadata:
                 self._refresh_gap_ms = self.refresh_backoff_ms
             self._set_due()
             self._cond.notify_all()
+        for topic in unknown:
+            log.warning("topic %r is unknown to the cluster (UNKNOWN_TOPIC_OR_PARTITION): it does not "
+                        "exist and is not created automatically (auto.create.topics.enable=false "
+                        "on the brokers?), or its name is misspelt. Metadata is asked again in case "
+                        "it is being created; sends to it fail with UnknownTopicOrPartitionError "
+                        "after topic_metadata_propagation_max_ms=%d (or max_block_ms, if sooner)",
+                        topic, self.propagation_max_ms)
         if self._listeners:
             self._run_listeners()
 

@@ -20,15 +20,44 @@ import abc
 from typing import TYPE_CHECKING
 
 from fastkafka._version import __version__
-from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey
+from fastkafka.errors import CorruptFrameError
+from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey, decode_response
 
 if TYPE_CHECKING:
     from fastkafka._net.connection import Connection
 
-__all__ = ["API_VERSIONS_BODY", "ApiVersionsStep", "HandshakeStep", "TlsHandshakeStep"]
+__all__ = ["API_VERSIONS_BODY", "API_VERSIONS_CODEC", "ApiVersionsStep", "HandshakeStep",
+           "TlsHandshakeStep"]
 
 #: The ApiVersions request this client sends (handshake, and the acks=0 close barrier).
 API_VERSIONS_BODY = {"client_software_name": "fastkafka", "client_software_version": __version__}
+
+
+# A broker's ApiVersions answer lists about a hundred APIs in under 2 KB; one of megabytes would
+# take seconds to decode on the I/O thread's turn (and keep every deadline of the turn waiting).
+API_VERSIONS_MAX_BYTES = 1 << 20
+
+
+class _ApiVersionsCodec:
+    """The codec of ApiVersions requests (see InFlightRequest.codec): the generic one, except
+    that an answer over API_VERSIONS_MAX_BYTES is refused undecoded (the connection closes with
+    CorruptFrameError, and is tried again after its back-off)."""
+
+    __slots__ = ()
+
+    def encode(self, version, correlation_id, client_id, body):
+        from fastkafka.protocol import encode_request
+        return encode_request(ApiKey.API_VERSIONS, version, correlation_id, client_id, body)
+
+    def decode(self, version, frame):
+        if len(frame) > API_VERSIONS_MAX_BYTES:
+            raise CorruptFrameError(
+                f"ApiVersions answer of {len(frame)} bytes refused undecoded (a broker's is a few "
+                f"kilobytes; at most {API_VERSIONS_MAX_BYTES} are taken)")
+        return decode_response(ApiKey.API_VERSIONS, version, frame)[1]
+
+
+API_VERSIONS_CODEC = _ApiVersionsCodec()
 
 
 class HandshakeStep(abc.ABC):
@@ -46,7 +75,8 @@ class ApiVersionsStep(HandshakeStep):
 
     def start(self, client, conn, now):
         client._send_internal(conn, ApiKey.API_VERSIONS, self.version, API_VERSIONS_BODY, now,
-                              lambda resp, err: client._on_api_versions(conn, self, resp, err))
+                              lambda resp, err: client._on_api_versions(conn, self, resp, err),
+                              API_VERSIONS_CODEC)
 
 
 class TlsHandshakeStep(HandshakeStep):

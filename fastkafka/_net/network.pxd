@@ -105,6 +105,8 @@ cdef class NetworkClient:
     cdef public object error_hook
     cdef object _all_down_since            # ms since no known broker can be reached, else None
     cdef readonly SampledRegistry sampled  # windowed statistics (fastkafka._net.sampled)
+    cdef object _metadata_codec            # MetadataCodec: large answers decode off the turn
+    cdef object _metadata_job              # MetadataDecodeJob under way, or None
 
     cdef int64_t now_c(self) except? -1
     cdef Connection conn_for(self, int32_t node_id)

@@ -53,6 +53,7 @@ from fastkafka._net.ioloop import READ as _READ, WRITE as _WRITE
 from fastkafka._net.cells import monotonic_ms as now_ms  # the producer's one clock
 from fastkafka._net.connection import State
 from fastkafka._net.cluster import cluster_from_response
+from fastkafka._net.metadata_answer import LargeMetadataAnswer, MetadataCodec, MetadataDecodeJob
 from fastkafka.errors import (CorruptFrameError, DisconnectedError, InvalidBrokerResponseError,
                               KafkaError, NetworkError, RequestTimedOutError, TlsError,
                               UnsupportedVersionError)
@@ -108,6 +109,8 @@ cdef class NetworkClient:
         self.produce_handler = None
         self._completions = []
         self._metadata_in_flight = False
+        self._metadata_codec = MetadataCodec()
+        self._metadata_job = None
         self._last_metadata_problems = ()
         self._closed = False
         self._tls_context = getattr(config, "tls_context", None)
@@ -287,6 +290,8 @@ cdef class NetworkClient:
                             record=False)
             self._run_completions()
             return
+        if self._metadata_job is not None:   # a large answer being decoded: no longer wanted
+            self._metadata_job.cancel()
         for conn in list(self.connections.values()):
             self._close(conn, now, DisconnectedError("client closed"), record=False)
         self._run_completions()
@@ -319,9 +324,10 @@ cdef class NetworkClient:
         # request spared).
         return 0
 
-    def _send_internal(self, Connection conn, api_key, int version, body, int64_t now, callback):
+    def _send_internal(self, Connection conn, api_key, int version, body, int64_t now, callback,
+                       codec=None):
         req = InFlightRequest(self._next_correlation_id(), int(api_key), version, True, now, callback,
-                              conn.node_id, internal=True)
+                              conn.node_id, internal=True, codec=codec)
         self._enqueue(conn, req, body, now)
 
     def send(self, int32_t node_id, api_key, body, int64_t now, callback, *,
@@ -353,13 +359,14 @@ cdef class NetworkClient:
         socket right after writing them can make the broker drop the last ones unprocessed.
         Returns the set of node ids waited on; each leaves the set when its answer (or an error)
         arrives."""
-        from fastkafka._net.handshake import API_VERSIONS_BODY
+        from fastkafka._net.handshake import API_VERSIONS_BODY, API_VERSIONS_CODEC
         waiting = set()
         for c in list(self.connections.values()):
             conn = <Connection>c
             if conn.st.status == READY and (conn.unconfirmed or conn.st.unacked_writes):
                 self.send(conn.node_id, ApiKey.API_VERSIONS, API_VERSIONS_BODY, now,
-                          lambda _body, _err, node=conn.node_id: waiting.discard(node))
+                          lambda _body, _err, node=conn.node_id: waiting.discard(node),
+                          codec=API_VERSIONS_CODEC)
                 waiting.add(conn.node_id)
         return waiting
 
@@ -404,6 +411,10 @@ cdef class NetworkClient:
         cdef int64_t wait
         if not self.manage_metadata:
             return 1 << 30
+        job = self._metadata_job
+        if job is not None and job.outcome is not None:   # a large answer, decoded off the turn
+            self._metadata_job = None
+            self._on_metadata(*job.outcome)
         if self._rebootstrap:
             self._maybe_rebootstrap(now)
         wait = self._refresh_due.at_ms - now     # Metadata.time_to_next_update, read from C
@@ -418,7 +429,8 @@ cdef class NetworkClient:
                     "include_topic_authorized_operations": False}
             self._metadata_in_flight = True
             try:
-                self.send(node, ApiKey.METADATA, body, now, self._on_metadata)
+                self.send(node, ApiKey.METADATA, body, now, self._on_metadata,
+                          codec=self._metadata_codec)
             except KafkaError as e:
                 self._metadata_in_flight = False
                 self.metadata.failed_update(now, e)
@@ -455,14 +467,21 @@ cdef class NetworkClient:
         self.metadata.rebootstrap()
         return 0
 
-    def _on_metadata(self, body, error):
-        self._metadata_in_flight = False
+    def _on_metadata(self, body, error, problems=None):
+        """A Metadata answer; or (``problems`` given) the Cluster a MetadataDecodeJob built."""
         now = self.now_c()
-        if error is not None:
+        if error is None and type(body) is LargeMetadataAnswer and not self._closed:
+            # decoded on a thread of its own (fastkafka._net.metadata_answer): in flight until done
+            self._metadata_job = MetadataDecodeJob(body, self.wakeup).start()
+            return
+        self._metadata_in_flight = False
+        if error is not None or type(body) is LargeMetadataAnswer:   # (the latter: closed)
             self.metadata.failed_update(now, error)
             return
-        problems = []
-        cluster = cluster_from_response(body, problems)
+        if problems is None:
+            problems = []
+            body = cluster_from_response(body, problems)
+        cluster = body
         if problems:
             key = tuple(problems[:20])
             if key != self._last_metadata_problems:   # once per distinct answer, not per refresh

@@ -79,7 +79,8 @@ COMBINED = {
     "ssl.certificate.pem": "ssl_keystore_certificate_chain with ssl_keystore_type PEM",
     "ssl.key.pem": "ssl_keystore_key with ssl_keystore_type PEM",
     "sasl.oauthbearer.config": "the argument oauth_cb is called with",
-    "topic.metadata.propagation.max.ms": "the layer's wait before a topic the brokers say does "
+    "topic.metadata.propagation.max.ms": "topic_metadata_propagation_max_ms, and the layer's wait "
+                                         "before a topic the brokers say does "
                                          "not exist is taken as such (from its first produce()): "
                                          "its waiting records then fail with "
                                          "UNKNOWN_TOPIC_OR_PART and produce() to it raises "
@@ -424,6 +425,7 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
             own[key] = value
         elif key == "topic.metadata.propagation.max.ms":
             own[key] = _int(key, value, 0, 3600000)
+            put("topic_metadata_propagation_max_ms", own[key], key)
         elif key == "debug":
             if not isinstance(value, str) or not set(
                     c.strip() for c in value.split(",") if c.strip()) <= _DEBUG_CONTEXTS:

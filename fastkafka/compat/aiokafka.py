@@ -190,6 +190,7 @@ def _settings(kw: dict) -> tuple[dict, dict]:
         s["delivery_timeout_ms"] = min(kw["linger_ms"] + 2 * rt, _INT32_MAX)
         s["max_block_ms"] = rt
     s["metadata_max_age_ms"] = kw["metadata_max_age_ms"]
+    s["topic_metadata_propagation_max_ms"] = _INT32_MAX   # aiokafka: a timeout at max_block_ms only
     s["retry_backoff_ms"] = kw["retry_backoff_ms"]
     cmi = kw["connections_max_idle_ms"]
     s["connections_max_idle_ms"] = 2**40 if cmi is None else cmi

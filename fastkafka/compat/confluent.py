@@ -223,7 +223,9 @@ class Producer(PollCore):
             raise to_kafka_exception(e) from e
         if isinstance(e, fk.BufferExhaustedError):
             raise BufferError(f"Local: Queue full ({e.message})") from e
-        if isinstance(e, _MetadataMissing) and not isinstance(e, fk.DeliveryTimeoutError):
+        # (UnknownTopicOrPartitionError: the core's bound, topic_metadata_propagation_max_ms)
+        if isinstance(e, (_MetadataMissing, fk.UnknownTopicOrPartitionError)) and \
+                not isinstance(e, fk.DeliveryTimeoutError):
             cluster = self._p._metadata.cluster
             n = cluster.partition_count(topic)
             if topic in self._nonexistent:

@@ -225,7 +225,9 @@ def _translating(method):
 
 # kafka-python's defaults where fastkafka's differ (docs/migration.md says why each is kept).
 _KP_DEFAULTS = {"linger_ms": 0, "batch_size": 16384, "buffer_memory": 32 * 1024 * 1024,
-                "reconnect_backoff_max_ms": 30000}
+                "reconnect_backoff_max_ms": 30000,
+                # no bound of its own for an unknown topic: KafkaTimeoutError at max_block_ms
+                "topic_metadata_propagation_max_ms": 2**31 - 1}
 
 # Same name, same meaning: passed to fastkafka.Producer as given.
 _SAME = frozenset({
