@@ -13,7 +13,7 @@ leader ..."``.
 
 Broker error codes
 ------------------
-One subclass per broker error code is generated from ``_BROKER_ERRORS`` below (facts taken from the
+One subclass per broker error code, each written as a row of the table below (facts taken from the
 public Apache Kafka error list, ``Errors.java`` / the generated ``protocol_errors`` page). The class name
 is the CamelCase of the Kafka name plus ``Error`` (``MESSAGE_TOO_LARGE`` -> ``MessageTooLargeError``,
 ``INVALID_TOPIC_EXCEPTION`` -> ``InvalidTopicError``, ``NETWORK_EXCEPTION`` -> ``NetworkExceptionError``),
@@ -95,12 +95,58 @@ __all__ = [
     "CorrelationIdMismatchError",
     "CorruptFrameError",
     "IllegalStateError",
+    "SaslAuthenticationError",
     "UnsupportedVersionError",
     "UnknownServerError",
     "TransactionAbortedError",
     "TransactionAbortableError",
     "AllBrokersDownError",
     "BrokersRecovered",
+    # the classes of the broker error codes (the table below)
+    "OffsetOutOfRangeError", "CorruptMessageError",
+    "UnknownTopicOrPartitionError", "InvalidFetchSizeError", "LeaderNotAvailableError",
+    "NotLeaderOrFollowerError", "RequestTimedOutError", "BrokerNotAvailableError",
+    "ReplicaNotAvailableError", "MessageTooLargeError", "StaleControllerEpochError",
+    "OffsetMetadataTooLargeError", "NetworkExceptionError", "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError", "NotCoordinatorError", "InvalidTopicError",
+    "RecordListTooLargeError", "NotEnoughReplicasError", "NotEnoughReplicasAfterAppendError",
+    "InvalidRequiredAcksError", "IllegalGenerationError", "InconsistentGroupProtocolError",
+    "InvalidGroupIdError", "UnknownMemberIdError", "InvalidSessionTimeoutError",
+    "RebalanceInProgressError", "InvalidCommitOffsetSizeError", "TopicAuthorizationFailedError",
+    "GroupAuthorizationFailedError", "ClusterAuthorizationFailedError", "InvalidTimestampError",
+    "UnsupportedSaslMechanismError", "IllegalSaslStateError", "TopicAlreadyExistsError",
+    "InvalidPartitionsError", "InvalidReplicationFactorError", "InvalidReplicaAssignmentError",
+    "InvalidConfigError", "NotControllerError", "InvalidRequestError",
+    "UnsupportedForMessageFormatError", "PolicyViolationError", "OutOfOrderSequenceNumberError",
+    "DuplicateSequenceNumberError", "InvalidProducerEpochError", "InvalidTxnStateError",
+    "InvalidProducerIdMappingError", "InvalidTransactionTimeoutError",
+    "ConcurrentTransactionsError", "TransactionCoordinatorFencedError",
+    "TransactionalIdAuthorizationFailedError", "SecurityDisabledError",
+    "OperationNotAttemptedError", "KafkaStorageError", "LogDirNotFoundError",
+    "SaslAuthenticationFailedError", "UnknownProducerIdError", "ReassignmentInProgressError",
+    "DelegationTokenAuthDisabledError", "DelegationTokenNotFoundError",
+    "DelegationTokenOwnerMismatchError", "DelegationTokenRequestNotAllowedError",
+    "DelegationTokenAuthorizationFailedError", "DelegationTokenExpiredError",
+    "InvalidPrincipalTypeError", "NonEmptyGroupError", "GroupIdNotFoundError",
+    "FetchSessionIdNotFoundError", "InvalidFetchSessionEpochError", "ListenerNotFoundError",
+    "TopicDeletionDisabledError", "FencedLeaderEpochError", "UnknownLeaderEpochError",
+    "UnsupportedCompressionTypeError", "StaleBrokerEpochError", "OffsetNotAvailableError",
+    "MemberIdRequiredError", "PreferredLeaderNotAvailableError", "GroupMaxSizeReachedError",
+    "FencedInstanceIdError", "EligibleLeadersNotAvailableError", "ElectionNotNeededError",
+    "NoReassignmentInProgressError", "GroupSubscribedToTopicError", "BrokerInvalidRecordError",
+    "UnstableOffsetCommitError", "ThrottlingQuotaExceededError", "ProducerFencedError",
+    "ResourceNotFoundError", "DuplicateResourceError", "UnacceptableCredentialError",
+    "InconsistentVoterSetError", "InvalidUpdateVersionError", "FeatureUpdateFailedError",
+    "PrincipalDeserializationFailureError", "SnapshotNotFoundError", "PositionOutOfRangeError",
+    "UnknownTopicIdError", "DuplicateBrokerRegistrationError", "BrokerIdNotRegisteredError",
+    "InconsistentTopicIdError", "InconsistentClusterIdError", "TransactionalIdNotFoundError",
+    "FetchSessionTopicIdError", "IneligibleReplicaError", "NewLeaderElectedError",
+    "OffsetMovedToTieredStorageError", "FencedMemberEpochError", "UnreleasedInstanceIdError",
+    "UnsupportedAssignorError", "StaleMemberEpochError", "MismatchedEndpointTypeError",
+    "UnsupportedEndpointTypeError", "UnknownControllerIdError", "UnknownSubscriptionIdError",
+    "TelemetryTooLargeError", "InvalidRegistrationError", "InvalidRecordStateError",
+    "ShareSessionNotFoundError", "InvalidShareSessionEpochError", "FencedStateEpochError",
+    "InvalidVoterKeyError", "DuplicateVoterError", "VoterNotFoundError",
 ]
 
 
@@ -155,148 +201,6 @@ class BrokerError(KafkaError):
     """Base of the classes generated for broker error codes."""
 
 
-# --------------------------------------------------------------------------------------------------
-# The broker error-code table: (code, NAME, retriable, invalid_metadata, description).
-# retriable = the Java exception is a RetriableException; invalid_metadata = it is an
-# InvalidMetadataException (the client must refresh metadata before retrying).
-# --------------------------------------------------------------------------------------------------
-_T, _F = True, False
-_BROKER_ERRORS = [
-    (-1, "UNKNOWN_SERVER_ERROR", _F, _F, "The server experienced an unexpected error when processing the request."),
-    (1, "OFFSET_OUT_OF_RANGE", _F, _F, "The requested offset is not within the range of offsets maintained by the server."),
-    (2, "CORRUPT_MESSAGE", _T, _F, "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt."),
-    (3, "UNKNOWN_TOPIC_OR_PARTITION", _T, _T, "This server does not host this topic-partition."),
-    (4, "INVALID_FETCH_SIZE", _F, _F, "The requested fetch size is invalid."),
-    (5, "LEADER_NOT_AVAILABLE", _T, _T, "There is no leader for this topic-partition as we are in the middle of a leadership election."),
-    (6, "NOT_LEADER_OR_FOLLOWER", _T, _T, "This server is not the leader (or, for replica requests, not a replica) of that topic-partition."),
-    (7, "REQUEST_TIMED_OUT", _T, _F, "The request timed out."),
-    (8, "BROKER_NOT_AVAILABLE", _F, _F, "The broker is not available."),
-    (9, "REPLICA_NOT_AVAILABLE", _T, _T, "The replica is not available for the requested topic-partition."),
-    (10, "MESSAGE_TOO_LARGE", _F, _F, "The request included a message larger than the max message size the server will accept."),
-    (11, "STALE_CONTROLLER_EPOCH", _F, _F, "The controller moved to another broker."),
-    (12, "OFFSET_METADATA_TOO_LARGE", _F, _F, "The metadata field of the offset request was too large."),
-    (13, "NETWORK_EXCEPTION", _T, _T, "The server disconnected before a response was received."),
-    (14, "COORDINATOR_LOAD_IN_PROGRESS", _T, _F, "The coordinator is loading and hence can't process requests."),
-    (15, "COORDINATOR_NOT_AVAILABLE", _T, _F, "The coordinator is not available."),
-    (16, "NOT_COORDINATOR", _T, _F, "This is not the correct coordinator."),
-    (17, "INVALID_TOPIC_EXCEPTION", _F, _F, "The request attempted to perform an operation on an invalid topic."),
-    (18, "RECORD_LIST_TOO_LARGE", _F, _F, "The request included message batch larger than the configured segment size on the server."),
-    (19, "NOT_ENOUGH_REPLICAS", _T, _F, "Messages are rejected since there are fewer in-sync replicas than required."),
-    (20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", _T, _F, "Messages are written to the log, but to fewer in-sync replicas than required."),
-    (21, "INVALID_REQUIRED_ACKS", _F, _F, "Produce request specified an invalid value for required acks."),
-    (22, "ILLEGAL_GENERATION", _F, _F, "Specified group generation id is not valid."),
-    (23, "INCONSISTENT_GROUP_PROTOCOL", _F, _F, "The group member's supported protocols are incompatible with those of existing members."),
-    (24, "INVALID_GROUP_ID", _F, _F, "The configured groupId is invalid."),
-    (25, "UNKNOWN_MEMBER_ID", _F, _F, "The coordinator is not aware of this member."),
-    (26, "INVALID_SESSION_TIMEOUT", _F, _F, "The session timeout is not within the range allowed by the broker."),
-    (27, "REBALANCE_IN_PROGRESS", _F, _F, "The group is rebalancing, so a rejoin is needed."),
-    (28, "INVALID_COMMIT_OFFSET_SIZE", _F, _F, "The committing offset data size is not valid."),
-    (29, "TOPIC_AUTHORIZATION_FAILED", _F, _F, "Topic authorization failed."),
-    (30, "GROUP_AUTHORIZATION_FAILED", _F, _F, "Group authorization failed."),
-    (31, "CLUSTER_AUTHORIZATION_FAILED", _F, _F, "Cluster authorization failed."),
-    (32, "INVALID_TIMESTAMP", _F, _F, "The timestamp of the message is out of acceptable range."),
-    (33, "UNSUPPORTED_SASL_MECHANISM", _F, _F, "The broker does not support the requested SASL mechanism."),
-    (34, "ILLEGAL_SASL_STATE", _F, _F, "Request is not valid given the current SASL state."),
-    (35, "UNSUPPORTED_VERSION", _F, _F, "The version of API is not supported."),
-    (36, "TOPIC_ALREADY_EXISTS", _F, _F, "Topic with this name already exists."),
-    (37, "INVALID_PARTITIONS", _F, _F, "Number of partitions is below 1."),
-    (38, "INVALID_REPLICATION_FACTOR", _F, _F, "Replication factor is below 1 or larger than the number of available brokers."),
-    (39, "INVALID_REPLICA_ASSIGNMENT", _F, _F, "Replica assignment is invalid."),
-    (40, "INVALID_CONFIG", _F, _F, "Configuration is invalid."),
-    (41, "NOT_CONTROLLER", _T, _F, "This is not the correct controller for this cluster."),
-    (42, "INVALID_REQUEST", _F, _F, "The request is malformed or was sent to an incompatible broker; see the broker logs."),
-    (43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", _F, _F, "The message format version on the broker does not support the request."),
-    (44, "POLICY_VIOLATION", _F, _F, "Request parameters do not satisfy the configured policy."),
-    (45, "OUT_OF_ORDER_SEQUENCE_NUMBER", _F, _F, "The broker received an out of order sequence number."),
-    (46, "DUPLICATE_SEQUENCE_NUMBER", _F, _F, "The broker received a duplicate sequence number."),
-    (47, "INVALID_PRODUCER_EPOCH", _F, _F, "Producer attempted to produce with an old epoch."),
-    (48, "INVALID_TXN_STATE", _F, _F, "The producer attempted a transactional operation in an invalid state."),
-    (49, "INVALID_PRODUCER_ID_MAPPING", _F, _F, "The producer attempted to use a producer id which is not currently assigned to its transactional id."),
-    (50, "INVALID_TRANSACTION_TIMEOUT", _F, _F, "The transaction timeout is larger than the maximum value allowed by the broker."),
-    (51, "CONCURRENT_TRANSACTIONS", _T, _F, "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing."),
-    (52, "TRANSACTION_COORDINATOR_FENCED", _F, _F, "The transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer."),
-    (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", _F, _F, "Transactional Id authorization failed."),
-    (54, "SECURITY_DISABLED", _F, _F, "Security features are disabled."),
-    (55, "OPERATION_NOT_ATTEMPTED", _F, _F, "The broker did not attempt to execute this operation (another operation in the batch failed)."),
-    (56, "KAFKA_STORAGE_ERROR", _T, _T, "Disk error when trying to access log file on the disk."),
-    (57, "LOG_DIR_NOT_FOUND", _F, _F, "The user-specified log directory is not found in the broker config."),
-    (58, "SASL_AUTHENTICATION_FAILED", _F, _F, "SASL Authentication failed."),
-    (59, "UNKNOWN_PRODUCER_ID", _F, _F, "The broker could not locate the producer metadata associated with the producer id."),
-    (60, "REASSIGNMENT_IN_PROGRESS", _F, _F, "A partition reassignment is in progress."),
-    (61, "DELEGATION_TOKEN_AUTH_DISABLED", _F, _F, "Delegation Token feature is not enabled."),
-    (62, "DELEGATION_TOKEN_NOT_FOUND", _F, _F, "Delegation Token is not found on server."),
-    (63, "DELEGATION_TOKEN_OWNER_MISMATCH", _F, _F, "Specified Principal is not valid Owner/Renewer."),
-    (64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", _F, _F, "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels."),
-    (65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED", _F, _F, "Delegation Token authorization failed."),
-    (66, "DELEGATION_TOKEN_EXPIRED", _F, _F, "Delegation Token is expired."),
-    (67, "INVALID_PRINCIPAL_TYPE", _F, _F, "Supplied principalType is not supported."),
-    (68, "NON_EMPTY_GROUP", _F, _F, "The group is not empty."),
-    (69, "GROUP_ID_NOT_FOUND", _F, _F, "The group id does not exist."),
-    (70, "FETCH_SESSION_ID_NOT_FOUND", _T, _F, "The fetch session ID was not found."),
-    (71, "INVALID_FETCH_SESSION_EPOCH", _T, _F, "The fetch session epoch is invalid."),
-    (72, "LISTENER_NOT_FOUND", _T, _T, "There is no listener on the leader broker that matches the listener on which metadata request was processed."),
-    (73, "TOPIC_DELETION_DISABLED", _F, _F, "Topic deletion is disabled."),
-    (74, "FENCED_LEADER_EPOCH", _T, _T, "The leader epoch in the request is older than the epoch on the broker."),
-    (75, "UNKNOWN_LEADER_EPOCH", _T, _F, "The leader epoch in the request is newer than the epoch on the broker."),
-    (76, "UNSUPPORTED_COMPRESSION_TYPE", _F, _F, "The requesting client does not support the compression type of given partition."),
-    (77, "STALE_BROKER_EPOCH", _F, _F, "Broker epoch has changed."),
-    (78, "OFFSET_NOT_AVAILABLE", _T, _F, "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."),
-    (79, "MEMBER_ID_REQUIRED", _F, _F, "The group member needs to have a valid member id before actually entering a consumer group."),
-    (80, "PREFERRED_LEADER_NOT_AVAILABLE", _T, _T, "The preferred leader was not available."),
-    (81, "GROUP_MAX_SIZE_REACHED", _F, _F, "The consumer group has reached its max size."),
-    (82, "FENCED_INSTANCE_ID", _F, _F, "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."),
-    (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", _T, _T, "Eligible topic partition leaders are not available."),
-    (84, "ELECTION_NOT_NEEDED", _T, _T, "Leader election not needed for topic partition."),
-    (85, "NO_REASSIGNMENT_IN_PROGRESS", _F, _F, "No partition reassignment is in progress."),
-    (86, "GROUP_SUBSCRIBED_TO_TOPIC", _F, _F, "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."),
-    (87, "INVALID_RECORD", _F, _F, "This record has failed the validation on broker and hence will be rejected."),
-    (88, "UNSTABLE_OFFSET_COMMIT", _T, _F, "There are unstable offsets that need to be cleared."),
-    (89, "THROTTLING_QUOTA_EXCEEDED", _T, _F, "The throttling quota has been exceeded."),
-    (90, "PRODUCER_FENCED", _F, _F, "There is a newer producer with the same transactionalId which fences the current one."),
-    (91, "RESOURCE_NOT_FOUND", _F, _F, "A request illegally referred to a resource that does not exist."),
-    (92, "DUPLICATE_RESOURCE", _F, _F, "A request illegally referred to the same resource twice."),
-    (93, "UNACCEPTABLE_CREDENTIAL", _F, _F, "Requested credential would not meet criteria for acceptability."),
-    (94, "INCONSISTENT_VOTER_SET", _F, _F, "Either the sender or recipient of a voter-only request is not one of the expected voters."),
-    (95, "INVALID_UPDATE_VERSION", _F, _F, "The given update version was invalid."),
-    (96, "FEATURE_UPDATE_FAILED", _F, _F, "Unable to update finalized features due to an unexpected server error."),
-    (97, "PRINCIPAL_DESERIALIZATION_FAILURE", _F, _F, "Request principal deserialization failed during forwarding."),
-    (98, "SNAPSHOT_NOT_FOUND", _F, _F, "Requested snapshot was not found."),
-    (99, "POSITION_OUT_OF_RANGE", _F, _F, "Requested position is not greater than or equal to zero, and less than the size of the snapshot."),
-    (100, "UNKNOWN_TOPIC_ID", _T, _T, "This server does not host this topic ID."),
-    (101, "DUPLICATE_BROKER_REGISTRATION", _F, _F, "This broker ID is already in use."),
-    (102, "BROKER_ID_NOT_REGISTERED", _F, _F, "The given broker ID was not registered."),
-    (103, "INCONSISTENT_TOPIC_ID", _T, _T, "The log's topic ID did not match the topic ID in the request."),
-    (104, "INCONSISTENT_CLUSTER_ID", _F, _F, "The clusterId in the request does not match that found on the server."),
-    (105, "TRANSACTIONAL_ID_NOT_FOUND", _F, _F, "The transactionalId could not be found."),
-    (106, "FETCH_SESSION_TOPIC_ID_ERROR", _T, _F, "The fetch session encountered inconsistent topic ID usage."),
-    (107, "INELIGIBLE_REPLICA", _F, _F, "The new ISR contains at least one ineligible replica."),
-    (108, "NEW_LEADER_ELECTED", _F, _F, "The AlterPartition request updated the partition state but the leader has changed."),
-    (109, "OFFSET_MOVED_TO_TIERED_STORAGE", _F, _F, "The requested offset is moved to tiered storage."),
-    (110, "FENCED_MEMBER_EPOCH", _F, _F, "The member epoch is fenced by the group coordinator."),
-    (111, "UNRELEASED_INSTANCE_ID", _F, _F, "The instance ID is still used by another member in the consumer group."),
-    (112, "UNSUPPORTED_ASSIGNOR", _F, _F, "The assignor or its version range is not supported by the consumer group."),
-    (113, "STALE_MEMBER_EPOCH", _F, _F, "The member epoch is stale; retry after receiving the updated member epoch."),
-    (114, "MISMATCHED_ENDPOINT_TYPE", _F, _F, "The request was sent to an endpoint of the wrong type."),
-    (115, "UNSUPPORTED_ENDPOINT_TYPE", _F, _F, "This endpoint type is not supported yet."),
-    (116, "UNKNOWN_CONTROLLER_ID", _F, _F, "This controller ID is not known."),
-    (117, "UNKNOWN_SUBSCRIPTION_ID", _F, _F, "Client sent a push telemetry request with an invalid or outdated subscription ID."),
-    (118, "TELEMETRY_TOO_LARGE", _F, _F, "Client sent a push telemetry request larger than the maximum size the broker will accept."),
-    (119, "INVALID_REGISTRATION", _F, _F, "The controller has considered the broker registration to be invalid."),
-    (120, "TRANSACTION_ABORTABLE", _F, _F, "The server encountered an error with the transaction; the client can abort the transaction to continue."),
-    (121, "INVALID_RECORD_STATE", _F, _F, "The record state is invalid; the acknowledgement of delivery could not be completed."),
-    (122, "SHARE_SESSION_NOT_FOUND", _T, _F, "The share session was not found."),
-    (123, "INVALID_SHARE_SESSION_EPOCH", _T, _F, "The share session epoch is invalid."),
-    (124, "FENCED_STATE_EPOCH", _F, _F, "The share coordinator rejected the request because the share-group state epoch did not match."),
-    (125, "INVALID_VOTER_KEY", _F, _F, "The voter key doesn't match the receiving replica's key."),
-    (126, "DUPLICATE_VOTER", _F, _F, "The voter is already part of the set of voters."),
-    (127, "VOTER_NOT_FOUND", _F, _F, "The voter is not part of the set of voters."),
-]
-del _T, _F
-
-#: code -> (NAME, retriable, invalid_metadata, description), built from the table above.
-ERROR_TABLE = {code: (name, r, im, d) for code, name, r, im, d in _BROKER_ERRORS}
-
-
 # Names the CamelCase rule would give to two different classes.
 _CLASS_NAME_OVERRIDES = {
     "INVALID_RECORD": "BrokerInvalidRecordError",  # 87; InvalidRecordError is the client-side TypeError
@@ -315,13 +219,23 @@ def _class_name(kafka_name: str) -> str:
 
 
 _BY_CODE: dict = {}
+_TABLE: dict = {}
 
 
-def _make(code, name, retriable, invalid_metadata, description, bases=(BrokerError,)):
+def _row(code, name, retriable, invalid_metadata, description) -> None:
+    """One row of the broker error-code table (``ERROR_TABLE``)."""
+    _TABLE[code] = (name, retriable, invalid_metadata, description)
+
+
+def _broker(code, name, retriable, invalid_metadata, description) -> type[BrokerError]:
+    """One row of the table and its class: a :class:`BrokerError` subclass named by
+    ``_class_name`` (the name it is assigned to; tests/unit/fastkafka/test_errors.py checks
+    each), the class of ``code`` for :func:`error_for_code`."""
+    _row(code, name, retriable, invalid_metadata, description)
     cls_name = _class_name(name)
     cls = type(
         cls_name,
-        bases,
+        (BrokerError,),
         {
             "code": code,
             "name": name,
@@ -333,18 +247,150 @@ def _make(code, name, retriable, invalid_metadata, description, bases=(BrokerErr
             "__qualname__": cls_name,
         },
     )
-    globals()[cls_name] = cls
-    __all__.append(cls_name)
     _BY_CODE[code] = cls
     return cls
 
 
-for _row in _BROKER_ERRORS:
-    if _row[0] != 35:
-        _make(*_row)
-del _row
+# --------------------------------------------------------------------------------------------------
+# The broker error-code table: (code, NAME, retriable, invalid_metadata, description).
+# retriable = the Java exception is a RetriableException; invalid_metadata = it is an
+# InvalidMetadataException (the client must refresh metadata before retrying).
+# --------------------------------------------------------------------------------------------------
+_T, _F = True, False
+UnknownServerError = _broker(-1, "UNKNOWN_SERVER_ERROR", _F, _F, "The server experienced an unexpected error when processing the request.")
+OffsetOutOfRangeError = _broker(1, "OFFSET_OUT_OF_RANGE", _F, _F, "The requested offset is not within the range of offsets maintained by the server.")
+CorruptMessageError = _broker(2, "CORRUPT_MESSAGE", _T, _F, "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.")
+UnknownTopicOrPartitionError = _broker(3, "UNKNOWN_TOPIC_OR_PARTITION", _T, _T, "This server does not host this topic-partition.")
+InvalidFetchSizeError = _broker(4, "INVALID_FETCH_SIZE", _F, _F, "The requested fetch size is invalid.")
+LeaderNotAvailableError = _broker(5, "LEADER_NOT_AVAILABLE", _T, _T, "There is no leader for this topic-partition as we are in the middle of a leadership election.")
+NotLeaderOrFollowerError = _broker(6, "NOT_LEADER_OR_FOLLOWER", _T, _T, "This server is not the leader (or, for replica requests, not a replica) of that topic-partition.")
+RequestTimedOutError = _broker(7, "REQUEST_TIMED_OUT", _T, _F, "The request timed out.")
+BrokerNotAvailableError = _broker(8, "BROKER_NOT_AVAILABLE", _F, _F, "The broker is not available.")
+ReplicaNotAvailableError = _broker(9, "REPLICA_NOT_AVAILABLE", _T, _T, "The replica is not available for the requested topic-partition.")
+MessageTooLargeError = _broker(10, "MESSAGE_TOO_LARGE", _F, _F, "The request included a message larger than the max message size the server will accept.")
+StaleControllerEpochError = _broker(11, "STALE_CONTROLLER_EPOCH", _F, _F, "The controller moved to another broker.")
+OffsetMetadataTooLargeError = _broker(12, "OFFSET_METADATA_TOO_LARGE", _F, _F, "The metadata field of the offset request was too large.")
+NetworkExceptionError = _broker(13, "NETWORK_EXCEPTION", _T, _T, "The server disconnected before a response was received.")
+CoordinatorLoadInProgressError = _broker(14, "COORDINATOR_LOAD_IN_PROGRESS", _T, _F, "The coordinator is loading and hence can't process requests.")
+CoordinatorNotAvailableError = _broker(15, "COORDINATOR_NOT_AVAILABLE", _T, _F, "The coordinator is not available.")
+NotCoordinatorError = _broker(16, "NOT_COORDINATOR", _T, _F, "This is not the correct coordinator.")
+InvalidTopicError = _broker(17, "INVALID_TOPIC_EXCEPTION", _F, _F, "The request attempted to perform an operation on an invalid topic.")
+RecordListTooLargeError = _broker(18, "RECORD_LIST_TOO_LARGE", _F, _F, "The request included message batch larger than the configured segment size on the server.")
+NotEnoughReplicasError = _broker(19, "NOT_ENOUGH_REPLICAS", _T, _F, "Messages are rejected since there are fewer in-sync replicas than required.")
+NotEnoughReplicasAfterAppendError = _broker(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", _T, _F, "Messages are written to the log, but to fewer in-sync replicas than required.")
+InvalidRequiredAcksError = _broker(21, "INVALID_REQUIRED_ACKS", _F, _F, "Produce request specified an invalid value for required acks.")
+IllegalGenerationError = _broker(22, "ILLEGAL_GENERATION", _F, _F, "Specified group generation id is not valid.")
+InconsistentGroupProtocolError = _broker(23, "INCONSISTENT_GROUP_PROTOCOL", _F, _F, "The group member's supported protocols are incompatible with those of existing members.")
+InvalidGroupIdError = _broker(24, "INVALID_GROUP_ID", _F, _F, "The configured groupId is invalid.")
+UnknownMemberIdError = _broker(25, "UNKNOWN_MEMBER_ID", _F, _F, "The coordinator is not aware of this member.")
+InvalidSessionTimeoutError = _broker(26, "INVALID_SESSION_TIMEOUT", _F, _F, "The session timeout is not within the range allowed by the broker.")
+RebalanceInProgressError = _broker(27, "REBALANCE_IN_PROGRESS", _F, _F, "The group is rebalancing, so a rejoin is needed.")
+InvalidCommitOffsetSizeError = _broker(28, "INVALID_COMMIT_OFFSET_SIZE", _F, _F, "The committing offset data size is not valid.")
+TopicAuthorizationFailedError = _broker(29, "TOPIC_AUTHORIZATION_FAILED", _F, _F, "Topic authorization failed.")
+GroupAuthorizationFailedError = _broker(30, "GROUP_AUTHORIZATION_FAILED", _F, _F, "Group authorization failed.")
+ClusterAuthorizationFailedError = _broker(31, "CLUSTER_AUTHORIZATION_FAILED", _F, _F, "Cluster authorization failed.")
+InvalidTimestampError = _broker(32, "INVALID_TIMESTAMP", _F, _F, "The timestamp of the message is out of acceptable range.")
+UnsupportedSaslMechanismError = _broker(33, "UNSUPPORTED_SASL_MECHANISM", _F, _F, "The broker does not support the requested SASL mechanism.")
+IllegalSaslStateError = _broker(34, "ILLEGAL_SASL_STATE", _F, _F, "Request is not valid given the current SASL state.")
+UnsupportedVersionError = _broker(35, "UNSUPPORTED_VERSION", _F, _F, "The version of API is not supported.")
+TopicAlreadyExistsError = _broker(36, "TOPIC_ALREADY_EXISTS", _F, _F, "Topic with this name already exists.")
+InvalidPartitionsError = _broker(37, "INVALID_PARTITIONS", _F, _F, "Number of partitions is below 1.")
+InvalidReplicationFactorError = _broker(38, "INVALID_REPLICATION_FACTOR", _F, _F, "Replication factor is below 1 or larger than the number of available brokers.")
+InvalidReplicaAssignmentError = _broker(39, "INVALID_REPLICA_ASSIGNMENT", _F, _F, "Replica assignment is invalid.")
+InvalidConfigError = _broker(40, "INVALID_CONFIG", _F, _F, "Configuration is invalid.")
+NotControllerError = _broker(41, "NOT_CONTROLLER", _T, _F, "This is not the correct controller for this cluster.")
+InvalidRequestError = _broker(42, "INVALID_REQUEST", _F, _F, "The request is malformed or was sent to an incompatible broker; see the broker logs.")
+UnsupportedForMessageFormatError = _broker(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", _F, _F, "The message format version on the broker does not support the request.")
+PolicyViolationError = _broker(44, "POLICY_VIOLATION", _F, _F, "Request parameters do not satisfy the configured policy.")
+OutOfOrderSequenceNumberError = _broker(45, "OUT_OF_ORDER_SEQUENCE_NUMBER", _F, _F, "The broker received an out of order sequence number.")
+DuplicateSequenceNumberError = _broker(46, "DUPLICATE_SEQUENCE_NUMBER", _F, _F, "The broker received a duplicate sequence number.")
+InvalidProducerEpochError = _broker(47, "INVALID_PRODUCER_EPOCH", _F, _F, "Producer attempted to produce with an old epoch.")
+InvalidTxnStateError = _broker(48, "INVALID_TXN_STATE", _F, _F, "The producer attempted a transactional operation in an invalid state.")
+InvalidProducerIdMappingError = _broker(49, "INVALID_PRODUCER_ID_MAPPING", _F, _F, "The producer attempted to use a producer id which is not currently assigned to its transactional id.")
+InvalidTransactionTimeoutError = _broker(50, "INVALID_TRANSACTION_TIMEOUT", _F, _F, "The transaction timeout is larger than the maximum value allowed by the broker.")
+ConcurrentTransactionsError = _broker(51, "CONCURRENT_TRANSACTIONS", _T, _F, "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing.")
+TransactionCoordinatorFencedError = _broker(52, "TRANSACTION_COORDINATOR_FENCED", _F, _F, "The transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.")
+TransactionalIdAuthorizationFailedError = _broker(53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", _F, _F, "Transactional Id authorization failed.")
+SecurityDisabledError = _broker(54, "SECURITY_DISABLED", _F, _F, "Security features are disabled.")
+OperationNotAttemptedError = _broker(55, "OPERATION_NOT_ATTEMPTED", _F, _F, "The broker did not attempt to execute this operation (another operation in the batch failed).")
+KafkaStorageError = _broker(56, "KAFKA_STORAGE_ERROR", _T, _T, "Disk error when trying to access log file on the disk.")
+LogDirNotFoundError = _broker(57, "LOG_DIR_NOT_FOUND", _F, _F, "The user-specified log directory is not found in the broker config.")
+SaslAuthenticationFailedError = _broker(58, "SASL_AUTHENTICATION_FAILED", _F, _F, "SASL Authentication failed.")
+UnknownProducerIdError = _broker(59, "UNKNOWN_PRODUCER_ID", _F, _F, "The broker could not locate the producer metadata associated with the producer id.")
+ReassignmentInProgressError = _broker(60, "REASSIGNMENT_IN_PROGRESS", _F, _F, "A partition reassignment is in progress.")
+DelegationTokenAuthDisabledError = _broker(61, "DELEGATION_TOKEN_AUTH_DISABLED", _F, _F, "Delegation Token feature is not enabled.")
+DelegationTokenNotFoundError = _broker(62, "DELEGATION_TOKEN_NOT_FOUND", _F, _F, "Delegation Token is not found on server.")
+DelegationTokenOwnerMismatchError = _broker(63, "DELEGATION_TOKEN_OWNER_MISMATCH", _F, _F, "Specified Principal is not valid Owner/Renewer.")
+DelegationTokenRequestNotAllowedError = _broker(64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", _F, _F, "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels.")
+DelegationTokenAuthorizationFailedError = _broker(65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED", _F, _F, "Delegation Token authorization failed.")
+DelegationTokenExpiredError = _broker(66, "DELEGATION_TOKEN_EXPIRED", _F, _F, "Delegation Token is expired.")
+InvalidPrincipalTypeError = _broker(67, "INVALID_PRINCIPAL_TYPE", _F, _F, "Supplied principalType is not supported.")
+NonEmptyGroupError = _broker(68, "NON_EMPTY_GROUP", _F, _F, "The group is not empty.")
+GroupIdNotFoundError = _broker(69, "GROUP_ID_NOT_FOUND", _F, _F, "The group id does not exist.")
+FetchSessionIdNotFoundError = _broker(70, "FETCH_SESSION_ID_NOT_FOUND", _T, _F, "The fetch session ID was not found.")
+InvalidFetchSessionEpochError = _broker(71, "INVALID_FETCH_SESSION_EPOCH", _T, _F, "The fetch session epoch is invalid.")
+ListenerNotFoundError = _broker(72, "LISTENER_NOT_FOUND", _T, _T, "There is no listener on the leader broker that matches the listener on which metadata request was processed.")
+TopicDeletionDisabledError = _broker(73, "TOPIC_DELETION_DISABLED", _F, _F, "Topic deletion is disabled.")
+FencedLeaderEpochError = _broker(74, "FENCED_LEADER_EPOCH", _T, _T, "The leader epoch in the request is older than the epoch on the broker.")
+UnknownLeaderEpochError = _broker(75, "UNKNOWN_LEADER_EPOCH", _T, _F, "The leader epoch in the request is newer than the epoch on the broker.")
+UnsupportedCompressionTypeError = _broker(76, "UNSUPPORTED_COMPRESSION_TYPE", _F, _F, "The requesting client does not support the compression type of given partition.")
+StaleBrokerEpochError = _broker(77, "STALE_BROKER_EPOCH", _F, _F, "Broker epoch has changed.")
+OffsetNotAvailableError = _broker(78, "OFFSET_NOT_AVAILABLE", _T, _F, "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing.")
+MemberIdRequiredError = _broker(79, "MEMBER_ID_REQUIRED", _F, _F, "The group member needs to have a valid member id before actually entering a consumer group.")
+PreferredLeaderNotAvailableError = _broker(80, "PREFERRED_LEADER_NOT_AVAILABLE", _T, _T, "The preferred leader was not available.")
+GroupMaxSizeReachedError = _broker(81, "GROUP_MAX_SIZE_REACHED", _F, _F, "The consumer group has reached its max size.")
+FencedInstanceIdError = _broker(82, "FENCED_INSTANCE_ID", _F, _F, "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.")
+EligibleLeadersNotAvailableError = _broker(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", _T, _T, "Eligible topic partition leaders are not available.")
+ElectionNotNeededError = _broker(84, "ELECTION_NOT_NEEDED", _T, _T, "Leader election not needed for topic partition.")
+NoReassignmentInProgressError = _broker(85, "NO_REASSIGNMENT_IN_PROGRESS", _F, _F, "No partition reassignment is in progress.")
+GroupSubscribedToTopicError = _broker(86, "GROUP_SUBSCRIBED_TO_TOPIC", _F, _F, "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.")
+BrokerInvalidRecordError = _broker(87, "INVALID_RECORD", _F, _F, "This record has failed the validation on broker and hence will be rejected.")
+UnstableOffsetCommitError = _broker(88, "UNSTABLE_OFFSET_COMMIT", _T, _F, "There are unstable offsets that need to be cleared.")
+ThrottlingQuotaExceededError = _broker(89, "THROTTLING_QUOTA_EXCEEDED", _T, _F, "The throttling quota has been exceeded.")
+ProducerFencedError = _broker(90, "PRODUCER_FENCED", _F, _F, "There is a newer producer with the same transactionalId which fences the current one.")
+ResourceNotFoundError = _broker(91, "RESOURCE_NOT_FOUND", _F, _F, "A request illegally referred to a resource that does not exist.")
+DuplicateResourceError = _broker(92, "DUPLICATE_RESOURCE", _F, _F, "A request illegally referred to the same resource twice.")
+UnacceptableCredentialError = _broker(93, "UNACCEPTABLE_CREDENTIAL", _F, _F, "Requested credential would not meet criteria for acceptability.")
+InconsistentVoterSetError = _broker(94, "INCONSISTENT_VOTER_SET", _F, _F, "Either the sender or recipient of a voter-only request is not one of the expected voters.")
+InvalidUpdateVersionError = _broker(95, "INVALID_UPDATE_VERSION", _F, _F, "The given update version was invalid.")
+FeatureUpdateFailedError = _broker(96, "FEATURE_UPDATE_FAILED", _F, _F, "Unable to update finalized features due to an unexpected server error.")
+PrincipalDeserializationFailureError = _broker(97, "PRINCIPAL_DESERIALIZATION_FAILURE", _F, _F, "Request principal deserialization failed during forwarding.")
+SnapshotNotFoundError = _broker(98, "SNAPSHOT_NOT_FOUND", _F, _F, "Requested snapshot was not found.")
+PositionOutOfRangeError = _broker(99, "POSITION_OUT_OF_RANGE", _F, _F, "Requested position is not greater than or equal to zero, and less than the size of the snapshot.")
+UnknownTopicIdError = _broker(100, "UNKNOWN_TOPIC_ID", _T, _T, "This server does not host this topic ID.")
+DuplicateBrokerRegistrationError = _broker(101, "DUPLICATE_BROKER_REGISTRATION", _F, _F, "This broker ID is already in use.")
+BrokerIdNotRegisteredError = _broker(102, "BROKER_ID_NOT_REGISTERED", _F, _F, "The given broker ID was not registered.")
+InconsistentTopicIdError = _broker(103, "INCONSISTENT_TOPIC_ID", _T, _T, "The log's topic ID did not match the topic ID in the request.")
+InconsistentClusterIdError = _broker(104, "INCONSISTENT_CLUSTER_ID", _F, _F, "The clusterId in the request does not match that found on the server.")
+TransactionalIdNotFoundError = _broker(105, "TRANSACTIONAL_ID_NOT_FOUND", _F, _F, "The transactionalId could not be found.")
+FetchSessionTopicIdError = _broker(106, "FETCH_SESSION_TOPIC_ID_ERROR", _T, _F, "The fetch session encountered inconsistent topic ID usage.")
+IneligibleReplicaError = _broker(107, "INELIGIBLE_REPLICA", _F, _F, "The new ISR contains at least one ineligible replica.")
+NewLeaderElectedError = _broker(108, "NEW_LEADER_ELECTED", _F, _F, "The AlterPartition request updated the partition state but the leader has changed.")
+OffsetMovedToTieredStorageError = _broker(109, "OFFSET_MOVED_TO_TIERED_STORAGE", _F, _F, "The requested offset is moved to tiered storage.")
+FencedMemberEpochError = _broker(110, "FENCED_MEMBER_EPOCH", _F, _F, "The member epoch is fenced by the group coordinator.")
+UnreleasedInstanceIdError = _broker(111, "UNRELEASED_INSTANCE_ID", _F, _F, "The instance ID is still used by another member in the consumer group.")
+UnsupportedAssignorError = _broker(112, "UNSUPPORTED_ASSIGNOR", _F, _F, "The assignor or its version range is not supported by the consumer group.")
+StaleMemberEpochError = _broker(113, "STALE_MEMBER_EPOCH", _F, _F, "The member epoch is stale; retry after receiving the updated member epoch.")
+MismatchedEndpointTypeError = _broker(114, "MISMATCHED_ENDPOINT_TYPE", _F, _F, "The request was sent to an endpoint of the wrong type.")
+UnsupportedEndpointTypeError = _broker(115, "UNSUPPORTED_ENDPOINT_TYPE", _F, _F, "This endpoint type is not supported yet.")
+UnknownControllerIdError = _broker(116, "UNKNOWN_CONTROLLER_ID", _F, _F, "This controller ID is not known.")
+UnknownSubscriptionIdError = _broker(117, "UNKNOWN_SUBSCRIPTION_ID", _F, _F, "Client sent a push telemetry request with an invalid or outdated subscription ID.")
+TelemetryTooLargeError = _broker(118, "TELEMETRY_TOO_LARGE", _F, _F, "Client sent a push telemetry request larger than the maximum size the broker will accept.")
+InvalidRegistrationError = _broker(119, "INVALID_REGISTRATION", _F, _F, "The controller has considered the broker registration to be invalid.")
+_row(120, "TRANSACTION_ABORTABLE", _F, _F, "The server encountered an error with the transaction; the client can abort the transaction to continue.")   # class: TransactionAbortableError, below
+InvalidRecordStateError = _broker(121, "INVALID_RECORD_STATE", _F, _F, "The record state is invalid; the acknowledgement of delivery could not be completed.")
+ShareSessionNotFoundError = _broker(122, "SHARE_SESSION_NOT_FOUND", _T, _F, "The share session was not found.")
+InvalidShareSessionEpochError = _broker(123, "INVALID_SHARE_SESSION_EPOCH", _T, _F, "The share session epoch is invalid.")
+FencedStateEpochError = _broker(124, "FENCED_STATE_EPOCH", _F, _F, "The share coordinator rejected the request because the share-group state epoch did not match.")
+InvalidVoterKeyError = _broker(125, "INVALID_VOTER_KEY", _F, _F, "The voter key doesn't match the receiving replica's key.")
+DuplicateVoterError = _broker(126, "DUPLICATE_VOTER", _F, _F, "The voter is already part of the set of voters.")
+VoterNotFoundError = _broker(127, "VOTER_NOT_FOUND", _F, _F, "The voter is not part of the set of voters.")
+del _T, _F
 
-UnknownServerError = _BY_CODE[-1]
+#: code -> (NAME, retriable, invalid_metadata, description): the table above.
+ERROR_TABLE = _TABLE
+
+
 
 
 # --------------------------------------------------------------------------------------------------
@@ -490,7 +536,6 @@ class SaslAuthenticationError(KafkaError):
 
 
 _BY_CODE[SaslAuthenticationError.code] = SaslAuthenticationError
-__all__.append("SaslAuthenticationError")
 
 
 class InvalidBrokerResponseError(NetworkError):
@@ -612,9 +657,6 @@ class TransactionAbortableError(BrokerError):
 _BY_CODE[120] = TransactionAbortableError
 
 
-UnsupportedVersionError = _make(
-    35, "UNSUPPORTED_VERSION", False, False, ERROR_TABLE[35][3]
-)
 UnsupportedVersionError.__doc__ = (
     "Broker error 35 UNSUPPORTED_VERSION; also raised by the client when no API version is supported "
     "by both sides (``fastkafka.protocol.pick_version``)."
@@ -662,4 +704,4 @@ def error_for_code(code: int, message: Optional[str] = None) -> Optional[KafkaEr
 
 
 _NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-assert all(_NAME_RE.match(n) for _, n, *_ in _BROKER_ERRORS)
+assert all(_NAME_RE.match(n) for n, *_ in ERROR_TABLE.values())

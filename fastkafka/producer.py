@@ -37,7 +37,7 @@ from fastkafka.errors import MalformedRecordError
 from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey
 from fastkafka._producer.sender import Sender
-from fastkafka._producer.java_metrics import java_metrics as _java_metrics
+from fastkafka.observability._java_metrics import java_metrics as _java_metrics
 from fastkafka._producer.transactions import (TRANSACTION, GroupMetadata, PreparedTransaction, State as TxnState,
                                               offsets_by_topic)
 from fastkafka.errors import TransactionAbortableError

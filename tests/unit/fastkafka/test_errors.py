@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import pickle
 
 import pytest
@@ -180,3 +181,31 @@ def test_timeout_connection_errors_default_empty_and_pickled():
     assert type(back) is E.KafkaTimeoutError and str(back) == str(e)
     assert back.connection_errors == {"127.0.0.1:1": "connection refused"}
     assert dict(E.KafkaTimeoutError("y").connection_errors) == {}    # the class default is untouched
+
+
+def test_every_public_name_is_written_in_the_source():
+    # what a reader or a type checker sees: __all__ is a literal list and each name in it is bound
+    # by a statement of its own at the top of errors.py (a class, a def or an assignment), none
+    # made by a loop writing globals()
+    import ast
+    tree = ast.parse(pathlib.Path(E.__file__).read_text(encoding="utf-8"))
+    bound, listed = set(), None
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound.add(target.id)
+                    if target.id == "__all__":
+                        listed = ast.literal_eval(node.value)
+    assert listed is not None and sorted(listed) == sorted(E.__all__)
+    assert len(listed) == len(set(listed))
+    assert [n for n in listed if n not in bound] == []
+
+
+def test_each_broker_class_is_assigned_to_the_name_it_carries():
+    for code, cls in E._BY_CODE.items():
+        if issubclass(cls, E.BrokerError):
+            assert getattr(E, cls.__name__) is cls and cls.__name__ in E.__all__, code
+    assert {c for c, cls in E._BY_CODE.items() if issubclass(cls, E.BrokerError)} == set(E.ERROR_TABLE)

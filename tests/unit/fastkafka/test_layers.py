@@ -5,11 +5,14 @@ batches, codecs, CRC), ``fastkafka.protocol`` (the Kafka messages, the Produce c
 ``fastkafka._net`` (the I/O loop, connections, TLS, SASL, metadata), ``fastkafka._producer`` (the
 accumulator, the send path, the I/O thread, idempotence, transactions) and the API on top
 (``fastkafka.producer``, ``fastkafka.aio``, ``fastkafka.admin``, ``fastkafka.config``, ``fastkafka.compat``,
-``fastkafka.interceptors``, ``fastkafka.otel``, ``fastkafka.prometheus``, ``fastkafka``). A module may
-import (or cimport) its own layer and the ones below, never one above: every import statement of
-every module, including those inside functions, is read from the source."""
+``fastkafka.interceptors``, ``fastkafka.observability``, ``fastkafka``, and ``fastkafka.otel``,
+``fastkafka.prometheus``: the import paths users type for two modules of ``fastkafka.observability``).
+A module may import (or cimport) its own layer and the ones below, never one above: every import
+statement of every module, including those inside functions, is read from the source."""
 from __future__ import annotations
 
+import ast
+import importlib
 import pathlib
 import re
 
@@ -30,8 +33,13 @@ def layer_of(dotted: str) -> str:
         return "base"
     return {"_wire": "wire", "protocol": "protocol", "_net": "net", "_producer": "producer",
             "producer": "api", "aio": "api", "admin": "api", "config": "api", "compat": "api",
-            "interceptors": "api", "otel": "api", "prometheus": "api", "_metric_walk": "api",
-            "_java_export": "api", "_habits": "api"}[top]
+            "interceptors": "api", "observability": "api", "otel": "api", "prometheus": "api",
+            "_habits": "api"}[top]
+
+
+#: import paths kept for users, each the public names of one module of the package that holds the code
+ALIASES = {"fastkafka.otel": "fastkafka.observability.otel",
+           "fastkafka.prometheus": "fastkafka.observability.prometheus"}
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -102,3 +110,43 @@ def test_the_check_sees_an_upward_import():
                  "from fastkafka import producer"):
         found = imports_in(line + "\n", ["fastkafka", "_net"])
         assert any(LAYERS.index(layer_of(t)) > LAYERS.index("net") for t in found), (line, found)
+
+
+def code_imports(text: str, suffix: str, package: list[str]) -> set[str]:
+    """As ``imports_in``, but for a ``.py`` source only its import statements (its docstrings,
+    which show users the import paths they type, left out)."""
+    if suffix != ".py":
+        return imports_in(text, package)
+    lines = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            lines += [f"import {a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ", ".join(a.name for a in node.names)
+            lines.append(f"from {'.' * node.level}{node.module or ''} import {names}")
+    return imports_in("\n".join(lines) + "\n", package)
+
+
+def test_aliases_only_name_their_module_and_the_package_never_imports_them():
+    # fastkafka.otel and fastkafka.prometheus hold no code: each imports only its module of
+    # fastkafka.observability and re-exports its public names; no module of the package goes
+    # through them
+    through_alias = []
+    for path in sources():
+        me = ".".join(package_of(path) + ([] if path.name == "__init__.py" else [path.stem]))
+        targets = code_imports(path.read_text(encoding="utf-8"), path.suffix, package_of(path))
+        if me in ALIASES:
+            assert targets == {ALIASES[me]}, (me, targets)
+        else:
+            through_alias += [f"{me} imports {t}" for t in sorted(targets & ALIASES.keys())]
+    assert through_alias == []
+    for alias, home in ALIASES.items():
+        a, h = importlib.import_module(alias), importlib.import_module(home)   # the test extra
+        assert a.__all__ == h.__all__ and all(getattr(a, n) is getattr(h, n) for n in h.__all__)
+
+
+def test_the_alias_check_sees_code_importing_an_alias_but_not_a_docstring():
+    text = ('"""Example::\n\n    from fastkafka.otel import TracingInterceptor\n"""\n'
+            "def f():\n    from ..prometheus import register\n")
+    found = code_imports(text, ".py", ["fastkafka", "observability"])
+    assert found & ALIASES.keys() == {"fastkafka.prometheus"}

@@ -785,7 +785,7 @@ def test_purge_of_a_record_waiting_for_metadata_reports_purge_queue(peer):
 def test_kafka_error_has_every_code_constant_of_the_installed_confluent_kafka():
     import confluent_kafka
 
-    from fastkafka.compat._confluent_codes import CODES
+    from fastkafka.compat.confluent._codes import CODES
     theirs = {k: v for k, v in vars(confluent_kafka.KafkaError).items()
               if not k.startswith("__") and type(v) is int}
     ours = {k: getattr(KafkaError, k) for k in theirs if hasattr(KafkaError, k)}
@@ -849,7 +849,7 @@ def _librdkafka_properties() -> dict[str, str]:
 def test_every_property_librdkafka_documents_has_the_layers_answer_in_the_docs():
     import os
 
-    from fastkafka.compat._confluent_config import settings_markdown, settings_table
+    from fastkafka.compat.confluent._config import settings_markdown, settings_table
     answered = {k for key, _ in settings_table() for k in key.split(", ")}
     props = _librdkafka_properties()
     assert sorted(set(props) - answered) == []
@@ -861,7 +861,7 @@ def test_every_property_librdkafka_documents_has_the_layers_answer_in_the_docs()
 def test_accepted_properties_are_accepted_by_confluent_kafka_too(peer):
     """Each property the layer accepts with no effect is one confluent-kafka accepts (so the
     table is about real properties), with the value given here."""
-    from fastkafka.compat._confluent_config import IGNORED
+    from fastkafka.compat.confluent._config import IGNORED
     values = {"debug": "msg", "log_level": 3, "batch.num.messages": 10, "builtin.features": "gzip",
               "sasl.kerberos.service.name": "kafka", "sasl.kerberos.kinit.cmd": "true",
               "sasl.kerberos.principal": "kafkaclient", "sasl.kerberos.keytab": "/nonexistent",

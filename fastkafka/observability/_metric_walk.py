@@ -1,5 +1,5 @@
-"""``producer.metrics()`` as numeric samples, for the exporters (fastkafka/prometheus.py,
-fastkafka/otel.py): one ``(name, labels, value, is_counter)`` per number.
+"""``producer.metrics()`` as numeric samples, for the exporters (``prometheus.py``, ``otel.py``):
+one ``(name, labels, value, is_counter)`` per number.
 
 The walk is generic, so the exporters follow what ``metrics()`` returns:
 

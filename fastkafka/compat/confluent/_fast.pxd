@@ -2,11 +2,11 @@
 # path:
 #   produce: PollCore.produce -> Message -> ProducerCore._send(sink=LoopSink) -> future (I/O thread)
 #            (no metadata yet: -> _held[topic] -> _send_held at the next produce/poll/flush, or
-#             _MSG_TIMED_OUT when message.timeout.ms passes: confluent.py _drain_held)
+#             _MSG_TIMED_OUT when message.timeout.ms passes: _producer.py _drain_held)
 #   report:  _fire -> LoopSink.push_c (I/O thread) -> _Waker.call_soon_threadsafe -> wake the poller
 #   serve:   poll()/flush() -> _serve_reports: the sink's list taken whole -> each Message filled -> callback
 
-# Contract of fastkafka.compat._confluent_fast (its .pyx): the C types of the confluent-kafka
+# Contract of fastkafka.compat.confluent._fast (its .pyx): the C types of the confluent-kafka
 # compatibility layer (fastkafka.compat.confluent), a Message and the compiled produce/poll.
 from libc.stdint cimport int32_t, int64_t
 

@@ -18,7 +18,7 @@ TIMESTAMP_NOT_AVAILABLE = 0
 TIMESTAMP_CREATE_TIME = 1
 TIMESTAMP_LOG_APPEND_TIME = 2
 
-from fastkafka.compat._confluent_codes import CODES as _CODES
+from fastkafka.compat.confluent._codes import CODES as _CODES
 
 #: code -> (confluent-kafka's name, librdkafka's description): all of confluent-kafka's constants
 _NAMES = {code: (name, text) for code, name, text in _CODES}
@@ -30,7 +30,7 @@ class KafkaError:
     the same code (``err == KafkaError._PURGE_QUEUE``). ``cause`` is the fastkafka exception it
     was made from (None when made directly)."""
 
-    # confluent-kafka's constants (all of them: set below from _confluent_codes.CODES)
+    # confluent-kafka's constants (all of them: set below from _codes.CODES)
 
     __slots__ = ("_code", "_reason", "_fatal", "_retriable", "_txn_requires_abort", "cause")
 
@@ -167,9 +167,9 @@ def to_kafka_exception(exc: BaseException, fatal: bool = False) -> KafkaExceptio
     return KafkaException(to_kafka_error(exc, fatal))
 
 
-# confluent-kafka's Message is compiled (fastkafka/compat/_confluent_fast.pyx): poll() fills one
+# confluent-kafka's Message is compiled (fastkafka/compat/confluent/_fast.pyx): poll() fills one
 # per delivery report.
-from fastkafka.compat._confluent_fast import Message  # noqa: E402
+from fastkafka.compat.confluent._fast import Message  # noqa: E402
 
 
 class ThrottleEvent:

@@ -1,5 +1,5 @@
 """The Java producer's metrics (``producer.java_metrics()``) under the names that dashboards for
-the Java client look for, for the exporters (fastkafka/prometheus.py, fastkafka/otel.py):
+the Java client look for, for the exporters (``prometheus.py``, ``otel.py``):
 
 - **Prometheus**: the names the Prometheus JMX exporter gives Java producer MBeans with its
   default export format (the minimal ``rules: [{pattern: ".*"}]`` config, no ``name`` in the
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 
-from fastkafka._producer.java_metrics import NODE, TOPIC
+from fastkafka.observability._java_metrics import NODE, TOPIC
 
 #: the groups of java_metrics() and the key property (tag) that tells their entries apart
 _GROUPS = {"producer-metrics": None, "producer-node-metrics": "node-id",

@@ -1,7 +1,7 @@
 """confluent-kafka's ``KafkaError`` code constants: ``(code, name, description)``, one per code.
 
 Generated from the installed confluent_kafka (``KafkaError``'s int attributes, each with
-``KafkaError(code).str()``) by ``python -m fastkafka.compat._confluent_codes`` (it prints this
+``KafkaError(code).str()``) by ``python -m fastkafka.compat.confluent._codes`` (it prints this
 module); do not edit the table by hand. tests/unit/fastkafka/compat/test_confluent_compat.py
 compares it with the installed confluent_kafka.
 """

@@ -1,42 +1,6 @@
-"""confluent-kafka's ``Producer`` on fastkafka: code written for confluent-kafka runs with only
-its import changed::
-
-    from fastkafka.compat.confluent import Producer, KafkaException
-
-    p = Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 5})
-    def delivery_report(err, msg):
-        if err is not None:
-            print("failed:", err)
-        else:
-            print(msg.topic(), msg.partition(), msg.offset())
-    for data in ["a", "b"]:
-        p.poll(0)
-        p.produce("events", data.encode("utf-8"), callback=delivery_report)
-    p.flush()
-
-What it keeps: the configuration dict, read as librdkafka reads it
-(fastkafka/compat/_confluent_config.py: every producer property honoured, mapped, ignored with
-a reason or refused naming what to use; errors as ``KafkaException`` ``_INVALID_ARG``), with
-``error_cb``, ``stats_cb``, ``logger``, ``on_delivery``, ``oauth_cb``,
-``queue.buffering.max.messages`` and ``delivery.report.only.error`` implemented here;
-librdkafka's default partitioner ``consistent_random`` (a key lands where confluent-kafka puts
-it); ``produce()`` with confluent-kafka's arguments, never blocking (a record of a topic without
-metadata waits here, :meth:`Producer._hold`, and fails with ``_MSG_TIMED_OUT`` after
-``message.timeout.ms``); ``produce_batch()``; delivery reports served by ``poll()``/``flush()``
-on the caller's thread as ``(err, msg)`` with a :class:`~fastkafka.compat._confluent_types.Message`
-and a :class:`KafkaError` (all of confluent-kafka's codes); ``len()``; ``BufferError`` once
-``queue.buffering.max.messages`` records wait (delivered or not, until their report is served);
-``purge()``; ``list_topics()``, ``cluster_id()``; ``set_sasl_credentials()``; ``close()`` and
-the context manager; transactions raising :class:`KafkaException`.
-
-What it costs: little. ``produce()``, ``poll(0)`` and ``len()`` are compiled
-(fastkafka/compat/_confluent_fast.pyx): per record one C :class:`Message` is made at produce
-time, the I/O thread only appends the record's future to a list, and ``poll()`` takes that list
-in one go, filling each Message from its batch before calling the callback on the caller's
-thread. bench/compat.py measures it faster than confluent-kafka's own producer
-(bench/results/compat.md). :class:`fastkafka.Producer` (callbacks on the I/O thread, no report
-queue) is faster still.
-docs/migration.md ("The compatibility layer") lists the differences that remain.
+"""The confluent-kafka ``Producer`` of :mod:`fastkafka.compat.confluent` (the package says what it
+keeps and what it costs): the configuration read, ``produce()`` held until a topic has metadata,
+the report queue served by ``poll()``/``flush()``, ``purge()``, ``list_topics()``, transactions.
 """
 from __future__ import annotations
 
@@ -48,25 +12,21 @@ from collections import deque
 from typing import Any, Callable
 
 from fastkafka import errors as fk
-from fastkafka.compat._confluent_logging import LogRoute
-from fastkafka.compat._confluent_stats import stats_document
-from fastkafka.compat._confluent_types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
+from fastkafka.compat.confluent._logging import LogRoute
+from fastkafka.compat.confluent._stats import stats_document
+from fastkafka.compat.confluent._types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
                                                TIMESTAMP_NOT_AVAILABLE, BrokerMetadata,
                                                ClusterMetadata, KafkaError, KafkaException, Message,
                                                PartitionMetadata, ThrottleEvent, TopicMetadata,
                                                _Purged,
                                                cluster_metadata, group_metadata, to_kafka_error,
                                                to_kafka_exception)
-from fastkafka.compat._confluent_config import config_error, translate
-from fastkafka.compat._confluent_fast import PollCore
+from fastkafka.compat.confluent._config import config_error, translate
+from fastkafka.compat.confluent._fast import PollCore
 from fastkafka.config import canonical_name
 from fastkafka._net.cluster import topic_error
 from fastkafka.errors import KafkaTimeoutError as _MetadataMissing
 from fastkafka.producer import Producer as _FastProducer, _weak_method
-
-__all__ = ["Producer", "KafkaError", "KafkaException", "Message", "ThrottleEvent", "ClusterMetadata",
-           "TopicMetadata", "PartitionMetadata", "BrokerMetadata", "TIMESTAMP_NOT_AVAILABLE",
-           "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "OFFSET_INVALID"]
 
 #: confluent-kafka's offset of a record that has none (failed, or acks=0).
 OFFSET_INVALID = -1001
@@ -114,7 +74,7 @@ _HANDLE_CLOSED = "Handle has been closed"
 class Producer(PollCore):
     """confluent-kafka's ``Producer(conf)`` on :class:`fastkafka.Producer` (see the module
     docstring). ``conf`` is confluent-kafka's configuration dict, read as librdkafka reads it
-    (fastkafka/compat/_confluent_config.py; every property: docs/migration.md); keyword
+    (fastkafka/compat/confluent/_config.py; every property: docs/migration.md); keyword
     arguments are merged into it (``logger=`` is commonly passed so). A bad key or value raises
     :class:`KafkaException` with a :class:`KafkaError` of code ``_INVALID_ARG``, naming what to
     use where a setting has no equivalent.
@@ -212,7 +172,7 @@ class Producer(PollCore):
         return f"<fastkafka.compat.confluent.Producer {self._p._name}>"
 
     # -- producing -------------------------------------------------------------------------
-    # produce(), len() and poll(0) are PollCore's (compiled): see _confluent_fast.pyx
+    # produce(), len() and poll(0) are PollCore's (compiled): see _fast.pyx
     def _produce_failed(self, e: BaseException, msg, record: tuple) -> None:
         """produce()'s record was refused by fastkafka with ``e``: raise confluent-kafka's
         error for it, hold it (its topic has no metadata yet: produce() does not wait), or
@@ -691,7 +651,7 @@ class Producer(PollCore):
 
     def _stats_json(self) -> str:
         """The stats_cb document: librdkafka's statistics schema, for the fields fastkafka
-        measures (fastkafka/compat/_confluent_stats.py)."""
+        measures (fastkafka/compat/confluent/_stats.py)."""
         doc = stats_document(self._p, msg_cnt=len(self), msg_max=self._max_messages,
                              started=self._started)
         return json.dumps(doc, default=str)

@@ -18,7 +18,7 @@ DEFAULT_PORT = 9092
 INT32_MAX = 2**31 - 1
 
 # -- the table ------------------------------------------------------------------------------------
-# The layer's own keys (implemented in fastkafka/compat/confluent.py), any spelling.
+# The layer's own keys (implemented in fastkafka/compat/confluent/_producer.py), any spelling.
 OWN = {"error_cb", "stats_cb", "statistics.interval.ms", "logger", "on_delivery",
        "queue.buffering.max.messages", "delivery.report.only.error", "throttle_cb", "oauth_cb"}
 OWN_ALIASES = {"dr_cb": "on_delivery", "dr_msg_cb": "on_delivery"}
@@ -246,7 +246,7 @@ LAYER_FIXED = {
 
 def config_error(message: str) -> Exception:
     """confluent-kafka's error for a bad configuration: ``KafkaException(KafkaError(_INVALID_ARG))``."""
-    from fastkafka.compat._confluent_types import KafkaError, KafkaException
+    from fastkafka.compat.confluent._types import KafkaError, KafkaException
 
     return KafkaException(KafkaError(KafkaError._INVALID_ARG, message))
 
@@ -502,7 +502,7 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
     return out, own, ignored
 
 
-#: what the layer does with each of its own keys (fastkafka/compat/confluent.py)
+#: what the layer does with each of its own keys (fastkafka/compat/confluent/_producer.py)
 OWN_DOC = {
     "error_cb": "honoured: error_cb(KafkaError) served by poll()/flush() (every broker down as "
                 "_ALL_BROKERS_DOWN, authentication failures, a fenced producer)",
