@@ -7,6 +7,7 @@
 # installed here with apt when missing and run as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export FASTKAFKA_TEST_MODULES=1   # the test-only compiled modules too (setup.py; never in a wheel)
 PY=${PYTHON:-python3}
 bash scripts/system-packages.sh
 if [ ! -x .venv/bin/python ]; then
