@@ -55,15 +55,15 @@ EXCLUDED = {
     "tests/unit/fastkafka/test_version.py::test_version_is_the_distributions":
         "reads pyproject.toml beside the package (the checkout's layout); test_wheel_install "
         "checks the installed wheel's version",
-    "tests/unit/fastkafka/core/test_module_contracts.py::test_every_compiled_module_has_a_pxd_contract":
+    "tests/unit/fastkafka/test_module_contracts.py::test_every_compiled_module_has_a_pxd_contract":
         _NO_SOURCES,
-    "tests/unit/fastkafka/core/test_router.py::test_the_router_is_the_only_maker_of_unknown_partition_error":
+    "tests/unit/fastkafka/_producer/test_router.py::test_the_router_is_the_only_maker_of_unknown_partition_error":
         _NO_SOURCES,
     "tests/unit/fastkafka/test_contracts.py::test_every_long_file_listed_is_still_long_and_has_a_reason":
         _NO_SOURCES,
     "tests/unit/fastkafka/test_contracts.py::test_links_to_internals_name_a_heading":
         "reads docs/internals.md of the checkout",
-    "tests/unit/fastkafka/wire/test_crc32c_c.py":
+    "tests/unit/fastkafka/_wire/test_crc32c_c.py":
         "compiles the checkout's C source (fastkafka/_wire/crc32c_impl.c) into test programs with "
         "the host's compilers and qemu: not the wheel's code, nor Python's",
     "tests/unit/test_repo_hygiene.py::test_no_tracked_file_names_a_machine_path":

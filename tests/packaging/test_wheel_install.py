@@ -321,7 +321,7 @@ def test_installed_wheel_refuses_other_platforms(target, platform, installed):
 
 # The wire layer's unit tests (CRC-32C, records, varints, codecs) run on the aarch64 wheel under qemu.
 # Left out: test_crc32c_c.py compiles its C harness with zig on the host and runs the aarch64 build
-# under qemu itself (tests/unit/fastkafka/wire/test_crc32c_c.py), so it has nothing to do here.
+# under qemu itself (tests/unit/fastkafka/_wire/test_crc32c_c.py), so it has nothing to do here.
 WIRE_TESTS = REPO / "tests" / "unit" / "fastkafka" / "wire"
 WIRE_HELPERS = ("reference_records.py", "cpucaps.py")          # modules of tests/ the wire tests import
 WIRE_LEFT_OUT = ("test_crc32c_c.py",)
