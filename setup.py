@@ -105,7 +105,7 @@ WITH_TEST_MODULES = os.environ.get("FASTKAFKA_TEST_MODULES") == "1"
 
 # Compiled modules that only the tests use, never shipped in a wheel (tests/packaging checks the
 # wheels lack them): built only with FASTKAFKA_TEST_MODULES=1.
-TEST_MODULES = ("fastkafka._producer.testing",)
+TEST_MODULES = ("fastkafka._net.failpoints", "fastkafka._producer.testing")
 
 # Extra C sources compiled into a given extension (dotted name -> list of paths).
 EXTRA_SOURCES = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.abc
 import sys
 
-TEST_MODULES = ("fastkafka._producer.testing",)
+TEST_MODULES = ("fastkafka._net.failpoints", "fastkafka._producer.testing")
 
 class TestModuleMissing(ModuleNotFoundError):
     """Its ``module`` is the missing module's name. (``name`` stays None: ``from package import
