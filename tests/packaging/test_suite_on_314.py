@@ -9,7 +9,10 @@ unstable root of buildtools/roots.py (``sid-amd64``, Debian's python3.14).
   and the root's interpreter): python3.14's venv holding the project's dependencies and its
   ``test`` extra, nothing of the project itself.
 * Per run: a fresh copy of that venv (hard links: instant, and the cached venv is never written),
-  into which ``pip install --no-deps`` puts the session's cp314 wheel, then ``pip check``.
+  into which ``pip install --no-deps`` puts the session's cp314 wheel, then ``pip check``. Beside
+  the installed package go the test-only compiled modules (setup.py's ``TEST_MODULES``, which no
+  wheel carries), compiled for cp314 as the wheel's modules are (``scripts/wheel.sh
+  --test-modules``); the run must load every one of them.
 * The tests (and docs/, which some compare with) come from the checkout, copied outside the
   repository with pyproject.toml's pytest settings, so that ``import fastkafka`` can only find
   the installed wheel; a plugin of this module's (``GUARD``) fails the run if any module of the
@@ -33,7 +36,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from distbuild import BUILD_TIMEOUT_S, REPO, pyproject, pyproject_text
+from distbuild import BUILD_TIMEOUT_S, REPO, WHEEL_SH, pyproject, pyproject_text
+from testonly import TEST_MODULES
 
 from buildtools import roots
 from fastkafka_tools.apachekafka import _file_lock, cache_root, ensure_jars
@@ -190,6 +194,24 @@ def java_binds() -> tuple[Path, list[Path]]:
     return home, [home, *tops]
 
 
+def add_test_modules(site_packages: Path, work: Path) -> list[str]:
+    """The test-only modules compiled for cp314 x86_64 (scripts/wheel.sh --test-modules) and put
+    into the installed package; their names."""
+    target = f"cp{VERSION.replace('.', '')}-x86_64"
+    r = subprocess.run(["bash", str(WHEEL_SH), "--test-modules", "--targets", target, "--outdir", str(work)],
+                       cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    assert r.returncode == 0, f"wheel.sh --test-modules failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    built = sorted((work / target).rglob("*.so"))
+    names = sorted(p.relative_to(work / target).as_posix().split(".cpython-")[0].replace("/", ".")
+                   for p in built)
+    assert names == sorted(TEST_MODULES), f"wheel.sh --test-modules made {names}"
+    for p in built:
+        dest = site_packages / p.relative_to(work / target)
+        assert dest.parent.is_dir(), f"the installed wheel has no {dest.parent}"
+        shutil.copy2(p, dest)
+    return names
+
+
 def pytest_section() -> str:
     """pyproject.toml's [tool.pytest.ini_options] table, as written there."""
     m = re.search(r"^\[tool\.pytest\.ini_options\]\n.*?(?=^\[|\Z)", pyproject_text(), re.S | re.M)
@@ -230,6 +252,9 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         in_root([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-index",
                  "--no-deps", run / wheel.name], binds=[run], what="pip install --no-deps of the wheel")
         in_root([py, "-m", "pip", "check"], binds=[run], what="pip check (the wheel's requirements)")
+        site = in_root([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], binds=[run],
+                       what="the venv's site-packages").strip().splitlines()[-1]
+        test_modules = add_test_modules(Path(site), run / "test-modules")
 
         suite = run / "suite"
         for part in ("tests", "docs"):          # docs: tests compare the layers with their documentation
@@ -270,6 +295,8 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         assert "suite314 guard: fastkafka" in text, text[-3000:]
         report = json.loads((run / "guard.json").read_text())
         assert report["strays"] == [], report["strays"]
+        assert set(test_modules) <= set(report["loaded"]), \
+            f"test-only modules the run never loaded: {sorted(set(test_modules) - set(report['loaded']))}"
         unused = [p for p in EXCLUDED if not any(n.startswith(p) for n in report["deselected"])]
         assert unused == [], f"EXCLUDED entries that match no test: {unused}"
         c = counts(junit)
