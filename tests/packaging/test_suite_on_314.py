@@ -36,8 +36,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from distbuild import BUILD_TIMEOUT_S, REPO, WHEEL_SH, pyproject, pyproject_text
-from testonly import TEST_MODULES
+from distbuild import BUILD_TIMEOUT_S, REPO, add_test_modules, pyproject, pyproject_text
 
 from buildtools import roots
 from fastkafka_tools.apachekafka import _file_lock, cache_root, ensure_jars
@@ -194,24 +193,6 @@ def java_binds() -> tuple[Path, list[Path]]:
     return home, [home, *tops]
 
 
-def add_test_modules(site_packages: Path, work: Path) -> list[str]:
-    """The test-only modules compiled for cp314 x86_64 (scripts/wheel.sh --test-modules) and put
-    into the installed package; their names."""
-    target = f"cp{VERSION.replace('.', '')}-x86_64"
-    r = subprocess.run(["bash", str(WHEEL_SH), "--test-modules", "--targets", target, "--outdir", str(work)],
-                       cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    assert r.returncode == 0, f"wheel.sh --test-modules failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    built = sorted((work / target).rglob("*.so"))
-    names = sorted(p.relative_to(work / target).as_posix().split(".cpython-")[0].replace("/", ".")
-                   for p in built)
-    assert names == sorted(TEST_MODULES), f"wheel.sh --test-modules made {names}"
-    for p in built:
-        dest = site_packages / p.relative_to(work / target)
-        assert dest.parent.is_dir(), f"the installed wheel has no {dest.parent}"
-        shutil.copy2(p, dest)
-    return names
-
-
 def pytest_section() -> str:
     """pyproject.toml's [tool.pytest.ini_options] table, as written there."""
     m = re.search(r"^\[tool\.pytest\.ini_options\]\n.*?(?=^\[|\Z)", pyproject_text(), re.S | re.M)
@@ -254,7 +235,7 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         in_root([py, "-m", "pip", "check"], binds=[run], what="pip check (the wheel's requirements)")
         site = in_root([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], binds=[run],
                        what="the venv's site-packages").strip().splitlines()[-1]
-        test_modules = add_test_modules(Path(site), run / "test-modules")
+        test_modules = add_test_modules(Path(site), run / "test-modules", f"cp{VERSION.replace('.', '')}-x86_64")
 
         suite = run / "suite"
         for part in ("tests", "docs"):          # docs: tests compare the layers with their documentation
