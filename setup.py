@@ -13,7 +13,9 @@ Environment knobs (for development only):
   FASTKAFKA_TEST_MODULES=1
                         also build the test-only modules (TEST_MODULES: seams into the compiled
                         core that only the tests call); ``scripts/setup.sh`` sets it. Without it
-                        (a wheel, ``pip install .``, ``python -m build``) they are left out.
+                        (a wheel, ``pip install .``, ``python -m build``) they are left out;
+                        ``scripts/wheel.sh --test-modules`` compiles them alone, for a test run
+                        beside an installed wheel.
 
 And one for the wheel builder (buildtools/crosswheels.py, ``scripts/wheel.sh``), which compiles the
 extensions itself, for every CPython and architecture, with zig for glibc 2.17:
