@@ -46,10 +46,10 @@ if os.path.join(TESTS, "packaging") not in sys.path:
     sys.path.insert(0, os.path.join(TESTS, "packaging"))    # distbuild (the dist fixture)
 
 from brokers import read_back, unique_name  # noqa: E402
-import testonly  # noqa: E402
+import seam_modules  # noqa: E402
 
 # A test-only compiled module that is not built fails the tests that import it, saying how to build it.
-testonly.install()
+seam_modules.install()
 
 # live_resources: every test must leave the compiled core's live-resource counters as it found them.
 pytest_plugins = ["live_resources", "pytester"]

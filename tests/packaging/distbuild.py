@@ -206,7 +206,7 @@ def add_test_modules(site_packages: Path, work: Path, target: str) -> list[str]:
     """The test-only compiled modules (setup.py's TEST_MODULES, in no wheel) compiled for ``target``
     (``cp314-x86_64``) by ``scripts/wheel.sh --test-modules`` into ``work``, and put into the package
     installed in ``site_packages``, for a test run against an installed wheel; their names."""
-    from testonly import TEST_MODULES            # tests/ (on sys.path in the test session)
+    from seam_modules import TEST_MODULES            # tests/ (on sys.path in the test session)
 
     r = subprocess.run(["bash", str(WHEEL_SH), "--test-modules", "--targets", target, "--outdir", str(work)],
                        cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)

@@ -61,10 +61,10 @@ TEST_MODULES = frozenset(_setup().TEST_MODULES)
 
 
 def test_the_test_only_modules_are_known_to_setup_and_to_the_tests():
-    import testonly
+    import seam_modules
 
     assert TEST_MODULES, "setup.py names no test-only module"
-    assert TEST_MODULES == set(testonly.TEST_MODULES), "setup.py's TEST_MODULES vs tests/testonly.py's"
+    assert TEST_MODULES == set(seam_modules.TEST_MODULES), "setup.py's TEST_MODULES vs tests/seam_modules.py's"
     assert TEST_MODULES <= _pyx_modules(), "a test-only module that is no .pyx of the tree"
     setup = _setup()
     assert not TEST_MODULES & {e.name for e in setup.extensions(test_modules=False)}

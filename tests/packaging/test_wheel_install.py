@@ -32,7 +32,7 @@ from distbuild import (DIST_NAME, IMPORT_AS, REPO, ROOT_OF, add_test_modules, cl
                        project_version, require_cpython, targets_under_test)
 
 from buildtools import roots
-from testonly import TEST_MODULES
+from seam_modules import TEST_MODULES
 
 pytestmark = pytest.mark.timeout(2400)     # the first test of a version waits for its wheel's build
 
