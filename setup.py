@@ -10,6 +10,12 @@ Environment knobs (for development only):
   FASTKAFKA_EXT=a,b     build only the extensions whose dotted name contains one of these
   FASTKAFKA_DEBUG=1     keep Cython bounds/wraparound checks on and build with -O0 -g
   FASTKAFKA_JOBS=n      compile n extensions at once (default: the CPUs this process may use)
+  FASTKAFKA_TEST_MODULES=1
+                        also build the test-only modules (TEST_MODULES: seams into the compiled
+                        core that only the tests call); ``scripts/setup.sh`` sets it. Without it
+                        (a wheel, ``pip install .``, ``python -m build``) they are left out;
+                        ``scripts/wheel.sh --test-modules`` compiles them alone, for a test run
+                        beside an installed wheel.
 
 And one for the wheel builder (buildtools/crosswheels.py, ``scripts/wheel.sh``), which compiles the
 extensions itself, for every CPython and architecture, with zig for glibc 2.17:
@@ -97,6 +103,11 @@ ROOT = Path(__file__).resolve().parent
 DEBUG = os.environ.get("FASTKAFKA_DEBUG") == "1"
 ONLY = [s for s in os.environ.get("FASTKAFKA_EXT", "").split(",") if s]
 NO_EXTENSIONS = os.environ.get("FASTKAFKA_NO_EXTENSIONS") == "1"
+WITH_TEST_MODULES = os.environ.get("FASTKAFKA_TEST_MODULES") == "1"
+
+# Compiled modules that only the tests use, never shipped in a wheel (tests/packaging checks the
+# wheels lack them): built only with FASTKAFKA_TEST_MODULES=1.
+TEST_MODULES = ("fastkafka._net.failpoints", "fastkafka._producer.testing")
 
 # Extra C sources compiled into a given extension (dotted name -> list of paths).
 EXTRA_SOURCES = {
@@ -121,13 +132,18 @@ CYTHON_DIRECTIVES = {
 }
 
 
-def extensions() -> list:
-    """One Extension per .pyx, its sources still the .pyx (build_ext translates them)."""
+def extensions(test_modules: "bool | None" = None) -> list:
+    """One Extension per .pyx, its sources still the .pyx (build_ext translates them). The
+    TEST_MODULES are among them only with ``test_modules`` (default: FASTKAFKA_TEST_MODULES=1)."""
+    if test_modules is None:
+        test_modules = WITH_TEST_MODULES
     exts = []
     for pyx in sorted(ROOT.glob("fastkafka/**/*.pyx")) + sorted(ROOT.glob("spark_sink/**/*.pyx")):
         rel = pyx.relative_to(ROOT)
         name = ".".join(rel.with_suffix("").parts)
         if ONLY and not any(s in name for s in ONLY):
+            continue
+        if name in TEST_MODULES and not test_modules:
             continue
         cflags = ["-O0", "-g"] if DEBUG else ["-O3"]
         exts.append(

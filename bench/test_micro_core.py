@@ -11,7 +11,7 @@ from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.partitioner import murmur2, partitions_for_keys
 
 KEY16 = b"0123456789abcdef"
-KEY16_MURMUR2 = 1438427052      # from the independent reference in tests/unit/fastkafka/core/test_partitioner.py
+KEY16_MURMUR2 = 1438427052      # from the independent reference in tests/unit/fastkafka/_producer/test_partitioner.py
 VALUE100 = b"v" * 100
 N_BATCH = 10_000
 

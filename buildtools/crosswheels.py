@@ -19,6 +19,13 @@ setuptools). The steps:
 4. the modules put into a copy of the pure wheel, tagged ``cpXY-cpXY-linux_ARCH``, then
    ``auditwheel repair --plat manylinux_2_17_ARCH`` (which refuses a wheel that needs more) and
    ``auditwheel show`` (its verdict is printed).
+
+The test-only compiled modules (setup.py's ``TEST_MODULES``) are in no wheel. ``--test-modules``
+compiles them alone, from the work tree, the same way, into ``OUTDIR/<target>/`` (package folders
+and all): what a test run against an installed wheel adds beside it (tests/packaging/
+test_suite_on_314.py).
+
+    python -m buildtools.crosswheels --test-modules --targets cp314-x86_64 --outdir DIR
 """
 from __future__ import annotations
 
@@ -110,8 +117,9 @@ def load_setup(src: Path):
     return mod
 
 
-def translate(src: Path) -> list[dict]:
-    """Cythonize every extension of the sdist in place; the extensions as dicts (name, C sources,
+def translate(src: Path, test_modules: bool = False) -> list[dict]:
+    """Cythonize every extension of the sdist in place (with ``test_modules``: only setup.py's
+    TEST_MODULES, which are never among the others); the extensions as dicts (name, C sources,
     include dirs, libraries)."""
     setup_mod = load_setup(src)
     from Cython.Build import cythonize
@@ -119,7 +127,10 @@ def translate(src: Path) -> list[dict]:
     cwd = os.getcwd()
     os.chdir(src)
     try:
-        exts = setup_mod.extensions()
+        if test_modules:
+            exts = [e for e in setup_mod.extensions(test_modules=True) if e.name in setup_mod.TEST_MODULES]
+        else:
+            exts = setup_mod.extensions(test_modules=False)
         jobs = max(1, len(os.sched_getaffinity(0)))
         translated = cythonize(exts, compiler_directives=setup_mod.CYTHON_DIRECTIVES,
                                nthreads=jobs if jobs > 1 else 0, quiet=True)
@@ -325,6 +336,29 @@ def build(targets: list[str], outdir: Path, sdist: Path | None, root: Path, jobs
     return made
 
 
+def build_test_modules(targets: list[str], outdir: Path, root: Path, jobs: int) -> list[Path]:
+    """The test-only modules of the work tree at ``root``, compiled for each target into
+    ``outdir/<target>/`` (e.g. ``fastkafka/_producer/testing.cpython-314-x86_64-linux-gnu.so``)."""
+    zig_ver = zig_version()
+    made = []
+    with tempfile.TemporaryDirectory(prefix="fastkafka-testmodules-") as tmp:
+        src = Path(tmp) / "src"        # a copy of the sources: the work tree gets no generated C
+        src.mkdir()
+        shutil.copy2(root / "setup.py", src / "setup.py")
+        shutil.copytree(root / "fastkafka", src / "fastkafka", ignore=lambda d, names: [
+            n for n in names if n == "__pycache__" or n.endswith((".so", ".o"))
+            or (n.endswith(".c") and not n.endswith("_impl.c"))])
+        exts = translate(src, test_modules=True)
+        if not exts:
+            raise BuildError("setup.py names no test-only module (TEST_MODULES)")
+        for t in targets:
+            version, arch = parse_target(t)
+            built = compile_target(exts, version, arch, outdir / t, jobs, zig_ver)
+            made += sorted(built.values())
+            log(f"{t}: test-only modules {', '.join(sorted(built))}")
+    return made
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--outdir", default="dist")
@@ -332,12 +366,18 @@ def main(argv=None) -> int:
                     help="comma-separated cpXY-ARCH (default: all %d)" % len(ALL_TARGETS))
     ap.add_argument("--sdist", default=None)
     ap.add_argument("--jobs", type=int, default=max(1, len(os.sched_getaffinity(0))))
+    ap.add_argument("--test-modules", action="store_true",
+                    help="only the test-only modules, from the work tree, into OUTDIR/<target>/ (no wheel)")
     a = ap.parse_args(argv)
     targets = [t.strip() for t in a.targets.split(",") if t.strip()]
     root = Path(__file__).resolve().parents[1]
     try:
         for t in targets:
             parse_target(t)
+        if a.test_modules:
+            for p in build_test_modules(targets, Path(a.outdir).resolve(), root, a.jobs):
+                print("test module: " + str(p))
+            return 0
         made = build(targets, Path(a.outdir).resolve(), Path(a.sdist).resolve() if a.sdist else None,
                      root, a.jobs)
     except (BuildError, pythons.HeadersError) as e:

@@ -10,6 +10,7 @@
 # sources changed. Every step prints a line when it starts, and a long one a line every 30 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export FASTKAFKA_TEST_MODULES=1   # the test-only compiled modules too (setup.py; never in a wheel)
 PY=${PYTHON:-python3}
 
 # step WHAT COMMAND...: runs COMMAND, announced, with a line every 30 s while it is silent about it.

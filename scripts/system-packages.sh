@@ -46,7 +46,7 @@ if [ -n "$missing_codecs" ]; then
   fi
 fi
 # The CRC-32C C vectors are also compiled by gcc for aarch64 (its "+crc" target attribute; run under
-# qemu) and zig; qemu-user-static runs the aarch64 builds and the arm64 root (tests/unit/fastkafka/wire,
+# qemu) and zig; qemu-user-static runs the aarch64 builds and the arm64 root (tests/unit/fastkafka/_wire,
 # tests/packaging, buildtools/roots.py).
 if [ "${1:-}" = --tests ] && [ "$(uname -m)" = x86_64 ] && { ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch64-static >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; }; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -10,6 +10,9 @@
 #   PYTHON=python3.12 bash scripts/wheel.sh        # the wheel of that CPython's version
 #   bash scripts/wheel.sh --outdir DIR             # into DIR instead of dist/
 #   bash scripts/wheel.sh --sdist FILE             # no new sdist: the wheels from FILE (an sdist)
+#   bash scripts/wheel.sh --test-modules --targets cp314-x86_64 --outdir DIR
+#                                                  # no wheel: only the test-only compiled modules,
+#                                                  # for a test run beside an installed wheel
 #
 # Users then install with: pip install --find-links dist "fastkafka-producer[spark]"
 #
@@ -23,6 +26,7 @@ set -euo pipefail
 OUTDIR=dist
 SDIST=
 TARGETS=
+TEST_MODULES=
 while [ $# -gt 0 ]; do
   case "$1" in
     --all) TARGETS=all; shift ;;
@@ -32,7 +36,8 @@ while [ $# -gt 0 ]; do
     --outdir=*) OUTDIR=${1#--outdir=}; shift ;;
     --sdist) SDIST=${2:?--sdist needs a file}; shift 2 ;;
     --sdist=*) SDIST=${1#--sdist=}; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --test-modules) TEST_MODULES=1; shift ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "wheel.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -87,6 +92,9 @@ mkdir -p "$ROOT/build/wheel-tools"
 ARGS=(--outdir "$OUTDIR" --targets "$TARGETS")
 [ -n "$SDIST" ] && ARGS+=(--sdist "$SDIST")
 mkdir -p "$OUTDIR"
+if [ -n "$TEST_MODULES" ]; then
+  PATH="$TOOLS/bin:$PATH" PYTHONPATH="$ROOT" exec "$TOOLS/bin/python" -m buildtools.crosswheels --test-modules "${ARGS[@]}"
+fi
 # pip prefers a plain linux_* wheel to a manylinux one of the same version: an unrepaired wheel
 # left here by an earlier build by hand would be the one installed, so it goes.
 rm -f "$OUTDIR"/fastkafka_producer-*-linux_*.whl

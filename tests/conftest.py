@@ -30,6 +30,12 @@ import sys
 
 import pytest
 
+# Test folders mirror the source folders: tests/unit/<package>/<subpackage>/ holds the unit tests of
+# the package folder <package>/<subpackage>/ under the same name (tests/unit/fastkafka/_wire/ for
+# fastkafka/_wire/); tests of several subpackages at once sit in the nearest common folder.
+# tests/unit/test_repo_hygiene.py enforces it. Test module basenames are unique across tests/ (there
+# is no __init__.py: pytest imports each by its basename).
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -40,6 +46,10 @@ if os.path.join(TESTS, "packaging") not in sys.path:
     sys.path.insert(0, os.path.join(TESTS, "packaging"))    # distbuild (the dist fixture)
 
 from brokers import read_back, unique_name  # noqa: E402
+import seam_modules  # noqa: E402
+
+# A test-only compiled module that is not built fails the tests that import it, saying how to build it.
+seam_modules.install()
 
 # live_resources: every test must leave the compiled core's live-resource counters as it found them.
 pytest_plugins = ["live_resources", "pytester"]
@@ -53,7 +63,7 @@ MOCK_FIXTURES = {"mock_cluster"}
 def pytest_configure(config):
     # zstd's C path is off by default (fastkafka._wire.ccodecs: the system library was slower on
     # incompressible records); the suite turns it on so that it is tested like the other codecs.
-    # The default itself is tested in a child process (tests/unit/fastkafka/wire/test_ccodecs.py).
+    # The default itself is tested in a child process (tests/unit/fastkafka/_wire/test_ccodecs.py).
     from fastkafka._wire import ccodecs
     ccodecs.use_c("zstd", True)
     config.addinivalue_line("markers", "broker: needs a real broker started by the fixtures")

@@ -132,3 +132,8 @@ cdef class NetworkClient:
                             int64_t now) except -1
     cdef int64_t _time_to_next_timeout(self, int64_t now) except? -1
     cdef int _handle_timeouts(self, int64_t now) except -1
+
+# With the GIL: install ``fn(stage, client, conn)`` as the failpoint of the I/O loop's stages
+# (``"connected"``, ``"read"``, ``"api_versions"``), or None to remove it; for fault-injection tests
+# only, through the test-only module fastkafka._net.failpoints.
+cdef void set_failpoint_c(object fn) noexcept

@@ -67,13 +67,12 @@ cdef int API_METADATA = int(ApiKey.METADATA)
 cdef int UNSUPPORTED_VERSION = UnsupportedVersionError.code
 
 # Tests make a stage of the I/O loop fail once to prove the failure is contained: a callable
-# ``(stage, client, conn)`` that may raise, None normally (one pointer test per stage).
+# ``(stage, client, conn)`` that may raise, None normally (one pointer test per stage). Only the
+# test-only module fastkafka._net.failpoints sets it.
 cdef object _failpoint = None
 
 
-def set_failpoint(fn):
-    """Install ``fn(stage, client, conn)`` (stages: ``"connected"``, ``"read"``,
-    ``"api_versions"``), or None to remove it. For fault-injection tests only."""
+cdef void set_failpoint_c(object fn) noexcept:
     global _failpoint
     _failpoint = fn
 

@@ -12,7 +12,7 @@ when the :class:`~fastkafka.errors.AllBrokersDownError` of the same outage was, 
 the application sees outages as pairs. A hook that raises is logged and changes nothing else.
 
 Pure Python, no clock of its own (``now`` is passed in): tested with time passed in
-(tests/unit/fastkafka/core/test_error_reports.py).
+(tests/unit/fastkafka/_producer/test_error_reports.py).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@
  * nothing newer than glibc 2.17 (getauxval: 2.16),
  * so the same source builds the gcc host build and the zig cc manylinux2014
  * wheels (x86_64-linux-gnu.2.17, aarch64-linux-gnu.2.17). Every path gives the
- * same results: tests/unit/fastkafka/wire/crc32c_vectors.c checks them in C
+ * same results: tests/unit/fastkafka/_wire/crc32c_vectors.c checks them in C
  * on each compiler and, under qemu, on aarch64 (test_crc32c_c.py).
  *
  * All symbols have hidden visibility: an extension that needs the CRC either

@@ -13,7 +13,8 @@ Client side::
     ...
     corr, body = decode_response(ApiKey.PRODUCE, 9, payload)   # payload without the size prefix
 
-Test-broker side: :func:`decode_request` and :func:`encode_response`.
+The other half, decoding requests and encoding responses, is a test broker's and lives with the
+tests (``tests/faultbroker/protocol.py``).
 
 ApiVersions negotiation
 -----------------------
@@ -39,9 +40,8 @@ from fastkafka.protocol import messages as _messages
 from fastkafka.protocol.codec import Writer, _Corrupt
 
 __all__ = [
-    "ApiKey", "SUPPORTED_VERSIONS", "encode_request", "decode_response", "decode_request",
-    "encode_response", "pick_version", "request_header_version", "response_header_version",
-    "is_flexible",
+    "ApiKey", "SUPPORTED_VERSIONS", "encode_request", "decode_response", "pick_version",
+    "request_header_version", "response_header_version", "is_flexible",
 ]
 
 
@@ -248,57 +248,3 @@ def decode_response(api_key, version: int, payload) -> tuple:
     # Bytes after the body are ignored, as Kafka's own parsers do: librdkafka's mock broker, for
     # one, pads some responses.
     return correlation_id, body
-
-
-# ---------------------------------------------------------------------------- test-broker side
-def decode_request(payload) -> tuple:
-    """Decode a request frame (without size prefix) into ``(header, body)``.
-
-    ``header`` is a dict with ``api_key``, ``api_version``, ``correlation_id``, ``client_id``.
-    An API or version this codec does not know raises :class:`UnsupportedVersionError` with the
-    parsed header in its ``.header`` attribute (so a broker can still answer, e.g. ApiVersions with
-    error 35 in a v0 body). Garbled input raises :class:`CorruptFrameError`.
-    """
-    try:
-        api_key, api_version, correlation_id = _HDR.unpack_from(payload, 0)
-        pos = 8
-        n = struct.unpack_from(">h", payload, pos)[0]
-        pos += 2
-        if n < 0:
-            client_id = None
-        else:
-            raw, pos = _codec._take(payload, pos, n)
-            client_id = str(raw, "utf-8")
-    except _DECODE_ERRORS as e:
-        raise CorruptFrameError(f"cannot decode request header ({len(payload)} bytes): {e}") from None
-    header = {"api_key": api_key, "api_version": api_version, "correlation_id": correlation_id,
-              "client_id": client_id}
-    try:
-        _, dec, flexible = _request_codec(api_key, api_version)
-    except UnsupportedVersionError as e:
-        e.header = header
-        raise
-    try:
-        if flexible:
-            pos = _skip_tagged(payload, pos)
-        body, pos = dec(payload, pos)
-    except _DECODE_ERRORS as e:
-        raise CorruptFrameError(
-            f"cannot decode {_api_name(api_key)} v{api_version} request ({len(payload)} bytes): {e}") from None
-    # Trailing bytes are ignored, as Kafka's broker does (librdkafka pads some requests).
-    return header, body
-
-
-def encode_response(api_key, version: int, correlation_id: int, body: dict) -> bytes:
-    """The complete response frame (size prefix, header, body) as one bytes object."""
-    enc, _, flexible_header = _response_codec(api_key, version)
-    w = Writer(b"\x00\x00\x00\x00")
-    w.buf += _I32.pack(correlation_id)
-    if flexible_header:
-        w.buf.append(0)
-    try:
-        enc(w, body)
-    except (struct.error, TypeError, ValueError, AttributeError, KeyError) as e:
-        raise _encode_error(e, f"cannot encode {_api_name(api_key)} v{version} response: {e}") from e
-    data = b"".join(w.finish())
-    return _I32.pack(len(data) - 4) + data[4:]

@@ -28,10 +28,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from fastkafka.protocol import (SUPPORTED_VERSIONS, ApiKey, decode_request, encode_response)
+from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey
 
 from . import cluster as C
 from .cluster import Cluster
+from .protocol import decode_request, encode_response
 from .script import Action, Script
 from .server import RawRequest, Response, SocketServer
 

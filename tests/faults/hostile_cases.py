@@ -188,7 +188,7 @@ def raising_handlers():
     a connection's reads): the thread survives, each failure is contained, every record arrives."""
     import fastkafka._net.network as netcore
     import fastkafka._net.cluster as cluster_mod
-    import fastkafka._net.network as network
+    import fastkafka._net.failpoints as failpoints
     import fastkafka._producer.sender as sender
 
     armed = {"api_versions": 1, "metadata": 1, "produce": 1, "read": 1}
@@ -220,7 +220,7 @@ def raising_handlers():
         if stage == "produce_response" and once("produce"):
             raise RuntimeError("injected: Produce answer handling")
 
-    network.set_failpoint(stage_fails)
+    failpoints.set_network_failpoint(stage_fails)
     netcore.cluster_from_response = meta
     sender.set_failpoint(produce_answer_fails)
     assert cluster_mod  # the module the client imports cluster_from_response from

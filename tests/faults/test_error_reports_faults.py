@@ -2,7 +2,7 @@
 transition and rate-limited: against the in-process fault broker (every broker down and back, a
 failed SASL authentication, ApiVersions without Produce) and librdkafka's mock cluster (a fenced
 transactional producer, a transaction that must be aborted, InitProducerId refused). The rate limit
-and the transitions with time passed in: tests/unit/fastkafka/core/test_error_reports.py.
+and the transitions with time passed in: tests/unit/fastkafka/_producer/test_error_reports.py.
 
 Waits are bounded polls for a state (never a sleep that asserts speed)."""
 from __future__ import annotations

@@ -701,6 +701,7 @@ def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch, requ
     """connect_ex may return 0 at once (loopback); the client must go on to the handshake without
     waiting for a connect event that never comes."""
     import socket as socket_mod
+    import fastkafka._net.failpoints as failpoints
     import fastkafka._net.network as network
     fb.create_topic("t", 1)
 
@@ -719,8 +720,8 @@ def test_loopback_connect_completes_at_once(fb, make_producer, monkeypatch, requ
             paths.append(conn.state)
 
     monkeypatch.setattr(socket_mod.socket, "connect_ex", connect_ex)
-    network.set_failpoint(spy)
-    request.addfinalizer(lambda: network.set_failpoint(None))
+    failpoints.set_network_failpoint(spy)
+    request.addfinalizer(lambda: failpoints.set_network_failpoint(None))
     p = make_producer(fb)
     assert p.send("t", b"x").get(10).offset == 0
     assert paths and all(s is network.State.DISCONNECTED for s in paths)  # the immediate path

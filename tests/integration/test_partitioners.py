@@ -18,7 +18,7 @@ from fastkafka._producer.partitioner import PARTITIONERS, java_partition, key_pa
 from brokers import read_back, unique_name
 
 # 200 keys, a few empty ones, a null one, and a key whose FNV-1a is 0x80000000 (no positive int32
-# absolute value: tests/unit/fastkafka/core/test_partitioner.py).
+# absolute value: tests/unit/fastkafka/_producer/test_partitioner.py).
 KEYS = ([b"key-%d" % i for i in range(200)] + [b""] * 3 + [None, b"\x02W\x96\xdfM"]
         + [b"user:%d" % (i * 7919) for i in range(20)])
 PATHS = ("send", "produce", "list", "arrow")

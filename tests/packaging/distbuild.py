@@ -202,6 +202,26 @@ class Dist:
 
 
 # ------------------------------------------------------------------------------ reading artefacts
+def add_test_modules(site_packages: Path, work: Path, target: str) -> list[str]:
+    """The test-only compiled modules (setup.py's TEST_MODULES, in no wheel) compiled for ``target``
+    (``cp314-x86_64``) by ``scripts/wheel.sh --test-modules`` into ``work``, and put into the package
+    installed in ``site_packages``, for a test run against an installed wheel; their names."""
+    from seam_modules import TEST_MODULES            # tests/ (on sys.path in the test session)
+
+    r = subprocess.run(["bash", str(WHEEL_SH), "--test-modules", "--targets", target, "--outdir", str(work)],
+                       cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    assert r.returncode == 0, f"wheel.sh --test-modules failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    built = sorted((work / target).rglob("*.so"))
+    names = sorted(p.relative_to(work / target).as_posix().split(".cpython-")[0].replace("/", ".")
+                   for p in built)
+    assert names == sorted(TEST_MODULES), f"wheel.sh --test-modules made {names}"
+    for p in built:
+        dest = site_packages / p.relative_to(work / target)
+        assert dest.parent.is_dir(), f"the installed wheel has no {dest.parent}"
+        shutil.copy2(p, dest)
+    return names
+
+
 def wheel_names(path: Path) -> list[str]:
     with zipfile.ZipFile(path) as z:
         return z.namelist()

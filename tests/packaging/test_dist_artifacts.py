@@ -5,6 +5,7 @@ sdist and the wheel of every tested (CPython, architecture) from it.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import tarfile
@@ -45,6 +46,29 @@ def _sources(*patterns: str) -> set[str]:
 
 def _pyx_modules() -> set[str]:
     return {p[:-len(".pyx")].replace("/", ".") for p in _sources("*.pyx")}
+
+
+def _setup():
+    """setup.py as a module (importing it builds nothing)."""
+    spec = importlib.util.spec_from_file_location("fastkafka_setup", REPO / "setup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# The compiled modules only the tests use: built with FASTKAFKA_TEST_MODULES=1, never in a wheel.
+TEST_MODULES = frozenset(_setup().TEST_MODULES)
+
+
+def test_the_test_only_modules_are_known_to_setup_and_to_the_tests():
+    import seam_modules
+
+    assert TEST_MODULES, "setup.py names no test-only module"
+    assert TEST_MODULES == set(seam_modules.TEST_MODULES), "setup.py's TEST_MODULES vs tests/seam_modules.py's"
+    assert TEST_MODULES <= _pyx_modules(), "a test-only module that is no .pyx of the tree"
+    setup = _setup()
+    assert not TEST_MODULES & {e.name for e in setup.extensions(test_modules=False)}
+    assert TEST_MODULES <= {e.name for e in setup.extensions(test_modules=True)}
 
 
 # ------------------------------------------------------------------------------------ sdist
@@ -109,7 +133,11 @@ def test_wheel_is_manylinux_and_complete(dist, target):
     names = set(wheel_names(built.wheel))
     so = {n for n in names if n.endswith(".so")}
     modules = {n.split(".cpython-")[0].replace("/", ".") for n in so}
-    assert modules == _pyx_modules(), "compiled modules of the wheel vs the .pyx files"
+    assert modules == _pyx_modules() - TEST_MODULES, "compiled modules of the wheel vs the .pyx files"
+    # no test-only module, nor its contract or stubs
+    for test_module in sorted(TEST_MODULES):
+        path = test_module.replace(".", "/")
+        assert not [n for n in names if n.startswith(path + ".")], f"the wheel carries {test_module}"
     assert all(f".cpython-{cp[2:]}-{arch}-linux-gnu.so" in n for n in so), so
     for needed in ("fastkafka/__init__.py", "fastkafka/py.typed", "fastkafka/producer.py",
                    "fastkafka/_producer/sendpath.pyi", "fastkafka/_producer/sendpath.pxd",

@@ -9,7 +9,10 @@ unstable root of buildtools/roots.py (``sid-amd64``, Debian's python3.14).
   and the root's interpreter): python3.14's venv holding the project's dependencies and its
   ``test`` extra, nothing of the project itself.
 * Per run: a fresh copy of that venv (hard links: instant, and the cached venv is never written),
-  into which ``pip install --no-deps`` puts the session's cp314 wheel, then ``pip check``.
+  into which ``pip install --no-deps`` puts the session's cp314 wheel, then ``pip check``. Beside
+  the installed package go the test-only compiled modules (setup.py's ``TEST_MODULES``, which no
+  wheel carries), compiled for cp314 as the wheel's modules are (``scripts/wheel.sh
+  --test-modules``); the run must load every one of them.
 * The tests (and docs/, which some compare with, and fastkafka_tools, the brokers and certificates
   the tests use, which the wheel does not ship) come from the checkout, copied outside the
   repository with pyproject.toml's pytest settings, so that ``import fastkafka`` can only find
@@ -35,7 +38,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from distbuild import BUILD_TIMEOUT_S, REPO, pyproject, pyproject_text
+from distbuild import BUILD_TIMEOUT_S, REPO, add_test_modules, pyproject, pyproject_text
 
 from buildtools import roots
 from fastkafka_tools.apachekafka import _file_lock, cache_root, ensure_jars
@@ -57,15 +60,15 @@ EXCLUDED = {
     "tests/unit/fastkafka/test_version.py::test_version_is_the_distributions":
         "reads pyproject.toml beside the package (the checkout's layout); test_wheel_install "
         "checks the installed wheel's version",
-    "tests/unit/fastkafka/core/test_module_contracts.py::test_every_compiled_module_has_a_pxd_contract":
+    "tests/unit/fastkafka/test_module_contracts.py::test_every_compiled_module_has_a_pxd_contract":
         _NO_SOURCES,
-    "tests/unit/fastkafka/core/test_router.py::test_the_router_is_the_only_maker_of_unknown_partition_error":
+    "tests/unit/fastkafka/_producer/test_router.py::test_the_router_is_the_only_maker_of_unknown_partition_error":
         _NO_SOURCES,
     "tests/unit/fastkafka/test_contracts.py::test_every_long_file_listed_is_still_long_and_has_a_reason":
         _NO_SOURCES,
     "tests/unit/fastkafka/test_contracts.py::test_links_to_internals_name_a_heading":
         "reads docs/internals.md of the checkout",
-    "tests/unit/fastkafka/wire/test_crc32c_c.py":
+    "tests/unit/fastkafka/_wire/test_crc32c_c.py":
         "compiles the checkout's C source (fastkafka/_wire/crc32c_impl.c) into test programs with "
         "the host's compilers and qemu: not the wheel's code, nor Python's",
     "tests/unit/test_repo_hygiene.py::test_no_tracked_file_names_a_machine_path":
@@ -237,6 +240,9 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         in_root([py, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-index",
                  "--no-deps", run / wheel.name], binds=[run], what="pip install --no-deps of the wheel")
         in_root([py, "-m", "pip", "check"], binds=[run], what="pip check (the wheel's requirements)")
+        site = in_root([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], binds=[run],
+                       what="the venv's site-packages").strip().splitlines()[-1]
+        test_modules = add_test_modules(Path(site), run / "test-modules", f"cp{VERSION.replace('.', '')}-x86_64")
 
         suite = run / "suite"
         # docs: tests compare the layers with their documentation; fastkafka_tools: the tests' brokers
@@ -278,6 +284,8 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         assert "suite314 guard: fastkafka" in text, text[-3000:]
         report = json.loads((run / "guard.json").read_text())
         assert report["strays"] == [], report["strays"]
+        assert set(test_modules) <= set(report["loaded"]), \
+            f"test-only modules the run never loaded: {sorted(set(test_modules) - set(report['loaded']))}"
         unused = [p for p in EXCLUDED if not any(n.startswith(p) for n in report["deselected"])]
         assert unused == [], f"EXCLUDED entries that match no test: {unused}"
         c = counts(junit)

@@ -28,10 +28,11 @@ from pathlib import Path
 
 import pytest
 from brokers import read_back, unique_name
-from distbuild import (DIST_NAME, IMPORT_AS, REPO, ROOT_OF, claimed_versions, project_version,
-                       require_cpython, targets_under_test)
+from distbuild import (DIST_NAME, IMPORT_AS, REPO, ROOT_OF, add_test_modules, claimed_versions,
+                       project_version, require_cpython, targets_under_test)
 
 from buildtools import roots
+from seam_modules import TEST_MODULES
 
 pytestmark = pytest.mark.timeout(2400)     # the first test of a version waits for its wheel's build
 
@@ -162,9 +163,11 @@ def run(cmd: list[str], *, env: dict, cwd: Path, timeout: float, input: str | No
 
 
 def compiled_modules() -> list[str]:
-    """The dotted names of the Cython modules (setup.py compiles every .pyx of these packages)."""
-    return sorted(p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
-                  for pkg in ("fastkafka", "spark_sink") for p in (REPO / pkg).rglob("*.pyx"))
+    """The dotted names of the Cython modules a wheel carries (setup.py compiles every .pyx of these
+    packages; the test-only ones are in no wheel)."""
+    names = (p.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
+             for pkg in ("fastkafka", "spark_sink") for p in (REPO / pkg).rglob("*.pyx"))
+    return sorted(n for n in names if n not in TEST_MODULES)
 
 
 class Venv:
@@ -321,8 +324,8 @@ def test_installed_wheel_refuses_other_platforms(target, platform, installed):
 
 # The wire layer's unit tests (CRC-32C, records, varints, codecs) run on the aarch64 wheel under qemu.
 # Left out: test_crc32c_c.py compiles its C harness with zig on the host and runs the aarch64 build
-# under qemu itself (tests/unit/fastkafka/wire/test_crc32c_c.py), so it has nothing to do here.
-WIRE_TESTS = REPO / "tests" / "unit" / "fastkafka" / "wire"
+# under qemu itself (tests/unit/fastkafka/_wire/test_crc32c_c.py), so it has nothing to do here.
+WIRE_TESTS = REPO / "tests" / "unit" / "fastkafka" / "_wire"
 WIRE_HELPERS = ("reference_records.py", "cpucaps.py")          # modules of tests/ the wire tests import
 WIRE_LEFT_OUT = ("test_crc32c_c.py",)
 
@@ -334,6 +337,10 @@ def test_aarch64_wire_unit_tests_under_emulation(installed):
              "pytest>=8", "hypothesis>=6.100", "crc32c>=2.4", "kafka-python>=2.0.3", "aiokafka>=0.11"],
             timeout=PIP_TIMEOUT_S,
             what="pip install of the wire tests' requirements under emulation")
+    # the test-only compiled modules some wire tests use, built for the target beside its wheel
+    site = env.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], timeout=300,
+                   what="the venv's site-packages").stdout.strip().splitlines()[-1]
+    add_test_modules(env.host_path(Path(site)), env.inside / "test-modules", "cp311-aarch64")
     work = env.inside / "wire-tests"            # seen from the host; inside the root: under its tmp
     inside = Path("/tmp") / env.inside.name / "wire-tests"
     shutil.rmtree(work, ignore_errors=True)

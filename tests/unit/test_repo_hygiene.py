@@ -173,3 +173,59 @@ def test_walk_fallback_lists_the_tree_without_git():
     if tracked is not None:       # every tracked file that exists is found by the walk too
         missing = [p for p in tracked if os.path.isfile(os.path.join(ROOT, p)) and p not in walked]
         assert missing == []
+
+
+# ------------------------------------------------------------------ test folders mirror the sources
+# The rule (tests/conftest.py): every folder under tests/unit/ is named after a source package, by
+# its path: tests/unit/<package>/<subpackage>/... for the package folder <package>/<subpackage>/
+# (its __init__.py present), underscores and all.
+def _package_dir(name: str) -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def mirror_strays(unit_dir: str, package_dir=_package_dir) -> list[str]:
+    """The folders under ``unit_dir`` that name no source package folder (repository-relative to
+    ``unit_dir``), each with what it should mirror."""
+    strays = []
+    for dirpath, dirnames, _files in os.walk(unit_dir):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        rel = os.path.relpath(dirpath, unit_dir)
+        if rel == ".":
+            continue
+        parts = rel.split(os.sep)
+        top = package_dir(parts[0])
+        if top is None:
+            strays.append(f"{rel}: no source package {parts[0]!r}")
+            continue
+        src = os.path.join(top, *parts[1:])
+        if not os.path.isfile(os.path.join(src, "__init__.py")):
+            strays.append(f"{rel}: no package folder {'/'.join(parts)}/ in the sources")
+    return strays
+
+
+def test_unit_test_folders_mirror_the_source_packages():
+    unit = os.path.join(ROOT, "tests", "unit")
+    assert os.path.isdir(os.path.join(unit, "fastkafka"))
+    assert mirror_strays(unit) == []
+
+
+def test_mirror_check_flags_a_folder_of_no_package(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg" / "_sub").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "_sub" / "__init__.py").write_text("")
+    (src / "pkg" / "data").mkdir()                      # a folder, but no package
+    unit = tmp_path / "unit"
+    for d in ("pkg/_sub", "pkg/sub", "pkg/data", "pkg/core", "other"):
+        (unit / d).mkdir(parents=True)
+
+    def locate(name):
+        return str(src / name) if (src / name / "__init__.py").exists() else None
+
+    strays = mirror_strays(str(unit), locate)
+    assert sorted(s.split(":")[0] for s in strays) == ["other", "pkg/core", "pkg/data", "pkg/sub"]

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass
 
 from fastkafka._net.cluster import BrokerInfo, Cluster, Metadata, PartitionInfo, TopicInfo
-from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey, decode_request, encode_response
+from faultbroker.protocol import decode_request, encode_response
+from fastkafka.protocol import SUPPORTED_VERSIONS, ApiKey
 
 __all__ = ["FakeClock", "make_cluster", "make_metadata", "ScriptedBroker", "Peer", "Request",
            "api_versions_body", "metadata_body", "wait_for"]

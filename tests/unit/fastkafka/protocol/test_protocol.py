@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kafka.protocol.schemas as kp_schemas
+from faultbroker.protocol import decode_request, encode_response
 from fastkafka import protocol as P
 from fastkafka.errors import CorruptFrameError, KafkaError, NetworkError, UnsupportedVersionError
 from fastkafka.protocol import ApiKey, SUPPORTED_VERSIONS, codec, messages
@@ -254,7 +255,7 @@ def test_request_round_trip(api, version, data):
     frame = P.encode_request(api, version, corr, client_id, body)
     raw = _join(frame)
     assert struct.unpack(">i", raw[:4])[0] == len(raw) - 4
-    header, decoded = P.decode_request(raw[4:])
+    header, decoded = decode_request(raw[4:])
     assert header == {"api_key": api, "api_version": version, "correlation_id": corr, "client_id": client_id}
     assert decoded == with_defaults(msg.fields, version, body)
 
@@ -268,22 +269,22 @@ def test_response_round_trip(api, version, data):
     if api == ApiKey.API_VERSIONS and body["error_code"] == 35:
         body["error_code"] = 0  # 35 switches to the v0 fallback format (tested separately)
     corr = data.draw(st.integers(-(1 << 31), (1 << 31) - 1))
-    raw = P.encode_response(api, version, corr, body)
+    raw = encode_response(api, version, corr, body)
     assert struct.unpack(">i", raw[:4])[0] == len(raw) - 4
     got_corr, decoded = P.decode_response(api, version, raw[4:])
     assert got_corr == corr
     assert decoded == with_defaults(msg.fields, version, body)
     # the decoded body encodes to the same bytes
-    assert P.encode_response(api, version, corr, decoded) == raw
+    assert encode_response(api, version, corr, decoded) == raw
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)
 def test_empty_bodies_take_schema_defaults(api, version):
     msg = messages.REQUESTS[api]
-    _, body = P.decode_request(_join(P.encode_request(api, version, 5, "x", {}))[4:])
+    _, body = decode_request(_join(P.encode_request(api, version, 5, "x", {}))[4:])
     assert body == with_defaults(msg.fields, version, {})
     rmsg = messages.RESPONSES[api]
-    corr, rbody = P.decode_response(api, version, P.encode_response(api, version, 6, {})[4:])
+    corr, rbody = P.decode_response(api, version, encode_response(api, version, 6, {})[4:])
     assert corr == 6
     assert rbody == with_defaults(rmsg.fields, version, {})
 
@@ -339,7 +340,7 @@ def test_records_passed_by_reference_and_lists_summed():
         assert len(frame) == 1 + 4 + 3  # head, 4 refs, glue after [a,b], glue after c, tail
         raw = _join(frame)
         assert struct.unpack(">i", raw[:4])[0] == len(raw) - 4
-        _, got = P.decode_request(raw[4:])
+        _, got = decode_request(raw[4:])
         parts = [p["records"] for t in got["topic_data"] for p in t["partition_data"]]
         assert parts == [bytes(a) + bytes(b), bytes(c), bytes(d), None, b""]
 
@@ -348,7 +349,7 @@ def test_request_fields_not_in_version_are_ignored():
     body = {"transactional_id": "tx", "acks": 1, "timeout_ms": 5, "topic_data": []}
     # v3 has transactional_id; Metadata v1 lacks allow_auto_topic_creation (4+)
     raw = _join(P.encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": None, "allow_auto_topic_creation": False}))
-    _, got = P.decode_request(raw[4:])
+    _, got = decode_request(raw[4:])
     assert got["topics"] is None and got["allow_auto_topic_creation"] is True  # default: absent in v1
     raw3 = _join(P.encode_request(ApiKey.PRODUCE, 3, 1, "c", body))
     assert b"tx" in raw3
@@ -495,7 +496,7 @@ def test_response_bytes_equal_kafka_python(api, version, data):
     # kafka-python's response-header encoder needs request context: compare the bodies, and check
     # our header separately (size, correlation id, tagged fields for flexible non-ApiVersions).
     theirs_body = bytes(kp_resp.encode(version=version))
-    ours = P.encode_response(api, version, -5, body)
+    ours = encode_response(api, version, -5, body)
     hdr = struct.pack(">i", -5) + (b"\x00" if P.response_header_version(api, version) == 1 else b"")
     assert ours[:4] == struct.pack(">i", len(ours) - 4)
     assert ours[4:4 + len(hdr)] == hdr
@@ -557,7 +558,7 @@ def test_kafka_python_old_classes_produce_v3_v7_and_metadata():
 
 # ------------------------------------------------------------------------ ApiVersions fallback
 def test_api_versions_unsupported_version_fallback_decodes_v0_body():
-    raw = P.encode_response(ApiKey.API_VERSIONS, 0, 11, {
+    raw = encode_response(ApiKey.API_VERSIONS, 0, 11, {
         "error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]})
     for asked in (1, 2, 3):
         corr, body = P.decode_response(ApiKey.API_VERSIONS, asked, raw[4:])
@@ -580,7 +581,7 @@ def test_api_versions_v3_top_level_tagged_fields_any_order():
         "finalized_features": [{"name": "metadata.version", "max_version_level": 20, "min_version_level": 20}],
         "zk_migration_ready": True,
     }
-    raw = P.encode_response(ApiKey.API_VERSIONS, 3, 1, body)
+    raw = encode_response(ApiKey.API_VERSIONS, 3, 1, body)
     _, got = P.decode_response(ApiKey.API_VERSIONS, 3, raw[4:])
     assert got == body
     # header v0 for ApiVersions even when flexible: correlation id then the body's error code
@@ -621,9 +622,9 @@ def test_unknown_tagged_fields_are_skipped():
 
 def test_known_tagged_field_emitted_only_when_not_default():
     base = {"topics": [{"name": "t", "error_code": 0, "num_partitions": 1, "replication_factor": 1}]}
-    raw_default = P.encode_response(ApiKey.CREATE_TOPICS, 5, 1, base)
+    raw_default = encode_response(ApiKey.CREATE_TOPICS, 5, 1, base)
     tagged = {"topics": [dict(base["topics"][0], topic_config_error_code=40)]}
-    raw_tagged = P.encode_response(ApiKey.CREATE_TOPICS, 5, 1, tagged)
+    raw_tagged = encode_response(ApiKey.CREATE_TOPICS, 5, 1, tagged)
     assert len(raw_tagged) == len(raw_default) + 4  # tag, size, int16
     _, got = P.decode_response(ApiKey.CREATE_TOPICS, 5, raw_tagged[4:])
     assert got["topics"][0]["topic_config_error_code"] == 40
@@ -633,7 +634,7 @@ def test_known_tagged_field_emitted_only_when_not_default():
 
 def test_tagged_field_with_wrong_size_is_corrupt():
     # ProduceResponse v10, node_endpoints (tag 0) claims 3 bytes but its content is longer
-    good = P.encode_response(ApiKey.PRODUCE, 10, 1, {
+    good = encode_response(ApiKey.PRODUCE, 10, 1, {
         "responses": [], "node_endpoints": [{"node_id": 1, "host": "h", "port": 1}]})[4:]
     # find the top-level tagged section: after corr(4)+hdr tags(1)+responses(1)+throttle(4)
     assert good[10] == 1 and good[11] == 0  # one tagged field, tag 0
@@ -648,7 +649,7 @@ def _sample_response(api, version):
     body = _fill(msg.fields, version)
     if api == ApiKey.API_VERSIONS:
         body["error_code"] = 0
-    return P.encode_response(api, version, 99, body)[4:]
+    return encode_response(api, version, 99, body)[4:]
 
 
 def _fill(fields, version):
@@ -689,7 +690,7 @@ def test_every_request_truncation_raises_corrupt_frame(api, version):
     raw = _join(P.encode_request(api, version, 3, "c", body))[4:]
     for cut in range(len(raw)):
         with pytest.raises(CorruptFrameError):
-            P.decode_request(raw[:cut])
+            decode_request(raw[:cut])
 
 
 @settings(max_examples=300, deadline=None)
@@ -715,7 +716,7 @@ def test_huge_array_count_does_not_allocate():
 def test_decode_request_unknown_version_keeps_header():
     raw = struct.pack(">hhi", 18, 9, 55) + b"\x00\x01c" + b"\x00" + b"\x00"
     with pytest.raises(UnsupportedVersionError) as ei:
-        P.decode_request(raw)
+        decode_request(raw)
     assert ei.value.header == {"api_key": 18, "api_version": 9, "correlation_id": 55, "client_id": "c"}
 
 

@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from faultbroker.protocol import decode_request, encode_response
 from fastkafka import protocol as P
 from fastkafka.protocol import ApiKey
 
@@ -31,7 +32,7 @@ def _request_body(frame, api, version, client_id=b"c") -> bytes:
 def test_sasl_handshake_request_layout(version):
     frame = P.encode_request(ApiKey.SASL_HANDSHAKE, version, 5, "c", {"mechanism": "SCRAM-SHA-256"})
     assert _request_body(frame, 17, version) == b"\x00\x0dSCRAM-SHA-256"
-    header, body = P.decode_request(_payload(frame))
+    header, body = decode_request(_payload(frame))
     assert header["api_key"] == 17 and header["api_version"] == version
     assert body == {"mechanism": "SCRAM-SHA-256"}
 
@@ -43,7 +44,7 @@ def test_sasl_handshake_response_layout(version):
     corr, body = P.decode_response(ApiKey.SASL_HANDSHAKE, version, raw)
     assert corr == 9
     assert body == {"error_code": 33, "mechanisms": ["PLAIN", "OAUTHBEARER"]}
-    framed = P.encode_response(ApiKey.SASL_HANDSHAKE, version, 9, body)
+    framed = encode_response(ApiKey.SASL_HANDSHAKE, version, 9, body)
     assert framed[4:] == raw
 
 
@@ -56,7 +57,7 @@ def test_sasl_authenticate_request_layout(version):
         assert body == struct.pack(">i", len(token)) + token
     else:   # compact bytes (uvarint length + 1) and an empty tag section
         assert body == bytes([len(token) + 1]) + token + b"\x00"
-    _, decoded = P.decode_request(_payload(frame))
+    _, decoded = decode_request(_payload(frame))
     assert decoded == {"auth_bytes": token}
 
 
@@ -76,7 +77,7 @@ def test_sasl_authenticate_response_layout(version):
     assert body["error_code"] == 58 and body["error_message"] == "bad"
     assert bytes(body["auth_bytes"]) == b"v="
     assert body["session_lifetime_ms"] == (0 if version == 0 else 3_600_000)
-    assert P.encode_response(ApiKey.SASL_AUTHENTICATE, version, 3, body)[4:] == raw + tail
+    assert encode_response(ApiKey.SASL_AUTHENTICATE, version, 3, body)[4:] == raw + tail
 
 
 def test_sasl_authenticate_response_null_error_message():

@@ -17,10 +17,11 @@ import struct
 
 import pytest
 
+from faultbroker.protocol import encode_response
 from fastkafka.protocol.produce_codec import ProduceCodec
 from fastkafka._producer.testing import parse_answer as parse
 from fastkafka.errors import CorruptFrameError, UnsupportedVersionError
-from fastkafka.protocol import ApiKey, encode_response
+from fastkafka.protocol import ApiKey
 
 CODEC = ProduceCodec()
 VERSIONS = list(range(3, 12))

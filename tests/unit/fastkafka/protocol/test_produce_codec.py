@@ -14,6 +14,7 @@ import types
 
 import pytest
 
+from faultbroker.protocol import encode_response
 from fastkafka import errors
 from sockless import SocklessClient
 from fastkafka._producer.accumulator import RecordAccumulator
@@ -21,7 +22,7 @@ from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.protocol.produce_codec import ProduceCodec, ProduceResult
 from fastkafka.errors import CorruptFrameError, UnsupportedVersionError
 from fastkafka.protocol import (SUPPORTED_VERSIONS, ApiKey, codec, decode_response, encode_request,
-                                encode_response, messages)
+                                messages)
 from fastkafka.protocol.schema import Field as F
 
 CODEC = ProduceCodec()

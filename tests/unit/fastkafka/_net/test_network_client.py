@@ -21,7 +21,7 @@ import pytest
 
 from fastkafka._net.cluster import Metadata
 from fastkafka._net.connection import State
-from fastkafka._net import network
+from fastkafka._net import failpoints, network
 from fastkafka._net.network import NetworkClient
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import (CorrelationIdMismatchError, DisconnectedError,
@@ -487,13 +487,13 @@ def test_a_failure_while_handling_a_connection_closes_only_that_connection(
         if stage == "read":
             raise RuntimeError("decoder bug")
 
-    network.set_failpoint(fail)
+    failpoints.set_network_failpoint(fail)
     try:
         with caplog.at_level(logging.ERROR, logger="fastkafka"):
             peer.answer(a, metadata_body({}))
             wait_for(lambda: len(res.got) == 2, pump(client))
     finally:
-        network.set_failpoint(None)
+        failpoints.set_network_failpoint(None)
     assert res.tags() == ["a", "b"]
     assert all(isinstance(e, InvalidBrokerResponseError) and "RuntimeError: decoder bug" in str(e)
                for e in res.errors())
@@ -710,3 +710,9 @@ def test_rebootstrap_after_every_known_broker_failed_for_the_trigger_time(broker
         assert md.cluster.broker(1).port == broker.port
     finally:
         client.close()
+
+
+def test_a_network_failpoint_is_a_callable_or_none():
+    with pytest.raises(TypeError, match="a failpoint is a callable"):
+        failpoints.set_network_failpoint(42)
+    failpoints.set_network_failpoint(None)

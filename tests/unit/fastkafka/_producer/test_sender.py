@@ -13,7 +13,8 @@ from fastkafka import errors
 from fastkafka._producer.accumulator import RecordAccumulator
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.sender import Sender
-from fastkafka.protocol import ApiKey, decode_request, encode_response
+from faultbroker.protocol import decode_request, encode_response
+from fastkafka.protocol import ApiKey
 from sockless import SocklessClient
 
 LINGER, BACKOFF, DELIVERY = 5, 100, 10_000

@@ -16,7 +16,7 @@ from fastkafka._producer.bufferpool import BufferPool, pool_counters
 from fastkafka._wire.records import BatchBuilder, buffer_counters
 from live_resources import LiveResourceLeak, check_released
 
-# tests/ (this file is tests/unit/fastkafka/core/test_live_resources.py) and the repository
+# tests/ (this file is tests/unit/fastkafka/_producer/test_live_resources.py) and the repository
 TESTS = next(str(p) for p in pathlib.Path(__file__).resolve().parents if p.name == "tests")
 ROOT = os.path.dirname(TESTS)
 

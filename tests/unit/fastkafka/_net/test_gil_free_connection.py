@@ -17,6 +17,7 @@ import pytest
 
 from faultbroker import (FaultBroker, disconnect_before_response, no_response, rewrite_response,
                          wrong_correlation_id)
+from faultbroker.protocol import encode_response
 from fastkafka.protocol.produce_codec import ProduceCodec, ProduceResult
 from fastkafka._producer.testing import send_produce
 from fastkafka._net.transport import SendQueue
@@ -26,7 +27,7 @@ from fastkafka.errors import (CorrelationIdMismatchError, CorruptFrameError, Dis
                               RequestTimedOutError)
 from fastkafka._net.connection import Connection, ProduceRequest, State
 from fastkafka._net.network import NetworkClient
-from fastkafka.protocol import ApiKey, encode_response
+from fastkafka.protocol import ApiKey
 
 pytestmark = pytest.mark.faultbroker
 

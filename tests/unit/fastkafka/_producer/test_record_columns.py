@@ -22,7 +22,7 @@ from fastkafka._producer.accumulator import BatchFuture
 from fastkafka._producer.columns import read_record_headers, read_timestamps
 from fastkafka.errors import InvalidRecordError, MalformedRecordError, RecordTooLargeError
 
-from unit.fastkafka.core.test_columns import make_acc, records_of
+from unit.fastkafka._producer.test_columns import make_acc, records_of
 
 HDR = pa.struct([("key", pa.string()), ("value", pa.binary())])
 

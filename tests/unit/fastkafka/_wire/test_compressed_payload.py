@@ -25,7 +25,7 @@ CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 @pytest.fixture(autouse=True)
 def python_codecs():
     """The Python codecs of fastkafka._wire.compression for the builders made in the test (their C
-    libraries turned off meanwhile): a payload kept apart is what the Python codecs return (the C codecs write after the header, tests/unit/fastkafka/wire/test_ccodecs.py)."""
+    libraries turned off meanwhile): a payload kept apart is what the Python codecs return (the C codecs write after the header, tests/unit/fastkafka/_wire/test_ccodecs.py)."""
     from fastkafka._wire import ccodecs
     names = ("gzip", "snappy", "lz4", "zstd")
     was = {c: ccodecs.in_c(c) for c in names}
