@@ -37,7 +37,7 @@ def target_id(t) -> str:
 def _sources(*patterns: str) -> set[str]:
     """Source files of the work tree (repository-relative) that a build needs."""
     out = set()
-    for pkg in ("fastkafka", "spark_sink", "fastkafka_tools"):
+    for pkg in ("fastkafka", "spark_sink"):     # fastkafka_tools stays in the source tree
         for pattern in patterns:
             out |= {p.relative_to(REPO).as_posix() for p in (REPO / pkg).rglob(pattern)
                     if "__pycache__" not in p.parts}
@@ -80,14 +80,15 @@ def test_sdist_has_the_build_sources_and_no_generated_files(dist):
     names = set(sdist_names(dist.get_sdist()))
     needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "MANIFEST.in",
               "fastkafka/_wire/crc32c_impl.h", "fastkafka/_wire/ccodecs_impl.h",
-              "fastkafka/py.typed"} | C_SOURCES
+              "fastkafka/py.typed", "pyspark_fastkafka.py"} | C_SOURCES
     needed |= _sources("*.py", "*.pyx", "*.pxd", "*.pxi", "*.pyi", "*.h", "*.xml")
     assert needed - names == set(), "missing from the sdist"
     assert {"fastkafka/_producer/sendpath.pyx", "fastkafka/_net/mutex.pxd"} <= names
     generated = sorted(n for n in names if n.endswith((".so", ".o", ".pyc", ".pyd", ".html"))
                        or (n.endswith(".c") and n not in C_SOURCES))
     assert generated == [], "generated files in the sdist"
-    assert not any(n.startswith(("tests/", "bench/", "build/", "dist/", ".venv/", "docs/")) for n in names)
+    assert not any(n.startswith(("tests/", "bench/", "build/", "dist/", ".venv/", "docs/",
+                                 "fastkafka_tools/")) for n in names)
 
 
 def test_sdist_metadata(dist):
@@ -141,13 +142,12 @@ def test_wheel_is_manylinux_and_complete(dist, target):
     assert all(f".cpython-{cp[2:]}-{arch}-linux-gnu.so" in n for n in so), so
     for needed in ("fastkafka/__init__.py", "fastkafka/py.typed", "fastkafka/producer.py",
                    "fastkafka/_producer/sendpath.pyi", "fastkafka/_producer/sendpath.pxd",
-                   "spark_sink/__init__.py", "spark_sink/datasource.py",
-                   "fastkafka_tools/__init__.py", "fastkafka_tools/perf.py",
-                   "fastkafka_tools/rig/broker-pom.xml", "fastkafka_tools/rig/log4j2.xml"):
+                   "spark_sink/__init__.py", "spark_sink/datasource.py", "spark_sink/py.typed",
+                   "pyspark_fastkafka.py"):
         assert needed in names, needed
     dist_info = f"fastkafka_producer-{project_version()}.dist-info/"
     assert dist_info + "licenses/LICENSE" in names
-    assert dist_info + "entry_points.txt" in names
+    assert dist_info + "entry_points.txt" not in names, "the wheel installs no command"
     # the wheel carries compiled modules, not what made them; nothing of the tests or benchmarks
     assert not [n for n in names if n.endswith((".pyx", ".c", ".o"))]
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]
