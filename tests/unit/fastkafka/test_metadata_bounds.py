@@ -18,7 +18,8 @@ from fastkafka._net.cluster import cluster_from_response
 from fastkafka._net.metadata_answer import LargeMetadataAnswer, MetadataCodec, MetadataDecodeJob
 from fastkafka.aio import AsyncProducer
 from fastkafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
-from fastkafka.protocol import ApiKey, decode_request, decode_response, encode_response
+from fastkafka.protocol import ApiKey, decode_response
+from faultbroker.protocol import decode_request, encode_response
 
 MILLION = 1_000_000
 
@@ -293,7 +294,7 @@ def test_async_send_to_unknown_topic(no_autocreate, caplog):
 
 
 def test_confluent_setting_maps_to_the_producer_setting():
-    from fastkafka.compat._confluent_config import translate
+    from fastkafka.compat.confluent._config import translate
     out = translate({"bootstrap.servers": "h:1", "topic.metadata.propagation.max.ms": 1234})
     settings = out[0] if isinstance(out, tuple) else out
     assert settings["topic_metadata_propagation_max_ms"] == 1234
