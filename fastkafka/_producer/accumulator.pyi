@@ -1,10 +1,6 @@
 from typing import Any, Callable, Optional, Sequence
 
-from fastkafka._producer.batch import (BatchFuture as BatchFuture,
-                                   FutureRecordMetadata as FutureRecordMetadata,
-                                   ProducerBatch as ProducerBatch, RecordMetadata as RecordMetadata,
-                                   register_io_thread as register_io_thread,
-                                   unregister_io_thread as unregister_io_thread)
+from fastkafka._producer.batch import BatchFuture, FutureRecordMetadata, ProducerBatch
 from fastkafka._producer.bufferpool import BufferPool
 
 NO_DEADLINE: int

@@ -1,6 +1,7 @@
 from typing import Any, Callable, Mapping, Sequence
 
-from .accumulator import FutureRecordMetadata, RecordAccumulator
+from .accumulator import RecordAccumulator
+from .batch import FutureRecordMetadata
 from .router import Router
 
 REQUEST_OVERHEAD: int

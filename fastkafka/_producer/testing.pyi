@@ -1,6 +1,7 @@
 from typing import Any, Sequence
 
-from fastkafka._producer.accumulator import ProducerBatch, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import ProducerBatch
 from fastkafka._net.ioloop import Poller
 from fastkafka._net.network import NetworkClient
 

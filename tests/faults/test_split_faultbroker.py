@@ -20,7 +20,8 @@ import pytest
 
 from faultbroker import delay, parse_batches, partition_error
 from fastkafka import Producer
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.errors import KafkaError, MessageTooLargeError, RecordListTooLargeError
 from fastkafka.protocol import ApiKey
@@ -120,9 +121,6 @@ def incompressible(n, size=100, tag=b"r"):
 class OneNode:
     def leader_for(self, topic, partition):
         return 1
-
-    def partitions_for_node(self, node):
-        return [("t", 0)]
 
 
 def accumulator(batch_size=1 << 16, codec=0):

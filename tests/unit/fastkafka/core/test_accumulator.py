@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from fastkafka._producer.accumulator import (
-    NO_DEADLINE, PARTITION_STICKY, BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata,
-)
+from fastkafka._producer.accumulator import NO_DEADLINE, PARTITION_STICKY, RecordAccumulator
+from fastkafka._producer.batch import BatchFuture, FutureRecordMetadata, RecordMetadata
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.partitioner import java_partition, partitions_for_keys
 from fastkafka.errors import (
@@ -30,16 +29,13 @@ DELIVERY = 1000
 
 
 class Cluster:
-    """leader_for / partitions_for_node over a fixed {(topic, partition): leader} map."""
+    """leader_for over a fixed {(topic, partition): leader} map."""
 
     def __init__(self, leaders):
         self.leaders = dict(leaders)
 
     def leader_for(self, topic, partition):
         return self.leaders.get((topic, partition), -1)
-
-    def partitions_for_node(self, node):
-        return [tp for tp, n in sorted(self.leaders.items()) if n == node]
 
 
 def make(batch_size=1024, memory=1 << 20, linger=LINGER, ordered=False, compression=0):

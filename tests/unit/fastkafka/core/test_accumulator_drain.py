@@ -21,7 +21,7 @@ DELIVERY = 1000
 INT64_MAX = 2**63 - 1
 
 
-from test_accumulator import Cluster   # leader_for / partitions_for_node over a fixed map
+from test_accumulator import Cluster   # leader_for over a fixed map
 
 
 LEADERS = {("t", 0): 1, ("t", 1): 1, ("u", 0): 2}

@@ -15,7 +15,7 @@ UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
 from reference_records import decode_batch
 
 
-from test_accumulator import Cluster   # leader_for / partitions_for_node over a fixed map
+from test_accumulator import Cluster   # leader_for over a fixed map
 
 
 CLUSTER = Cluster({("t", 0): 1, ("t", 1): 1})
