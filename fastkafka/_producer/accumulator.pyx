@@ -67,7 +67,6 @@ from fastkafka._wire.records import BatchBuilder as _PyBatchBuilder
 from fastkafka._wire.records import buffer_counters
 from fastkafka._producer.bufferpool import pool_counters
 from fastkafka._producer.batch import batch_counters
-import fastkafka._producer.batch as _batch_module
 from fastkafka.errors import (
     InvalidRecordError, MalformedRecordError, ProducerClosedError, RecordTooLargeError,
     UnknownPartitionError, OutOfOrderSequenceNumberError, UnknownProducerIdError,
@@ -81,13 +80,6 @@ NO_DEADLINE = 9223372036854775807
 PARTITION_STICKY = -1
 
 cdef int64_t _NO_DEADLINE = 9223372036854775807
-
-# The completion objects and the I/O-thread registry live in fastkafka._producer.batch; they are
-# re-exported here, where the producer, the sender and the tests import them from.
-for _name in ("RecordMetadata", "ProducerBatch", "FutureRecordMetadata", "BatchFuture",
-              "register_io_thread", "unregister_io_thread"):
-    globals()[_name] = getattr(_batch_module, _name)
-del _name
 
 include "accumulator_diagnostics.pxi"
 
@@ -467,7 +459,7 @@ cdef class RecordAccumulator:
         cdef dict result = {}
         cdef list closed_ok
         cdef Py_ssize_t nn = len(nodes), i, got, cap
-        cdef DrainNode *ns
+        cdef NodeSlot *ns
         cdef DrainedBatch *out
         cdef ProducerBatch first
         cdef bint force = self.buffer_pool.has_waiters_c()
@@ -481,7 +473,7 @@ cdef class RecordAccumulator:
         self._release()
         if cap <= 0:
             return result
-        ns = <DrainNode *>PyMem_RawMalloc(nn * sizeof(DrainNode))
+        ns = <NodeSlot *>PyMem_RawMalloc(nn * sizeof(NodeSlot))
         out = <DrainedBatch *>PyMem_RawMalloc(cap * sizeof(DrainedBatch))
         try:
             if ns == NULL or out == NULL:
@@ -490,6 +482,9 @@ cdef class RecordAccumulator:
             for node in nodes:
                 ns[i].node_id = node
                 ns[i].room = 1
+                ns[i].conn = NULL
+                ns[i].rd = NULL
+                ns[i].version = -1
                 i += 1
             with nogil:
                 got = drain_c(&self.st, ns, nn, max_request_size, force, False, now_ms, out, cap)

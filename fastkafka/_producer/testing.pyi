@@ -1,4 +1,4 @@
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from fastkafka._producer.accumulator import RecordAccumulator
 from fastkafka._producer.batch import ProducerBatch
@@ -25,3 +25,4 @@ def encode_segments(version: int, correlation_id: int, client_id: bytes | None,
                     segs_cap: int) -> dict[str, object]: ...
 def parse_answer(version: int, frame: Any, out_cap: int | None = ...,
                  validate_utf8: bool = ...) -> dict[str, object]: ...
+def set_sender_failpoint(fn: Callable[[str, Any], None] | None) -> None: ...
