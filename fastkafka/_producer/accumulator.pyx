@@ -582,13 +582,6 @@ cdef class RecordAccumulator:
         finally:
             self._release()
 
-    def mute(self, str topic, int32_t partition):
-        self._acquire()
-        try:
-            self._pq_locked(self._topic_locked(topic), partition).q.muted = True
-        finally:
-            self._release()
-
     cpdef int landed(self, ProducerBatch batch) except -1:
         """A drained batch's attempt is over: acknowledged, failed, put back to be retried or
         split, or never sent. Its partition is unmuted and no longer has it in flight."""
@@ -612,15 +605,6 @@ cdef class RecordAccumulator:
             pq = self._find_locked(topic, partition)
             if pq is not None:
                 pq.q.muted = False
-        finally:
-            self._release()
-
-    def is_muted(self, str topic, int32_t partition):
-        cdef _PartitionQueue pq
-        self._acquire()
-        try:
-            pq = self._find_locked(topic, partition)
-            return pq is not None and pq.q.muted
         finally:
             self._release()
 
@@ -699,17 +683,6 @@ cdef class RecordAccumulator:
         if self.st.flushes > 0:
             self.st.flushes -= 1
 
-    def wakeup_needed(self):
-        """True (once) when an append filled a batch or started one since the last call: the
-        sender should be woken to look at it."""
-        cdef bint w = self.wakeup_pending != WAKE_NONE
-        if w:
-            self.wakeup_pending = WAKE_NONE
-        return w
-
-    def flush_in_progress(self):
-        return self.st.flushes > 0
-
     def incomplete_batches(self):
         """incomplete_batches() -> list of the batches not completed now (what a flush awaits)."""
         self._acquire()
@@ -759,9 +732,6 @@ cdef class RecordAccumulator:
             q = q.act_next
         self._release()
         return q != NULL
-
-    def has_incomplete(self):
-        return len(self._incomplete) > 0
 
     def incomplete_record_count(self):
         cdef ProducerBatch b
