@@ -41,7 +41,8 @@ def child(tree: str, reps: int) -> dict:
 
     import_fastkafka_from(tree)
     import pyarrow as pa
-    from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+    from fastkafka._producer.accumulator import RecordAccumulator
+    from fastkafka._producer.batch import BatchFuture
     from fastkafka._producer.bufferpool import BufferPool
 
     def acc():

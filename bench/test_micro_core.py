@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.partitioner import murmur2, partitions_for_keys
 

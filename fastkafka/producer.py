@@ -20,7 +20,8 @@ import weakref
 from collections.abc import Mapping, Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Sequence
 
-from fastkafka._producer.accumulator import BatchFuture, FutureRecordMetadata, RecordAccumulator, RecordMetadata
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture, FutureRecordMetadata, RecordMetadata
 from fastkafka._producer.batch_args import PreparedBatch as _PreparedBatch, column as _column, per_record as _per_record
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._net.ioloop import handover_count, yield_to_io
@@ -32,8 +33,7 @@ from fastkafka._habits import OtherClientsHabits
 from fastkafka.config import ProducerConfig
 from fastkafka.interceptors import InterceptorChain
 from fastkafka.errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError,
-                              KafkaTimeoutError, ProducerClosedError, RecordTooLargeError)
-from fastkafka.errors import MalformedRecordError
+                              KafkaTimeoutError, MalformedRecordError, ProducerClosedError, RecordTooLargeError)
 from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey
 from fastkafka._producer.sender import Sender

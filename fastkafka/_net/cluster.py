@@ -57,24 +57,20 @@ class TopicInfo:
 class Cluster:
     """An immutable snapshot of the brokers and the topics the producer has asked about."""
 
-    __slots__ = ("brokers", "topics", "controller_id", "_by_node", "_leaders", "_available")
+    __slots__ = ("brokers", "topics", "controller_id", "_leaders", "_available")
 
     def __init__(self, brokers=(), topics=(), controller_id=-1):
         self.brokers: dict[int, BrokerInfo] = {b.node_id: b for b in brokers}
         self.topics: dict[str, TopicInfo] = {t.name: t for t in topics}
         self.controller_id = controller_id
-        by_node: dict[int, list] = {}
         leaders: dict[str, list] = {}
         available: dict[str, list] = {}
         for t in self.topics.values():
             ls = [-1] * len(t.partitions)
             for p in t.partitions:
                 ls[p.partition] = p.leader
-                if p.leader >= 0 and p.leader in self.brokers:
-                    by_node.setdefault(p.leader, []).append((t.name, p.partition))
             leaders[t.name] = ls
             available[t.name] = [i for i, leader in enumerate(ls) if leader >= 0 and leader in self.brokers]
-        self._by_node = by_node
         self._leaders = leaders
         self._available = available
 
@@ -89,9 +85,6 @@ class Cluster:
             return -1
         leader = ls[partition]
         return leader if leader in self.brokers else -1
-
-    def partitions_for_node(self, node_id: int) -> list:
-        return self._by_node.get(node_id, [])
 
     def partition_count(self, topic: str) -> int:
         ls = self._leaders.get(topic)

@@ -127,6 +127,20 @@ cdef inline int conn_in_flight_c(const ConnCore *c) noexcept nogil:
     return <int>c.ring_len + c.unacked_writes
 
 
+# A connection's admission, the one rule of both I/O turns (Connection.can_send_c for the GIL
+# turn, the GIL-free turn's node table): how many more requests it may take now, 0 when none: it
+# must be READY, with fewer than ``max_in_flight`` requests in flight, no SASL re-authentication
+# due and no broker throttle (KIP-219) running.
+# thread: io · lock: none · gil: any
+cdef inline int conn_room_c(const ConnCore *c, int64_t now, int max_in_flight) noexcept nogil:
+    cdef int room
+    if (c.status != READY or (c.reauth_at_ms and now >= c.reauth_at_ms)
+            or (c.throttle_until_ms and now < c.throttle_until_ms)):
+        return 0
+    room = max_in_flight - conn_in_flight_c(c)
+    return room if room > 0 else 0
+
+
 @cython.final
 cdef class ProduceRequest:
     """A Produce request of batches handed back by the connection (answered, failed, or written
@@ -168,10 +182,7 @@ cdef class Connection:
         return conn_in_flight_c(&self.st)
 
     cdef inline bint can_send_c(self, int64_t now, int max_in_flight) noexcept:
-        return (self.st.status == READY
-                and conn_in_flight_c(&self.st) < max_in_flight
-                and not (self.st.reauth_at_ms and now >= self.st.reauth_at_ms)
-                and not (self.st.throttle_until_ms and now < self.st.throttle_until_ms))
+        return conn_room_c(&self.st, now, max_in_flight) > 0
 
     cdef int set_tls_c(self, object tls) except -1
     cdef str oldest_text_c(self)                  # the oldest request in flight, as text

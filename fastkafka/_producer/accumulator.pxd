@@ -8,21 +8,29 @@
 # are declared in fastkafka._producer.batch).
 cimport cython
 from cpython.ref cimport PyObject, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int16_t, int32_t, int64_t
 
 from fastkafka._wire.records cimport BatchBuilder
 from fastkafka._producer.batch cimport ProducerBatch, FutureRecordMetadata, BatchState
 from fastkafka._producer.bufferpool cimport BufferPool
 from fastkafka._producer.partitioner cimport StickyPartitioner
 from fastkafka._net.clock cimport clock_ms, monotonic_ms
+from fastkafka._net.connection cimport ConnCore
 from fastkafka._net.mutex cimport pthread_mutex_t
+from fastkafka._net.transport cimport ReaderCore
 from fastkafka._net.sampled cimport SampledRegistry, TopicSampled
 
 
-# A broker a drain may take batches for now, and how many more requests it may take (drain_c).
-cdef struct DrainNode:
+# One row of a node table: a broker a drain may take batches for now and how many more requests
+# it may take (scan_c, drain_c read these two). The GIL-free turn's table (gil_free_turn) also
+# keeps there what it sends and reads with: the connection, its frame reader and the Produce
+# version it speaks (NULL, NULL, -1 in the GIL turn's drain, which sends through the sender).
+cdef struct NodeSlot:
     int32_t node_id
     int room
+    ConnCore *conn
+    ReaderCore *rd
+    int16_t version
 
 
 # A queued batch: an OWNED reference to a ProducerBatch and its BatchState (&batch.s).
@@ -272,7 +280,7 @@ cdef struct Readiness:
 # delivery timeout; what was due before ``after_ms`` is not counted (the GIL turn that ran then
 # saw it; ``after_ms`` itself is, since a whole millisecond cannot tell before from after its scan).
 # thread: io · lock: takes acc · gil: no
-cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint force,
+cdef void scan_c(AccState *st, const NodeSlot *nodes, Py_ssize_t nnodes, bint force,
                  int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil
 
 # The one drain (both turns), under the accumulator lock (taken here: same rule as scan_c). For
@@ -289,7 +297,7 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
 # (the GIL turn) the caller closes and stamps. ``out`` gets them grouped by node in ``nodes``
 # order, at most ``out_cap``. Returns how many were written. Anything skipped is left as it was.
 # thread: io · lock: takes acc · gil: no
-cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
+cdef Py_ssize_t drain_c(AccState *st, const NodeSlot *nodes, Py_ssize_t nnodes,
                         int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
                         DrainedBatch *out, Py_ssize_t out_cap) noexcept nogil
 

@@ -67,7 +67,6 @@ from fastkafka._wire.records import BatchBuilder as _PyBatchBuilder
 from fastkafka._wire.records import buffer_counters
 from fastkafka._producer.bufferpool import pool_counters
 from fastkafka._producer.batch import batch_counters
-import fastkafka._producer.batch as _batch_module
 from fastkafka.errors import (
     InvalidRecordError, MalformedRecordError, ProducerClosedError, RecordTooLargeError,
     UnknownPartitionError, OutOfOrderSequenceNumberError, UnknownProducerIdError,
@@ -81,13 +80,6 @@ NO_DEADLINE = 9223372036854775807
 PARTITION_STICKY = -1
 
 cdef int64_t _NO_DEADLINE = 9223372036854775807
-
-# The completion objects and the I/O-thread registry live in fastkafka._producer.batch; they are
-# re-exported here, where the producer, the sender and the tests import them from.
-for _name in ("RecordMetadata", "ProducerBatch", "FutureRecordMetadata", "BatchFuture",
-              "register_io_thread", "unregister_io_thread"):
-    globals()[_name] = getattr(_batch_module, _name)
-del _name
 
 include "accumulator_diagnostics.pxi"
 
@@ -467,7 +459,7 @@ cdef class RecordAccumulator:
         cdef dict result = {}
         cdef list closed_ok
         cdef Py_ssize_t nn = len(nodes), i, got, cap
-        cdef DrainNode *ns
+        cdef NodeSlot *ns
         cdef DrainedBatch *out
         cdef ProducerBatch first
         cdef bint force = self.buffer_pool.has_waiters_c()
@@ -481,7 +473,7 @@ cdef class RecordAccumulator:
         self._release()
         if cap <= 0:
             return result
-        ns = <DrainNode *>PyMem_RawMalloc(nn * sizeof(DrainNode))
+        ns = <NodeSlot *>PyMem_RawMalloc(nn * sizeof(NodeSlot))
         out = <DrainedBatch *>PyMem_RawMalloc(cap * sizeof(DrainedBatch))
         try:
             if ns == NULL or out == NULL:
@@ -490,6 +482,9 @@ cdef class RecordAccumulator:
             for node in nodes:
                 ns[i].node_id = node
                 ns[i].room = 1
+                ns[i].conn = NULL
+                ns[i].rd = NULL
+                ns[i].version = -1
                 i += 1
             with nogil:
                 got = drain_c(&self.st, ns, nn, max_request_size, force, False, now_ms, out, cap)
@@ -587,13 +582,6 @@ cdef class RecordAccumulator:
         finally:
             self._release()
 
-    def mute(self, str topic, int32_t partition):
-        self._acquire()
-        try:
-            self._pq_locked(self._topic_locked(topic), partition).q.muted = True
-        finally:
-            self._release()
-
     cpdef int landed(self, ProducerBatch batch) except -1:
         """A drained batch's attempt is over: acknowledged, failed, put back to be retried or
         split, or never sent. Its partition is unmuted and no longer has it in flight."""
@@ -617,15 +605,6 @@ cdef class RecordAccumulator:
             pq = self._find_locked(topic, partition)
             if pq is not None:
                 pq.q.muted = False
-        finally:
-            self._release()
-
-    def is_muted(self, str topic, int32_t partition):
-        cdef _PartitionQueue pq
-        self._acquire()
-        try:
-            pq = self._find_locked(topic, partition)
-            return pq is not None and pq.q.muted
         finally:
             self._release()
 
@@ -704,17 +683,6 @@ cdef class RecordAccumulator:
         if self.st.flushes > 0:
             self.st.flushes -= 1
 
-    def wakeup_needed(self):
-        """True (once) when an append filled a batch or started one since the last call: the
-        sender should be woken to look at it."""
-        cdef bint w = self.wakeup_pending != WAKE_NONE
-        if w:
-            self.wakeup_pending = WAKE_NONE
-        return w
-
-    def flush_in_progress(self):
-        return self.st.flushes > 0
-
     def incomplete_batches(self):
         """incomplete_batches() -> list of the batches not completed now (what a flush awaits)."""
         self._acquire()
@@ -764,9 +732,6 @@ cdef class RecordAccumulator:
             q = q.act_next
         self._release()
         return q != NULL
-
-    def has_incomplete(self):
-        return len(self._incomplete) > 0
 
     def incomplete_record_count(self):
         cdef ProducerBatch b

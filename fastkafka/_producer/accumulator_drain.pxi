@@ -147,7 +147,7 @@ cdef inline int64_t _head_due(AccState *st, QueueState *q, bint always, int64_t 
 
 
 # thread: io · lock: none · gil: no
-cdef inline Py_ssize_t _node_index(const DrainNode *nodes, Py_ssize_t nnodes,
+cdef inline Py_ssize_t _node_index(const NodeSlot *nodes, Py_ssize_t nnodes,
                                    int32_t node) noexcept nogil:
     cdef Py_ssize_t k
     for k in range(nnodes):
@@ -161,7 +161,7 @@ cdef inline Py_ssize_t _node_index(const DrainNode *nodes, Py_ssize_t nnodes,
 # ---------------------------------------------------------------------------------------------
 
 # thread: io · lock: takes acc · gil: no
-cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint force,
+cdef void scan_c(AccState *st, const NodeSlot *nodes, Py_ssize_t nnodes, bint force,
                  int64_t now_ms, int64_t after_ms, Readiness *r) noexcept nogil:
     cdef QueueState *q
     cdef QueueState *nxt
@@ -232,7 +232,7 @@ cdef void scan_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes, bint f
 
 
 # thread: io · lock: takes acc · gil: no
-cdef Py_ssize_t drain_c(AccState *st, const DrainNode *nodes, Py_ssize_t nnodes,
+cdef Py_ssize_t drain_c(AccState *st, const NodeSlot *nodes, Py_ssize_t nnodes,
                         int64_t max_request_size, bint force, bint nogil_only, int64_t now_ms,
                         DrainedBatch *out, Py_ssize_t out_cap) noexcept nogil:
     cdef Py_ssize_t count = 0, k, taken, i

@@ -224,10 +224,6 @@ cdef class IdempotenceState:
         it. So until the first acknowledgement, a partition has one batch in flight."""
         return self._q(batch).last_acked_end < 0
 
-    def is_stale(self, ProducerBatch batch):
-        return (batch.s.base_sequence >= 0 and batch.s.producer_id == self.st.producer_id
-                and batch.s.producer_epoch != self.st.producer_epoch)
-
     def acked(self, ProducerBatch batch, int64_t base_offset=-1):
         cdef QueueState *q
         if batch.s.producer_epoch == self.st.producer_epoch and batch.s.producer_id == self.st.producer_id:

@@ -1,42 +1,34 @@
 # cython: language_level=3
-"""The Produce request builder of both I/O turns (``produce_request_c``, ``GilFreeTurn.send_c``)
-and the I/O thread's GIL-free steady-state turn (``gil_free_turn``), which runs inside the
-poller's wait: it reads all-success answers, drains what may go without the GIL (``drain_c`` in its
-GIL-free mode) and sends it, then says how long to wait. Everything the GIL turn must do (retries,
-splits, errors, metadata, connection set-up, TLS, batches of a codec not compressed in C) ends the
-wait.
+"""The I/O thread's GIL-free steady-state turn (``gil_free_turn``), which runs inside the poller's
+wait: it reads all-success answers, drains what may go without the GIL (``drain_c`` in its
+GIL-free mode) and sends it (``produce_request_c`` of :mod:`fastkafka._producer.produce_request`,
+the one request builder of both turns), then says how long to wait. Everything the GIL turn must
+do (retries, splits, errors, metadata, connection set-up, TLS, batches of a codec not compressed in
+C) ends the wait.
 
-How and why: docs/internals.md, "One in-flight ring per connection, one Produce request builder"
-and "The I/O thread and the GIL: the GIL-free turn".
+How and why: docs/internals.md, "The I/O thread and the GIL: the GIL-free turn".
 """
 
 cimport cython
-from cpython.ref cimport PyObject
-from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, INT64_MAX
+from libc.stdint cimport int16_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
-from fastkafka._producer.accumulator cimport (AccState, DrainedBatch, QueueState, Readiness,
-                                          RecordAccumulator, drain_c, take_drained_batch, scan_c)
-from fastkafka._producer.batch cimport BatchState, ProducerBatch
-from fastkafka._wire.records cimport BuilderCore
-from fastkafka._net.clock cimport monotonic_ms, ms_since_us
-from fastkafka._net.connection cimport (READY, ConnCore, Connection, InFlightEntry, ProduceRequest,
-                                         be32_c, conn_entry_c,
-                                         conn_in_flight_c)
-from fastkafka._wire.segment cimport Segment
-from fastkafka._net.ioloop cimport EPOLLIN, epoll_event, gil_free_fn
-from fastkafka._net.network cimport (PRODUCE_NO_MEMORY, NetCore, NetworkClient, produce_send_c,
-                                      next_correlation_c)
-from fastkafka._net.sampled cimport ProducerSampled, TopicSampled, sampled_record_c
-from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer, encode_produce_c,
-                                            parse_produce_response_c, produce_glue_bound,
-                                            produce_segs_bound)
-from fastkafka._net.transport cimport (RD_EOF, ReaderCore, rd_consume_c, rd_fill_c, rd_peek_c,
-                                       sq_push_raw_c, sq_reserve_c)
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from fastkafka._producer.accumulator cimport (DrainedBatch, NodeSlot, QueueState, Readiness,
+                                              RecordAccumulator, drain_c, take_drained_batch,
+                                              scan_c)
+from fastkafka._producer.produce_request cimport ProduceRequestBuilder, produce_request_c
+from fastkafka._net.clock cimport ms_since_us
+from fastkafka._net.connection cimport (READY, ConnCore, Connection, InFlightEntry, be32_c,
+                                        conn_entry_c, conn_room_c)
+from fastkafka._net.ioloop cimport EPOLLIN, epoll_event
+from fastkafka._net.network cimport NetworkClient
+from fastkafka._net.sampled cimport ProducerSampled, sampled_record_c
+from fastkafka._net.transport cimport ReaderCore, rd_consume_c, rd_fill_c, rd_peek_c
+from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer,
+                                               parse_produce_response_c)
 
-from fastkafka.errors import KafkaError, NetworkError
+from fastkafka.errors import KafkaError
 from fastkafka.protocol import ApiKey
 
 cdef int API_PRODUCE = int(ApiKey.PRODUCE)
@@ -46,171 +38,37 @@ cdef Py_ssize_t OUT_CAP = 256
 cdef Py_ssize_t ANSWERS_CAP = 1024
 
 
-# thread: any · lock: none · gil: any
-cdef inline bint _topic_eq(const QueueState *a, const QueueState *b) noexcept nogil:
-    return a == b or (a.topic_len == b.topic_len and memcmp(a.topic, b.topic, a.topic_len) == 0)
-
-
 # thread: io · lock: none · gil: no
-cdef void _rooms(XCtx *x, int64_t now) noexcept nogil:
-    """Each broker's room for requests now (0 when it may not take one: closed, throttled, a
-    re-authentication due, or bytes still waiting on its socket)."""
+cdef void _rooms(GilFreeState *x, int64_t now) noexcept nogil:
+    """Each broker's room for requests now: the connection's admission (conn_room_c, as the GIL
+    turn's), and 0 while bytes still wait on its socket (the GIL turn writes them)."""
     cdef Py_ssize_t i
     cdef ConnCore *c
     cdef int room
     for i in range(x.nnodes):
-        c = x.xnodes[i].conn
-        room = 0
-        if (c.status == READY and c.fd >= 0 and not c.tls and c.sq.head == c.sq.tail
-                and not (c.reauth_at_ms and now >= c.reauth_at_ms)
-                and not (c.throttle_until_ms and now < c.throttle_until_ms)):
-            room = x.max_in_flight - conn_in_flight_c(c)
-        x.nodes[i].room = room if room > 0 else 0
+        c = x.nodes[i].conn
+        room = conn_room_c(c, now, x.max_in_flight)
+        if room > 0 and (c.fd < 0 or c.tls or c.sq.head != c.sq.tail):
+            room = 0
+        x.nodes[i].room = room
 
 
 # thread: io · lock: none · gil: no
-cdef void _strand(XCtx *x, DrainedBatch *b, Py_ssize_t n) noexcept nogil:
+cdef void _strand(GilFreeState *x, DrainedBatch *b, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(n):
         x.stranded[x.nstranded] = b[i]
         x.nstranded += 1
 
 
-# thread: io · lock: none · gil: any
-cdef Py_ssize_t _build(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n, char **glue_out,
-                       PyObject ***owned_out, int32_t *corr_out) noexcept nogil:
-    """Encode one Produce request to ``xn`` with the ``n`` batches of ``b`` (parts grouped by
-    topic, in the order each topic first appears): the glue (malloc), the entry's block of batch
-    references and partitions (malloc; the references are b's, moved only when the caller queues
-    it), the correlation id, the segments in x.segs (the count returned). -1: no memory or not
-    encodable (nothing allocated is left)."""
-    cdef Py_ssize_t i, j, k = 0, topic_bytes = 0, nsegs = 0, used, glue_cap
-    cdef BatchState *bs
-    cdef BuilderCore *bc
-    cdef char *glue
-    cdef PyObject **owned
-    cdef int32_t corr
-    if n > x.scratch_cap:
-        return -1
-    for i in range(n):
-        x.placed[i] = 0
-    for i in range(n):
-        if x.placed[i]:
-            continue
-        for j in range(i, n):
-            if not x.placed[j] and _topic_eq(b[i].qs, b[j].qs):
-                x.placed[j] = 1
-                bs = b[j].bs
-                bc = bs.bc
-                x.parts[k].topic = b[j].qs.topic
-                x.parts[k].topic_len = b[j].qs.topic_len
-                x.parts[k].partition = b[j].qs.partition
-                if bc.payload != NULL:
-                    # compressed records apart from the header (BatchBuilder.pieces_c)
-                    x.parts[k].records = bc.buf
-                    x.parts[k].records_len = bc.final_len - bc.payload_len
-                    x.parts[k].records2 = bc.payload
-                    x.parts[k].records2_len = bc.payload_len
-                else:
-                    x.parts[k].records = bc.buf
-                    x.parts[k].records_len = bc.final_len
-                    x.parts[k].records2 = NULL
-                    x.parts[k].records2_len = 0
-                x.order[k] = b[j].batch
-                x.order_qs[k] = b[j].qs
-                topic_bytes += b[j].qs.topic_len
-                k += 1
-    glue_cap = produce_glue_bound(n, topic_bytes, x.client_id_len, x.txn_id_len)
-    glue = <char *>malloc(glue_cap)
-    # The request entry's batches, then each one's partition (QueueState *, read when its answer
-    # is matched without the GIL): one block, freed with the entry.
-    owned = <PyObject **>malloc(n * (sizeof(PyObject *) + sizeof(QueueState *)))
-    if glue == NULL or owned == NULL:
-        free(glue)
-        free(owned)
-        return -1
-    for i in range(n):
-        owned[i] = x.order[i]
-        (<QueueState **>(owned + n))[i] = x.order_qs[i]
-    corr = next_correlation_c(x.net)
-    used = encode_produce_c(xn.version, corr, x.client_id, x.client_id_len, x.txn_id, x.txn_id_len,
-                            x.acks, x.timeout_ms, x.parts, n, glue, glue_cap, x.segs,
-                            x.segs_cap, &nsegs)
-    if used <= 0:
-        free(glue)
-        free(owned)
-        return -1
-    glue_out[0] = glue
-    owned_out[0] = owned
-    corr_out[0] = corr
-    return nsegs
-
-
-# thread: io · lock: none · gil: any
-cdef void _count_request_c(ProducerSampled *g, DrainedBatch *b, Py_ssize_t n,
-                           int64_t now) noexcept nogil:
-    """The windowed statistics of a Produce request of the ``n`` batches of ``b`` (closed), as
-    the Java producer counts them when it sends one (Sender.updateProduceRequestMetrics): per
-    batch its bytes, compression ratio, queue time and largest record, per topic its records,
-    bytes and ratio; per request its records."""
-    cdef Py_ssize_t i
-    cdef BatchState *bs
-    cdef BuilderCore *bc
-    cdef TopicSampled *t
-    cdef double records = 0, ratio, size
-    if g == NULL:
-        return
-    for i in range(n):
-        bs = b[i].bs
-        bc = bs.bc
-        if bc == NULL:
-            continue
-        size = bc.final_len
-        ratio = size / bc.len if bc.len > 0 else 1.0
-        records += bc.count
-        sampled_record_c(&g.batch_size, &g.conf, size, now)
-        sampled_record_c(&g.compression, &g.conf, ratio, now)
-        sampled_record_c(&g.queue_time, &g.conf,
-                         (bs.drained_ms if bs.drained_ms >= 0 else now) - bs.created_ms, now)
-        sampled_record_c(&g.record_size, &g.conf, bc.max_record, now)
-        if b[i].qs != NULL and b[i].qs.tm != NULL:
-            t = b[i].qs.tm
-            sampled_record_c(&t.records, &g.conf, bc.count, now)
-            sampled_record_c(&t.bytes, &g.conf, size, now)
-            sampled_record_c(&t.compression, &g.conf, ratio, now)
-    sampled_record_c(&g.records_per_request, &g.conf, records, now)
-
-
-# thread: io · lock: none · gil: any
-cdef int produce_request_c(XCtx *x, XNode *xn, DrainedBatch *b, Py_ssize_t n,
-                           int64_t now) noexcept nogil:
-    cdef char *glue
-    cdef PyObject **owned
-    cdef int32_t corr
-    cdef Py_ssize_t nsegs = _build(x, xn, b, n, &glue, &owned, &corr)
-    if nsegs < 0:
-        return -1
-    if produce_send_c(x.net, xn.conn, corr, now, xn.version, owned, n, glue, x.segs,
-                      nsegs) == PRODUCE_NO_MEMORY:
-        free(glue)
-        free(owned)
-        return -1
-    # the entry owns the batches now; only this thread completes them
-    _count_request_c(x.net.metrics, b, n, now)
-    x.in_flight_batches[0] += n
-    if xn.conn.sq.head != xn.conn.sq.tail:
-        x.write_pending = True           # the rest (or an error) is the GIL turn's
-    return 0
-
-
 # thread: io · lock: none · gil: no
-cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
+cdef void _send(GilFreeState *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept nogil:
     """The GIL-free turn's request to ``b[0].node_id`` with the ``n`` batches of ``b``; when it
     cannot be queued the batches are stranded for the GIL turn."""
     cdef Py_ssize_t i
     for i in range(x.nnodes):
         if x.nodes[i].node_id == b[0].node_id:
-            if produce_request_c(x, &x.xnodes[i], b, n, now) == 0:
+            if produce_request_c(x.builder, &x.nodes[i], b, n, now) == 0:
                 x.requests += 1
                 x.batches += n
                 return
@@ -219,7 +77,7 @@ cdef void _send(XCtx *x, DrainedBatch *b, Py_ssize_t n, int64_t now) noexcept no
 
 
 # thread: io · lock: none · gil: no
-cdef int _match(XCtx *x, InFlightEntry *e, Py_ssize_t nparts) noexcept nogil:
+cdef int _match(GilFreeState *x, InFlightEntry *e, Py_ssize_t nparts) noexcept nogil:
     """Each batch of ``e`` its partition's result among the ``nparts`` parsed answers (a
     partition listed twice: its last entry) into a new ``e.results``: 0, or -1 when one has none
     or there is no memory (nothing set: the GIL turn decodes the answer)."""
@@ -263,15 +121,15 @@ cdef void _count_answer_c(ProducerSampled *g, ConnCore *c, double nbytes, double
 
 
 # thread: io · lock: none · gil: no
-cdef Py_ssize_t _read_answers(XCtx *x, XNode *xn, int64_t now) noexcept nogil:
-    """Read what the socket of ``xn`` has and take, in order, the complete answers to its GIL-free
+cdef Py_ssize_t _read_answers(GilFreeState *x, const NodeSlot *node, int64_t now) noexcept nogil:
+    """Read what the socket of ``node`` has and take, in order, the complete answers to its GIL-free
     requests that are plain success (every partition written, no throttle): each request is marked
     answered with its batches' offsets, its frame consumed. Stops at anything else (an error, a
     throttle, an answer to a request queued with the GIL, a garbled frame), which the GIL turn
     reads as it always did. The number of answers taken, or -1 when the GIL turn must read this
     socket now (end of stream, a socket error, a frame left to it)."""
-    cdef ConnCore *c = xn.conn
-    cdef ReaderCore *rd = xn.rd
+    cdef ConnCore *c = node.conn
+    cdef ReaderCore *rd = node.rd
     cdef InFlightEntry *e
     cdef ProduceAnswerInfo info
     cdef const char *p
@@ -311,9 +169,9 @@ cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
                       int64_t *wait_ms) noexcept nogil:
     """The GIL-free turn (an :data:`fastkafka._net.ioloop.gil_free_fn`): read the answers that
     are there, send what is due, then say how long to wait, or 1 when the GIL turn must run."""
-    cdef XCtx *x = <XCtx *>ctx
+    cdef GilFreeState *x = <GilFreeState *>ctx
     cdef Py_ssize_t n, i, j, got
-    cdef int64_t xnext, pnext, until
+    cdef int64_t nogil_next, gil_next, until
     cdef int rounds
     cdef bint gil = False
     cdef Readiness r
@@ -323,19 +181,19 @@ cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
         got = -1
         if evs[i].events == EPOLLIN:
             for j in range(x.nnodes):
-                if x.xnodes[j].conn.fd == evs[i].data.fd:
-                    got = _read_answers(x, &x.xnodes[j], now)
+                if x.nodes[j].conn.fd == evs[i].data.fd:
+                    got = _read_answers(x, &x.nodes[j], now)
                     break
         if got != 0:
             gil = True                   # answers to complete, or the socket is the GIL turn's
-    if now >= x.python_until:
+    if now >= x.gil_deadline_ms:
         return 1
     # A deadline only the GIL turn can act on, passed since it ran: it runs now, and drains what
     # is due here with it (one request, as without the GIL-free turn).
     _rooms(x, now)
-    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_now, &r)
-    pnext = r.next_gil
-    if pnext <= now:
+    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_turn_ms, &r)
+    gil_next = r.next_gil
+    if gil_next <= now:
         return 1
     for rounds in range(16):
         _rooms(x, now)
@@ -349,48 +207,22 @@ cdef int gil_free_turn(void *ctx, int64_t now, const epoll_event *evs, int nev,
                 j += 1
             _send(x, x.out + i, j - i, now)
             i = j
-        if x.nstranded or x.write_pending:
+        if x.nstranded or x.builder.write_pending:
             return 1
     if gil:
         return 1
     _rooms(x, now)
-    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_now, &r)
-    xnext = r.next_nogil
-    if xnext <= now:
+    scan_c(x.acc, x.nodes, x.nnodes, False, now, x.gil_turn_ms, &r)
+    nogil_next = r.next_nogil
+    if nogil_next <= now:
         return 1                         # could not take it (the turn's output was full)
-    until = x.python_until
-    if pnext < until:
-        until = pnext
-    if xnext < until:
-        until = xnext
+    until = x.gil_deadline_ms
+    if gil_next < until:
+        until = gil_next
+    if nogil_next < until:
+        until = nogil_next
     wait_ms[0] = until - now if until - now > 0 else 1
     return 0
-
-
-# thread: io · lock: none · gil: any
-cdef void _count_acks0_request_c(NetCore *net, ConnCore *c, const Segment *segs, Py_ssize_t nsegs,
-                                 int64_t now) noexcept nogil:
-    """An acks=0 Produce request's bytes (the others are counted by produce_send_c)."""
-    cdef Py_ssize_t i
-    cdef double size = 0
-    if net.metrics == NULL:
-        return
-    for i in range(nsegs):
-        size += segs[i].n
-    sampled_record_c(&net.metrics.requests, &net.metrics.conf, size, now)
-    if c.nm != NULL:
-        sampled_record_c(&c.nm.requests, &net.metrics.conf, size, now)
-
-
-cdef bytes _wire_string(object v):
-    """A request string as bytes (UTF-8 for str), None for null."""
-    if v is None:
-        return None
-    return v.encode() if isinstance(v, str) else bytes(v)
-
-
-cdef inline const char *_chars(bytes b):
-    return NULL if b is None else <const char *>b
 
 
 @cython.final
@@ -400,144 +232,34 @@ cdef class GilFreeTurn:
     :meth:`prepare_c` before it waits (the table of brokers it may use) and :meth:`collect_c`
     after (its counts and anything it left)."""
     def __cinit__(self):
-        self.x.out = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
-        self.x.stranded = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
-        self.x.answers_cap = ANSWERS_CAP
-        self.x.answers = <ProducePartAnswer *>malloc(ANSWERS_CAP * sizeof(ProducePartAnswer))
-        if self.x.out == NULL or self.x.stranded == NULL or self.x.answers == NULL:
+        self.st.out = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
+        self.st.stranded = <DrainedBatch *>malloc(OUT_CAP * sizeof(DrainedBatch))
+        self.st.answers_cap = ANSWERS_CAP
+        self.st.answers = <ProducePartAnswer *>malloc(ANSWERS_CAP * sizeof(ProducePartAnswer))
+        if self.st.out == NULL or self.st.stranded == NULL or self.st.answers == NULL:
             raise MemoryError()
-        self.x.scratch_cap = 0
-        self._reserve_c(OUT_CAP)
         self._conns = []
 
-    cdef int _reserve_c(self, Py_ssize_t n) except -1:
-        """Room in the request scratch (parts, order, segments) for ``n`` batches (GIL held, no
-        turn running: the GIL-free turn only runs inside the GIL turn's wait)."""
-        if n <= self.x.scratch_cap:
-            return 0
-        free(self.x.placed)
-        free(self.x.parts)
-        free(self.x.order)
-        free(self.x.order_qs)
-        free(self.x.segs)
-        self.x.scratch_cap = 0
-        self.x.segs_cap = produce_segs_bound(n)
-        self.x.placed = <unsigned char *>malloc(n)
-        self.x.parts = <ProducePart *>malloc(n * sizeof(ProducePart))
-        self.x.order = <PyObject **>malloc(n * sizeof(PyObject *))
-        self.x.order_qs = <QueueState **>malloc(n * sizeof(QueueState *))
-        self.x.segs = <Segment *>malloc(self.x.segs_cap * sizeof(Segment))
-        if (self.x.parts == NULL or self.x.order == NULL or self.x.segs == NULL
-                or self.x.placed == NULL or self.x.order_qs == NULL):
-            raise MemoryError()
-        self.x.scratch_cap = n
-        return 0
-
     def __dealloc__(self):
-        free(self.x.out)
-        free(self.x.stranded)
-        free(self.x.parts)
-        free(self.x.order)
-        free(self.x.order_qs)
-        free(self.x.answers)
-        free(self.x.placed)
-        free(self.x.segs)
-        free(self.x.nodes)
-        free(self.x.xnodes)
+        free(self.st.out)
+        free(self.st.stranded)
+        free(self.st.answers)
+        free(self.st.nodes)
 
     cdef int init_c(self, RecordAccumulator acc, NetworkClient client, object config,
-                    int min_version, int64_t *in_flight_batches) except -1:
-        """Bind to the sender's accumulator, network client and settings; ``in_flight_batches``
-        is the sender's count, kept alive by the sender (which owns this object)."""
+                    ProduceRequestBuilder builder) except -1:
+        """Bind to the sender's accumulator, network client, settings and Produce request
+        builder (its scratch made room for a whole turn's output)."""
         self.acc = acc
         self.client = client
-        # the strings the request header and body carry (the bytes kept alive here; -1: null)
-        self._txn_id = _wire_string(config.transactional_id)
-        self.x.txn_id = _chars(self._txn_id)
-        self.x.txn_id_len = -1 if self._txn_id is None else len(self._txn_id)
-        self._client_id = _wire_string(client.client_id)
-        self.x.client_id = _chars(self._client_id)
-        self.x.client_id_len = -1 if self._client_id is None else len(self._client_id)
-        self.x.acc = &acc.st
-        self.x.net = &client.st
-        self.x.max_in_flight = client.max_in_flight
-        self.x.max_request_size = config.max_request_size
-        self.x.acks = config.acks
-        self.x.timeout_ms = min(config.request_timeout_ms, 2**31 - 1)
-        self.x.in_flight_batches = in_flight_batches
-        self._min_version = min_version
+        self.builder = builder
+        builder.reserve_c(OUT_CAP)
+        self.st.builder = &builder.c
+        self.st.acc = &acc.st
+        self.st.net = &client.st
+        self.st.max_in_flight = client.max_in_flight
+        self.st.max_request_size = config.max_request_size
         return 0
-
-    cdef int send_c(self, int32_t node, list batches, int64_t now) except -1:
-        """The GIL turn's Produce request to ``node`` with ``batches`` (drained, closed and
-        stamped): built by the same code as the GIL-free turn's (produce_request_c), queued on the
-        connection's in-flight ring and written at once when plaintext (TLS: by the network's next
-        write). With acks=0 the request waits for no answer: it completes once written (a token on
-        the send queue). Raises KafkaError (nothing queued; the batches are the caller's) when
-        the node is not ready, speaks no Produce version we send, or there is no memory."""
-        cdef Connection conn
-        cdef XNode xn
-        cdef Py_ssize_t n = len(batches), i, nsegs
-        cdef DrainedBatch *arr
-        cdef ProducerBatch pb
-        cdef char *glue
-        cdef PyObject **owned
-        cdef int32_t corr
-        cdef int rc
-        cdef ProduceRequest token
-        c = self.client.connections.get(node)
-        if c is None or (<Connection>c).st.status != READY:
-            raise NetworkError(f"node {node} is not ready")
-        conn = <Connection>c
-        xn.conn = &conn.st
-        xn.rd = &conn.reader.c
-        xn.version = <int16_t>conn.version_for(API_PRODUCE, self._min_version)
-        if n == 0:
-            return 0
-        self._reserve_c(n)
-        arr = <DrainedBatch *>malloc(n * sizeof(DrainedBatch))
-        if arr == NULL:
-            raise MemoryError()
-        try:
-            for i in range(n):
-                pb = <ProducerBatch?>batches[i]
-                if pb.s.bc == NULL or not pb.s.bc.closed:
-                    raise ValueError(f"{pb!r} is not closed: it cannot be sent")
-                arr[i].batch = <PyObject *>pb
-                arr[i].bs = &pb.s
-                arr[i].qs = self.acc.qstate(pb.topic, pb.partition)
-                arr[i].node_id = node
-            if self.x.acks != 0:
-                rc = produce_request_c(&self.x, &xn, arr, n, now)
-                if rc == 0:
-                    for i in range(n):
-                        Py_INCREF(<object>arr[i].batch)   # the entry owns a reference of each
-                    return 0
-            else:
-                nsegs = _build(&self.x, &xn, arr, n, &glue, &owned, &corr)
-                if nsegs >= 0:
-                    free(owned)
-                    if sq_reserve_c(conn.st.sq, nsegs) == 0:
-                        _count_request_c(self.x.net.metrics, arr, n, now)
-                        _count_acks0_request_c(self.x.net, &conn.st, self.x.segs, nsegs, now)
-                        token = ProduceRequest.__new__(ProduceRequest)
-                        token.glue = glue
-                        token.correlation_id = corr
-                        token.created_ms = now
-                        token.version = xn.version
-                        token.node_id = node
-                        token.batches = list(batches)
-                        for i in range(nsegs):
-                            sq_push_raw_c(conn.st.sq, self.x.segs[i].p, self.x.segs[i].n)
-                        conn.push_token_c(token)
-                        conn.st.last_activity_ms = now
-                        self.x.in_flight_batches[0] += n
-                        self.client.st.produce_requests += 1
-                        return 0
-                    free(glue)
-        finally:
-            free(arr)
-        raise KafkaError(f"no memory to queue a Produce request of {n} batch(es) to node {node}")
 
     cdef bint prepare_c(self, int64_t now) except -1:
         """Before the GIL turn waits: the brokers the GIL-free turn may send to (READY plaintext
@@ -547,45 +269,43 @@ cdef class GilFreeTurn:
         cdef Py_ssize_t n = 0, want = len(self.client.connections)
         cdef int v
         self._conns.clear()
-        self.x.nnodes = 0
-        if self.x.acc.idem != NULL and (
-                self.x.acc.idem.producer_id < 0 or self.x.acc.idem.bump_required):
+        self.st.nnodes = 0
+        if self.st.acc.idem != NULL and (
+                self.st.acc.idem.producer_id < 0 or self.st.acc.idem.bump_required):
             return False                 # nothing the GIL-free drain may take now
-        if want > self.x.nodes_cap:
-            free(self.x.nodes)
-            free(self.x.xnodes)
-            self.x.nodes_cap = 0
-            self.x.nodes = <DrainNode *>malloc(want * sizeof(DrainNode))
-            self.x.xnodes = <XNode *>malloc(want * sizeof(XNode))
-            if self.x.nodes == NULL or self.x.xnodes == NULL:
+        if want > self.st.nodes_cap:
+            free(self.st.nodes)
+            self.st.nodes_cap = 0
+            self.st.nodes = <NodeSlot *>malloc(want * sizeof(NodeSlot))
+            if self.st.nodes == NULL:
                 raise MemoryError()
-            self.x.nodes_cap = want
+            self.st.nodes_cap = want
         for c in self.client.connections.values():
             conn = <Connection>c
             if conn.st.status != READY or conn.st.fd < 0 or conn.st.tls or conn.st.sq == NULL:
                 continue
             try:
-                v = conn.version_for(API_PRODUCE, self._min_version)
+                v = conn.version_for(API_PRODUCE, self.builder.min_version)
             except KafkaError:
                 continue
-            self.x.nodes[n].node_id = conn.node_id
-            self.x.nodes[n].room = 0
-            self.x.xnodes[n].conn = &conn.st
-            self.x.xnodes[n].rd = &conn.reader.c
-            self.x.xnodes[n].version = <int16_t>v
+            self.st.nodes[n].node_id = conn.node_id
+            self.st.nodes[n].room = 0
+            self.st.nodes[n].conn = &conn.st
+            self.st.nodes[n].rd = &conn.reader.c
+            self.st.nodes[n].version = <int16_t>v
             self._conns.append(conn)
             n += 1
-        self.x.nnodes = n
-        self.x.write_pending = False
-        self.x.gil_now = now
-        self.x.python_until = now
+        self.st.nnodes = n
+        self.st.builder.write_pending = False
+        self.st.gil_turn_ms = now
+        self.st.gil_deadline_ms = now
         return n > 0
 
     cdef void *ctx_c(self) noexcept:
-        return &self.x
+        return &self.st
 
-    cdef int64_t *until_c(self) noexcept:
-        return &self.x.python_until
+    cdef int64_t *gil_deadline_c(self) noexcept:
+        return &self.st.gil_deadline_ms
 
     cdef list collect_c(self, dict stats):
         """After the wait: the GIL-free turns' counts into ``stats``; the batches they took out
@@ -594,22 +314,23 @@ cdef class GilFreeTurn:
         cdef list out = None
         cdef dict by_node
         cdef Py_ssize_t i
-        if self.x.answers_read:
-            self.answers_read += self.x.answers_read
-            self.x.answers_read = 0
-        if self.x.requests:
-            stats["produce_requests"] += self.x.requests
-            stats["batches_sent"] += self.x.batches
-            self.turns_sent += self.x.requests
-            self.x.requests = 0
-            self.x.batches = 0
-        self.x.write_pending = False
+        if self.st.answers_read:
+            self.answers_read += self.st.answers_read
+            self.st.answers_read = 0
+        if self.st.requests:
+            stats["produce_requests"] += self.st.requests
+            stats["batches_sent"] += self.st.batches
+            self.turns_sent += self.st.requests
+            self.st.requests = 0
+            self.st.batches = 0
+        self.st.builder.write_pending = False
         self._conns.clear()
-        self.x.nnodes = 0
-        if self.x.nstranded:
+        self.st.nnodes = 0
+        if self.st.nstranded:
             by_node = {}
-            for i in range(self.x.nstranded):
-                by_node.setdefault(self.x.stranded[i].node_id, []).append(take_drained_batch(&self.x.stranded[i]))
-            self.x.nstranded = 0
+            for i in range(self.st.nstranded):
+                by_node.setdefault(self.st.stranded[i].node_id, []).append(
+                    take_drained_batch(&self.st.stranded[i]))
+            self.st.nstranded = 0
             out = list(by_node.items())
         return out

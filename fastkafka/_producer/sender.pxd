@@ -1,6 +1,6 @@
 # cython: language_level=3
 # path:
-#   send:   run_once -> _send_producer_data -> acc.ready -> acc.drain -> _send_produce -> GilFreeTurn.send_c
+#   send:   run_once -> _send_producer_data -> acc.ready -> acc.drain -> _send_produce -> ProduceRequestBuilder.send_c
 #   wait:   run_once -> GilFreeTurn.prepare_c -> NetworkClient.set_gil_free_c -> poll -> collect_c
 #   answer: produce_handler -> _on_produce_response -> _handle_produce_response -> _succeed / _retry_or_fail
 
@@ -8,9 +8,16 @@
 from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._producer.gil_free_turn cimport GilFreeTurn
+from fastkafka._producer.produce_request cimport ProduceRequestBuilder
 
 
 cimport cython
+
+
+# The fault-injection hook: ``fn(stage, sender)`` (stages ``"run_once"``, ``"produce_response"``)
+# may raise to prove a failure there is contained; None removes it. Tests only, through
+# fastkafka._producer.testing.set_sender_failpoint.
+cdef int set_failpoint_c(object fn) except -1
 
 
 @cython.final
@@ -43,7 +50,8 @@ cdef class Sender:
     cdef int64_t _retry_backoff_ms
     cdef int64_t _request_timeout_ms
     cdef int _retries
-    cdef GilFreeTurn _gil_free           # the Produce request builder of both turns, and the GIL-free turn
+    cdef ProduceRequestBuilder _requests # the Produce request builder of both turns
+    cdef GilFreeTurn _gil_free           # the GIL-free turn
     cdef bint _gil_free_wait             # the GIL-free turn runs inside the network's wait
     cdef int64_t _other_timeout         # the last turn's timeout apart from linger deadlines
     cdef readonly object sampled         # the network client's SampledRegistry (None: a stand-in client)

@@ -2,8 +2,6 @@ from typing import Any, Callable
 
 PRODUCE_CODEC: Any
 
-def set_failpoint(fn: Callable[[str, "Sender"], None] | None) -> None: ...
-
 class Sender:
     config: Any
     acc: Any

@@ -21,10 +21,11 @@ from fastkafka._net.clock cimport monotonic_ms as c_monotonic_ms
 from fastkafka._producer.accumulator cimport RecordAccumulator, stamp_batch_for_send
 from fastkafka._producer.batch cimport ProducerBatch
 from fastkafka._producer.gil_free_turn cimport GilFreeTurn, gil_free_turn
+from fastkafka._producer.produce_request cimport ProduceRequestBuilder
 from fastkafka._net.network cimport NetworkClient
 from fastkafka._net.sampled cimport SampledRegistry, sampled_record_c
 
-from fastkafka._producer.accumulator import register_io_thread, unregister_io_thread
+from fastkafka._producer.batch import register_io_thread, unregister_io_thread
 from fastkafka._net.cells import monotonic_ms as now_ms
 from fastkafka._net.backoff import Backoff
 from fastkafka.errors import (BrokerDataLossError, DeliveryTimeoutError, InvalidBrokerResponseError, KafkaError,
@@ -34,12 +35,11 @@ from fastkafka.errors import (DuplicateSequenceNumberError, InvalidProducerEpoch
                               OutOfOrderSequenceNumberError, UnknownProducerIdError)
 from fastkafka._producer.accumulator import IdempotenceState
 from fastkafka._producer.error_reports import ErrorReporter
-from fastkafka._wire.compression import in_c as codec_in_c
+from fastkafka._wire.compression import CODEC_SPECS, in_c as codec_in_c
 from fastkafka.protocol import ApiKey
 
 log = logging.getLogger("fastkafka")
 
-ZSTD = 4
 OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.code
 DUPLICATE_SEQUENCE_NUMBER = DuplicateSequenceNumberError.code
 UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
@@ -57,14 +57,15 @@ cdef int DUP_SEQ = DUPLICATE_SEQUENCE_NUMBER
 cdef int64_t _NO_TIMEOUT = 1 << 40
 
 # Tests make a stage fail to prove the failure is contained: a callable ``(stage, sender)`` that
-# may raise (stages: ``"run_once"``, ``"produce_response"``), None normally.
+# may raise (stages: ``"run_once"``, ``"produce_response"``), None normally. Set only through
+# set_failpoint_c (fastkafka._producer.testing.set_sender_failpoint).
 cdef object _failpoint = None
 
 
-def set_failpoint(fn):
-    """Install ``fn(stage, sender)``, or None to remove it. For fault-injection tests only."""
+cdef int set_failpoint_c(object fn) except -1:
     global _failpoint
     _failpoint = fn
+    return 0
 
 
 @cython.final
@@ -91,7 +92,7 @@ cdef class Sender:
             self.txn = TransactionManager(config, self)
             accumulator.transactional = True
         self.acks = config.acks
-        self.min_produce_version = 7 if config.compression_code == ZSTD else 3
+        self.min_produce_version = CODEC_SPECS[config.compression_code].min_produce_version
         self.running = True
         self.force_close = False
         self.in_flight_batches = 0
@@ -109,14 +110,18 @@ cdef class Sender:
         client.error_hook = self._network_error
         self.on_fatal = None   # told when this thread dies of a bug
         self._io_calls = []
-        # The Produce requests of both turns are built by fastkafka._producer.gil_free_turn
+        # The Produce requests of both turns are built by fastkafka._producer.produce_request
         # (produce_request_c) and sit in the connections' in-flight rings, which are the one record
-        # of what is in flight (fail_everything reads them). The GIL-free turn itself also runs
-        # inside the network's wait for the steady state's batches: plaintext, acknowledged,
-        # uncompressed or of a codec compressed in C (fastkafka._wire.ccodecs).
-        self._gil_free = GilFreeTurn.__new__(GilFreeTurn)
-        self._gil_free.init_c(<RecordAccumulator?>accumulator, <NetworkClient?>client, config,
+        # of what is in flight (fail_everything reads them). The GIL-free turn
+        # (fastkafka._producer.gil_free_turn) runs inside the network's wait for the steady
+        # state's batches: plaintext, acknowledged, uncompressed or of a codec compressed in C
+        # (fastkafka._wire.ccodecs).
+        self._requests = ProduceRequestBuilder.__new__(ProduceRequestBuilder)
+        self._requests.init_c(<RecordAccumulator?>accumulator, <NetworkClient?>client, config,
                               self.min_produce_version, &self.in_flight_batches)
+        self._gil_free = GilFreeTurn.__new__(GilFreeTurn)
+        self._gil_free.init_c(<RecordAccumulator>accumulator, <NetworkClient>client, config,
+                              self._requests)
         client.produce_handler = self._on_produce_response
         self._gil_free_wait = (config.gil_free_io and self.acks != 0
                                and codec_in_c(config.compression_code))
@@ -268,7 +273,7 @@ cdef class Sender:
             timeout = min(timeout, self._stats_due(now))
         if gil_free and timeout and self._gil_free_wait and self._gil_free.prepare_c(now):
             (<NetworkClient>self.client).set_gil_free_c(
-                gil_free_turn, self._gil_free.ctx_c(), self._gil_free.until_c(),
+                gil_free_turn, self._gil_free.ctx_c(), self._gil_free.gil_deadline_c(),
                 self._other_timeout)
         self.client.poll(timeout, now)
         if self.sampled is not None:
@@ -444,7 +449,8 @@ cdef class Sender:
 
     cpdef int _send_produce(self, int32_t node, list batches, int64_t now) except -1:
         """One Produce request to ``node`` with ``batches`` (drained and closed), built and queued
-        by the one request builder of both turns (GilFreeTurn.send_c -> produce_request_c)."""
+        by the one request builder of both turns (ProduceRequestBuilder.send_c ->
+        produce_request_c)."""
         cdef RecordAccumulator acc = <RecordAccumulator?>self.acc
         for b in batches:
             # The drain's own stamp rule (stamp_for_send_c): with idempotence, a resend under an
@@ -454,7 +460,7 @@ cdef class Sender:
             # header fields and CRC, no sequence.
             stamp_batch_for_send(acc, b)
         try:
-            self._gil_free.send_c(node, batches, now)
+            self._requests.send_c(node, batches, now)
         except KafkaError as e:
             for b in batches:
                 self._unresolved(b)

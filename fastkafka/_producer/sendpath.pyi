@@ -2,8 +2,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from fastkafka._wire.records import EncodedHeaders
 
-from .accumulator import FutureRecordMetadata, RecordAccumulator
-from .batch import DeliveryCallback
+from .accumulator import RecordAccumulator
+from .batch import DeliveryCallback, FutureRecordMetadata
 from .router import Router
 
 REQUEST_OVERHEAD: int

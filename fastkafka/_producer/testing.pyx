@@ -15,6 +15,9 @@ objects for the tests to check:
   (``produce_send_c``);
 - :func:`route`: the router's placement of one record, as ``send()`` asks it
   (``fastkafka._producer.router``);
+- :func:`set_sender_failpoint`: the sender's fault-injection hook (``fastkafka._producer.sender``);
+- :func:`is_muted`, :func:`mute`, :func:`flush_in_progress`, :func:`has_incomplete`,
+  :func:`is_stale`: the accumulator's and the idempotence state's internals, read or set;
 - :func:`encode_segments`, :func:`parse_answer`: the Produce request encoder and answer parser
   of the GIL-free turn (``fastkafka.protocol.produce_codec``), with guard pages and guard entries.
 """
@@ -31,10 +34,13 @@ from posix.mman cimport (MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_NONE, PROT
                          mmap, mprotect, munmap)
 from posix.unistd cimport _SC_PAGESIZE, sysconf
 
-from fastkafka._producer.accumulator cimport (DrainedBatch, DrainNode, Readiness, RecordAccumulator, drain_c,
-                                          take_drained_batch, scan_c)
+from fastkafka._producer.accumulator cimport (DrainedBatch, IdempotenceState, NodeSlot, Readiness,
+                                              RecordAccumulator, _PartitionQueue, drain_c,
+                                              take_drained_batch, scan_c)
+from fastkafka._producer.batch cimport ProducerBatch
 from fastkafka._net.clock cimport monotonic_ms
 from fastkafka._producer.router cimport Router
+from fastkafka._producer.sender cimport set_failpoint_c
 from fastkafka._net.connection cimport READY, Connection
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.ioloop cimport Poller, epoll_event
@@ -57,7 +63,7 @@ def drain_nogil(RecordAccumulator acc, nodes, int64_t max_request_size, int64_t 
     references move into the list. Also returns scan_c's ``next_nogil`` for the same nodes before
     the drain: ``(deadline, [(node_id, batch), ...])``."""
     cdef Py_ssize_t n = len(nodes), i, got
-    cdef DrainNode *ns = <DrainNode *>PyMem_RawMalloc((n if n else 1) * sizeof(DrainNode))
+    cdef NodeSlot *ns = <NodeSlot *>PyMem_RawMalloc((n if n else 1) * sizeof(NodeSlot))
     cdef DrainedBatch *out = <DrainedBatch *>PyMem_RawMalloc((out_cap if out_cap > 0 else 1)
                                                              * sizeof(DrainedBatch))
     cdef int64_t deadline
@@ -71,6 +77,9 @@ def drain_nogil(RecordAccumulator acc, nodes, int64_t max_request_size, int64_t 
         for i in range(n):
             ns[i].node_id = nodes[i][0]
             ns[i].room = nodes[i][1]
+            ns[i].conn = NULL
+            ns[i].rd = NULL
+            ns[i].version = -1
         r.ready = NULL
         r.ready_cap = 0
         with nogil:
@@ -396,3 +405,46 @@ def route(Router router not None, topic, key=None, partition=None):
         if key is not None:
             PyBuffer_Release(&view)
     return p, max_block
+
+
+def set_sender_failpoint(fn):
+    """Install ``fn(stage, sender)`` as the sender's fault-injection hook (stages ``"run_once"``,
+    ``"produce_response"``; it may raise), or None to remove it."""
+    set_failpoint_c(fn)
+
+
+def is_muted(RecordAccumulator acc, str topic, int32_t partition):
+    """Whether ``topic``-``partition`` is muted in ``acc`` (none of it is drained until the batch
+    it waits for lands)."""
+    cdef _PartitionQueue pq
+    acc._acquire()
+    try:
+        pq = acc._find_locked(topic, partition)
+        return pq is not None and pq.q.muted
+    finally:
+        acc._release()
+
+
+def mute(RecordAccumulator acc, str topic, int32_t partition):
+    """Mute ``topic``-``partition`` in ``acc`` (made if need be), as a batch in flight does."""
+    acc._acquire()
+    try:
+        acc._pq_locked(acc._topic_locked(topic), partition).q.muted = True
+    finally:
+        acc._release()
+
+
+def flush_in_progress(RecordAccumulator acc):
+    """Whether a flush of ``acc`` is running (begin_flush without its end_flush)."""
+    return acc.st.flushes > 0
+
+
+def has_incomplete(RecordAccumulator acc):
+    """Whether ``acc`` still tracks a batch without an outcome."""
+    return len(acc._incomplete) > 0
+
+
+def is_stale(IdempotenceState idem, ProducerBatch batch):
+    """Whether ``batch`` was sequenced under an older epoch of ``idem``'s producer id."""
+    return (batch.s.base_sequence >= 0 and batch.s.producer_id == idem.st.producer_id
+            and batch.s.producer_epoch != idem.st.producer_epoch)

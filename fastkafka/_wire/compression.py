@@ -65,10 +65,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CodecSpec:
-    """One codec: its name, its code in the batch attributes, and the compression levels it takes.
+    """One codec: its name, its code in the batch attributes, the compression levels it takes, and
+    the lowest Produce version that may carry its batches.
 
     ``min_level``/``max_level`` are inclusive; all three level fields are None for a codec that
-    takes no level. This is the one table of levels: :mod:`fastkafka.config` checks
+    takes no level. ``min_produce_version``: 3 (the first with record batches, the only format
+    written here) unless the codec came later (zstd: 7); a broker that speaks no Produce version
+    from it up cannot take the producer's batches. This is the one table of levels: :mod:`fastkafka.config` checks
     ``compression_level`` with :func:`validate_level` too, so every level the configuration accepts
     is one the compressor accepts.
     """
@@ -78,6 +81,7 @@ class CodecSpec:
     min_level: int | None = None
     max_level: int | None = None
     default_level: int | None = None
+    min_produce_version: int = 3
 
     @property
     def takes_level(self) -> bool:
@@ -95,7 +99,7 @@ CODEC_SPECS: tuple[CodecSpec, ...] = (
     CodecSpec("gzip", 1, 1, 9, 6),
     CodecSpec("snappy", 2),
     CodecSpec("lz4", 3, 0, 16, 0),
-    CodecSpec("zstd", 4, -(1 << 17), 22, 3),
+    CodecSpec("zstd", 4, -(1 << 17), 22, 3, min_produce_version=7),
 )
 
 assert all(s.code == i for i, s in enumerate(CODEC_SPECS))  # CODEC_SPECS[code] is that codec

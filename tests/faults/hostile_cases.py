@@ -189,7 +189,7 @@ def raising_handlers():
     import fastkafka._net.network as netcore
     import fastkafka._net.cluster as cluster_mod
     import fastkafka._net.failpoints as failpoints
-    import fastkafka._producer.sender as sender
+    import fastkafka._producer.testing as sender_hooks
 
     armed = {"api_versions": 1, "metadata": 1, "produce": 1, "read": 1}
     lock = threading.Lock()
@@ -222,7 +222,7 @@ def raising_handlers():
 
     failpoints.set_network_failpoint(stage_fails)
     netcore.cluster_from_response = meta
-    sender.set_failpoint(produce_answer_fails)
+    sender_hooks.set_sender_failpoint(produce_answer_fails)
     assert cluster_mod  # the module the client imports cluster_from_response from
     with FaultBroker() as fb:
         fb.create_topic("t", 1)
@@ -268,7 +268,7 @@ def init_producer_id_minus_one():
 def sender_thread_dies():
     """The last resort: a bug kills the I/O thread mid-stream. Every queued and in-flight record
     gets an outcome, later sends are refused at once, close returns."""
-    import fastkafka._producer.sender as sender
+    import fastkafka._producer.testing as sender_hooks
 
     with FaultBroker() as fb:
         fb.create_topic("t", 1)
@@ -279,10 +279,10 @@ def sender_thread_dies():
             if stage == "run_once":
                 raise RuntimeError("injected: a bug in the I/O loop")
         futs = [p.send("t", b"v%d" % i) for i in range(100)]
-        sender.set_failpoint(broken)
+        sender_hooks.set_sender_failpoint(broken)
         p._sender.wakeup()
         p._sender.join(5)
-        sender.set_failpoint(None)
+        sender_hooks.set_sender_failpoint(None)
         res = outcomes(futs, 5)
         later = error_text(lambda: p.send("t", b"late"))
         close_s = bounded_close(p, 2)

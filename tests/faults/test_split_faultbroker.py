@@ -20,10 +20,12 @@ import pytest
 
 from faultbroker import delay, parse_batches, partition_error
 from fastkafka import Producer
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.errors import KafkaError, MessageTooLargeError, RecordListTooLargeError
 from fastkafka.protocol import ApiKey
+from fastkafka._producer import testing
 
 from reference_records import decode_batch
 
@@ -120,9 +122,6 @@ def incompressible(n, size=100, tag=b"r"):
 class OneNode:
     def leader_for(self, topic, partition):
         return 1
-
-    def partitions_for_node(self, node):
-        return [("t", 0)]
 
 
 def accumulator(batch_size=1 << 16, codec=0):
@@ -223,7 +222,7 @@ def test_split_hands_every_record_over_to_its_piece():
             assert fut.get(0).offset == offset and fut.done() and fut.exception(0) is None
     assert len(calls["s1-late"]) == 1 and calls["s1-late"][0][1].offset == outcome[b"s1"][1]
     assert pool.available_memory == free
-    assert not acc.has_incomplete()
+    assert not testing.has_incomplete(acc)
 
 
 def test_split_records_without_callbacks_and_waiters():

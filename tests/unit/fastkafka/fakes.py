@@ -64,8 +64,8 @@ def make_cluster(topics: dict | None = None, brokers: dict | None = None) -> Clu
     -1 for a partition without a leader).
 
     >>> c = make_cluster({"t": [1, 2, -1]})
-    >>> c.leader_for("t", 1), c.partitions_for_node(1), c.available_partitions("t")
-    (2, [('t', 0)], [0, 1])
+    >>> c.leader_for("t", 1), c.available_partitions("t")
+    (2, [0, 1])
     """
     topics = topics or {}
     if brokers is None:

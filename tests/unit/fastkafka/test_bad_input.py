@@ -16,7 +16,8 @@ import pytest
 
 from faultbroker import FaultBroker
 from fastkafka import Producer
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._wire.records import BatchBuilder
 from fastkafka.errors import (InvalidRecordError, KafkaError, MalformedRecordError, RecordTooLargeError,

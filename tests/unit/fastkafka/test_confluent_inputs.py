@@ -15,7 +15,8 @@ import pytest
 import reference_records as ref
 from faultbroker import FaultBroker
 from fastkafka import EncodedHeaders, Producer
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.columns import column_lengths
 from fastkafka._producer.partitioner import partitions_for_keys

@@ -12,6 +12,7 @@ from fastkafka._producer.accumulator import RecordAccumulator, IdempotenceState,
 from fastkafka._producer.testing import drain_nogil
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.errors import KafkaError
+from fastkafka._producer import testing
 
 from reference_records import decode_batch
 
@@ -21,7 +22,7 @@ DELIVERY = 1000
 INT64_MAX = 2**63 - 1
 
 
-from test_accumulator import Cluster   # leader_for / partitions_for_node over a fixed map
+from test_accumulator import Cluster   # leader_for over a fixed map
 
 
 LEADERS = {("t", 0): 1, ("t", 1): 1, ("u", 0): 2}
@@ -168,7 +169,7 @@ def test_gil_free_takes_closes_and_stamps_a_lingered_batch(acc):
     assert batch.producer_id == -1 and batch.base_sequence == -1
     assert [r.value for r in batch.records] == [b"hello"]
     assert a.queued_batches("t", 0) == 0
-    assert not a.is_muted("t", 0)
+    assert not testing.is_muted(a, "t", 0)
     finish(a, [b])
 
 
@@ -227,7 +228,7 @@ def test_gil_free_ordered_mutes(acc):
     add(a, partition=0)
     with_leaders(a)
     _, got = drain_gil_free(a)
-    assert len(got) == 1 and a.is_muted("t", 0)
+    assert len(got) == 1 and testing.is_muted(a, "t", 0)
     finish(a, [b for _, b in got])
 
 
@@ -296,7 +297,7 @@ def test_gil_free_skip_muted(acc):
     a = acc()
     add(a)
     with_leaders(a)
-    a.mute("t", 0)
+    testing.mute(a, "t", 0)
     d, got = drain_gil_free(a)
     assert got == [] and d == INT64_MAX
     a.unmute("t", 0)
@@ -364,7 +365,7 @@ def test_gil_free_compresses_in_c_and_stamps(acc, codec, idempotent):
         assert [r.value for r in batch.records] == values[b.partition]
         if idempotent:
             assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (4000, 3, 0)
-            assert a.is_muted("t", b.partition)     # the first batch of the epoch: awaiting its ack
+            assert testing.is_muted(a, "t", b.partition)     # the first batch of the epoch: awaiting its ack
         else:
             assert batch.producer_id == -1 and batch.base_sequence == -1
     finish(a, [b for _, b in got])
@@ -419,7 +420,7 @@ def test_gil_free_idempotence_gates_stamps_and_mutes(acc):
         h = decode_batch(b.builder.buffer())
         assert (h.producer_id, h.producer_epoch, h.base_sequence) == (42, 3, 0)
         # the partition's first batch under this epoch: muted until it is acknowledged
-        assert a.is_muted(b.topic, b.partition)
+        assert testing.is_muted(a, b.topic, b.partition)
     assert idem.sequence_state("t", 0) == (1, None, None, None)
     finish(a, [b for _, b in got])
     del idem

@@ -7,6 +7,7 @@ import pytest
 from fastkafka._producer.accumulator import IdempotenceState, RecordAccumulator
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, UnknownProducerIdError
+from fastkafka._producer import testing
 
 INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
 OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.code
@@ -15,7 +16,7 @@ UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
 from reference_records import decode_batch
 
 
-from test_accumulator import Cluster   # leader_for / partitions_for_node over a fixed map
+from test_accumulator import Cluster   # leader_for over a fixed map
 
 
 CLUSTER = Cluster({("t", 0): 1, ("t", 1): 1})
@@ -140,7 +141,7 @@ def test_unresolved_rewrites_the_partition_and_requires_a_bump(rig):
     assert idem.stamp(p0_inflight) is False
     assert (p0_inflight.producer_epoch, p0_inflight.base_sequence) == (1, 0)
     # t-1 was not: its old-epoch batch is a stale resend, sent as it was
-    assert idem.is_stale(p1_inflight)
+    assert testing.is_stale(idem, p1_inflight)
     assert idem.stamp(p1_inflight) is True
     assert (p1_inflight.producer_epoch, p1_inflight.base_sequence) == (0, 0)
     idem.set_producer_id(2, 0)             # a new id clears the rewrite marks
@@ -209,15 +210,15 @@ def test_sender_path_mutes_first_batch_and_stale_resend(rig):
     acc, s, client = _idempotent_sender(rig)
     b1 = drained(acc, 0)
     s._send_produce(1, [b1], 0)
-    assert acc.is_muted("t", 0) and b1.base_sequence == 0
+    assert testing.is_muted(acc, "t", 0) and b1.base_sequence == 0
     s.idem.acked(b1, 0)
     acc.unmute("t", 0)
     b2 = drained(acc, 0)
     s._send_produce(1, [b2], 0)
-    assert not acc.is_muted("t", 0) and b2.base_sequence == 1
+    assert not testing.is_muted(acc, "t", 0) and b2.base_sequence == 1
     s.idem.set_producer_id(8, 1)           # b2's answer was lost; the epoch moved on
     s._send_produce(1, [b2], 0)            # resent under its old stamp: muted
-    assert acc.is_muted("t", 0) and (b2.producer_epoch, b2.base_sequence) == (0, 1)
+    assert testing.is_muted(acc, "t", 0) and (b2.producer_epoch, b2.base_sequence) == (0, 1)
     assert client.conn.in_flight_count() == 3 and client.conn.produce_batches() == [b1, b2, b2]
     client.conn.reset()                    # the connection's requests go (unanswered)
     done(acc, b1, b2)

@@ -19,7 +19,8 @@ import threading
 
 import pytest
 
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.batch import (FutureRecordMetadata, ProducerBatch, RecordMetadata,
                                        batch_counters, register_io_thread, unregister_io_thread)
 from fastkafka._producer.bufferpool import BufferPool

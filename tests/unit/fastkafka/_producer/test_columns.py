@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.columns import column_lengths
 from fastkafka._producer.partitioner import java_partition, partitions_for_keys

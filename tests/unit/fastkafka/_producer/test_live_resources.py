@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from fastkafka import Producer
-from fastkafka._producer.accumulator import (LIVE_COUNTERS, BatchFuture, RecordAccumulator,
-                                         live_resources)
+from fastkafka._producer.accumulator import LIVE_COUNTERS, RecordAccumulator, live_resources
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool, pool_counters
 from fastkafka._wire.records import BatchBuilder, buffer_counters
 from live_resources import LiveResourceLeak, check_released

@@ -31,9 +31,6 @@ class Cluster:
     def leader_for(self, topic, partition):
         return self.leaders.get((topic, partition), -1)
 
-    def partitions_for_node(self, node):
-        return sorted(tp for tp, n in self.leaders.items() if n == node)
-
 
 def release_split(acc, pool, batch, pieces):
     """Deliver and free a split batch's pieces and the batch itself: the pool is whole again."""

@@ -18,7 +18,7 @@ import datetime
 import pyarrow as pa
 import pytest
 
-from fastkafka._producer.accumulator import BatchFuture
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.columns import read_record_headers, read_timestamps
 from fastkafka.errors import InvalidRecordError, MalformedRecordError, RecordTooLargeError
 

@@ -161,9 +161,6 @@ class _Cluster:
     def leader_for(self, topic, partition):
         return 1
 
-    def partitions_for_node(self, node):
-        return [("t", 0)]
-
 
 def _pooled(codec, memory, batch_size=64 * 1024):
     pool = BufferPool(memory, batch_size)

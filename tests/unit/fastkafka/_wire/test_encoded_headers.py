@@ -3,7 +3,8 @@
 import pytest
 
 from fastkafka import EncodedHeaders
-from fastkafka._producer.accumulator import BatchFuture, RecordAccumulator
+from fastkafka._producer.accumulator import RecordAccumulator
+from fastkafka._producer.batch import BatchFuture
 from fastkafka._producer.bufferpool import BufferPool
 from fastkafka._producer.sendpath import validate_headers
 from fastkafka._wire.records import BatchBuilder, headers_size

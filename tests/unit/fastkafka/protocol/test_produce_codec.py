@@ -421,9 +421,6 @@ class Cluster:
     def leader_for(self, topic, partition):
         return self.leaders.get((topic, partition), -1)
 
-    def partitions_for_node(self, node):
-        return [tp for tp, n in sorted(self.leaders.items()) if n == node]
-
 
 @pytest.fixture
 def sender_rig():

@@ -1,0 +1,2 @@
+class ProduceRequestBuilder:
+    min_version: int
