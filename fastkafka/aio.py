@@ -127,8 +127,8 @@ class AsyncProducer:
 
     def __init__(self, config: dict | None = None, **kwargs: Any):
         self._p = _LoopProducer(config, kwargs)
-        self._send_waiter = self._p.send_waiter
-        # key_serializer / value_serializer: applied here, once per record (send_waiter takes
+        self._send_waiter = self._p._send_waiter
+        # key_serializer / value_serializer: applied here, once per record (_send_waiter takes
         # serialized records, also when one waits for metadata or memory and is tried again)
         self._serializing = (self._p.config.key_serializer is not None
                              or self._p.config.value_serializer is not None)
@@ -279,7 +279,7 @@ class AsyncProducer:
             return self._intercepted("send", fut, topic, value, key, partition, timestamp_ms,
                                      headers)
         if self._serializing:
-            value, key = self._p.serialize(topic, value, key)
+            value, key = self._p._serialize(topic, value, key)
         if self._backlog or self._closing:
             self._submit("send", (topic, value, key, partition, timestamp_ms, headers), fut)
             return fut
@@ -297,7 +297,7 @@ class AsyncProducer:
         value, key = r.value, r.key
         try:
             if self._serializing:
-                value, key = self._p.serialize(topic, value, key)
+                value, key = self._p._serialize(topic, value, key)
             self._submit(kind, (topic, value, key, r.partition, r.timestamp_ms, r.headers or None,
                                 ack), waiter)
         except BaseException as e:
@@ -340,7 +340,7 @@ class AsyncProducer:
                               headers)
             return
         if self._serializing:
-            value, key = self._p.serialize(topic, value, key)
+            value, key = self._p._serialize(topic, value, key)
         if self._backlog or self._closing:
             self._submit("produce", (topic, value, key, partition, timestamp, headers), on_delivery)
             return
@@ -421,7 +421,7 @@ class AsyncProducer:
     def _attempt(self, kind: str, args: tuple, waiter, item: _Pending | None) -> None:
         p = self._p
         if kind != "batch":     # send and produce: the same arguments, in the same order
-            p.send_waiter(self._sink, waiter, *args)
+            p._send_waiter(self._sink, waiter, *args)
         else:
             batch = item.batch if item is not None else None
             if batch is None:

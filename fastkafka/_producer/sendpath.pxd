@@ -34,7 +34,7 @@ cdef class ProducerCore(Router):
     cdef object _value_serializer
     cdef bint _serializing
     # fastkafka.interceptors.InterceptorChain, or None: a producer without interceptors pays one
-    # field test per record in _send (and send_waiter).
+    # field test per record in _send (and _send_waiter).
     cdef readonly object _interceptors
 
     # Hooks the compiled front door calls on fastkafka.Producer, which overrides them (rare paths),

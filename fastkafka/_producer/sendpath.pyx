@@ -274,15 +274,15 @@ cdef class ProducerCore(Router):
             on_delivery = delivery_alias(on_delivery, callback)
         self._send(topic, value, key, partition, timestamp, headers, on_delivery, False, True)
 
-    def send_waiter(self, LoopSink sink not None, waiter, topic, value=None, key=None,
+    def _send_waiter(self, LoopSink sink not None, waiter, topic, value=None, key=None,
                     partition=None, timestamp_ms=None, headers=None, waiter_ack=None):
-        """send_waiter(sink, waiter, topic, value=None, key=None, partition=None,
+        """_send_waiter(sink, waiter, topic, value=None, key=None, partition=None,
         timestamp_ms=None, headers=None, waiter_ack=None) -> None
 
         :meth:`send` for fastkafka.aio: the record's outcome goes to ``sink``, whose drain on the
         event loop resolves ``waiter`` (an asyncio future, a callable(err, metadata), or None).
         Call it on the sink's loop thread. ``value`` and ``key`` are taken as serialized:
-        fastkafka.aio applies the serializers first (:meth:`serialize`), once per record even
+        fastkafka.aio applies the serializers first (:meth:`_serialize`), once per record even
         when the record then waits for metadata or memory. With interceptors, ``on_send`` is not
         called here (fastkafka.aio calls it once per record, :meth:`InterceptorChain.intercept`):
         ``waiter_ack`` (its RecordAck) runs on the I/O thread before the outcome goes to the sink."""
@@ -312,8 +312,8 @@ cdef class ProducerCore(Router):
             f"expected bytes, bytearray, memoryview, str or None; nothing was sent",
             field=field, topic=topic)
 
-    def serialize(self, topic, value=None, key=None):
-        """serialize(topic, value=None, key=None) -> (value, key)
+    def _serialize(self, topic, value=None, key=None):
+        """_serialize(topic, value=None, key=None) -> (value, key)
 
         ``value`` and ``key`` through the producer's ``value_serializer`` and ``key_serializer``
         (each left as it is when its serializer is not set), as :meth:`send` does before placing

@@ -68,3 +68,14 @@ def test_what_the_producer_has_is_untouched(producer):
     assert not [n for n in _HABITS if n in dir(Producer)]
     for name in ("send", "produce", "flush", "partitions_for", "metrics", "close"):
         assert callable(getattr(producer, name))
+
+
+def test_the_public_names_are_those_the_api_reference_lists():
+    # dir(Producer), its bases included, shows what users call: each public name is one the API
+    # reference lists for fastkafka.Producer (docs/api/index.rst), none serves only fastkafka.aio
+    import pathlib
+    import re
+    index = pathlib.Path(__file__).resolve().parents[3] / "docs" / "api" / "index.rst"
+    m = re.search(r"autoclass:: fastkafka\.Producer\n   :members: (.*?)\n   :", index.read_text(), re.S)
+    listed = {n.strip() for n in m.group(1).split(",")}
+    assert {n for n in dir(Producer) if not n.startswith("_")} == listed

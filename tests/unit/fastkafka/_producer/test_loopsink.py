@@ -176,7 +176,7 @@ def test_metadata_listener_fires_after_the_next_update_or_at_once_if_one_came():
 @pytest.mark.parametrize("loop_closed", [False, True])
 def test_sink_is_not_a_callable_user_callback(loop_closed):
     """A LoopSink given as on_delivery to Producer.send is refused: only fastkafka.aio hands one
-    over (send_waiter); as a callable check it would pass silently otherwise."""
+    over (_send_waiter); as a callable check it would pass silently otherwise."""
     loop = FakeLoop()
     loop.closed = loop_closed
     assert not callable(LoopSink(loop))
