@@ -24,7 +24,7 @@ from fastkafka._producer.accumulator import RecordAccumulator
 from fastkafka._producer.batch import BatchFuture, FutureRecordMetadata, RecordMetadata
 from fastkafka._producer.batch_args import PreparedBatch as _PreparedBatch, column as _column, per_record as _per_record
 from fastkafka._producer.bufferpool import BufferPool
-from fastkafka._net.ioloop import handover_count, yield_to_io
+from fastkafka._net.ioloop import yield_to_io
 from fastkafka._net.cells import monotonic_ms
 from fastkafka._producer.router import IO_THREAD, unknown_partition
 from fastkafka._producer.sendpath import REQUEST_OVERHEAD, ProducerCore, validate_headers, validate_timestamp
@@ -37,6 +37,7 @@ from fastkafka.errors import (IllegalStateError, InvalidBrokerResponseError, Pro
 from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey
 from fastkafka._producer.sender import Sender
+from fastkafka.observability._counters import producer_counters
 from fastkafka.observability._java_metrics import java_metrics as _java_metrics
 from fastkafka._producer.transactions import (TRANSACTION, GroupMetadata, PreparedTransaction, State as TxnState,
                                               offsets_by_topic)
@@ -742,46 +743,7 @@ class Producer(OtherClientsHabits, ProducerCore):
     # -- introspection ---------------------------------------------------------------------
     def metrics(self) -> dict:
         """Counters of the producer: records and batches sent, retries, errors, bytes, buffer use."""
-        m = dict(self._sender.stats)
-        m.update({f"net_{k}": v for k, v in self._client.stats.items()})
-        m.update({
-            "buffer_total_bytes": self._pool.total,
-            "buffer_available_bytes": self._pool.available_memory,
-            "buffer_waiters": self._pool.queued,
-            "records_queued": self._acc.incomplete_record_count(),
-            "in_flight_batches": self._sender.in_flight_batches,
-            "connections": sum(1 for c in self._client.connections.values() if c.sock is not None),
-            "metadata_version": self._metadata.version,
-            "producer_id": self._sender.idem.producer_id if self._sender.idem else -1,
-            "producer_epoch": self._sender.idem.producer_epoch if self._sender.idem else -1,
-            "epoch_bumps": self._sender.idem.epoch_bumps if self._sender.idem else 0,
-        })
-        poller = self._client.poller
-        m.update({
-            # The I/O thread's blocking waits, and how long it took to get the GIL back after
-            # them (fastkafka/_net/ioloop.pyx); gil_handovers is process-wide.
-            "io_waits": poller.waits,
-            "io_gil_wait_ms_total": poller.gil_wait_ns / 1e6,
-            "io_gil_wait_max_ms": poller.gil_wait_max_ns / 1e6,
-            "io_slow_gil_waits": poller.slow_gil_waits,
-            "io_wakeups_written": poller.wakeups_written,
-            "io_timers_armed": poller.timers_armed,
-            # Inside those waits: GIL-free turns run, and the Produce requests they sent
-            # (fastkafka/_producer/gil_free_turn.pyx).
-            "io_gil_free_turns": poller.gil_free_turns,
-            "gil_free_requests": self._sender.gil_free_requests,
-            "gil_free_answers": self._sender.gil_free_answers,
-            "gil_handovers": handover_count(),
-        })
-        # The TLS data path of the connections made so far (fastkafka/_net/tls.py: TlsConnection.data_path).
-        direct, fallback = m["net_tls_openssl_direct"], m["net_tls_ssl_module"]
-        m["tls_data_path"] = ("openssl_direct" if direct and not fallback else
-                              "ssl_module" if fallback and not direct else
-                              "mixed" if direct else None)
-        if self._sender.txn is not None:
-            m.update(self._sender.txn.stats)
-            m["txn_state"] = self._sender.txn.state.value
-        return m
+        return producer_counters(self._sender, self._client, self._pool, self._acc, self._metadata)
 
     def java_metrics(self) -> dict:
         """The Java producer's metrics, with its names and meanings (docs/observability.md):

@@ -1,5 +1,6 @@
 """Everything the producer exposes for monitoring, in one place (docs/observability.md).
 
+- ``_counters``: the producer's own counters, what :meth:`fastkafka.Producer.metrics` returns.
 - ``_java_metrics``: the Java producer's metrics (names, groups and meanings) computed from the
   producer's windowed statistics (``fastkafka._net.sampled``) and gauges: what
   :meth:`fastkafka.Producer.java_metrics` returns and ``stats_cb`` gets.
