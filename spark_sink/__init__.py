@@ -24,10 +24,11 @@ from fastkafka.errors import ConfigError
 
 from .options import SinkSettings, settings_from_kwargs
 from .metrics import SinkAccumulators
-from .task import DeliveryError, SchemaError, TaskReport, TaskWriter, run_partition
+from .task import DeliveryError, SchemaError, TaskReport, TaskWriter, check_schema, run_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = ["register", "partition_writer", "batch_writer", "read_summaries", "SchemaError",
            "DeliveryError", "TaskReport", "SinkAccumulators"]
@@ -78,14 +79,33 @@ def read_summaries(path: str) -> list[dict[str, Any]]:
 
 def partition_writer(topic: str | None = None, *, task_headers: bool = False,
                      flush_timeout_ms: int | None = None, config: Mapping[str, Any] | None = None,
+                     value_format: str | None = None, key_format: str | None = None,
+                     schema_registry: Mapping[str, Any] | None = None,
+                     schema: StructType | None = None,
                      **producer_settings: Any) -> Callable[[Iterable[Row]], None]:
     """A function for ``df.foreachPartition``: sends each Row (columns as for the data source),
     flushes, and raises the first delivery error so Spark retries the task.
 
     Producer settings as keyword arguments (``bootstrap_servers=..., linger_ms=5``) and/or as a
     mapping with dotted keys (``config={"bootstrap.servers": ...}``); they are checked here, on the
-    driver. The DataFrame's columns are checked on the first row of each task."""
-    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings)
+    driver. The DataFrame's columns are checked on the first row of each task, or here with
+    ``schema=df.schema``.
+
+    ``value_format`` / ``key_format`` ("avro" or "json") write those columns for a Schema
+    Registry (``schema_registry={"url": ...}``; the other options of the data source as keyword
+    arguments: ``value_schema``, ``value_subject_name_strategy``, ``auto_register_schemas``, ...).
+    The schema is registered here, on the driver, once: it is ``value_schema`` (``key_schema``),
+    or derived from the column's type when ``schema=df.schema`` is given, or the subject's latest
+    with ``use_latest_version=True``."""
+    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config,
+                                    _with_formats(producer_settings, value_format, key_format),
+                                    schema_registry=schema_registry)
+    if schema is not None:
+        settings = check_schema(schema, settings)
+    elif settings.formats is not None:
+        from .formats import resolve_encoders
+
+        settings = resolve_encoders(settings, None, None, known_types=False)
 
     def write_partition(rows: Iterable[Row]) -> None:
         run_partition(settings, rows)
@@ -97,6 +117,8 @@ def batch_writer(topic: str | None = None, *, task_headers: bool = False,
                  flush_timeout_ms: int | None = None, config: Mapping[str, Any] | None = None,
                  delivery_guarantee: str = "at_least_once", transactional_id_prefix: str | None = None,
                  transaction_log_path: str | None = None, progress: bool = True,
+                 value_format: str | None = None, key_format: str | None = None,
+                 schema_registry: Mapping[str, Any] | None = None,
                  **producer_settings: Any) -> Callable[[DataFrame, int], None]:
     """A function for ``writeStream.foreachBatch``: writes each micro-batch through the
     ``fastkafka`` data source (the Arrow path), with the batch id in the task headers when
@@ -109,8 +131,15 @@ def batch_writer(topic: str | None = None, *, task_headers: bool = False,
     ``delivery_guarantee="exactly_once"`` writes each micro-batch in transactions the driver
     commits (see the data source options ``delivery.guarantee``, ``transactional.id.prefix`` and
     ``transaction.log.path``; the log directory is required here). ``progress=False`` leaves out
-    the driver's stderr line per micro-batch (the option ``progress``)."""
-    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config, producer_settings,
+    the driver's stderr line per micro-batch (the option ``progress``).
+
+    ``value_format`` / ``key_format``, ``schema_registry`` and the other Schema Registry keyword
+    arguments as for :func:`partition_writer`; the schema is derived from each micro-batch's column
+    type unless ``value_schema`` is given, and registered by the driver before the micro-batch's
+    tasks run."""
+    settings = settings_from_kwargs(topic, task_headers, flush_timeout_ms, config,
+                                    _with_formats(producer_settings, value_format, key_format),
+                                    schema_registry=schema_registry,
                                     delivery_guarantee=delivery_guarantee,
                                     transactional_id_prefix=transactional_id_prefix,
                                     transaction_log_path=transaction_log_path,
@@ -119,6 +148,10 @@ def batch_writer(topic: str | None = None, *, task_headers: bool = False,
         raise ConfigError("batch_writer(delivery_guarantee='exactly_once') needs transaction_log_path: "
                           "a directory where the driver records the committed micro-batches")
     options = {"kafka." + k: _option_text(v) for k, v in settings.producer_config}
+    if settings.formats is not None:
+        from .formats import format_options
+
+        options.update(format_options(settings.formats))
     options["delivery.guarantee"] = settings.delivery_guarantee
     options["progress"] = "true" if settings.progress else "false"
     if settings.exactly_once:       # (both are set: checked above)
@@ -144,6 +177,17 @@ def batch_writer(topic: str | None = None, *, task_headers: bool = False,
            .option("batch.id", str(batch_id)).save())
 
     return write_batch
+
+
+def _with_formats(producer_settings: dict[str, Any], value_format: str | None,
+                  key_format: str | None) -> dict[str, Any]:
+    """The keyword arguments with the formats given (spark_sink.formats takes them out again)."""
+    out = dict(producer_settings)
+    if value_format is not None:
+        out["value_format"] = value_format
+    if key_format is not None:
+        out["key_format"] = key_format
+    return out
 
 
 def _option_text(v: Any) -> str:

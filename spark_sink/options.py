@@ -39,13 +39,37 @@ Options
     ``<checkpointLocation>/fastkafka-transactions``). Needed by ``batch_writer`` with
     ``exactly_once``, where the data source sees no checkpoint.
 
+Schema Registry formats (:mod:`spark_sink.formats`)
+---------------------------------------------------
+``value.format`` / ``key.format``
+    ``avro`` or ``json``: the column (a struct, or any type) is encoded as Avro binary or JSON
+    text in Confluent's wire format (byte 0, the schema id as 4 bytes big-endian, the payload).
+    Without it the column must be binary or string, as for Spark's Kafka sink.
+``schema.registry.url``
+    Required with a format. Every ``schema.registry.<key>`` option is given to
+    :class:`fastkafka.schema_registry.SchemaRegistryClient` as ``<key>``
+    (``basic.auth.user.info``, ``basic.auth.credentials.source``, ``bearer.auth.token``,
+    ``ssl.ca.location``, ...); the secrets among them never show in the settings' repr.
+``value.schema`` / ``key.schema``
+    The schema's text (Avro or JSON Schema); default: derived from the column's Spark type
+    (through its Arrow type), a record named by ``value.record.name`` / ``value.record.namespace``
+    (``key.record.*``; default ``topLevelRecord`` and no namespace, as Spark's ``to_avro``).
+``value.subject.name.strategy`` / ``key.subject.name.strategy``
+    ``TopicNameStrategy`` (default: ``<topic>-value``), ``RecordNameStrategy``,
+    ``TopicRecordNameStrategy`` (or the Java class names ``io.confluent.kafka.serializers.subject.*``).
+``auto.register.schemas`` (default true), ``use.latest.version`` (default false), ``normalize.schemas`` (default false)
+    As confluent-kafka's serializers take them.
+
+The driver registers (or looks up) each schema once per write, before any task runs, and the tasks
+get the schema id with it: they never call the registry.
+
 Options of Spark's Kafka source (``startingOffsets``, ``subscribe``, ``failOnDataLoss``, ...,
 :data:`IGNORED_OPTIONS`) and Kafka consumer settings (``kafka.group.id``, ...,
 :data:`CONSUMER_SETTINGS`) are accepted and ignored, with one WARNING per write naming them.
 ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused, as Spark's Kafka sink refuses them.
 
-Input columns follow Spark's own Kafka sink: ``value`` (required; binary or string), ``key``
-(binary or string), ``topic`` (string), ``partition`` (int), ``headers``
+Input columns follow Spark's own Kafka sink: ``value`` (required; binary or string, or any type
+with ``value.format``), ``key`` (binary or string, or any type with ``key.format``), ``topic`` (string), ``partition`` (int), ``headers``
 (array<struct<key: string, value: binary>>; per-row headers first, then the task's), ``timestamp``
 (timestamp, or bigint as ms since the epoch: the record's timestamp, truncated to ms; a null: the
 producer's current time). Other columns are ignored, as Spark's sink does. The rules are checked
@@ -55,11 +79,26 @@ by :func:`spark_sink.task.check_schema` on the driver.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from fastkafka.config import SECRET_SETTINGS, ProducerConfig, canonical_name
 from fastkafka.errors import ConfigError
+
+#: the Schema Registry formats a key or value column can be written in
+FORMATS = ("avro", "json")
+#: options of the Schema Registry formats (besides ``schema.registry.<key>``)
+FORMAT_OPTIONS = ("value.format", "key.format", "value.schema", "key.schema", "value.record.name",
+                  "value.record.namespace", "key.record.name", "key.record.namespace",
+                  "value.subject.name.strategy", "key.subject.name.strategy",
+                  "auto.register.schemas", "use.latest.version", "normalize.schemas")
+REGISTRY_PREFIX = "schema.registry."
+#: SchemaRegistryClient settings that are secrets: never shown in a repr
+REGISTRY_SECRETS = frozenset(("basic.auth.user.info", "bearer.auth.token",
+                              "bearer.auth.client.secret", "ssl.key.password"))
+#: Spark's ``to_avro`` names the record of a struct this way (and gives it no namespace)
+DEFAULT_RECORD_NAME = "topLevelRecord"
 
 #: options of the sink itself (``kafka.*`` ones go to the producer)
 SINK_OPTIONS = ("topic", "task.headers", "flush.timeout.ms", "summary.path", "progress", "batch.id",
@@ -133,6 +172,53 @@ def ignored_warning(ignored: Iterable[str]) -> str:
             + ". Remove them to silence this warning")
 
 
+def _hidden(key: str, value: Any) -> Any:
+    """A SchemaRegistryClient setting as a repr may show it: secrets as ``***``, a URL without the
+    user info it may carry (``https://user:password@host``)."""
+    if value is None:
+        return None
+    low = key.lower()
+    if low in REGISTRY_SECRETS or "password" in low or "secret" in low or "token" in low:
+        return "***"
+    if low == "url":
+        return re.sub(r"(?<=://)[^/@,]*@", "***@", str(value))
+    return value
+
+
+@dataclass(frozen=True)
+class FieldFormat:
+    """How the ``value`` (or ``key``) column is encoded for the registry."""
+
+    format: str                         # "avro" | "json"
+    schema: str | None = None           # explicit schema text; None: derived from the column's type
+    record_name: str = DEFAULT_RECORD_NAME
+    record_namespace: str = ""
+    subject_name_strategy: str = "TopicNameStrategy"
+
+
+@dataclass(frozen=True)
+class RegistryFormats:
+    """The Schema Registry options of a write: the formats of value and key, the registry client's
+    settings (``schema.registry.<key>`` as ``<key>``) and the serializers' settings."""
+
+    value: FieldFormat | None = None
+    key: FieldFormat | None = None
+    registry: tuple[tuple[str, Any], ...] = ()
+    auto_register_schemas: bool = True
+    use_latest_version: bool = False
+    normalize_schemas: bool = False
+
+    def registry_conf(self) -> dict[str, Any]:
+        return dict(self.registry)
+
+    def __repr__(self) -> str:
+        shown = tuple((k, _hidden(k, v)) for k, v in self.registry)
+        return (f"RegistryFormats(value={self.value!r}, key={self.key!r}, registry={shown!r}, "
+                f"auto_register_schemas={self.auto_register_schemas!r}, "
+                f"use_latest_version={self.use_latest_version!r}, "
+                f"normalize_schemas={self.normalize_schemas!r})")
+
+
 @dataclass(frozen=True)
 class SinkSettings:
     """Everything a task needs; picklable (it travels to the executors)."""
@@ -151,6 +237,11 @@ class SinkSettings:
     max_attempts: int = 4               # spark.task.maxFailures (exactly_once: ids to take over)
     ignored: tuple[str, ...] = field(default=())  # options of Spark's Kafka source / consumer, ignored
     progress: bool = True               # the driver's stderr line per write or micro-batch
+    formats: RegistryFormats | None = None   # value.format / key.format and the registry's settings
+    # the driver's encoders (fastkafka.schema_registry FramedEncoder: schema id and text), resolved
+    # once per write by spark_sink.formats.resolve_encoders; None: the column's bytes as they are
+    value_encoder: Any = None
+    key_encoder: Any = None
 
     @property
     def exactly_once(self) -> bool:
@@ -169,10 +260,86 @@ class SinkSettings:
                 f"columns={self.columns!r}, delivery_guarantee={self.delivery_guarantee!r}, "
                 f"transactional_id_prefix={self.transactional_id_prefix!r}, "
                 f"transaction_log_path={self.transaction_log_path!r}, ignored={self.ignored!r}, "
-                f"progress={self.progress!r})")
+                f"progress={self.progress!r}"
+                + ("" if self.formats is None else
+                   f", formats={self.formats!r}, value_encoder={_encoder_text(self.value_encoder)}, "
+                   f"key_encoder={_encoder_text(self.key_encoder)}")
+                + ")")
 
     def with_columns(self, columns: Iterable[str]) -> SinkSettings:
         return dataclasses.replace(self, columns=tuple(columns))
+
+
+def _encoder_text(encoder: Any) -> str:
+    if encoder is None:
+        return "None"
+    return f"<{getattr(encoder, 'format', '?')} schema id {getattr(encoder, 'schema_id', '?')}>"
+
+
+def formats_from_options(options: Mapping[str, Any]) -> RegistryFormats | None:
+    """The Schema Registry options (``value.format``, ``key.format``, ``schema.registry.<key>``,
+    ...; keys as dotted option names, any case) as :class:`RegistryFormats`, or None when none is
+    given. ConfigError for a bad one: a format other than avro/json, no ``schema.registry.url``,
+    an option of a field whose format is not set, an unknown subject name strategy."""
+    from .formats import strategy_of
+
+    given: dict[str, tuple[str, Any]] = {}
+    registry: dict[str, Any] = {}
+    for raw_key, value in options.items():
+        low = raw_key.lower()
+        if low.startswith(REGISTRY_PREFIX):
+            if len(low) == len(REGISTRY_PREFIX):
+                raise ConfigError(f"option {raw_key!r} names no registry setting "
+                                  f"(e.g. 'schema.registry.url')")
+            registry[raw_key[len(REGISTRY_PREFIX):]] = value
+        elif low in FORMAT_OPTIONS:
+            given[low] = (raw_key, value)
+    if not given and not registry:
+        return None
+
+    def field_format(part: str) -> FieldFormat | None:
+        fmt = given.get(f"{part}.format")
+        if fmt is None or fmt[1] is None or str(fmt[1]).strip() == "":
+            stray = [given[k][0] for k in given if k.startswith(part + ".") and given[k][1] is not None]
+            if stray:
+                raise ConfigError(f"option {stray[0]!r} is set but '{part}.format' is not: set "
+                                  f"{part}.format to avro or json to write the '{part}' column for "
+                                  f"the Schema Registry")
+            return None
+        name = str(fmt[1]).strip().lower()
+        if name not in FORMATS:
+            raise ConfigError(f"option {fmt[0]!r} must be avro or json, got {fmt[1]!r}")
+        kw: dict[str, Any] = {"format": name}
+        for option, attr in ((f"{part}.schema", "schema"), (f"{part}.record.name", "record_name"),
+                             (f"{part}.record.namespace", "record_namespace"),
+                             (f"{part}.subject.name.strategy", "subject_name_strategy")):
+            if option in given and given[option][1] is not None:
+                kw[attr] = str(given[option][1])
+        if "schema" in kw and not kw["schema"].strip():
+            raise ConfigError(f"option {given[part + '.schema'][0]!r} is empty")
+        if not kw.get("record_name", DEFAULT_RECORD_NAME):
+            raise ConfigError(f"option {given[part + '.record.name'][0]!r} is empty")
+        strategy_of(kw.get("subject_name_strategy", "TopicNameStrategy"),
+                    f"{part}.subject.name.strategy")     # ConfigError for an unknown name
+        return FieldFormat(**kw)
+
+    value, key = field_format("value"), field_format("key")
+    if value is None and key is None:
+        stray = next(iter(given.values()), None)
+        raise ConfigError(f"option {(stray[0] if stray else 'schema.registry.' + next(iter(registry)))!r}"
+                          f" is set but neither 'value.format' nor 'key.format' is: set one "
+                          f"to avro or json")
+    url = registry.get("url")
+    if url is None or not str(url).strip():
+        raise ConfigError(f"option '{'value' if value is not None else 'key'}.format' needs the "
+                          f"option 'schema.registry.url' (the Schema Registry's URL, e.g. "
+                          f"http://registry:8081)")
+    flags = {}
+    for option in ("auto.register.schemas", "use.latest.version", "normalize.schemas"):
+        if option in given and given[option][1] is not None:
+            flags[option.replace(".", "_")] = _bool(given[option][0], given[option][1])
+    return RegistryFormats(value=value, key=key,
+                           registry=tuple(sorted(registry.items(), key=lambda kv: kv[0])), **flags)
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -198,8 +365,11 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
     checkpoint = None
     ignored: list[str] = []
     progress = True
+    formats = formats_from_options(options)
     for raw_key, value in options.items():
         key = raw_key.lower()
+        if key in FORMAT_OPTIONS or key.startswith(REGISTRY_PREFIX):
+            continue                        # formats_from_options took them
         if ignored_reason(raw_key) is not None:
             ignored.append(raw_key)
         elif key.startswith("kafka.") and key[len("kafka."):] in REFUSED_SETTINGS:
@@ -240,7 +410,7 @@ def settings_from_options(options: Mapping[str, Any]) -> SinkSettings:
         extra["transaction_log_path"] = checkpoint.rstrip("/") + "/fastkafka-transactions"
     return dataclasses.replace(_settings(producer, topic, task_headers, flush_timeout_s, batch_id, **extra),
                                summary_path=summary_path, ignored=tuple(sorted(ignored)),
-                               progress=progress)
+                               progress=progress, formats=formats)
 
 
 def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms: int | None,
@@ -248,12 +418,20 @@ def settings_from_kwargs(topic: str | None, task_headers: bool, flush_timeout_ms
                          **sink: Any) -> SinkSettings:
     """``partition_writer`` / ``batch_writer`` arguments: producer settings as keyword arguments
     (``bootstrap_servers=...``) and/or a mapping with dotted keys; ``sink`` holds the sink's own
-    (``delivery_guarantee``, ``transactional_id_prefix``, ``transaction_log_path``, ``progress``)."""
+    (``delivery_guarantee``, ``transactional_id_prefix``, ``transaction_log_path``, ``progress``,
+    ``schema_registry``). The Schema Registry options come as keyword arguments
+    (``value_format="avro"``, ``value_schema=...``, ``auto_register_schemas=False``, ...) or dotted
+    keys of ``config`` (``"value.format"``, ``"schema.registry.url"``), and ``schema_registry``
+    holds the registry client's settings (``{"url": ..., "basic.auth.user.info": ...}``)."""
     producer = dict(config or {})
     producer.update(kwargs)
+    from .formats import take_format_kwargs
+
+    formats = take_format_kwargs(producer, sink.pop("schema_registry", None))
     flush_timeout_s = None if flush_timeout_ms is None else _positive("flush_timeout_ms", flush_timeout_ms) / 1000
-    return _settings(producer, topic, bool(task_headers), flush_timeout_s, -1,
-                     **{k: v for k, v in sink.items() if v is not None})
+    settings = _settings(producer, topic, bool(task_headers), flush_timeout_s, -1,
+                         **{k: v for k, v in sink.items() if v is not None})
+    return settings if formats is None else dataclasses.replace(settings, formats=formats)
 
 
 def _settings(producer: dict[str, Any], topic: str | None, task_headers: bool,

@@ -2,7 +2,8 @@
 
 Column rules (:func:`check_schema`, on the driver before any task runs; :func:`row_columns` for the
 Rows of ``partition_writer``) follow Spark's own Kafka sink: ``value`` (required; binary or
-string), ``key`` (binary or string), ``topic`` (string), ``partition`` (int), ``headers``
+string), ``key`` (binary or string), any type for a column with ``value.format`` / ``key.format``
+(encoded for a Schema Registry by the encoder the driver resolved, :mod:`spark_sink.formats`), ``topic`` (string), ``partition`` (int), ``headers``
 (array<struct<key: string, value: binary>>), ``timestamp`` (timestamp, or bigint as ms since the
 epoch). Other columns are ignored.
 
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from fastkafka import BatchFuture, EncodedHeaders, Producer, RecordMetadata
 from fastkafka.errors import ConfigError, IllegalStateError, InvalidRecordError, KafkaError, KafkaTimeoutError
 
+from .formats import python_value
 from .metrics import read_totals, task_snapshot
 from .options import SinkSettings
 
@@ -104,18 +106,24 @@ def check_schema(schema: StructType, settings: SinkSettings) -> SinkSettings:
     fields = {f.name.lower(): f for f in schema.fields}
     found: list[str] = []
 
+    formats = settings.formats
+
     def bin_or_str(name: str, required: bool) -> None:
         f = fields.get(name)
+        formatted = formats is not None and getattr(formats, name) is not None
         if f is None:
             if required:
                 raise SchemaError(
                     f"the DataFrame has no '{name}' column (columns: "
                     f"{', '.join(x.name for x in schema.fields) or 'none'}); the sink needs "
-                    f"'{name}' as binary or string")
+                    f"'{name}' as binary or string"
+                    + (" (or any type with the option 'value.format')" if name == "value" else ""))
             return
-        if not isinstance(f.dataType, (BinaryType, StringType)):
+        if not formatted and not isinstance(f.dataType, (BinaryType, StringType)):
             raise SchemaError(f"column '{f.name}' must be binary or string, not "
-                              f"{f.dataType.simpleString()}")
+                              f"{f.dataType.simpleString()}; to write a "
+                              f"{f.dataType.typeName()} column for a Schema Registry set the option "
+                              f"'{name}.format' to avro or json (with 'schema.registry.url')")
         found.append(f.name)
 
     bin_or_str("value", True)
@@ -152,7 +160,15 @@ def check_schema(schema: StructType, settings: SinkSettings) -> SinkSettings:
                               f"not {f.dataType.simpleString()}; rename or cast it (e.g. "
                               f"cast({f.name} AS timestamp))")
         found.append(f.name)
-    return settings.with_columns(found)
+    settings = settings.with_columns(found)
+    if formats is not None:
+        # the schemas registered (or looked up) once, here on the driver; the tasks get the ids
+        from .formats import resolve_encoders
+
+        value, key = fields.get("value"), fields.get("key")
+        settings = resolve_encoders(settings, value.dataType if value is not None else None,
+                                    key.dataType if key is not None else None)
+    return settings
 
 
 def row_columns(fields: Sequence[str], settings: SinkSettings) -> list[str]:
@@ -239,6 +255,15 @@ class TaskWriter:
         self._headers_col = cols.get("headers")
         self._timestamp_col = cols.get("timestamp")
         self._row_index: tuple[int | None, ...] | None = None   # positions of those columns in a Row (row path)
+        # value.format / key.format: the driver's encoders (spark_sink.formats), else None
+        self._value_encoder = settings.value_encoder
+        self._key_encoder = settings.key_encoder if self._key is not None else None
+        if settings.formats is not None:
+            for part, encoder in (("value", self._value_encoder), ("key", self._key_encoder)):
+                if getattr(settings.formats, part) is not None and encoder is None and (
+                        part == "value" or self._key is not None):
+                    raise ConfigError(f"option '{part}.format' is set but the driver resolved no "
+                                      f"encoder for the '{part}' column")
 
     def _transactional_producer(self) -> Producer:
         """exactly_once: a producer of this task attempt's own, in a transaction."""
@@ -294,6 +319,10 @@ class TaskWriter:
             return batch.column(names.index(name)) if name else None
 
         value, key, part = col(self._value), col(self._key), col(self._partition)
+        if self._value_encoder is not None:
+            value = self._value_encoder.encode_arrow(value)     # one framed value per row
+        if self._key_encoder is not None and key is not None:
+            key = self._key_encoder.encode_arrow(key)
         cols = (value, key, part, col(self._timestamp_col), col(self._headers_col))
         self.report.rows += n
         self.report.bytes += _byte_count(value) + (0 if key is None else _byte_count(key))
@@ -361,7 +390,12 @@ class TaskWriter:
                 None if c is None else fields.index(c)
                 for c in (self._value, self._key, self._topic_col, self._partition, self._headers_col,
                           self._timestamp_col))
-        self.write_row_values(*[None if i is None else row[i] for i in idx])
+        values = [None if i is None else row[i] for i in idx]
+        if self._value_encoder is not None and values[0] is not None:
+            values[0] = self._value_encoder.encode(python_value(values[0]))
+        if self._key_encoder is not None and values[1] is not None:
+            values[1] = self._key_encoder.encode(python_value(values[1]))
+        self.write_row_values(*values)
 
     # -- end of the task -------------------------------------------------------------------
     def finish(self) -> TaskReport:
