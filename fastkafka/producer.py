@@ -33,7 +33,8 @@ from fastkafka._habits import OtherClientsHabits
 from fastkafka.config import ProducerConfig
 from fastkafka.interceptors import InterceptorChain
 from fastkafka.errors import (IllegalStateError, InvalidBrokerResponseError, ProducerForkedError, InvalidRecordError,
-                              KafkaTimeoutError, MalformedRecordError, ProducerClosedError, RecordTooLargeError)
+                              KafkaTimeoutError, MalformedRecordError, ProducerClosedError, RecordTooLargeError,
+                              SerializationError)
 from fastkafka._net.network import NetworkClient
 from fastkafka.protocol import ApiKey
 from fastkafka._producer.sender import Sender
@@ -111,6 +112,25 @@ def _weak_method(method):
     return call
 
 
+def _bound_serializer(serializer, field: str) -> tuple:
+    """(what the send path calls, whether it is called with the topic): a Schema Registry
+    serializer (fastkafka.schema_registry's, or confluent-kafka's Serializer objects) becomes
+    ``serialize(topic, obj)``; any other callable stays ``f(obj)``."""
+    if serializer is None:
+        return None, False
+    from fastkafka.schema_registry._serializers import topic_serializer
+
+    bound = topic_serializer(serializer, field)
+    return (serializer, False) if bound is None else (bound, True)
+
+
+def _arrow_like(data) -> bool:
+    """Arrow data a schema serializer encodes whole: a pyarrow Table/RecordBatch/Array, or a frame
+    exporting the Arrow PyCapsule interface (Polars, pandas)."""
+    return (hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__")
+            or type(data).__module__.startswith("pandas"))
+
+
 class Producer(OtherClientsHabits, ProducerCore):
     """A thread-safe Kafka producer.
 
@@ -147,9 +167,17 @@ class Producer(OtherClientsHabits, ProducerCore):
         self._sender.stats_source = _weak_method(self._stats_document)
         # send()/produce() are compiled (fastkafka/_producer/sendpath.pyx) and place records with
         # the router (fastkafka/_producer/router.pyx), as send_batch does; they use this state.
+        # A Schema Registry serializer (fastkafka.schema_registry, or confluent-kafka's) is called
+        # with the topic: serialize(topic, obj), bound to its field.
+        key_ser, key_topic = _bound_serializer(cfg.key_serializer, "key")
+        value_ser, value_topic = _bound_serializer(cfg.value_serializer, "value")
         self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms,
-                        cfg.key_serializer, cfg.value_serializer, InterceptorChain.of(cfg.interceptors))
+                        key_ser, value_ser, InterceptorChain.of(cfg.interceptors),
+                        key_topic, value_topic)
+        # send_batch of Arrow data: a schema serializer encodes the whole column (in C)
+        self._column_encoders = {field: getattr(ser, "schema_serializer", None)
+                                 for field, ser in (("key", key_ser), ("value", value_ser))}
         self._close_lock = threading.Lock()
         self._close_started = False
         # If the I/O thread dies (a bug), sends are refused at once, naming the failure. The I/O
@@ -283,8 +311,12 @@ class Producer(OtherClientsHabits, ProducerCore):
         integer array; a null entry is partitioned as if it were None). ``headers`` (as for
         :meth:`send`: a list of pairs or a dict) apply to every record; ``timestamp_ms`` (default:
         now) is every record's timestamp. ``get()`` raises the first delivery error.
-        ``key_serializer``/``value_serializer`` apply to list columns; an Arrow column with its
-        serializer set is an InvalidRecordError (Arrow entries are bytes already).
+        ``key_serializer``/``value_serializer`` apply to list columns. A Schema Registry serializer
+        (:mod:`fastkafka.schema_registry`'s ``AvroSerializer``/``JSONSerializer``) also takes Arrow
+        data whole: ``values`` (or ``keys``) may then be a pyarrow Table, RecordBatch, StructArray
+        or any Array, or a Polars/pandas frame, one record per row, encoded in C with the GIL
+        released. Any other serializer with an Arrow column is an InvalidRecordError (Arrow
+        entries are bytes already).
 
         Per record (same length as ``values``; slices honoured, no Python object per record on the
         Arrow path):
@@ -323,10 +355,10 @@ class Producer(OtherClientsHabits, ProducerCore):
         if not isinstance(topic, str) or not topic:
             raise (MalformedRecordError if isinstance(topic, str) else InvalidRecordError)(
                 f"topic must be a non-empty string, got {topic!r}")
-        values = self._serialized_column(topic, _column(values, "values"), "value")
+        values = self._field_column(topic, values, "value")
         n_records = len(values)
         if keys is not None:
-            keys = self._serialized_column(topic, _column(keys, "keys"), "key")
+            keys = self._field_column(topic, keys, "key")
             if len(keys) != n_records:
                 raise MalformedRecordError(
                     f"keys has {len(keys)} entries but values has {n_records}: expected one key "
@@ -343,6 +375,23 @@ class Producer(OtherClientsHabits, ProducerCore):
         return _PreparedBatch(topic, values, keys, parts, available, remaining, headers,
                               timestamp_ms, n_records, timestamps, record_headers, acks)
 
+    def _field_column(self, topic: str, data, field: str):
+        """send_batch's ``values`` (``field`` "value") or ``keys`` as a column of bytes: Arrow data
+        given to a Schema Registry serializer is encoded whole (one compiled call, the GIL
+        released); lists go through the serializer one entry at a time."""
+        encoder = self._column_encoders[field]
+        if encoder is not None and type(data) is not list and _arrow_like(data):
+            from fastkafka.schema_registry import SerializationContext
+
+            try:
+                return encoder.encode_arrow(data, SerializationContext(topic, field))
+            except Exception as e:
+                raise SerializationError(
+                    f"{field}_serializer failed on send_batch's {field}s for topic {topic!r} "
+                    f"({type(e).__name__}: {e}); nothing was sent", field=field,
+                    topic=topic) from e
+        return self._serialized_column(topic, _column(data, f"{field}s"), field)
+
     def _serialized_column(self, topic, col, field: str):
         """A list column through the serializer of ``field`` (send_batch); an Arrow column with
         that serializer set is refused: its entries are bytes already, and are written as such."""
@@ -351,7 +400,8 @@ class Producer(OtherClientsHabits, ProducerCore):
                 raise InvalidRecordError(
                     f"send_batch got a pyarrow {field}s column but {field}_serializer is set: Arrow "
                     f"columns are written as their bytes, never serialized; pass a list of objects "
-                    f"to serialize, or use a producer without {field}_serializer for Arrow data")
+                    f"to serialize, use a producer without {field}_serializer for Arrow data, or "
+                    f"a fastkafka.schema_registry serializer, which encodes Arrow rows")
             return self._serialize_column(topic, col, field)
         return col
 

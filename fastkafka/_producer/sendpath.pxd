@@ -33,6 +33,10 @@ cdef class ProducerCore(Router):
     cdef object _key_serializer
     cdef object _value_serializer
     cdef bint _serializing
+    # set when that serializer is called as serializer(topic, obj) (a schema registry's, bound to
+    # its field: fastkafka/schema_registry/_serializers.py topic_serializer)
+    cdef bint _key_takes_topic
+    cdef bint _value_takes_topic
     # fastkafka.interceptors.InterceptorChain, or None: a producer without interceptors pays one
     # field test per record in _send (and _send_waiter).
     cdef readonly object _interceptors

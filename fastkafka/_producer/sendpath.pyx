@@ -214,11 +214,14 @@ cdef class ProducerCore(Router):
 
     def _init_core(self, RecordAccumulator acc not None, VersionCell metadata_version not None,
                    Poller poller not None, partitioner, Py_ssize_t max_record_size, int64_t max_block_ms,
-                   key_serializer=None, value_serializer=None, interceptors=None):
+                   key_serializer=None, value_serializer=None, interceptors=None,
+                   bint key_takes_topic=False, bint value_takes_topic=False):
         self._init_router(metadata_version, partitioner, max_block_ms)
         self._interceptors = interceptors     # an InterceptorChain (fastkafka/interceptors.py) or None
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
+        self._key_takes_topic = key_takes_topic and key_serializer is not None
+        self._value_takes_topic = value_takes_topic and value_serializer is not None
         self._serializing = key_serializer is not None or value_serializer is not None
         self._acc = acc
         self._poller = poller
@@ -300,7 +303,11 @@ cdef class ProducerCore(Router):
         cdef str which = (f"the {field} of a record" if index < 0 else
                           f"the {field} of record {index} (of send_batch's {field}s)")
         try:
-            out = serializer(obj)
+            if ((serializer is self._value_serializer and self._value_takes_topic)
+                    or (serializer is self._key_serializer and self._key_takes_topic)):
+                out = serializer(topic, obj)
+            else:
+                out = serializer(obj)
         except Exception as e:
             raise SerializationError(
                 f"{field}_serializer failed on {which} for topic {topic!r} "
