@@ -155,12 +155,9 @@ def schema_text(fmt: FieldFormat, arrow_type: Any, part: str) -> str | None:
                                                  namespace=fmt.record_namespace or None))
     from fastkafka.schema_registry._json_schema import json_schema_from_arrow
 
-    schema = json_schema_from_arrow(arrow_type)
-    if isinstance(schema, dict) and "title" not in schema:
-        # the record name of RecordNameStrategy / TopicRecordNameStrategy for JSON Schema
-        full = f"{fmt.record_namespace}.{fmt.record_name}" if fmt.record_namespace else fmt.record_name
-        schema = {**schema, "title": full}
-    return schema if isinstance(schema, str) else json.dumps(schema)
+    # the title is the record name of RecordNameStrategy / TopicRecordNameStrategy for JSON Schema
+    full = f"{fmt.record_namespace}.{fmt.record_name}" if fmt.record_namespace else fmt.record_name
+    return json.dumps(json_schema_from_arrow(arrow_type, title=full))
 
 
 def _serializer(fmt: FieldFormat, formats: RegistryFormats, schema: str | None) -> Any:

@@ -1,0 +1,149 @@
+"""The Schema Registry options of the sink (``value.format``, ``key.format``,
+``schema.registry.<key>``, ...) as the driver parses them: what they become, the errors that name
+the option, and the secrets the settings' repr never shows. No SparkSession, no registry."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from fastkafka.errors import ConfigError
+from spark_sink.formats import format_options, strategy_of, take_format_kwargs
+from spark_sink.options import (DEFAULT_RECORD_NAME, FieldFormat, formats_from_options,
+                                settings_from_kwargs, settings_from_options)
+from spark_sink.task import SchemaError, check_schema
+
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "users"}
+URL = {"schema.registry.url": "http://127.0.0.1:1"}
+
+
+def test_no_format_options_no_formats():
+    assert settings_from_options(BASE).formats is None
+
+
+def test_value_format_avro_defaults():
+    s = settings_from_options({**BASE, **URL, "value.format": "AVRO"})
+    f = s.formats
+    assert f.value == FieldFormat("avro")
+    assert f.value.record_name == DEFAULT_RECORD_NAME == "topLevelRecord"
+    assert f.value.record_namespace == ""
+    assert f.value.subject_name_strategy == "TopicNameStrategy"
+    assert f.key is None
+    assert f.registry_conf() == {"url": "http://127.0.0.1:1"}
+    assert (f.auto_register_schemas, f.use_latest_version, f.normalize_schemas) == (True, False, False)
+    assert s.producer_kwargs() == {"bootstrap_servers": "127.0.0.1:9"}   # nothing leaked to the producer
+
+
+def test_every_option_is_taken():
+    s = settings_from_options({
+        **BASE, "value.format": "json", "key.format": "avro", "value.schema": '{"type":"object"}',
+        "key.schema": '"string"', "Value.Record.Name": "User", "value.record.namespace": "com.acme",
+        "key.record.name": "K", "key.record.namespace": "com.acme.k",
+        "value.subject.name.strategy": "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+        "key.subject.name.strategy": "TopicRecordNameStrategy", "auto.register.schemas": "false",
+        "use.latest.version": "true", "normalize.schemas": "true",
+        "schema.registry.url": "https://r:8081", "schema.registry.basic.auth.user.info": "u:pw",
+        "schema.registry.basic.auth.credentials.source": "USER_INFO",
+        "schema.registry.ssl.ca.location": "ca.pem"})
+    f = s.formats
+    assert f.value == FieldFormat("json", '{"type":"object"}', "User", "com.acme",
+                                  "io.confluent.kafka.serializers.subject.RecordNameStrategy")
+    assert f.key == FieldFormat("avro", '"string"', "K", "com.acme.k", "TopicRecordNameStrategy")
+    assert f.registry_conf() == {"url": "https://r:8081", "basic.auth.user.info": "u:pw",
+                                 "basic.auth.credentials.source": "USER_INFO",
+                                 "ssl.ca.location": "ca.pem"}
+    assert (f.auto_register_schemas, f.use_latest_version, f.normalize_schemas) == (False, True, True)
+    # batch_writer hands the same options to the data source: they parse back to the same
+    assert settings_from_options({**BASE, **format_options(f)}).formats == f
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"value.format": "protobuf", **URL}, ["'value.format'", "avro or json", "protobuf"]),
+    ({"value.format": "avro"}, ["schema.registry.url", "value.format"]),
+    ({"key.format": "json", "schema.registry.url": " "}, ["schema.registry.url", "key.format"]),
+    ({"value.schema": '"long"', **URL}, ["'value.schema'", "value.format"]),
+    ({"value.format": "avro", "key.record.name": "K", **URL}, ["'key.record.name'", "key.format"]),
+    ({**URL}, ["schema.registry.url", "value.format", "key.format"]),
+    ({"value.format": "avro", "value.subject.name.strategy": "TopicNamer", **URL},
+     ["value.subject.name.strategy", "TopicNamer", "RecordNameStrategy"]),
+    ({"value.format": "avro", "auto.register.schemas": "maybe", **URL},
+     ["auto.register.schemas", "true or false"]),
+    ({"value.format": "avro", "value.schema": "", **URL}, ["'value.schema'", "empty"]),
+    ({"value.format": "avro", "schema.registry.": "x", **URL}, ["schema.registry."]),
+])
+def test_bad_options_raise_config_error_naming_them(options, words):
+    with pytest.raises(ConfigError) as ei:
+        settings_from_options({**BASE, **options})
+    for w in words:
+        assert w in str(ei.value), (w, str(ei.value))
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("TopicNameStrategy", "topic"), ("RecordNameStrategy", "record"),
+    ("TopicRecordNameStrategy", "topic_record"), ("topicnamestrategy", "topic"),
+    ("io.confluent.kafka.serializers.subject.TopicRecordNameStrategy", "topic_record"),
+    ("RECORD", "record")])
+def test_strategy_names(name, kind):
+    assert strategy_of(name, "x") == kind
+
+
+def test_registry_secrets_never_in_repr():
+    s = settings_from_options({
+        **BASE, "value.format": "avro",
+        "schema.registry.url": "https://alice:url-secret@r:8081,https://bob:other-secret@r2:8081",
+        "schema.registry.basic.auth.user.info": "alice:the-password",
+        "schema.registry.bearer.auth.token": "the-token", "schema.registry.ssl.key.password": "kpw",
+        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.plain.username": "u", "kafka.sasl.plain.password": "sasl-pw"})
+    text = repr(s)
+    for secret in ("url-secret", "other-secret", "the-password", "the-token", "kpw", "sasl-pw"):
+        assert secret not in text, (secret, text)
+    assert "r:8081" in text and "r2:8081" in text and "***" in text
+    assert "https://***@r:8081" in text
+    # the settings still carry them (the driver's client needs them) and pickle
+    back = pickle.loads(pickle.dumps(s))
+    assert back.formats.registry_conf()["basic.auth.user.info"] == "alice:the-password"
+
+
+def test_partition_writer_kwargs_and_config_keys():
+    producer = {"bootstrap_servers": "h:1", "value_format": "avro", "value_schema": '"long"',
+                "value_subject_name_strategy": "RecordNameStrategy", "key.format": "json",
+                "auto_register_schemas": False, "linger_ms": 5}
+    formats = take_format_kwargs(producer, {"url": "http://r:1", "basic.auth.user.info": "a:b"})
+    assert producer == {"bootstrap_servers": "h:1", "linger_ms": 5}
+    assert formats.value == FieldFormat("avro", '"long"', subject_name_strategy="RecordNameStrategy")
+    assert formats.key == FieldFormat("json")
+    assert formats.auto_register_schemas is False
+    assert formats.registry_conf() == {"url": "http://r:1", "basic.auth.user.info": "a:b"}
+
+    s = settings_from_kwargs("t", False, None, {"bootstrap.servers": "h:1", "value.format": "json",
+                                                "schema.registry.url": "http://r:1"}, {})
+    assert s.formats.value == FieldFormat("json") and s.formats.registry_conf() == {"url": "http://r:1"}
+    with pytest.raises(ConfigError, match="schema.registry.url"):
+        settings_from_kwargs("t", False, None, None, {"bootstrap_servers": "h:1", "value_format": "avro"})
+
+
+def test_without_a_format_a_struct_value_names_value_format():
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StructType([StructField("a", LongType())])),
+                         StructField("key", StringType())])
+    with pytest.raises(SchemaError) as ei:
+        check_schema(schema, settings_from_options(BASE))
+    assert "column 'value' must be binary or string, not struct<a:bigint>" in str(ei.value)
+    assert "value.format" in str(ei.value) and "schema.registry.url" in str(ei.value)
+    key_schema = StructType([StructField("value", StringType()), StructField("key", LongType())])
+    with pytest.raises(SchemaError, match="'key.format'"):
+        check_schema(key_schema, settings_from_options(BASE))
+
+
+def test_topic_name_strategy_needs_the_topic_option():
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StructType([StructField("a", LongType())])),
+                         StructField("topic", StringType())])
+    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "value.format": "avro", **URL}
+    with pytest.raises(ConfigError) as ei:
+        check_schema(schema, settings_from_options(options))
+    text = str(ei.value)
+    assert "'topic'" in text and "RecordNameStrategy" in text and "value" in text
