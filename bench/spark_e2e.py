@@ -96,6 +96,7 @@ for _p in (ROOT, HERE):
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
 from brokers import committed_records, each_broker, stored_records  # noqa: E402
 from harness import emit, load_line, machine_info, ratio, ratio_table, round_order  # noqa: E402
+from spark_common import broker_pid, cpu_by_part, first_line, spark_jars, spark_session  # noqa: E402
 
 # name -> (what, how)
 MEASUREMENTS = {
@@ -196,36 +197,7 @@ def confluent_loop(bootstrap: str, topic: str, delivered):
 # ------------------------------------------------------------------------------------ driver
 def spark_kafka_jars() -> list[str]:
     """The jars of Spark's own Kafka sink for the installed pyspark (fetched once with Maven)."""
-    from fastkafka_tools.apachekafka import ensure_jars
-
-    folder = ensure_jars("spark-kafka")
-    return [os.path.join(folder, j) for j in sorted(os.listdir(folder)) if j.endswith(".jar")]
-
-
-def spark_session(work_dir: str, jars: list[str]):
-    """The demo's quiet ``local[2]`` session (same settings as
-    ``fastkafka_tools.spark_demo.spark_session``) with ``jars`` in ``spark.jars``, which only a
-    session's first start takes; its Python workers can import fastkafka, spark_sink and this
-    module."""
-    from pyspark.sql import SparkSession
-
-    from fastkafka_tools.spark_demo import LOG4J2
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, HERE, os.environ.get("PYTHONPATH")) if p)
-    log_config = os.path.join(work_dir, "log4j2.properties")
-    with open(log_config, "w") as f:
-        f.write(LOG4J2)
-    builder = (SparkSession.builder.master("local[2]").appName("fastkafka-spark-e2e")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}"))
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark_jars("spark-kafka")
 
 
 def make_frame(spark, rows: int, slices: int, pad: bytes):
@@ -263,7 +235,7 @@ def measure(name: str, spark, df, rows: int, bootstrap: str, topic: str, work_di
         else:
             df.write.format("fastkafka_bench_noop").mode("append").option("count.path", path).save()
     except Exception as e:  # noqa: BLE001 - a failed job is a result of the run, not its end
-        return {"failed": f"{type(e).__name__}: {_first_line(e)}"}
+        return {"failed": f"{type(e).__name__}: {first_line(e)}"}
     seconds = time.perf_counter() - t0
 
     if name in ("datasource", EXACTLY_ONCE):
@@ -283,46 +255,6 @@ def measure(name: str, spark, df, rows: int, bootstrap: str, topic: str, work_di
     if count != rows or errors:
         r["failed"] = f"counted {count} of {rows} rows, {errors} errors"
     return r
-
-
-def cpu_by_part(jvm_pid: int, broker_pid: int) -> dict[str, float]:
-    """CPU seconds (user + system, all threads) so far of Spark's JVM, of its descendants (the
-    Python workers) and of the broker, from /proc. A worker that exited in between is not counted;
-    Spark reuses its workers, so none does in these runs."""
-    tick = os.sysconf("SC_CLK_TCK")
-    table: dict[int, tuple[int, float]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        table[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    workers, todo = 0.0, list(children.get(jvm_pid, []))
-    while todo:
-        pid = todo.pop()
-        workers += table[pid][1]
-        todo += children.get(pid, [])
-    return {"jvm": table.get(jvm_pid, (0, 0.0))[1], "workers": workers,
-            "broker": table.get(broker_pid, (0, 0.0))[1]}
-
-
-def process_cpu_seconds(pid) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    lines = [ln for ln in text.splitlines() if "Error" in ln or "Exception" in ln] or text.splitlines() or [""]
-    return lines[-1][:300]
 
 
 # ------------------------------------------------------------------------------------ report
@@ -457,12 +389,6 @@ def report(args, sections: list[str], broker_lines: list[str], wall, spark, load
         "",
     ]
     return "\n".join(lines)
-
-
-def broker_pid(broker) -> int:
-    """The broker's process (a KafkaCluster has one node; its pid is the node's)."""
-    pid = getattr(broker, "pid", None)
-    return pid if pid is not None else broker.nodes[1].pid
 
 
 def run_broker(kind: str, broker, args, names, spark, df, warm_df, work_dir) -> dict[str, list[dict]]:
