@@ -72,12 +72,12 @@ def cache_root() -> str:
 
 
 def ensure_jars(part: str = "broker", version: str | None = None, quiet: bool = True) -> str:
-    """The directory holding the jars of ``part`` ("broker", "tools" or "spark-kafka") for
-    ``version`` (Kafka's; pyspark's for "spark-kafka"), fetched with Maven the first time. Safe to
-    call from several processes at once."""
+    """The directory holding the jars of ``part`` ("broker", "tools", "spark-kafka" or
+    "spark-avro") for ``version`` (Kafka's; pyspark's for the Spark parts), fetched with Maven the
+    first time. Safe to call from several processes at once."""
     if part not in _PARTS:
         raise ValueError(f"part must be one of {sorted(_PARTS)}, not {part!r}")
-    version = version or (kafka_version() if part != "spark-kafka" else _pyspark_version())
+    version = version or (kafka_version() if not part.startswith("spark-") else _pyspark_version())
     dirname, props = _PARTS[part](version)
     target = os.path.join(cache_root(), dirname)
     marker = os.path.join(target, ".complete")
@@ -134,6 +134,8 @@ _PARTS = {
                         [f"-Dclients.version={_tools_version(v)}", f"-Dtools.version={_tools_version(v)}"]),
     # Spark's own Kafka sink (a benchmark peer), for the installed pyspark's version.
     "spark-kafka": lambda v: (f"spark-kafka-{v}", [f"-Dspark.version={v}"]),
+    # Spark's from_avro / to_avro (reading back the sink's registry Avro), likewise.
+    "spark-avro": lambda v: (f"spark-avro-{v}", [f"-Dspark.version={v}"]),
 }
 
 

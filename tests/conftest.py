@@ -188,8 +188,8 @@ def spark():
     import spark_sink
     from fastkafka_tools.apachekafka import ensure_jars
 
-    folder = ensure_jars("spark-kafka")
-    jars = [os.path.join(folder, j) for j in sorted(os.listdir(folder)) if j.endswith(".jar")]
+    jars = [os.path.join(folder, j) for folder in (ensure_jars("spark-kafka"), ensure_jars("spark-avro"))
+            for j in sorted(os.listdir(folder)) if j.endswith(".jar")]      # + from_avro (tests/spark)
 
     session = (SparkSession.builder.master("local[2,4]").appName("fastkafka-tests")
                .config("spark.ui.enabled", "false")
