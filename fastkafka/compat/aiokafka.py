@@ -283,6 +283,16 @@ class _BatchRecordMetadata(namedtuple("DefaultRecordMetadata", ["offset", "size"
         return None
 
 
+def _topic_serializer(serializer, field: str):
+    """``serialize(topic, obj)`` for a Schema Registry serializer, else None (a plain ``f(obj)``,
+    called as aiokafka calls it)."""
+    if serializer is None:
+        return None
+    from fastkafka.schema_registry._serializers import topic_serializer
+
+    return topic_serializer(serializer, field)
+
+
 class BatchBuilder:
     """aiokafka's BatchBuilder (``producer.create_batch()``): records for one ``send_batch``,
     bounded by ``max_batch_size`` bytes counted as aiokafka counts them."""
@@ -385,6 +395,10 @@ class AIOKafkaProducer:
         kw = dict(locals())
         settings, own = _settings(kw)
         self._key_serializer, self._value_serializer = key_serializer, value_serializer
+        # a Schema Registry serializer (fastkafka.schema_registry's, or confluent-kafka's) is
+        # called with the topic: serialize(topic, obj)
+        self._key_by_topic = _topic_serializer(key_serializer, "key")
+        self._value_by_topic = _topic_serializer(value_serializer, "value")
         self._max_request_size = own["max_request_size"]
         self._request_timeout_ms = own["request_timeout_ms"]
         self._acks0 = own["acks"] == 0
@@ -528,9 +542,13 @@ class AIOKafkaProducer:
             raise _error("IllegalOperation", _fk.IllegalStateError,
                          "Can't send messages while not in transaction")
         if self._serializing:
-            if self._key_serializer is not None:
+            if self._key_by_topic is not None:
+                key = self._key_by_topic(topic, key)
+            elif self._key_serializer is not None:
                 key = self._key_serializer(key)
-            if self._value_serializer is not None:
+            if self._value_by_topic is not None:
+                value = self._value_by_topic(topic, value)
+            elif self._value_serializer is not None:
                 value = self._value_serializer(value)
         if headers:
             headers = list(headers)
@@ -609,6 +627,12 @@ class AIOKafkaProducer:
     def create_batch(self) -> BatchBuilder:
         """An empty :class:`BatchBuilder` (``max_batch_size`` bytes, the producer's
         serializers), to fill and hand to :meth:`send_batch`."""
+        if self._key_by_topic is not None or self._value_by_topic is not None:
+            raise _fk.ConfigError(
+                "create_batch() cannot use a Schema Registry serializer: a batch does not know its "
+                "topic until send_batch, and the schema's subject depends on it. Serialize first "
+                "(serializer(value, SerializationContext(topic, MessageField.VALUE))) into a "
+                "producer without that serializer, or use send()")
         return BatchBuilder(self._batch_size, self._key_serializer, self._value_serializer)
 
     async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int):

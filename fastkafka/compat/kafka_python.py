@@ -35,6 +35,7 @@ from fastkafka import errors as _fk
 from fastkafka.errors import ConfigError, KafkaError, SerializationError
 from fastkafka._producer.router import PARTITIONER, unknown_partition
 from fastkafka.producer import Producer
+from fastkafka.schema_registry._serializers import topic_serializer
 
 try:                                    # kafka-python installed: raise classes that are its own too
     import kafka.errors as _kp
@@ -589,7 +590,10 @@ class KafkaProducer:
             for field in ("key", "value"):
                 fn = settings.pop(f"{field}_serializer", None)
                 if fn is not None:
-                    self._serialize_fields.append((field, lambda t, h, d, fn=fn: fn(d)))
+                    by_topic = topic_serializer(fn, field)   # a Schema Registry serializer
+                    self._serialize_fields.append(
+                        (field, (lambda t, h, d, fn=fn: fn(d)) if by_topic is None else
+                         (lambda t, h, d, fn=by_topic: fn(t, d))))
         self._producer = Producer(**settings)
         # kafka-python refuses an unserialized key/value that is not bytes before any wait
         serialized = {field for field, _ser in self._serialize_fields}

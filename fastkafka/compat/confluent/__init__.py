@@ -38,6 +38,9 @@ thread. bench/compat.py measures it faster than confluent-kafka's own producer
 queue) is faster still.
 docs/migration.md ("The compatibility layer") lists the differences that remain.
 
+``SerializingProducer`` (``key.serializer``/``value.serializer``, confluent-kafka's or
+:mod:`fastkafka.schema_registry`'s) is in ``_serializing``.
+
 The package: ``_producer`` (the ``Producer``), ``_config`` (librdkafka's properties: honoured,
 mapped, ignored or refused; the table of docs/migration.md), ``_types`` (``KafkaError``,
 ``KafkaException``, ``Message``, the metadata types), ``_codes`` (confluent-kafka's error codes,
@@ -49,11 +52,14 @@ from __future__ import annotations
 
 from fastkafka.compat.confluent._producer import (DEFAULT_MAX_MESSAGES, OFFSET_INVALID,
                                                   Producer)
+from fastkafka.compat.confluent._serializing import (KeySerializationError, SerializationError,
+                                                     SerializingProducer, ValueSerializationError)
 from fastkafka.compat.confluent._types import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME,
                                                TIMESTAMP_NOT_AVAILABLE, BrokerMetadata,
                                                ClusterMetadata, KafkaError, KafkaException, Message,
                                                PartitionMetadata, ThrottleEvent, TopicMetadata)
 
-__all__ = ["Producer", "KafkaError", "KafkaException", "Message", "ThrottleEvent", "ClusterMetadata",
+__all__ = ["Producer", "SerializingProducer", "SerializationError", "KeySerializationError",
+           "ValueSerializationError", "KafkaError", "KafkaException", "Message", "ThrottleEvent", "ClusterMetadata",
            "TopicMetadata", "PartitionMetadata", "BrokerMetadata", "TIMESTAMP_NOT_AVAILABLE",
            "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "OFFSET_INVALID"]
