@@ -31,6 +31,7 @@ _WHERE = {
     "ValidationError": "_errors",
     "AvroSerializer": "_serializers", "FramedEncoder": "_serializers",
     "JSONSerializer": "_serializers",
+    "avro_schema_from_arrow": "_avro_schema", "json_schema_from_arrow": "_json_schema",
 }
 
 __all__ = sorted(_WHERE)
