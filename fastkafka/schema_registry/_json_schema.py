@@ -35,6 +35,7 @@ import json
 import math
 import re
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from fastkafka.schema_registry._errors import SchemaError, SchemaMismatchError, ValidationError
@@ -913,21 +914,28 @@ def _bound_check(limit: Any, exclusive: bool, is_min: bool) -> Check:
 
 
 def _multiple_check(m: Any) -> Check:
+    """multipleOf on the numbers as JSON writes them: 0.07 is a multiple of 0.01 (in binary floating
+    point 0.07 / 0.01 is 7.000000000000001, which the ``jsonschema`` package reports as a violation).
+    Exact integer arithmetic for integers; floats are compared through their shortest decimal text."""
+    m_frac = Fraction(Decimal(repr(m))) if isinstance(m, float) else Fraction(m)
+
     def multiple(x: Any) -> None:
         if not _is_number(x):
             return
-        if isinstance(x, Decimal) or isinstance(m, float) or isinstance(x, float):
-            try:
-                if isinstance(x, Decimal):
-                    q = x / Decimal(repr(m))
-                    bad = q != q.to_integral_value()
-                else:
-                    q = x / m
-                    bad = not math.isfinite(q) or int(q) != q
-            except (ArithmeticError, ValueError):
-                bad = True
-        else:
+        if type(x) is int and type(m) is int:
             bad = x % m != 0
+        else:
+            try:
+                if isinstance(x, float):
+                    q = x / m
+                    if math.isfinite(q) and int(q) == q:
+                        return
+                    xd = Decimal(repr(x))
+                else:
+                    xd = Decimal(x)
+                bad = not xd.is_finite() or (Fraction(xd) / m_frac).denominator != 1
+            except (ArithmeticError, ValueError, OverflowError):
+                bad = True
         if bad:
             raise _Fail(f"{_show(x)} is not a multiple of {m!r}")
     return multiple
