@@ -512,8 +512,9 @@ def _rounds_text(rs: list[dict], field: str, spec: str) -> str:
     return ", ".join(format(r[field], spec) if "failed" not in r else "FAILED" for r in rs)
 
 
-def broker_section(partitions: int, names: list[str], results: dict[str, list[dict]], args) -> list[str]:
-    lines = [f"## {partitions} partitions", "",
+def broker_section(partitions: int, names: list[str], results: dict[str, list[dict]], args,
+                   wall: float) -> list[str]:
+    lines = [f"## {partitions} partitions", "", f"{args.rounds} rounds, {wall:.0f} s.", "",
              "| client | what | median records/s | median CPU µs/record (client) | median broker CPU µs/record "
              "| rounds (records/s) |",
              "|---|---|---:|---:|---:|---|"]
@@ -537,8 +538,8 @@ def broker_section(partitions: int, names: list[str], results: dict[str, list[di
         lines += ["", "Targets (median of the per-round ratios):"]
         for a, b, t in targets:
             m = median_or_none(paired_ratios(results[a], results[b]))
-            verdict = "n/a (a round failed)" if m is None else ("met" if m >= t else "not met")
-            lines.append(f"- `{a}` / `{b}` >= {t:g}: {fmt(m)}, {verdict}")
+            verdict = "n/a (a round failed)" if m is None else f"{m:.2f}, " + ("met" if m >= t else "not met")
+            lines.append(f"- `{a}` / `{b}` >= {t:g}: {verdict}")
     lines.append("")
     return lines
 
@@ -643,8 +644,7 @@ def main(argv=None) -> int:
             for parts in partition_counts:
                 t0 = time.monotonic()
                 results = run_rounds(broker, args, names, parts, registry)
-                sections += broker_section(parts, names, results, args)
-                sections.insert(len(sections) - 1, f"({args.rounds} rounds, {time.monotonic() - t0:.0f} s.)")
+                sections += broker_section(parts, names, results, args, time.monotonic() - t0)
         finally:
             broker.stop()
             if server is not None:
