@@ -219,3 +219,7 @@ def dist(tmp_path_factory, claimed):
     from distbuild import Dist, primary_version
 
     return Dist(root=tmp_path_factory.mktemp("dist"), versions=claimed, primary=primary_version(claimed))
+
+
+# Schema Registry: the session's registry server (tests/schema_registry_rig.py).
+from schema_registry_rig import schema_registry, schema_registry_server  # noqa: E402,F401

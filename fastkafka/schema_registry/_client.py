@@ -518,6 +518,10 @@ class SchemaRegistryClient:
         while len(cache) > self.cache_capacity:
             del cache[next(iter(cache))]
 
+    def _remember_schema(self, schema_id: int, schema: Optional[Schema]) -> None:
+        if schema is not None and schema_id not in self._schema_by_id:
+            self._put(self._schema_by_id, schema_id, schema)
+
     def _forget_subject(self, subject: str, version: Optional[int] = None) -> None:
         with self._lock:
             self._latest.pop(subject, None)
@@ -571,7 +575,7 @@ class SchemaRegistryClient:
             self._put(self._id_by_subject_schema, key, registered.schema_id)
             if registered.version is not None:
                 self._put(self._registered_by_subject_schema, key, registered)
-            self._schema_by_id.setdefault(registered.schema_id, schema)
+            self._remember_schema(registered.schema_id, schema)
             self._latest.pop(subject, None)          # this register may have made a new version
         return registered
 
@@ -611,7 +615,7 @@ class SchemaRegistryClient:
         with self._lock:
             self._put(self._registered_by_subject_schema, key, registered)
             self._put(self._id_by_subject_schema, key, registered.schema_id)
-            self._schema_by_id.setdefault(registered.schema_id, schema)
+            self._remember_schema(registered.schema_id, schema)
         return registered
 
     def get_subjects(self) -> List[str]:
@@ -645,7 +649,7 @@ class SchemaRegistryClient:
             ttl = self.cache_latest_ttl_sec
             with self._lock:
                 self._put(self._latest, subject, (registered, None if ttl is None else now + ttl))
-                self._schema_by_id.setdefault(registered.schema_id, registered.schema)
+                self._remember_schema(registered.schema_id, registered.schema)
         return registered
 
     def get_version(self, subject_name: str, version: int, deleted: bool = False,
@@ -669,7 +673,7 @@ class SchemaRegistryClient:
         if fmt is None and not deleted:
             with self._lock:
                 self._put(self._by_subject_version, key, registered)
-                self._schema_by_id.setdefault(registered.schema_id, registered.schema)
+                self._remember_schema(registered.schema_id, registered.schema)
         return registered
 
     def get_versions(self, subject_name: str) -> List[int]:
