@@ -8,7 +8,8 @@ Documents: README.md, CHANGELOG.md and every ``docs/**/*.md``. The convention (d
   use another info string (``bash``, ``text``, ``properties``, ...). ``py``, ``python3``, ``pycon`` and
   the like are refused, so that no Python block is left out by a spelling.
 * An HTML comment on the line right above a ``python`` block, ``<!-- example: WORD ... -->``, says
-  what the block needs: ``spark`` (the variable ``spark``, the tests' SparkSession), ``tls`` or
+  what the block needs: ``spark`` (the variable ``spark``, the tests' SparkSession), ``registry``
+  (``http://localhost:8081`` is then the tests' Schema Registry server), ``tls`` or
   ``sasl`` (the secured broker, below), and ``id=NAME`` (a check of its own in
   tests/docs/test_doc_examples.py, ``CHECKS[NAME]``).
 * Addresses and files in the examples are placeholders the test replaces: ``localhost:9092`` is the
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-KINDS = {"spark", "tls", "sasl"}
+KINDS = {"spark", "tls", "sasl", "registry"}
 PYTHON = "python"
 #: Info strings that look like Python but would not run: refused, so nothing is skipped by spelling.
 PYTHON_LOOKALIKES = {"py", "py3", "python3", "python2", "pycon", "pytb", "ipython", "ipython3",

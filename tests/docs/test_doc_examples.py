@@ -225,6 +225,8 @@ def _environment(block, request, monkeypatch) -> tuple[str, dict, dict]:
         mapping = {"localhost:9092": bootstrap}
     if "spark" in block.kinds:
         names["spark"] = request.getfixturevalue("spark")
+    if "registry" in block.kinds:
+        mapping["http://localhost:8081"] = request.getfixturevalue("schema_registry")
     return bootstrap, mapping, names
 
 

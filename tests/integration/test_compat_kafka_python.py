@@ -5,9 +5,9 @@ partitioner, ``api_version``), run once with ``kafka.KafkaProducer`` and once wi
 on Apache Kafka; confluent-kafka's consumer reads both back: the same records in the same
 partitions, and the same callback observations.
 
-Also the Schema Registry recipe of docs/producer.md ("Serializers"): confluent-kafka's
-AvroSerializer as a fastkafka value_serializer, read back by its DeserializingConsumer with the
-AvroDeserializer of the same (mock://) registry."""
+Also confluent-kafka's AvroSerializer bound to a context by a lambda (code written before
+fastkafka.schema_registry) as a fastkafka value_serializer, read back by its DeserializingConsumer
+with the AvroDeserializer of the same (mock://) registry."""
 from __future__ import annotations
 
 import json
@@ -125,7 +125,6 @@ def test_schema_registry_avro_serializer_as_value_serializer(kafka_broker):
 
     topic = unique_name("avro")
     kafka_broker.create_topic(topic, 1)
-    # -- the recipe of docs/producer.md, "Serializers" --
     registry = SchemaRegistryClient.new_client({"url": "mock://recipe"})
     schema = """{"type": "record", "name": "User", "fields": [
                   {"name": "name", "type": "string"}, {"name": "age", "type": "int"}]}"""
