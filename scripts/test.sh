@@ -21,4 +21,4 @@ echo "==> the Spark 3.5 venv of tests/spark35 (cached)"
 .venv/bin/python -m fastkafka_tools.spark35 >/dev/null
 echo "==> the Debian roots of the packaging tests (build/roots.log)"
 wait "$roots" || { echo "making the Debian roots failed:" >&2; cat build/roots.log >&2; exit 1; }
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@" tests
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@" tests
