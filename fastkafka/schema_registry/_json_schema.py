@@ -33,6 +33,7 @@ import datetime
 import ipaddress
 import json
 import math
+import operator
 import re
 from decimal import Decimal
 from fractions import Fraction
@@ -416,20 +417,22 @@ class _Fail(Exception):
 # Formats
 # --------------------------------------------------------------------------------------------------
 
-_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$", re.ASCII)
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}\Z", re.ASCII)
 _TIME_RE = re.compile(r"^(\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$", re.ASCII)
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 def _is_date(s: str) -> bool:
-    m = _DATE_RE.match(s)
-    if not m:
+    if _DATE_RE.match(s) is None:
         return False
     try:
-        datetime.date(int(m[1]), int(m[2]), int(m[3]))
+        _fromisoformat(s)
     except ValueError:
         return False
     return True
+
+
+_fromisoformat = datetime.date.fromisoformat
 
 
 def _is_time(s: str) -> bool:
@@ -669,11 +672,14 @@ class _Compiler:
                 raise _Fail(f"{_show(x)} has more than {max_items} items")
             i = 0
             try:
-                for i in range(min(n, n_prefix)):
-                    prefix[i](x[i])
+                if n_prefix:
+                    for i in range(min(n, n_prefix)):
+                        prefix[i](x[i])
                 if rest is not None:
-                    for i in range(n_prefix, n):
-                        rest(x[i])
+                    i = n_prefix
+                    for v in (x[n_prefix:] if n_prefix else x):
+                        rest(v)
+                        i += 1
             except _Fail as f:
                 f.path.append(i)
                 raise
@@ -864,30 +870,25 @@ class _Compiler:
         return out
 
 
+# The exact Python types that are certainly of a JSON type: checked first, by one set look-up.
+_EXACT_TYPES: Dict[str, Tuple[type, ...]] = {
+    "null": (type(None),), "boolean": (bool,), "string": (str,), "integer": (int,),
+    "number": (int, float, Decimal), "array": (list, tuple), "object": (dict,),
+}
+
+
 def _type_check(t: Union[str, List[str]]) -> Check:
     names = [t] if isinstance(t, str) else list(t)
     if "integer" in names and "number" in names:
         names.remove("integer")
     label = names[0] if len(names) == 1 else names
-    if names == ["string"]:
-        def is_string(x: Any) -> None:
-            if not isinstance(x, str):
-                raise _Fail(f"{_show(x)} is not of type 'string'")
-        return is_string
-    if names == ["integer"]:
-        def is_integer(x: Any) -> None:
-            if type(x) is not int and not _is_integer(x):
-                raise _Fail(f"{_show(x)} is not of type 'integer'")
-        return is_integer
-    if names == ["object"]:
-        def is_object(x: Any) -> None:
-            if not isinstance(x, dict):
-                raise _Fail(f"{_show(x)} is not of type 'object'")
-        return is_object
+    exact = frozenset(tp for n in names for tp in _EXACT_TYPES[n])
     tests = tuple(_TYPE_TESTS[n] for n in names)
 
     def is_type(x: Any) -> None:
-        for test in tests:
+        if type(x) in exact:
+            return
+        for test in tests:  # subclasses, and floats or Decimals that are integers
             if test(x):
                 return
         raise _Fail(f"{_show(x)} is not of type {label!r}")
@@ -897,19 +898,19 @@ def _type_check(t: Union[str, List[str]]) -> Check:
 def _bound_check(limit: Any, exclusive: bool, is_min: bool) -> Check:
     word = ("greater than" if is_min else "less than") + ("" if exclusive else " or equal to")
     lim = limit
+    op = (operator.gt if exclusive else operator.ge) if is_min else \
+        (operator.lt if exclusive else operator.le)
 
     def bound(x: Any) -> None:
-        if not _is_number(x):
+        tx = type(x)
+        if tx is not int and tx is not float and not _is_number(x):
             return
         try:
-            if is_min:
-                bad = x <= lim if exclusive else x < lim
-            else:
-                bad = x >= lim if exclusive else x > lim
-        except (TypeError, ArithmeticError):  # Decimal NaN against a float limit
-            bad = True
-        if bad:
-            raise _Fail(f"{_show(x)} is not {word} {lim!r}")
+            if op(x, lim):
+                return
+        except (TypeError, ArithmeticError):  # a Decimal NaN
+            pass
+        raise _Fail(f"{_show(x)} is not {word} {lim!r}")
     return bound
 
 
@@ -1282,8 +1283,8 @@ class _ArrowWalk:
             if kw in node:
                 branches = node[kw]
                 where_kw = f"{where}/{kw}"
-                if nullable and not any(_allows_null(b) or (isinstance(b, dict) and "$ref" in b)
-                                        for b in branches):
+                if nullable and not any(self.allows_null(b, f"{where_kw}/{i}")
+                                        for i, b in enumerate(branches)):
                     raise self.fail(path, t, nullable, node, f"no schema of '{kw}' allows null")
                 fitting = [i for i, b in enumerate(branches)
                            if self.fits(b, f"{where_kw}/{i}", t, False, path)]
@@ -1299,6 +1300,16 @@ class _ArrowWalk:
             self.object(node, where, t, path)
         elif json_type == "array":
             self.array(node, where, t, path)
+
+    def allows_null(self, node: Any, where: str, depth: int = 0) -> bool:
+        """Whether a schema's type allows null, through ``$ref`` chains."""
+        if isinstance(node, dict) and "$ref" in node and depth < 32:
+            target, pointer = self.parsed.resolve(node["$ref"], f"{where}/$ref")
+            if not self.allows_null(target, pointer, depth + 1):
+                return False
+            if self.draft <= 7:
+                return True
+        return _allows_null(node)
 
     def object(self, node: dict, where: str, t: Any, path: str) -> None:
         types = _pa().types

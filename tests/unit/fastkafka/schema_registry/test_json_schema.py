@@ -431,6 +431,10 @@ def test_nullable_field_into_a_type_without_null():
                 _struct(name=pa.string()))
     check_arrow({"properties": {"name": {"oneOf": [{"type": "null"}, {"type": "string"}]}}},
                 _struct(name=pa.string()))
+    refs = {"$defs": {"s": {"type": "string"}, "n": {"type": ["string", "null"]}}}
+    assert "no schema of 'anyOf' allows null" in _mismatch(
+        {**refs, "properties": {"name": {"anyOf": [{"$ref": "#/$defs/s"}]}}}, _struct(name=pa.string()))
+    check_arrow({**refs, "properties": {"name": {"anyOf": [{"$ref": "#/$defs/n"}]}}}, _struct(name=pa.string()))
     assert "no schema of 'anyOf' allows null" in _mismatch(
         {"properties": {"name": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}},
         _struct(name=pa.string()))
