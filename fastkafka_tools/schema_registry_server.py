@@ -128,7 +128,7 @@ class RegistryServer:
                 ctx.verify_mode = ssl.CERT_REQUIRED
             self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
             scheme = "https"
-        self.host, self.port = self._httpd.server_address[:2]
+        self.host, self.port = str(self._httpd.server_address[0]), int(self._httpd.server_address[1])
         self.url = f"{scheme}://{self.host}:{self.port}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="schema-registry",
                                         daemon=True)

@@ -128,6 +128,7 @@ class Schema:
     schema_str: str
     schema_type: str
     references: Tuple[SchemaReference, ...]
+    _hash: int
 
     def __init__(self, schema_str: str, schema_type: str = "AVRO",
                  references: Optional[Iterable[SchemaReference]] = None):
@@ -525,12 +526,12 @@ class SchemaRegistryClient:
     def _forget_subject(self, subject: str, version: Optional[int] = None) -> None:
         with self._lock:
             self._latest.pop(subject, None)
-            for k in [k for k in self._by_subject_version if k[0] == subject
-                      and (version is None or k[1] == version)]:
-                del self._by_subject_version[k]
+            for sv in [sv for sv in self._by_subject_version if sv[0] == subject
+                       and (version is None or sv[1] == version)]:
+                del self._by_subject_version[sv]
             for cache in (self._id_by_subject_schema, self._registered_by_subject_schema):
-                for k in [k for k in cache if k[0] == subject]:
-                    del cache[k]
+                for key in [key for key in cache if key[0] == subject]:
+                    del cache[key]
 
     @staticmethod
     def _check_subject(subject_name: Any) -> str:

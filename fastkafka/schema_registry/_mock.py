@@ -25,6 +25,7 @@ import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from fastkafka.errors import ConfigError
 from fastkafka.schema_registry._client import SchemaRegistryClient, _Endpoint
 
 __all__ = ["MockSchemaRegistryClient", "RegistryState", "clear_mock_registries"]
@@ -523,13 +524,13 @@ class RegistryState:
         elif seg == ["schemas", "types"] and method == "GET":
             return list(TYPES)
         elif n in (1, 2) and seg[0] == "config":
-            subject = seg[1] if n == 2 else None
+            config_subject = seg[1] if n == 2 else None
             if method == "GET":
-                return self.get_config(subject, flag("defaultToGlobal"))
+                return self.get_config(config_subject, flag("defaultToGlobal"))
             if method == "PUT":
-                return self.set_config(subject, body)
-            if method == "DELETE" and subject is not None:
-                return self.delete_config(subject)
+                return self.set_config(config_subject, body)
+            if method == "DELETE" and config_subject is not None:
+                return self.delete_config(config_subject)
         elif n == 5 and seg[0] == "compatibility" and seg[1] == "subjects" and seg[3] == "versions" \
                 and method == "POST":
             return self.test_compatibility(seg[2], seg[4], body, flag("verbose"))
@@ -577,6 +578,9 @@ class MockSchemaRegistryClient(SchemaRegistryClient):
 
     def _configure_transport(self, conf: Mapping[str, Any]) -> None:
         url = str(conf.get("url", "")).strip()
+        if not url.lower().startswith("mock://"):
+            raise ConfigError(f"MockSchemaRegistryClient: url must be mock://<scope>, got "
+                              f"{url.split('@')[-1]!r}")
         scope = url[len("mock://"):].rstrip("/")
         self.scope = scope
         self._registry = _registry_for(scope)

@@ -489,3 +489,10 @@ def test_error_pickles_with_its_fields():
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is SchemaRegistryError and str(back) == str(e)
     assert (back.http_status_code, back.error_code, back.subject) == (404, 40401, "x")
+
+
+def test_mock_client_takes_only_mock_urls():
+    with pytest.raises(ConfigError, match="mock://"):
+        MockSchemaRegistryClient({"url": "http://127.0.0.1:8081"})
+    with pytest.raises(ConfigError, match="cannot be listed"):
+        SchemaRegistryClient({"url": "http://127.0.0.1:8081, mock://x"})
