@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from fastkafka.schema_registry._errors import SchemaError, SchemaMismatchError, ValidationError
 
 __all__ = ["ParsedJsonSchema", "parse_json_schema", "json_schema_from_arrow", "check_arrow",
-           "has_value_constraints", "compile_validator", "DRAFT_07"]
+           "has_value_constraints", "compile_validator", "DRAFT_07", "CHECKED_FORMATS"]
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 
@@ -212,7 +212,7 @@ def _check_node(node: Any, where: str, draft: int, anchors: Dict[str, str]) -> N
         if not names and isinstance(t, list):
             raise _bad(where, "type", "an empty list of types")
         for name in names:
-            if name not in _TYPES or not isinstance(name, str):
+            if not isinstance(name, str) or name not in _TYPES:
                 raise _bad(where, "type", f"{name!r} is not a JSON Schema type "
                                           f"(one of {', '.join(sorted(_TYPES))})")
         if len(set(names)) != len(names):
@@ -482,15 +482,19 @@ def _ok(x: Any) -> None:
     return None
 
 
-def compile_validator(schema: SchemaLike) -> Callable[[Any], None]:
+def compile_validator(schema: SchemaLike, check_formats: bool = True) -> Callable[[Any], None]:
     """Compile a schema into a function ``validate(value) -> None``.
+
+    ``check_formats`` False makes every ``"format"`` an annotation, as confluent-kafka's
+    JSONSerializer treats them (it validates without a format checker); True checks the formats
+    listed in :data:`CHECKED_FORMATS`.
 
     The schema is walked once, here; the returned function runs nested closures and raises
     :class:`ValidationError` naming the JSON path of the first violation, e.g.
     ``$.address.zip: 'abc' does not match pattern '^[0-9]{5}$'``. A keyword that would change
     validity but is not supported raises :class:`SchemaError` here."""
     parsed = parse_json_schema(schema)
-    root = _Compiler(parsed).compile_root()
+    root = _Compiler(parsed, check_formats).compile_root()
 
     def validate(value: Any) -> None:
         try:
@@ -505,9 +509,10 @@ def compile_validator(schema: SchemaLike) -> Callable[[Any], None]:
 
 
 class _Compiler:
-    def __init__(self, parsed: ParsedJsonSchema):
+    def __init__(self, parsed: ParsedJsonSchema, check_formats: bool):
         self.parsed = parsed
         self.draft = parsed.draft
+        self.formats = _FORMATS if check_formats else {}
         self.table: Dict[str, Check] = {}
 
     def compile_root(self) -> Check:
@@ -617,8 +622,8 @@ class _Compiler:
                     raise _Fail(f"{_show(x)} does not match pattern {pat!r}")
             out.append(pattern)
         fmt = node.get("format")
-        if fmt in _FORMATS:
-            test = _FORMATS[fmt]
+        if fmt in self.formats:
+            test = self.formats[fmt]
 
             def format_check(x: Any) -> None:
                 if isinstance(x, str) and not test(x):
@@ -748,10 +753,17 @@ class _Compiler:
                 and min_p is None and max_p is None and names is None and not dep_required \
                 and not dep_schemas:
             return None
-        # Properties whose schema accepts anything still count as "in properties" for
-        # additionalProperties, so they stay in the table with the no-op check.
-        props_get = props.get
-        extra_needed = bool(patterns) or additional is not None or closed
+        # Only properties with a real check are looked up per value; every declared property
+        # still counts as "in properties" for additionalProperties.
+        subs_get = {k: f for k, f in props.items() if f is not _ok}.get
+        prop_keys = frozenset(props)
+        has_tail = names is not None or bool(dep_required) or bool(dep_schemas)
+
+        def first_extra(x: dict) -> str:
+            for k in x:
+                if k not in prop_keys:
+                    return k
+            return ""  # not reached: called only when there is one
 
         def check_object(x: Any) -> None:
             if not isinstance(x, dict):
@@ -766,29 +778,45 @@ class _Compiler:
                 raise _Fail(f"{_show(x)} has more than {max_p} properties")
             key = None
             try:
-                for key, v in x.items():
-                    sub = props_get(key)
-                    if sub is not None:
-                        sub(v)
-                        if not patterns:
-                            continue
-                    elif not extra_needed:
-                        continue
-                    matched = False
-                    for search, psub in patterns:
-                        if search(key) is not None:
-                            matched = True
-                            psub(v)
-                    if sub is None and not matched:
-                        if closed:
-                            extra, key = key, None
-                            raise _Fail(f"additional property {_show(extra)} is not allowed")
-                        if additional is not None:
-                            additional(v)
+                if not patterns:
+                    if closed and not x.keys() <= prop_keys:
+                        raise _Fail(f"additional property {_show(first_extra(x))} is not allowed")
+                    if additional is None:
+                        for key, v in x.items():
+                            sub = subs_get(key)
+                            if sub is not None:
+                                sub(v)
+                    else:
+                        for key, v in x.items():
+                            sub = subs_get(key)
+                            if sub is not None:
+                                sub(v)
+                            elif key not in prop_keys:
+                                additional(v)
+                else:
+                    for key, v in x.items():
+                        sub = subs_get(key)
+                        if sub is not None:
+                            sub(v)
+                        matched = key in prop_keys
+                        for search, psub in patterns:
+                            if search(key) is not None:
+                                matched = True
+                                psub(v)
+                        if not matched:
+                            if closed:
+                                extra, key = key, None
+                                raise _Fail(f"additional property {_show(extra)} is not allowed")
+                            if additional is not None:
+                                additional(v)
             except _Fail as f:
                 if key is not None:
                     f.path.append(key)
                 raise
+            if has_tail:
+                tail(x)
+
+        def tail(x: dict) -> None:
             if names is not None:
                 for k in x:
                     try:
@@ -1106,7 +1134,8 @@ def check_arrow(schema: SchemaLike, arrow_type: Any) -> None:
     _ArrowWalk(parse_json_schema(schema)).top(arrow_type)
 
 
-def has_value_constraints(schema: SchemaLike, arrow_type: Any = None) -> bool:
+def has_value_constraints(schema: SchemaLike, arrow_type: Any = None,
+                          check_formats: bool = True) -> bool:
     """Whether values must be validated one by one: the schema has keywords that constrain values
     beyond their JSON type and shape (bounds, multipleOf, lengths, pattern, a checked format, enum,
     const, item and property counts, uniqueItems, dependencies, if/then/else, not, oneOf beyond
@@ -1115,13 +1144,14 @@ def has_value_constraints(schema: SchemaLike, arrow_type: Any = None) -> bool:
     Given the Arrow type the data has, only the parts of the schema that data reaches count, and what
     the Arrow type guarantees does not: ``"format": "date"`` on an Arrow date32, ``"date-time"`` on a
     timestamp, an integer bound an Arrow integer type cannot exceed is still counted (bounds are
-    always checked). Without it, every subschema reachable from the root counts."""
+    always checked). Without it, every subschema reachable from the root counts. With
+    ``check_formats`` False (as for :func:`compile_validator`) formats never count."""
     parsed = parse_json_schema(schema)
     if arrow_type is not None:
-        walk = _ArrowWalk(parsed)
+        walk = _ArrowWalk(parsed, check_formats)
         walk.top(arrow_type)
         return walk.constrained
-    return _scan_constraints(parsed)
+    return _scan_constraints(parsed, check_formats)
 
 
 _VALUE_KEYWORDS = frozenset((
@@ -1132,7 +1162,8 @@ _VALUE_KEYWORDS = frozenset((
 ))
 
 
-def _node_constraints(node: dict, draft: int, arrow_format: Optional[str] = None) -> bool:
+def _node_constraints(node: dict, draft: int, arrow_format: Optional[str] = None,
+                      check_formats: bool = True) -> bool:
     """Whether one schema node (without its subschemas) constrains values beyond type and shape."""
     if "$ref" in node and draft <= 7:
         return False
@@ -1146,7 +1177,7 @@ def _node_constraints(node: dict, draft: int, arrow_format: Optional[str] = None
                 continue
             return True
     fmt = node.get("format")
-    if fmt in _FORMATS and fmt != arrow_format:
+    if check_formats and fmt in _FORMATS and fmt != arrow_format:
         return True
     if "oneOf" in node and not _is_null_or_t(node["oneOf"]):
         return True
@@ -1173,7 +1204,7 @@ def _allows_null(node: Any) -> bool:
     return t is None or t == "null" or (isinstance(t, list) and "null" in t)
 
 
-def _scan_constraints(parsed: ParsedJsonSchema) -> bool:
+def _scan_constraints(parsed: ParsedJsonSchema, check_formats: bool) -> bool:
     seen = set()
     stack = [(parsed.schema, "#")]
     while stack:
@@ -1182,7 +1213,7 @@ def _scan_constraints(parsed: ParsedJsonSchema) -> bool:
             return True
         if not isinstance(node, dict):
             continue
-        if _node_constraints(node, parsed.draft):
+        if _node_constraints(node, parsed.draft, None, check_formats):
             return True
         if "$ref" in node:
             target, pointer = parsed.resolve(node["$ref"], where)
@@ -1219,9 +1250,10 @@ class _ArrowWalk:
     """Walks an Arrow type and a schema side by side: mismatches raise, and whether any reached
     part of the schema constrains values is collected in :attr:`constrained`."""
 
-    def __init__(self, parsed: ParsedJsonSchema):
+    def __init__(self, parsed: ParsedJsonSchema, check_formats: bool = True):
         self.parsed = parsed
         self.draft = parsed.draft
+        self.check_formats = check_formats
         self.constrained = False
         self.active: set = set()
 
@@ -1264,7 +1296,7 @@ class _ArrowWalk:
             if self.draft <= 7:
                 return
         json_type, fmt = _arrow_json_type(t, path)
-        if _node_constraints(node, self.draft, fmt):
+        if _node_constraints(node, self.draft, fmt, self.check_formats):
             self.constrained = True
         if "type" in node:
             allowed = node["type"] if isinstance(node["type"], list) else [node["type"]]

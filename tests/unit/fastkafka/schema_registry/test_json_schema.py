@@ -255,6 +255,16 @@ def test_additional_property_is_named():
     assert "$: additional property 'zz' is not allowed" in msg
 
 
+def test_formats_can_be_annotations_as_in_confluent_kafka():
+    schema = {"properties": {"day": {"type": "string", "format": "date"}}}
+    with pytest.raises(ValidationError, match=r"\$\.day: 'soon' is not a valid 'date'"):
+        compile_validator(schema)({"day": "soon"})
+    compile_validator(schema, check_formats=False)({"day": "soon"})
+    assert has_value_constraints(schema) is True
+    assert has_value_constraints(schema, check_formats=False) is False
+    assert has_value_constraints(schema, _struct(day=(pa.string(), False)), check_formats=False) is False
+
+
 def test_decimal_values_are_numbers():
     validate = compile_validator({"type": "integer", "maximum": 10, "multipleOf": 0.5})
     validate(Decimal("2.00"))
@@ -280,6 +290,7 @@ def test_deep_recursion_is_a_validation_error():
     ("[1, 2]", "JSON object"),
     ({"type": "strng"}, "'strng' is not a JSON Schema type"),
     ({"properties": {"a": {"type": ["string", "string"]}}}, "#/properties/a/type"),
+    ({"type": [["string"]]}, "is not a JSON Schema type"),
     ({"required": "a"}, "required"),
     ({"required": ["a", 1]}, "list of strings"),
     ({"pattern": "(unclosed"}, "not a valid regular expression"),
