@@ -52,6 +52,17 @@ def avro_validator(schema_type: str, parsed: Any) -> None:
         fastavro.parse_schema(parsed, _write_hint=False)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        # a client that went away (a timeout, a refused TLS handshake) is not the server's error
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, ssl.SSLError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class RegistryServer:
     """A running server: ``url``, ``state`` (its :class:`RegistryState`), ``requests`` (the log of
     ``(method, path)``, the path with its query), ``fail_next(status, count, ...)`` and
@@ -72,6 +83,7 @@ class RegistryServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = 30
 
             def log_message(self, format, *args):   # noqa: A002 - quiet
                 pass
@@ -117,7 +129,7 @@ class RegistryServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
+        self._httpd = _QuietServer((host, port), Handler)
         self._httpd.daemon_threads = True
         scheme = "http"
         if tls is not None:
@@ -126,7 +138,10 @@ class RegistryServer:
             if client_ca is not None:
                 ctx.load_verify_locations(cafile=client_ca)
                 ctx.verify_mode = ssl.CERT_REQUIRED
-            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
+            # the handshake happens in the request's thread (on its first read), not in the
+            # accepting loop, so a client that never completes it holds up nobody else
+            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True,
+                                                 do_handshake_on_connect=False)
             scheme = "https"
         self.host, self.port = str(self._httpd.server_address[0]), int(self._httpd.server_address[1])
         self.url = f"{scheme}://{self.host}:{self.port}"

@@ -496,3 +496,18 @@ def test_mock_client_takes_only_mock_urls():
         MockSchemaRegistryClient({"url": "http://127.0.0.1:8081"})
     with pytest.raises(ConfigError, match="cannot be listed"):
         SchemaRegistryClient({"url": "http://127.0.0.1:8081, mock://x"})
+
+
+def test_backoff_doubles_with_jitter_up_to_the_max(server, monkeypatch):
+    from fastkafka.schema_registry import _client
+
+    waits: list = []
+    monkeypatch.setattr(_client.time, "sleep", waits.append)
+    c = SchemaRegistryClient({"url": server.url, "max.retries": 5, "retries.wait.ms": 100,
+                              "retries.max.wait.ms": 500})
+    server.fail_next(503, 5)
+    assert c.get_subjects() == []
+    assert len(waits) == 5
+    for wait, full in zip(waits, (0.1, 0.2, 0.4, 0.5, 0.5)):
+        assert full / 2 <= wait <= full, (waits, full)
+    assert len(set(waits)) > 1
