@@ -561,3 +561,48 @@ def test_has_value_constraints_with_the_arrow_type():
     schema = {"properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 2}}}
     assert has_value_constraints(schema, _struct(a=(pa.int64(), False))) is False
     assert has_value_constraints(schema, _struct(a=(pa.int64(), False), b=(pa.string(), False))) is True
+
+
+def _random_value(rng, depth=0):
+    kind = rng.randrange(8 if depth < 3 else 6)
+    if kind == 0:
+        return rng.choice([None, True, False])
+    if kind == 1:
+        return rng.randrange(-3, 12)
+    if kind == 2:
+        return rng.choice([0.0, 1.0, 1.5, 4.5, 4.2, -0.5, 5.0, 1e300])
+    if kind in (3, 4, 5):
+        return rng.choice(["", "a", "b", "abc", "abcd", "12345", "x", "EUR", "2024-02-29", "2023-02-30",
+                           "ada@example.com", "10.0.0.1", "\U0001F600", "äö"])
+    if kind == 6:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    keys = ["a", "b", "k", "x", "y", "n", "v", "zip", "street", "address", "child", "next", "x_a",
+            "x_b", "abcd", "tags"]
+    return {rng.choice(keys): _random_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def test_random_values_agree_with_jsonschema():
+    """Every schema of the matrix against random values: the verdicts (valid or not) agree."""
+    jsonschema = pytest.importorskip("jsonschema")
+    import random
+
+    rng = random.Random(40)
+    checked = jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers
+    compared = 0
+    for case, schema, _, _ in MATRIX:
+        if case in DIFFERS_FROM_JSONSCHEMA or (schema.get("format") in CHECKED_FORMATS
+                                               and schema["format"] not in checked):
+            continue
+        ours = compile_validator(schema)
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        theirs = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        for _ in range(60):
+            value = _random_value(rng)
+            try:
+                ours(value)
+                valid = True
+            except ValidationError:
+                valid = False
+            assert theirs.is_valid(value) is valid, (case, value)
+            compared += 1
+    assert compared > 5000
