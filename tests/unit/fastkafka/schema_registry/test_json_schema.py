@@ -98,6 +98,16 @@ MATRIX = [
     ("contains", {"contains": {"type": "string"}}, [1, "a"], True),
     ("contains-none", {"contains": {"type": "string"}}, [1, 2], False),
     ("max-contains", {"contains": {"type": "string"}, "maxContains": 1}, ["a", "b"], False),
+    ("items-list-2019", _s(D2019, items=[{"type": "string"}]), [1], False),
+    ("prefix-items-ignored-d7", _s(D7, prefixItems=[{"type": "string"}]), [1], True),
+    ("min-contains-0", {"contains": {"type": "string"}, "minContains": 0}, [1], True),
+    ("max-contains-ignored-d7", _s(D7, contains={"type": "string"}, maxContains=0), ["a"], True),
+    # keywords of later drafts are unknown (annotations) in earlier ones
+    ("property-names-ignored-d4", _s(D4, propertyNames={"maxLength": 1}), {"ab": 1}, True),
+    ("if-ignored-d6", _s(D6, **{"if": {"type": "string"}, "then": {"minLength": 3}}), "a", True),
+    ("if-then-2020", {"if": {"type": "string"}, "then": {"minLength": 3}}, "a", False),
+    ("dependencies-ignored-2020", {"dependencies": {"a": ["b"]}}, {"a": 1}, True),
+    ("dependent-required-ignored-d7", _s(D7, dependentRequired={"a": ["b"]}), {"a": 1}, True),
     # numbers
     ("minimum", {"minimum": 5}, 5, True),
     ("minimum-bad", {"minimum": 5}, 4.99, False),
