@@ -3,7 +3,7 @@ on one Apache Kafka node, and the encoders alone (no broker).
 
     python bench/schema_registry.py [--records 200000] [--rounds 5] [--partitions 6[,100]]
                                     [--registry server|mock] [--only NAME,...] [--encoder-only]
-                                    [--encoder-rounds 5] [--kafka-heap-mb 1024]
+                                    [--encoder-rounds 5] [--encoder-records 50000] [--kafka-heap-mb 1024]
                                     [--out bench/results/schema_registry.md]
 
 The data: ``--records`` records of a 10-field Avro record (``AVRO_SCHEMA``): long, string (some
@@ -48,8 +48,9 @@ talk HTTP to it; ``mock`` gives each child its own in-process ``mock://`` regist
 own).
 
 ``--encoder-only`` (or, after the broker's sections, always) measures the encoders alone, no broker,
-nanoseconds per record over the same records (each in a child process, ``--encoder-rounds``
-rounds; a round's value is the median of 5 passes over all the records in that child):
+nanoseconds per record over the first ``--encoder-records`` of the same records (each in a child
+process, ``--encoder-rounds`` rounds; a round's value is the median of its passes over the records
+in that child: 5, or fewer when they took a second in all, as the slowest serializers do at once):
 
 ``avro_arrow``     ``AvroEncoder(schema).encode_arrow(table)`` (one call, per row in C)
 ``avro_dict``      ``AvroEncoder(schema).encode(record_dict)`` per record
@@ -164,7 +165,8 @@ ENCODER_PAIRS = [("avro_arrow", "fastavro"), ("avro_dict", "fastavro"), ("avro_a
                  ("avro_dict", "ck_avro_ser"), ("fk_avro_ser", "ck_avro_ser"),
                  ("json_arrow", "ck_json_ser"), ("fk_json_ser", "ck_json_ser"), ("json_arrow", "json_dumps")]
 CHECKED = 2_000          # records whose encoding each encoder child compares with the reference
-PASSES = 5               # passes over the records in one encoder child (its value: their median)
+PASSES = 5               # passes over the records in one encoder child (its value: their median),
+PASSES_SECONDS = 1.0     # fewer when they took this long already
 
 
 # ------------------------------------------------------------------------------------ data
@@ -395,13 +397,13 @@ def encoder_child(name: str, records: int) -> dict:
             for d in dicts:
                 _fn(d)
 
-    times = []
-    for _ in range(PASSES):
+    times: list[float] = []
+    while len(times) < PASSES and sum(times) < PASSES_SECONDS:
         t0 = time.perf_counter()
         one_pass()
         times.append(time.perf_counter() - t0)
     ns = statistics.median(times) / records * 1e9
-    return {"ns_per_record": ns, "rate": 1e9 / ns, "records": records, "passes": PASSES}
+    return {"ns_per_record": ns, "rate": 1e9 / ns, "records": records, "passes": len(times)}
 
 
 # ------------------------------------------------------------------------------------ registry
@@ -499,7 +501,7 @@ def run_encoder_rounds(args, names: list[str]) -> dict[str, list[dict]]:
     results: dict[str, list[dict]] = {n: [] for n in names}
     for rnd in range(1, args.encoder_rounds + 1):
         for name in round_order(names, rnd):
-            r = run_child([sys.executable, SCRIPT, "--_encoder", name, "--records", str(args.records)],
+            r = run_child([sys.executable, SCRIPT, "--_encoder", name, "--records", str(args.encoder_records)],
                           args.timeout)
             results[name].append(r)
             msg = r["failed"] if "failed" in r else f"{r['ns_per_record']:>10,.0f} ns/record"
@@ -546,14 +548,16 @@ def broker_section(partitions: int, names: list[str], results: dict[str, list[di
 
 def encoder_section(names: list[str], results: dict[str, list[dict]], args) -> list[str]:
     lines = ["## The encoders alone (no broker)", "",
-             f"{args.records:,} records, {args.encoder_rounds} rounds (a child process per encoder and round; "
-             f"a round's value is the median of {PASSES} passes over the records).", "",
-             "| name | what | median ns/record | rounds (ns/record) |", "|---|---|---:|---|"]
+             f"The first {args.encoder_records:,} of the records, {args.encoder_rounds} rounds (a child process per "
+             f"encoder and round, reversed order in even rounds; a round's value is the median of its passes over "
+             f"the records: {PASSES}, or fewer when they took {PASSES_SECONDS:g} s in all).", "",
+             "| name | what | median ns/record | passes per round | rounds (ns/record) |", "|---|---|---:|---:|---|"]
     for name in names:
         rs = results[name]
         ns = median_field(rs, "ns_per_record")
         why = next((r["failed"] for r in rs if "failed" in r), "")
-        lines.append(f"| {name} | {ENCODERS[name]} | {fmt(ns, ',.0f', 'FAILED')} "
+        passes = "/".join(str(r["passes"]) for r in rs if "failed" not in r) or "-"
+        lines.append(f"| {name} | {ENCODERS[name]} | {fmt(ns, ',.0f', 'FAILED')} | {passes} "
                      f"| {_rounds_text(rs, 'ns_per_record', ',.0f')}{f' ({why})' if why else ''} |")
     pairs = [(a, b) for a, b in ENCODER_PAIRS if a in names and b in names]
     if pairs:
@@ -573,7 +577,7 @@ def command_line(args) -> str:
         parts.append("--encoder-only")
     else:
         parts += [f"--rounds {args.rounds}", f"--partitions {args.partitions}", f"--registry {args.registry}"]
-    parts.append(f"--encoder-rounds {args.encoder_rounds}")
+    parts.append(f"--encoder-rounds {args.encoder_rounds} --encoder-records {args.encoder_records}")
     if args.only:
         parts.append(f"--only {args.only}")
     return " ".join(parts)
@@ -591,6 +595,7 @@ def main(argv=None) -> int:
                                                + ",".join([*MEASUREMENTS, *ENCODERS]))
     ap.add_argument("--encoder-only", action="store_true", help="the encoders alone, no broker")
     ap.add_argument("--encoder-rounds", type=int, default=5, help="rounds of the encoders (0: none)")
+    ap.add_argument("--encoder-records", type=int, default=50_000, help="records of the encoders' passes")
     ap.add_argument("--kafka-heap-mb", type=int, default=1024, help="Apache Kafka broker's JVM heap")
     ap.add_argument("--timeout", type=float, default=600.0, help="per-measurement limit, seconds")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "schema_registry.md"))
@@ -617,8 +622,8 @@ def main(argv=None) -> int:
         partition_counts = [int(x) for x in args.partitions.split(",") if x.strip()]
     except ValueError:
         raise SystemExit(f"--partitions takes comma-separated integers, not {args.partitions!r}") from None
-    if args.records <= 0 or args.rounds <= 0 or not partition_counts or min(partition_counts) <= 0:
-        raise SystemExit("--records, --rounds and --partitions must be > 0")
+    if min(args.records, args.rounds, args.encoder_records) <= 0 or not partition_counts or min(partition_counts) <= 0:
+        raise SystemExit("--records, --rounds, --encoder-records and --partitions must be > 0")
 
     wall0, load0 = time.monotonic(), os.getloadavg()[0]
     sections: list[str] = []

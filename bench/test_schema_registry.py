@@ -93,21 +93,26 @@ def test_broker_section_gives_medians_paired_ratios_and_the_targets():
 
 
 def test_encoder_section_ratio_is_how_many_times_faster():
-    args = type("A", (), {"records": 1000, "encoder_rounds": 2})()
-    results = {"avro_arrow": [{"ns_per_record": 100.0, "rate": 1e7}, {"ns_per_record": 200.0, "rate": 5e6}],
-               "fastavro": [{"ns_per_record": 1000.0, "rate": 1e6}, {"ns_per_record": 1000.0, "rate": 1e6}]}
+    args = type("A", (), {"encoder_records": 1000, "encoder_rounds": 2})()
+    results = {"avro_arrow": [{"ns_per_record": 100.0, "rate": 1e7, "passes": 5},
+                              {"ns_per_record": 200.0, "rate": 5e6, "passes": 5}],
+               "fastavro": [{"ns_per_record": 1000.0, "rate": 1e6, "passes": 2},
+                            {"ns_per_record": 1000.0, "rate": 1e6, "passes": 1}]}
     lines = sr.encoder_section(["avro_arrow", "fastavro"], results, args)
     row = next(_cells(ln) for ln in lines if ln.startswith("| avro_arrow | fastavro |"))
     assert row[2] == "7.50" and row[3] == "10.00, 5.00"
     med = next(_cells(ln) for ln in lines if ln.startswith("| avro_arrow | fastkafka"))
-    assert med[2] == "150"
+    assert med[2] == "150" and med[3] == "5/5" and med[4] == "100, 200"
+    slow = next(_cells(ln) for ln in lines if ln.startswith("| fastavro | `fastavro"))
+    assert slow[3] == "2/1"
 
 
 # ------------------------------------------------------------------------------------ end to end
 def test_a_tiny_run_end_to_end(tmp_path):
     out = tmp_path / "sr.md"
     only = ["fk_avro_batch", "fk_avro_send", "ck_avro", "avro_arrow", "avro_dict", "fastavro", "ck_avro_ser"]
-    assert sr.main(["--records", "3000", "--rounds", "1", "--encoder-rounds", "1", "--kafka-heap-mb", "512",
+    assert sr.main(["--records", "3000", "--rounds", "1", "--encoder-rounds", "1", "--encoder-records", "3000",
+                    "--kafka-heap-mb", "512",
                     "--only", ",".join(only), "--out", str(out)]) == 0
     text = out.read_text()
     assert "FAILED" not in text, text
