@@ -24,6 +24,7 @@ from typing import Any
 _WHERE = {
     "SchemaRegistryClient": "_client", "Schema": "_client", "RegisteredSchema": "_client",
     "SchemaReference": "_client", "SchemaRegistryError": "_client",
+    "MockSchemaRegistryClient": "_mock", "clear_mock_registries": "_mock",
     "MessageField": "_context", "SerializationContext": "_context",
     "record_subject_name_strategy": "_context", "topic_record_subject_name_strategy": "_context",
     "topic_subject_name_strategy": "_context",

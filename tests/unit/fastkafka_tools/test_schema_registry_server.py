@@ -120,8 +120,6 @@ def test_confluent_avro_serializer_and_deserializer(server):
 
 
 def test_confluent_json_serializer_and_deserializer(server):
-    pytest.importorskip("jsonschema", reason="confluent-kafka's JSON serializer needs jsonschema "
-                                             "(confluent-kafka[json])")
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 
     schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "User",

@@ -405,7 +405,6 @@ def test_bearer_token():
 # --------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    pytest.importorskip("cryptography", reason="the TLS tests make their certificates with it")
     from fastkafka_tools.tlsrig import make_pki
 
     return make_pki(str(tmp_path_factory.mktemp("pki")))
