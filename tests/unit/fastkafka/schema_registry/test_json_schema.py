@@ -616,3 +616,30 @@ def test_random_values_agree_with_jsonschema():
             assert theirs.is_valid(value) is valid, (case, value)
             compared += 1
     assert compared > 5000
+
+
+@pytest.mark.parametrize("uri", [D4, D6, D7])
+def test_the_draft_meta_schemas_compile_and_agree_with_jsonschema(uri):
+    """The draft-04/06/07 meta-schemas (recursive $ref to "#", definitions, dependencies, anyOf of
+    types) are schemas like any other: every schema of the matrix and its value, and a few invalid
+    schemas, get the same verdict from the compiled validator and from jsonschema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    specifications = pytest.importorskip("jsonschema_specifications")
+    meta = specifications.REGISTRY.contents(uri)
+    ours = compile_validator(meta)
+    theirs = jsonschema.validators.validator_for(meta)(meta)
+    instances = [c[1] for c in MATRIX] + [c[2] for c in MATRIX] + [
+        {"type": "strng"}, {"minLength": -1}, {"required": "a"}, {"properties": {"a": 3}},
+        {"items": [{"type": 1}]}, {"enum": []}, {"dependencies": {"a": [1]}}]
+    verdicts = []
+    for instance in instances:
+        try:
+            ours(instance)
+            valid = True
+        except ValidationError:
+            valid = False
+        assert theirs.is_valid(instance) is valid, instance
+        verdicts.append(valid)
+    assert True in verdicts and False in verdicts
+    with pytest.raises(ValidationError, match=r"^.*\$\.minLength: -1 is not greater than or equal to 0"):
+        ours({"minLength": -1})
