@@ -54,6 +54,8 @@ _DRAFTS = {
     "https://json-schema.org/draft/2020-12/schema": 2020,
     "http://json-schema.org/schema": 2020,
 }
+# The same drafts named with https, as schemas in the wild often do.
+_DRAFTS.update({"https" + uri[4:]: d for uri, d in list(_DRAFTS.items()) if uri.startswith("http:")})
 _DRAFT_NAMES = {4: "draft-04", 6: "draft-06", 7: "draft-07", 2019: "2019-09", 2020: "2020-12"}
 
 _TYPES = frozenset(("null", "boolean", "object", "array", "number", "string", "integer"))

@@ -345,6 +345,7 @@ def test_parse_reads_text_and_dicts_and_drafts():
     assert isinstance(parsed, ParsedJsonSchema) and parsed.draft == 4 and parsed.text == text
     assert parse_json_schema({"type": "string"}).draft == 2020
     assert parse_json_schema(_s(D2019)).draft == 2019
+    assert parse_json_schema({"$schema": "https://json-schema.org/draft-07/schema"}).draft == 7
     assert parse_json_schema(parsed) is parsed
     assert parse_json_schema(True).schema is True
 
