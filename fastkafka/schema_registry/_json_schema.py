@@ -547,8 +547,14 @@ class _Compiler:
             def never(x: Any) -> None:
                 raise _Fail("no value is allowed here (the schema is false)")
             return never
-        if node.keys() <= _SCALAR_KEYWORDS and node.get("type") in ("string", "integer", "number"):
-            return self.scalar(node, where)
+        if node.keys() <= _SCALAR_KEYWORDS:
+            t = node.get("type")
+            if t in ("string", "integer", "number"):
+                return self.scalar(node, where, t, False)
+            if isinstance(t, list) and len(t) == 2 and "null" in t:
+                kind = t[0] if t[1] == "null" else t[1]
+                if kind in ("string", "integer", "number"):
+                    return self.scalar(node, where, kind, True)
         draft = self.draft
         checks: List[Check] = []
         if "$ref" in node:
@@ -589,12 +595,11 @@ class _Compiler:
         return all_checks
 
     # -- one closure for the common scalar node -------------------------------------------------
-    def scalar(self, node: dict, where: str) -> Check:
-        """A node of one scalar type ("string", "integer" or "number") and only the keywords of
-        that type: one closure that checks the type and every keyword, the commonest node of a
-        record's schema (one call per value instead of one per keyword)."""
-        kind = node["type"]
-        type_check = _type_check(kind)
+    def scalar(self, node: dict, where: str, kind: str, nullable: bool) -> Check:
+        """A node of one scalar type ("string", "integer" or "number", or it or null) and only the
+        keywords of that type: one closure that checks the type and every keyword, the commonest
+        node of a record's schema (one call per value instead of one per keyword)."""
+        type_check = _type_check(node["type"])
         if kind == "string":
             min_n = int(node["minLength"]) if "minLength" in node else None
             max_n = int(node["maxLength"]) if "maxLength" in node else None
@@ -608,7 +613,9 @@ class _Compiler:
 
             def string_node(x: Any) -> None:
                 if type(x) is not str:
-                    type_check(x)  # raises, unless a subclass of str
+                    type_check(x)  # raises, unless a subclass of str (or null, if allowed)
+                    if x is None:
+                        return
                 if min_n is not None and len(x) < min_n:
                     raise _Fail(f"{_show(x)} is shorter than {min_n} characters")
                 if max_n is not None and len(x) > max_n:
@@ -626,7 +633,9 @@ class _Compiler:
         def number_node(x: Any) -> None:
             tx = type(x)
             if tx is not int and (tx is not float or kind == "integer"):
-                type_check(x)  # raises, unless an integral float, a Decimal or a subclass
+                type_check(x)  # raises, unless an integral float, a Decimal, a subclass or null
+                if x is None:
+                    return
             if first is not None:
                 first(x)
             else:

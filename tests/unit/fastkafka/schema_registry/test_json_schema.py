@@ -67,6 +67,11 @@ MATRIX = [
     ("scalar-number-bound", {"type": "number", "exclusiveMaximum": 1.5}, 1.5, False),
     ("scalar-number-ignores-pattern", {"type": "number", "pattern": "^x"}, 3, True),
     ("scalar-number-d4", _s(D4, type="number", minimum=0, exclusiveMinimum=True), 0, False),
+    ("scalar-nullable-null", {"type": ["string", "null"], "minLength": 2}, None, True),
+    ("scalar-nullable-short", {"type": ["null", "string"], "minLength": 2}, "a", False),
+    ("scalar-nullable-type", {"type": ["integer", "null"], "minimum": 2}, "2", False),
+    ("scalar-nullable-int", {"type": ["integer", "null"], "minimum": 2}, None, True),
+    ("scalar-nullable-bound", {"type": ["number", "null"], "minimum": 2}, 1.5, False),
     # objects
     ("nested-ok", {"type": "object", "properties": {"address": ADDRESS}},
      {"address": {"zip": "12345", "street": "Main"}}, True),
@@ -263,6 +268,8 @@ def test_message_names_the_json_path_of_the_first_violation():
         schema, {"address": {"zip": "abc"}})
     assert "$.tags[2]: 3 is not of type 'string'" in _error(schema, {"tags": ["a", "b", 3]})
     assert "$.address: required property 'zip' is missing" in _error(schema, {"address": {}})
+    assert "$.n: 'x' is not of type ['integer', 'null']" in _error(
+        {"properties": {"n": {"type": ["integer", "null"], "minimum": 0}}}, {"n": "x"})
     assert '$["odd key"]: ' in _error({"properties": {"odd key": {"type": "null"}}}, {"odd key": 1})
 
 
