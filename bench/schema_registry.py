@@ -675,10 +675,11 @@ def main(argv=None) -> int:
         "",
         f"{args.records:,} records ({args.json_records:,} for JSON Schema) of a 10-field record (long, string, "
         "int, double, boolean, nullable string, timestamp-millis, bytes(16), enum of 4, array<string> of 0-3 "
-        "items); Avro or JSON Schema in Confluent's wire format (0x00, 4-byte schema id, payload). Each measurement in a child process of its "
-        "own, a fresh topic each, acks=1, each client's default linger (5 ms on both); timed from the first "
-        "record to flush() returning; CPU per record is the client process's user + system CPU over that time. "
-        "The offsets of each topic must hold exactly the records plus one warm-up record.",
+        "items); Avro or JSON Schema in Confluent's wire format (0x00, 4-byte schema id, payload). Each "
+        "measurement in a child process of its own, a fresh topic each, acks=1, each client's default linger "
+        "(5 ms on both); timed from the first record to flush() returning; CPU per record is the client "
+        "process's user + system CPU over that time. The offsets of each topic must hold exactly the records "
+        "plus one warm-up record.",
         "",
         *sections,
         *machine_section(broker_lines, load0, [registry_line] if registry_line else []),
