@@ -99,11 +99,13 @@ class FramedEncoder:
 
             self._avro = AvroEncoder(schema_str)
         else:
-            from ._json_schema import compile_validator, has_value_constraints, parse_json_schema
+            from ._json_schema import compile_validator, parse_json_schema
 
             self._json_schema = parse_json_schema(schema_str)
-            self._validate = compile_validator(self._json_schema)
-            self._json_constraints = has_value_constraints(self._json_schema)
+            # formats are annotations, as confluent-kafka's serializer takes them (it validates
+            # with no format checker): a value it sends is never refused here
+            self._validate = compile_validator(self._json_schema, check_formats=False)
+            self._json_constraints: dict = {}   # Arrow type -> whether rows must be validated
             self._json_arrow = None
 
     def __reduce__(self):
@@ -158,7 +160,14 @@ class FramedEncoder:
 
             self._json_arrow = JsonEncoder()
         out = self._json_arrow.encode_arrow(data, self._header)
-        if self._json_constraints:
+        arrow_type = arrow_type_of(data)
+        constrained = self._json_constraints.get(arrow_type)
+        if constrained is None:
+            from ._json_schema import has_value_constraints
+
+            constrained = self._json_constraints[arrow_type] = has_value_constraints(
+                self._json_schema, arrow_type, check_formats=False)
+        if constrained:
             # constraints beyond type and shape (pattern, minimum, ...): each row as it is sent
             self._validate_rows(out)
         return out
