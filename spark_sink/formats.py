@@ -212,6 +212,12 @@ def resolve_encoders(settings: SinkSettings, value_type: DataType | None,
                 f"{part}_schema=... (the schema's text), or use_latest_version=True to use the "
                 f"subject's latest schema, or write with batch_writer / the data source, which "
                 f"derive it from the column's type")
+        if schema is not None and arrow_type is not None:
+            # the column's type against the schema before the registry is asked: a schema that
+            # does not fit is never registered
+            from fastkafka.schema_registry import FramedEncoder
+
+            FramedEncoder(fmt.format, 0, schema).check_arrow(arrow_type)
         serializer = _serializer(fmt, formats, schema)
         ctx = SerializationContext(settings.topic or "",
                                    MessageField.VALUE if part == "value" else MessageField.KEY)
