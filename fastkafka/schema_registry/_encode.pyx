@@ -1501,8 +1501,7 @@ cdef int _w_uuid(Buf* b, const uint8_t* p) noexcept nogil:
     cdef int i
     if reserve(b, 37) < 0:
         return -1
-    b.data[b.len] = 36
-    b.len += 1
+    put_long(b, 36)
     for i in range(16):
         if i == 4 or i == 6 or i == 8 or i == 10:
             b.data[b.len] = b'-'
