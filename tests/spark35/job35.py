@@ -6,7 +6,9 @@
 SPEC_JSON names the topics ({"rows": t, "stream_arrow": t, "stream_rows": t, "exactly_once": t})
 and the row count. Writes with ``partition_writer`` (foreachPartition) and ``batch_writer``
 (foreachBatch on a file stream, two micro-batches each): through Arrow batches, through Rows, and
-exactly once. Prints one JSON line: what the parent checks besides the records."""
+exactly once. With ``"registry": {"url", "user_info", "topics"}`` it also writes struct values as
+Schema Registry Avro and JSON (:func:`registry_writes`). Prints one JSON line: what the parent
+checks besides the records."""
 from __future__ import annotations
 
 import json
@@ -26,6 +28,59 @@ def rows_sql(n_from: str = "id"):
         f"ELSE array(named_struct('key', 'h', 'value', cast(cast({n_from} AS string) AS binary)), "
         f"named_struct('key', 'h', 'value', cast(NULL AS binary))) END AS headers",
     ]
+
+
+def record_sql(n_from: str = "id"):
+    """A struct value for the Schema Registry writes (test_spark35.expected_record computes the
+    same in Python): longs, non-ASCII text, a decimal, a date, a timestamp, an array (empty every
+    4th), a map (empty every 3rd), a nested struct, nulls; a null value (a tombstone) every 13th."""
+    i = n_from
+    return [
+        f"cast({i} AS string) AS key",
+        f"CASE WHEN {i} % 13 = 5 THEN NULL ELSE named_struct("
+        f"'n', {i}, 's', CASE WHEN {i} % 5 = 0 THEN NULL ELSE concat('ü日', cast({i} AS string)) END, "
+        f"'dec', cast({i} / 4.0 - 10 AS decimal(12,3)), "
+        f"'dt', date_add(DATE'2000-01-01', cast({i} AS int)), "
+        f"'ts', timestamp_micros({i} * 1000003), "
+        f"'arr', CASE WHEN {i} % 4 = 0 THEN cast(array() AS array<bigint>) ELSE array({i}, -{i}) END, "
+        f"'m', CASE WHEN {i} % 3 = 0 THEN cast(map() AS map<string,bigint>) "
+        f"ELSE map('a', {i}) END, "
+        f"'inner', named_struct('b', {i} % 2 = 0, 'x', CASE WHEN {i} % 7 = 0 THEN NULL "
+        f"ELSE cast({i} AS double) / 2 END)) END AS value",
+    ]
+
+
+def registry_writes(spark, bootstrap, spec, incoming, work):
+    """Struct values for the Schema Registry: partition_writer (Rows; the schema derived from
+    schema=df.schema on the driver) as Avro, and batch_writer micro-batches as Avro (Arrow tasks
+    and Row tasks) and JSON."""
+    import spark_sink
+    import spark_sink.batch_job as batch_job
+
+    reg = spec["registry"]
+    registry = {"url": reg["url"], "basic.auth.user.info": reg["user_info"]}
+    topics = reg["topics"]
+    frame = spark.range(0, spec["rows"], 1, 2).selectExpr(*record_sql())
+    frame.foreachPartition(spark_sink.partition_writer(
+        topics["rows"], bootstrap_servers=bootstrap, value_format="avro", schema=frame.schema,
+        schema_registry=registry))
+
+    def stream(topic, name, **kwargs):
+        sdf = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(incoming)
+               .repartition(2).selectExpr(*record_sql()))
+        q = (sdf.writeStream.foreachBatch(spark_sink.batch_writer(
+                topic, bootstrap_servers=bootstrap, schema_registry=registry, **kwargs))
+             .option("checkpointLocation", os.path.join(work, "checkpoint-" + name))
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        return q.lastProgress["batchId"] + 1 if q.lastProgress else 0
+
+    done = {"avro_arrow": stream(topics["avro_arrow"], "avro-arrow", value_format="avro"),
+            "json": stream(topics["json"], "json", value_format="json")}
+    batch_job.arrow_tasks_available = lambda: False      # the Row path, as without pandas
+    done["avro_rows"] = stream(topics["avro_rows"], "avro-rows", value_format="avro")
+    batch_job.arrow_tasks_available = lambda: True
+    return done
 
 
 def main() -> None:
@@ -91,6 +146,8 @@ def main() -> None:
         transactional_id_prefix="spark35-" + os.path.basename(work),
         transaction_log_path=os.path.join(work, "txlog"))
     out["txlog"] = sorted(os.listdir(os.path.join(work, "txlog")))
+    if spec.get("registry"):
+        out["registry"] = registry_writes(spark, bootstrap, spec, incoming, work)
     spark.stop()
     print("RESULT " + json.dumps(out), flush=True)
 
