@@ -66,6 +66,53 @@ def _is_tabular(data: Any) -> bool:
         return False
 
 
+def observed_type(data: Any) -> Any:
+    """The Arrow type of ``data``'s rows with every field marked nullable only where ``data``
+    holds a null: pyarrow makes every field of a table built from Python values nullable, and a
+    schema that takes no null still takes such a column when it has none."""
+    import pyarrow as pa
+
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        return pa.struct([pa.field(f.name, observed_type(col), nullable=col.null_count > 0)
+                          for f, col in zip(data.schema, data.columns)])
+    if isinstance(data, pa.ChunkedArray):
+        kinds = {observed_type(chunk) for chunk in data.chunks}
+        return kinds.pop() if len(kinds) == 1 else data.type
+    t = data.type
+    if pa.types.is_struct(t):
+        children = data.flatten()   # sliced, with the struct's own nulls carried into them
+        return pa.struct([pa.field(t.field(i).name, observed_type(c), nullable=c.null_count > 0)
+                          for i, c in enumerate(children)])
+    if pa.types.is_map(t):
+        items = data.items
+        return pa.map_(t.key_type, pa.field(t.item_field.name, observed_type(items),
+                                            nullable=items.null_count > 0))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        values = data.flatten()
+        item = pa.field(t.value_field.name, observed_type(values), nullable=values.null_count > 0)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
+    return t
+
+
+def _non_null(t: Any) -> Any:
+    """``t`` with no field nullable, at any depth."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _non_null(f.type), nullable=False) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, pa.field(t.item_field.name, _non_null(t.item_type),
+                                            nullable=False))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = pa.field(t.value_field.name, _non_null(t.value_type), nullable=False)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
+    return t
+
+
 def arrow_type_of(data: Any) -> Any:
     """The Arrow type of the rows of ``data``: a struct for tables and batches."""
     import pyarrow as pa
@@ -83,7 +130,7 @@ class FramedEncoder:
     so it can be made once on Spark's driver and used by every task."""
 
     __slots__ = ("format", "schema_id", "schema_str", "_header", "_avro", "_json_schema",
-                 "_validate", "_checked", "_json_arrow", "_json_constraints")
+                 "_validate", "_checked", "_json_arrow", "_json_constraints", "_checked_nulls")
 
     def __init__(self, format: str, schema_id: int, schema_str: str) -> None:
         if format not in ("avro", "json"):
@@ -93,6 +140,7 @@ class FramedEncoder:
         self.schema_str = schema_str
         self._header = _header(schema_id)
         self._checked: set = set()
+        self._checked_nulls: set = set()
         self._avro = None
         if format == "avro":
             from ._encode import AvroEncoder
@@ -143,7 +191,8 @@ class FramedEncoder:
         else:
             from ._json_schema import check_arrow
 
-            check_arrow(self._json_schema, arrow_type)
+            # the type and shape; nulls are checked against the data (encode_arrow)
+            check_arrow(self._json_schema, _non_null(arrow_type))
         self._checked.add(arrow_type)
 
     def encode_arrow(self, data: Any) -> Any:
@@ -152,21 +201,30 @@ class FramedEncoder:
         null for a null row. Nothing is returned when a row cannot be encoded (EncodeError naming
         the row and field)."""
         data = as_arrow(data)
-        self.check_arrow(arrow_type_of(data))
         if self._avro is not None:
+            # a null where the schema takes none is found row by row, naming the row
+            self.check_arrow(arrow_type_of(data))
             return self._avro.encode_arrow(data, self._header)
+        self.check_arrow(arrow_type_of(data))
+        # the nulls: a field the schema takes no null in may be nullable (pyarrow and Spark make
+        # every field so) but must hold none
+        observed = observed_type(data)
+        if observed not in self._checked_nulls:
+            from ._json_schema import check_arrow
+
+            check_arrow(self._json_schema, observed)
+            self._checked_nulls.add(observed)
         if self._json_arrow is None:
             from ._encode import JsonEncoder
 
             self._json_arrow = JsonEncoder()
         out = self._json_arrow.encode_arrow(data, self._header)
-        arrow_type = arrow_type_of(data)
-        constrained = self._json_constraints.get(arrow_type)
+        constrained = self._json_constraints.get(observed)
         if constrained is None:
             from ._json_schema import has_value_constraints
 
-            constrained = self._json_constraints[arrow_type] = has_value_constraints(
-                self._json_schema, arrow_type, check_formats=False)
+            constrained = self._json_constraints[observed] = has_value_constraints(
+                self._json_schema, observed, check_formats=False)
         if constrained:
             # constraints beyond type and shape (pattern, minimum, ...): each row as it is sent
             self._validate_rows(out)
