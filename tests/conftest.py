@@ -223,3 +223,6 @@ def dist(tmp_path_factory, claimed):
 
 # Schema Registry: the session's registry server (tests/schema_registry_rig.py).
 from schema_registry_rig import schema_registry, schema_registry_server  # noqa: E402,F401
+
+# Apicurio Registry: a real, independent registry server (tests/apicurio_rig.py).
+from apicurio_rig import apicurio_registry  # noqa: E402,F401
