@@ -204,7 +204,9 @@ def resolve_encoders(settings: SinkSettings, value_type: DataType | None,
                 f"'{part}.subject.name.strategy' to RecordNameStrategy (the subject is then the "
                 f"record's full name, whatever the topic)")
         arrow_type = arrow_type_of(spark_type) if spark_type is not None else None
-        schema = schema_text(fmt, arrow_type, part)
+        # use.latest.version without a schema: the subject's latest (checked against the type)
+        schema = (None if formats.use_latest_version and fmt.schema is None
+                  else schema_text(fmt, arrow_type, part))
         if schema is None and not formats.use_latest_version:
             raise ConfigError(
                 f"option '{part}.format' without a DataFrame schema on the driver "
@@ -221,8 +223,59 @@ def resolve_encoders(settings: SinkSettings, value_type: DataType | None,
         serializer = _serializer(fmt, formats, schema)
         ctx = SerializationContext(settings.topic or "",
                                    MessageField.VALUE if part == "value" else MessageField.KEY)
-        encoders[f"{part}_encoder"] = serializer.encoder_for(ctx, arrow_type=arrow_type)
+        encoders[f"{part}_encoder"] = ColumnEncoder(serializer.encoder_for(ctx, arrow_type=arrow_type),
+                                                    arrow_type)
     return dataclasses.replace(settings, **encoders)
+
+
+class ColumnEncoder:
+    """What the tasks get for one formatted column: the driver's
+    :class:`~fastkafka.schema_registry.FramedEncoder` (schema id and text; it never calls the
+    registry) and the column's Arrow type (None when the driver did not see it:
+    ``partition_writer`` without ``schema=``). Picklable."""
+
+    __slots__ = ("framed", "arrow_type")
+
+    def __init__(self, framed: Any, arrow_type: Any = None) -> None:
+        self.framed = framed
+        self.arrow_type = arrow_type
+
+    def __getstate__(self) -> tuple[Any, Any]:
+        return self.framed, self.arrow_type
+
+    def __setstate__(self, state: tuple[Any, Any]) -> None:
+        self.framed, self.arrow_type = state
+
+    @property
+    def format(self) -> str:
+        return str(self.framed.format)
+
+    @property
+    def schema_id(self) -> int:
+        return int(self.framed.schema_id)
+
+    def __repr__(self) -> str:
+        return f"<ColumnEncoder {self.format} schema id {self.schema_id}>"
+
+    def encode_arrow(self, column: Any) -> Any:
+        """An Arrow column (a task's batch): one framed value per row, null for a null row."""
+        return self.framed.encode_arrow(column)
+
+    def encode_value(self, value: Any) -> bytes | None:
+        """One pyspark value (a Row, a list, a number, ...): framed, None for None. JSON goes
+        through the column's Arrow type when it is known, so a Row is written exactly as the
+        Arrow path writes it (decimals as exact numbers, binary as base64, dates and timestamps
+        as text)."""
+        if value is None:
+            return None
+        obj = python_value(value)
+        if self.framed.format == "json":
+            if self.arrow_type is not None:
+                import pyarrow as pa
+
+                return self.framed.encode_arrow(pa.array([obj], type=self.arrow_type))[0].as_py()
+            obj = json_value(obj)
+        return self.framed.encode(obj)
 
 
 def needs_format(settings: SinkSettings, part: str) -> bool:
@@ -251,5 +304,29 @@ def python_value(v: Any) -> Any:
     return v
 
 
-__all__ = ["resolve_encoders", "python_value", "strategy_of", "take_format_kwargs",
+def json_value(v: Any) -> Any:
+    """A Python value in the JSON rules' form, for JSON without a known Arrow type: bytes as
+    base64 text, dates as ``YYYY-MM-DD``, timestamps as RFC 3339 text in UTC (microseconds), a
+    decimal as an int when it is whole, else as the float nearest to it."""
+    import base64
+    import decimal
+
+    if isinstance(v, dict):
+        return {k: json_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [json_value(x) for x in v]
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.astimezone(datetime.timezone.utc)
+        return v.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+__all__ = ["ColumnEncoder", "json_value", "resolve_encoders", "python_value", "strategy_of", "take_format_kwargs",
            "format_options", "registry_client", "DEFAULT_RECORD_NAME"]

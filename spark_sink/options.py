@@ -238,8 +238,9 @@ class SinkSettings:
     ignored: tuple[str, ...] = field(default=())  # options of Spark's Kafka source / consumer, ignored
     progress: bool = True               # the driver's stderr line per write or micro-batch
     formats: RegistryFormats | None = None   # value.format / key.format and the registry's settings
-    # the driver's encoders (fastkafka.schema_registry FramedEncoder: schema id and text), resolved
-    # once per write by spark_sink.formats.resolve_encoders; None: the column's bytes as they are
+    # the driver's encoders (spark_sink.formats.ColumnEncoder: a FramedEncoder, i.e. schema id and
+    # text, and the column's Arrow type), resolved once per write by
+    # spark_sink.formats.resolve_encoders; None: the column's bytes as they are
     value_encoder: Any = None
     key_encoder: Any = None
 

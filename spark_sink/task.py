@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from fastkafka import BatchFuture, EncodedHeaders, Producer, RecordMetadata
 from fastkafka.errors import ConfigError, IllegalStateError, InvalidRecordError, KafkaError, KafkaTimeoutError
 
-from .formats import python_value
 from .metrics import read_totals, task_snapshot
 from .options import SinkSettings
 
@@ -391,10 +390,10 @@ class TaskWriter:
                 for c in (self._value, self._key, self._topic_col, self._partition, self._headers_col,
                           self._timestamp_col))
         values = [None if i is None else row[i] for i in idx]
-        if self._value_encoder is not None and values[0] is not None:
-            values[0] = self._value_encoder.encode(python_value(values[0]))
-        if self._key_encoder is not None and values[1] is not None:
-            values[1] = self._key_encoder.encode(python_value(values[1]))
+        if self._value_encoder is not None:
+            values[0] = self._value_encoder.encode_value(values[0])
+        if self._key_encoder is not None:
+            values[1] = self._key_encoder.encode_value(values[1])
         self.write_row_values(*values)
 
     # -- end of the task -------------------------------------------------------------------

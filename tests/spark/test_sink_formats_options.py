@@ -147,3 +147,19 @@ def test_topic_name_strategy_needs_the_topic_option():
         check_schema(schema, settings_from_options(options))
     text = str(ei.value)
     assert "'topic'" in text and "RecordNameStrategy" in text and "value" in text
+
+
+def test_json_value_without_an_arrow_type():
+    """partition_writer with an explicit JSON Schema and no DataFrame schema: Python values in the
+    JSON rules' form."""
+    import datetime
+    import decimal
+
+    from spark_sink.formats import json_value
+
+    utc = datetime.timezone.utc
+    assert json_value({"b": b"\x00\xff", "d": datetime.date(1969, 12, 31),
+                       "t": datetime.datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=utc),
+                       "n": [decimal.Decimal("12.000"), decimal.Decimal("-0.25")], "s": "é"}) == {
+        "b": "AP8=", "d": "1969-12-31", "t": "2024-02-29T23:59:58.123456Z", "n": [12, -0.25],
+        "s": "é"}
