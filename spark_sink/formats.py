@@ -57,8 +57,10 @@ def _strategy_function(kind: str) -> Callable[..., Any]:
                                            topic_record_subject_name_strategy,
                                            topic_subject_name_strategy)
 
-    return {"topic": topic_subject_name_strategy, "record": record_subject_name_strategy,
-            "topic_record": topic_record_subject_name_strategy}[kind]
+    found: Callable[..., Any] = {"topic": topic_subject_name_strategy,
+                                 "record": record_subject_name_strategy,
+                                 "topic_record": topic_record_subject_name_strategy}[kind]
+    return found
 
 
 # -- partition_writer / batch_writer arguments ------------------------------------------------------
@@ -273,9 +275,12 @@ class ColumnEncoder:
             if self.arrow_type is not None:
                 import pyarrow as pa
 
-                return self.framed.encode_arrow(pa.array([obj], type=self.arrow_type))[0].as_py()
+                one: bytes | None = self.framed.encode_arrow(
+                    pa.array([obj], type=self.arrow_type))[0].as_py()
+                return one
             obj = json_value(obj)
-        return self.framed.encode(obj)
+        encoded: bytes | None = self.framed.encode(obj)
+        return encoded
 
 
 def needs_format(settings: SinkSettings, part: str) -> bool:
