@@ -199,6 +199,10 @@ def ensure_apicurio(quiet: bool = True) -> str:
     if mvn is None:
         raise ApicurioRigError("Apicurio Registry is built with Maven, and `mvn` is not on PATH "
                                "(Debian/Ubuntu: apt-get install maven; scripts/setup.sh does this)")
+    if shutil.which("javac") is None:
+        raise ApicurioRigError("building Apicurio Registry compiles one Java class, and `javac` (a JDK) "
+                               "is not on PATH (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless; "
+                               "scripts/system-packages.sh does this)")
     os.makedirs(cache_root(), exist_ok=True)
     with _build_lock, _file_lock(os.path.join(cache_root(), ".apicurio.lock")):
         if os.path.exists(marker):

@@ -23,6 +23,15 @@ if ! command -v mvn >/dev/null 2>&1; then
     exit 1
   fi
 fi
+# Apicurio Registry (tests/apicurio_rig.py) is built with Maven from a Java source: a JDK's javac.
+if ! command -v javac >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless
+  else
+    echo "Apicurio Registry is built with a JDK (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless)" >&2
+    exit 1
+  fi
+fi
 # stunnel puts TLS in front of tansu for the TLS tests (tests/integration/test_tls.py).
 if ! command -v stunnel4 >/dev/null 2>&1 && ! command -v stunnel >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
