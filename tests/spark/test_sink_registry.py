@@ -433,3 +433,38 @@ def test_streaming_avro_registered_once(spark, kafka_broker, registry, tmp_path,
         v = d(m.value, SerializationContext(topic, MessageField.VALUE))
         assert v["n"] == int(m.key) and v["s"] == f"r{int(m.key)}"
         assert isinstance(v["at"], datetime.datetime) and v["at"].tzinfo is not None
+
+
+# ------------------------------------------------------------------------------ driver errors
+def test_registry_errors_on_the_driver_name_the_problem_never_the_secret(spark, kafka_broker, registry):
+    """A wrong password: the registry's 401 on the driver, before any task, without the password;
+    auto.register.schemas=false on a subject that does not exist: the error names the subject;
+    use.latest.version=true takes the subject's latest schema (no registration)."""
+    from brokers import read_all
+
+    topic = _topic(kafka_broker, 1)
+    df = spark.range(0, 10, 1, 2).selectExpr("cast(id AS string) AS key",
+                                             "named_struct('n', id) AS value")
+    wrong = "not-the-password-4711"
+    with pytest.raises(Exception) as ei:
+        _write(df, kafka_broker, topic, registry, **{
+            "value.format": "avro", "schema.registry.basic.auth.user.info": f"{USER}:{wrong}"})
+    text = str(ei.value)
+    assert "401" in text and wrong not in text, text[-3000:]
+
+    with pytest.raises(Exception) as ei:
+        _write(df, kafka_broker, topic, registry,
+               **{"value.format": "avro", "auto.register.schemas": "false"})
+    text = str(ei.value)
+    assert f"{topic}-value" in text and PASSWORD not in text, text[-3000:]
+    assert read_all(kafka_broker.bootstrap, topic, 1, timeout=5) == []
+
+    _write(df, kafka_broker, topic, registry, **{"value.format": "avro"})       # registers
+    posts = _registrations(registry, f"{topic}-value")
+    _write(df, kafka_broker, topic, registry, **{
+        "value.format": "avro", "auto.register.schemas": "false", "use.latest.version": "true"})
+    assert _registrations(registry, f"{topic}-value") == posts
+    client = _confluent_client(registry)
+    schema_id = client.get_latest_version(f"{topic}-value").schema_id
+    values = [v for v in read_all(kafka_broker.bootstrap, topic, 1, timeout=30) if v is not None]
+    assert len(values) == 20 and {v[:5] for v in values} == {b"\x00" + schema_id.to_bytes(4, "big")}
