@@ -394,7 +394,15 @@ class TaskWriter:
             values[0] = self._value_encoder.encode_value(values[0])
         if self._key_encoder is not None:
             values[1] = self._key_encoder.encode_value(values[1])
-        self.write_row_values(*values)
+        try:
+            self.write_row_values(*values)
+        except InvalidRecordError as e:
+            for part, v in (("value", values[0]), ("key", values[1])):
+                if v is not None and not isinstance(v, (bytes, bytearray, memoryview, str)):
+                    raise InvalidRecordError(
+                        f"{e}; to write a {type(v).__name__} {part} for a Schema Registry pass "
+                        f"{part}_format='avro' or 'json' (with schema_registry={{'url': ...}})") from e
+            raise
 
     # -- end of the task -------------------------------------------------------------------
     def finish(self) -> TaskReport:

@@ -163,3 +163,27 @@ def test_json_value_without_an_arrow_type():
                        "n": [decimal.Decimal("12.000"), decimal.Decimal("-0.25")], "s": "é"}) == {
         "b": "AP8=", "d": "1969-12-31", "t": "2024-02-29T23:59:58.123456Z", "n": [12, -0.25],
         "s": "é"}
+
+
+def test_row_path_struct_without_a_format_names_value_format():
+    """partition_writer's Rows (no schema on the driver): a Row value without value_format fails
+    naming the way, before anything is sent."""
+    from pyspark.sql import Row
+
+    from fastkafka.errors import InvalidRecordError
+    from spark_sink.task import TaskWriter
+
+    settings = settings_from_kwargs("t", False, None, None, {"bootstrap_servers": "127.0.0.1:9"})
+    writer = TaskWriter(settings.with_columns(["value", "key"]))
+    try:
+        with pytest.raises(InvalidRecordError) as ei:
+            writer.write_row(Row(value=Row(a=1), key="k"))
+        assert "value_format='avro'" in str(ei.value) and "Row" in str(ei.value)
+        assert writer.report.rows == 0
+    finally:
+        import os
+
+        from spark_sink import task
+
+        writer.producer.close(0)
+        task._producers.pop((repr(settings.producer_config), os.getpid()), None)   # the cached one
