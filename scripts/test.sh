@@ -11,7 +11,7 @@ mkdir -p build
 python3 -m buildtools.roots ensure >build/roots.log 2>&1 &
 roots=$!
 # Apicurio Registry (the tests' independent Schema Registry server), made runnable by Quarkus's Maven
-# plugin once per machine into the same cache (about 2-4 minutes the first time, most of it fetching;
+# plugin once per machine into the same cache (about 5 minutes the first time, most of it fetching;
 # a no-op once cached). Standard library only, so it runs beside the setup.
 python3 -m fastkafka_tools.apicurio build >build/apicurio.log 2>&1 &
 apicurio=$!
