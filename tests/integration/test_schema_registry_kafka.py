@@ -2,7 +2,9 @@
 independent readers: confluent-kafka's consumer (CRCs checked) with confluent-kafka's own
 ``AvroDeserializer`` / ``JSONDeserializer`` against the same registry (the project's registry
 server, which confluent-kafka's client is proven against in tests/unit/fastkafka_tools), and
-fastavro, whose writer must give the very bytes we send.
+fastavro, whose writer must give the very bytes we send. The main round trips run twice: on that
+server and on Apicurio Registry (a real registry server the project did not write, through its
+Confluent-compatible API).
 
 The type matrix: every Avro type the encoders take (primitives, enum, fixed, arrays, maps, nested
 records, nullable unions, decimal, date, timestamp-millis/micros, uuid) with nulls, non-ASCII
@@ -30,6 +32,13 @@ from fastkafka.schema_registry import (AvroSerializer, EncodeError, JSONSerializ
                                        SchemaRegistryClient, SerializationContext)
 
 pytestmark = pytest.mark.broker
+
+
+@pytest.fixture(params=["project-server", "apicurio"])
+def any_registry(request):
+    """The URL of a Schema Registry: the project's test server, or Apicurio Registry."""
+    return request.getfixturevalue("schema_registry" if request.param == "project-server"
+                                   else "apicurio_registry")
 
 UTC = dt.timezone.utc
 
@@ -168,7 +177,8 @@ def check_avro_topic(bootstrap, url, topic, n_copies=1):
     return schema_id
 
 
-def test_avro_send_and_send_batch_read_back_by_confluent_kafka(kafka_broker, schema_registry):
+def test_avro_send_and_send_batch_read_back_by_confluent_kafka(kafka_broker, any_registry):
+    schema_registry = any_registry
     topic = unique_name("sr-avro")
     registry = SchemaRegistryClient({"url": schema_registry})
     with Producer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=5,
@@ -315,7 +325,8 @@ def json_rows() -> list[dict]:
              "when": f"2024-0{1 + i % 9}-0{1 + i % 9}T10:11:12.{i:06d}Z"} for i in range(20)]
 
 
-def test_json_schema_send_and_send_batch_read_back_by_confluent_kafka(kafka_broker, schema_registry):
+def test_json_schema_send_and_send_batch_read_back_by_confluent_kafka(kafka_broker, any_registry):
+    schema_registry = any_registry
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer
     from confluent_kafka.serialization import MessageField as CField
     from confluent_kafka.serialization import SerializationContext as CContext
