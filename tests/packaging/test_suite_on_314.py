@@ -257,7 +257,12 @@ def test_unit_and_integration_suites_on_314(dist, tmp_path):
         assert not (suite / "fastkafka").exists()
 
         jdk, jdk_binds = java_binds()
-        jars = [Path(ensure_jars("broker")), Path(ensure_jars("tools"))]
+        # the brokers' jars, and Apicurio Registry's (tests/apicurio_rig.py), built outside the root
+        from fastkafka_tools.apicurio import APICURIO_VERSION, ensure_apicurio
+
+        ensure_apicurio()
+        jars = [Path(ensure_jars("broker")), Path(ensure_jars("tools")),
+                Path(cache_root()) / f"apicurio-{APICURIO_VERSION}"]
         env = {"PATH": f"{venv}/bin:{jdk}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "JAVA_HOME": str(jdk),
                "PYTHONPATH": str(suite), "SUITE314_REPORT": str(run / "guard.json"),
                **{k: os.environ[k] for k in ("FASTKAFKA_CACHE", "XDG_CACHE_HOME", "FASTKAFKA_KAFKA_VERSION")
