@@ -213,9 +213,9 @@ def resolve_encoders(settings: SinkSettings, value_type: DataType | None,
             raise ConfigError(
                 f"option '{part}.format' without a DataFrame schema on the driver "
                 f"(partition_writer sees only the tasks' rows) needs the schema: give "
-                f"{part}_schema=... (the schema's text), or use_latest_version=True to use the "
-                f"subject's latest schema, or write with batch_writer / the data source, which "
-                f"derive it from the column's type")
+                f"schema=df.schema (the schema is then derived from the column's type), or "
+                f"{part}_schema=... (the schema's text), or use_latest_version=True with "
+                f"auto_register_schemas=False (the subject's latest schema)")
         if schema is not None and arrow_type is not None:
             # the column's type against the schema before the registry is asked: a schema that
             # does not fit is never registered

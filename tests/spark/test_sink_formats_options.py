@@ -187,3 +187,13 @@ def test_row_path_struct_without_a_format_names_value_format():
 
         writer.producer.close(0)
         task._producers.pop((repr(settings.producer_config), os.getpid()), None)   # the cached one
+
+
+def test_partition_writer_without_a_schema_says_how_to_give_one():
+    import spark_sink
+
+    with pytest.raises(ConfigError) as ei:
+        spark_sink.partition_writer("t", bootstrap_servers="127.0.0.1:9", value_format="avro",
+                                    schema_registry={"url": "http://127.0.0.1:1"})
+    text = str(ei.value)
+    assert "schema=df.schema" in text and "value_schema" in text and "use_latest_version" in text
