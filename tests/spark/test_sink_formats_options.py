@@ -197,3 +197,40 @@ def test_partition_writer_without_a_schema_says_how_to_give_one():
                                     schema_registry={"url": "http://127.0.0.1:1"})
     text = str(ei.value)
     assert "schema=df.schema" in text and "value_schema" in text and "use_latest_version" in text
+
+
+def test_driver_resolution_with_the_mock_registry():
+    """check_schema on the driver (in this process, mock://): the schema derived from the Spark
+    type and registered once; the settings pickle with the encoders (no registry client in them)
+    and encode Arrow columns and Rows alike; an unknown registry setting is a ConfigError."""
+    import pyarrow as pa
+    from pyspark.sql import Row
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from fastkafka.schema_registry import SchemaRegistryClient
+    from spark_sink.formats import ColumnEncoder
+
+    scope = "mock://spark-sink-unit"
+    schema = StructType([StructField("value", StructType([StructField("n", LongType(), False),
+                                                          StructField("s", StringType())])),
+                         StructField("key", StringType())])
+    options = {**BASE, "value.format": "avro", "schema.registry.url": scope}
+    s1 = check_schema(schema, settings_from_options(options))
+    s2 = check_schema(schema, settings_from_options(options))
+    client = SchemaRegistryClient({"url": scope})
+    assert client.get_versions("users-value") == [1]
+    enc = s1.value_encoder
+    assert isinstance(enc, ColumnEncoder) and s1.key_encoder is None
+    assert enc.schema_id == s2.value_encoder.schema_id
+    assert "value_encoder=<avro schema id" in repr(s1)
+    back = pickle.loads(pickle.dumps(s1))
+    col = pa.array([{"n": 1, "s": "é"}, None, {"n": -2, "s": None}],
+                   type=pa.struct([("n", pa.int64()), ("s", pa.string())]))
+    framed = back.value_encoder.encode_arrow(col).to_pylist()
+    header = b"\x00" + enc.schema_id.to_bytes(4, "big")
+    assert framed[1] is None and framed[0].startswith(header) and framed[2].startswith(header)
+    assert back.value_encoder.encode_value(Row(n=1, s="é")) == framed[0]
+    assert back.value_encoder.encode_value(None) is None
+
+    with pytest.raises(ConfigError, match="no.such.setting"):
+        check_schema(schema, settings_from_options({**options, "schema.registry.no.such.setting": "1"}))
