@@ -608,7 +608,8 @@ def main(argv=None) -> int:
     ap.add_argument("--encoder-records", type=int, default=50_000, help="records of the encoders' passes")
     ap.add_argument("--kafka-heap-mb", type=int, default=1024, help="Apache Kafka broker's JVM heap")
     ap.add_argument("--timeout", type=float, default=600.0, help="per-measurement limit, seconds")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "schema_registry.md"))
+    ap.add_argument("--out", default=None, help="the report (default bench/results/schema_registry.md, "
+                                                "with --encoder-only bench/results/schema_registry_encoders.md)")
     ap.add_argument("--_child", nargs=3, metavar=("NAME", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     ap.add_argument("--_encoder", metavar="NAME", help=argparse.SUPPRESS)
     ap.add_argument("--registry-url", help=argparse.SUPPRESS)
@@ -668,23 +669,31 @@ def main(argv=None) -> int:
     if enc_names:
         sections += encoder_section(enc_names, run_encoder_rounds(args, enc_names), args)
 
+    if args.encoder_only:
+        intro = ["The encoders alone (no broker, no producer): the 10-field record (long, string, int, double, "
+                 "boolean, nullable string, timestamp-millis, bytes(16), enum of 4, array<string> of 0-3 items) "
+                 "as Avro or JSON text, from an Arrow Table or from dicts."]
+    else:
+        intro = [
+            f"{args.records:,} records ({args.json_records:,} for JSON Schema) of a 10-field record (long, "
+            "string, int, double, boolean, nullable string, timestamp-millis, bytes(16), enum of 4, array<string> "
+            "of 0-3 items); Avro or JSON Schema in Confluent's wire format (0x00, 4-byte schema id, payload). "
+            "Each measurement in a child process of its own, a fresh topic each, acks=1, each client's default "
+            "linger (5 ms on both); timed from the first record to flush() returning; CPU per record is the "
+            "client process's user + system CPU over that time. The offsets of each topic must hold exactly the "
+            "records plus one warm-up record."]
     text = "\n".join([
         "# Schema Registry formats: fastkafka against confluent-kafka's serializers",
         "",
         f"`{command_line(args)}` — {time.strftime('%Y-%m-%d %H:%M')}, whole run {time.monotonic() - wall0:.0f} s.",
         "",
-        f"{args.records:,} records ({args.json_records:,} for JSON Schema) of a 10-field record (long, string, "
-        "int, double, boolean, nullable string, timestamp-millis, bytes(16), enum of 4, array<string> of 0-3 "
-        "items); Avro or JSON Schema in Confluent's wire format (0x00, 4-byte schema id, payload). Each "
-        "measurement in a child process of its own, a fresh topic each, acks=1, each client's default linger "
-        "(5 ms on both); timed from the first record to flush() returning; CPU per record is the client "
-        "process's user + system CPU over that time. The offsets of each topic must hold exactly the records "
-        "plus one warm-up record.",
+        *intro,
         "",
         *sections,
         *machine_section(broker_lines, load0, [registry_line] if registry_line else []),
     ])
-    emit(text, args.out)
+    default = "schema_registry_encoders.md" if args.encoder_only else "schema_registry.md"
+    emit(text, args.out or os.path.join(HERE, "results", default))
     return 0
 
 
