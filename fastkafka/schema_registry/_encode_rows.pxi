@@ -497,7 +497,8 @@ cdef object _run(object encoder_plan_of, object data, bytes header, int json=0):
             del caps
         nulls = _count_nulls(valid, total)
         large = out.len > 0x7fffffff
-        data_buf = pa.py_buffer(PyBytes_FromStringAndSize(out.data, out.len))
+        data_buf = _owned_buffer(pa, out.data, out.len)      # no copy: the buffer owns it now
+        out.data = NULL
         if large:
             off_buf = pa.py_buffer(PyBytes_FromStringAndSize(<char*>offsets, (total + 1) * 8))
         else:
@@ -515,6 +516,22 @@ cdef object _run(object encoder_plan_of, object data, bytes header, int json=0):
 
 
 # thread: any · lock: none · gil: no
+cdef class _Owned:
+    """A malloc'd block handed to a pyarrow Buffer (its ``base``): freed when the buffer is."""
+    cdef char* data
+
+    def __dealloc__(self):
+        free(self.data)
+
+
+cdef object _owned_buffer(object pa, char* data, Py_ssize_t size):
+    cdef _Owned owner = _Owned()
+    owner.data = data
+    if data == NULL:
+        return pa.py_buffer(b"")
+    return pa.foreign_buffer(<size_t>data, size, base=owner)
+
+
 cdef int64_t _count_nulls(const uint8_t* valid, int64_t n) noexcept nogil:
     cdef int64_t i, nulls = 0
     for i in range(n):
