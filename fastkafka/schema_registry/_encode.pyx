@@ -30,6 +30,8 @@ import math as _math
 import sys as _sys
 import uuid as _uuid
 from collections.abc import Mapping as _Mapping
+from numbers import Real as _Real
+from operator import index as _operator_index
 
 from fastkafka.schema_registry._avro_schema import AvroNode, ParsedAvro, parse_avro_schema
 from fastkafka.schema_registry._errors import EncodeError, SchemaMismatchError

@@ -145,10 +145,23 @@ cdef inline bint _is_int(object v):
 
 cdef int64_t _as_long(_Op op, object v, int64_t lo, int64_t hi) except? -1:
     if not _is_int(v):
-        raise _bad(op, v)
+        # other integers (numpy's, for one) through __index__; bool and floats refused
+        if isinstance(v, (bool, float)) or not hasattr(type(v), "__index__"):
+            raise _bad(op, v)
+        v = _operator_index(v)
     if not (lo <= v <= hi):
         raise _bad(op, v, f"{v} is out of range")
     return v
+
+
+cdef double _as_double(_Op op, object v) except? -1.0:
+    """A float or an integer (numpy's too) as a double; bool refused."""
+    if isinstance(v, bool) or not isinstance(v, _Real):
+        raise _bad(op, v)
+    try:
+        return float(v)
+    except OverflowError:
+        raise _bad(op, v, "too large for a double") from None
 
 
 cdef int64_t _micros_since_epoch(_Op op, object v, bint local) except? -1:
@@ -312,21 +325,17 @@ cdef int _write_obj(_Op op, object v, Buf* b) except -1:
                     return 0
             raise _bad(op, v, "no branch of the union takes it")
     elif k == K_DOUBLE:
-        if isinstance(v, float):
+        if type(v) is float:
             d = v
-        elif _is_int(v):
-            d = float(v)
         else:
-            raise _bad(op, v)
+            d = _as_double(op, v)
         if w_double(b, d) < 0:
             raise MemoryError()
     elif k == K_FLOAT:
-        if isinstance(v, float):
+        if type(v) is float:
             d = v
-        elif _is_int(v):
-            d = float(v)
         else:
-            raise _bad(op, v)
+            d = _as_double(op, v)
         if w_float(b, <float>d) < 0:
             raise MemoryError()
     elif k == K_BOOL:

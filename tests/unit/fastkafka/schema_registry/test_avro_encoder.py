@@ -303,3 +303,16 @@ def test_reentrant_encode_from_a_mapping_uses_its_own_buffer():
 
     assert enc.encode(Sneaky(FLAT_ROWS[1])) == fa_write(FLAT, FLAT_ROWS[1])
     assert inner == [fa_write(FLAT, FLAT_ROWS[2])]
+
+
+def test_numpy_numbers_and_huge_ints():
+    np = pytest.importorskip("numpy")
+    enc = AvroEncoder(FLAT)
+    row = dict(FLAT_ROWS[1], i=np.int32(-7), l=np.int64(2**40), f=np.float32(1.5), d=np.float64(2.5))
+    assert enc.encode(row) == fa_write(FLAT, dict(FLAT_ROWS[1], i=-7, l=2**40, f=1.5, d=2.5))
+    with pytest.raises(EncodeError, match=r"field 'd'.*too large for a double"):
+        enc.encode(dict(FLAT_ROWS[1], d=10**400))
+    with pytest.raises(EncodeError, match=r"field 'l'.*float"):
+        enc.encode(dict(FLAT_ROWS[1], l=1.0))
+    with pytest.raises(EncodeError, match=r"field 'd'.*bool"):
+        enc.encode(dict(FLAT_ROWS[1], d=True))
