@@ -4,6 +4,12 @@
 # ------------------------------------------------------------------------------------------------
 # JSON text from Arrow columns
 
+cdef int64_t _POW10[10]
+_POW10[0] = 1
+for _i in range(1, 10):
+    _POW10[_i] = _POW10[_i - 1] * 10
+
+
 cdef enum JOp:
     J_NULL = 100
     J_BOOL
@@ -157,13 +163,27 @@ cdef extern from "stdlib.h":
 
 # thread: any · lock: none · gil: no
 cdef int _w_double_text(Buf* b, double d) noexcept nogil:
-    """The shortest of %.15g, %.16g, %.17g that reads back as ``d`` (so every value round-trips);
-    '.0' added to an integral value, as Python writes floats."""
+    """The shortest decimal text that reads back as ``d``, as Python's repr writes it in the
+    common cases ('.0' after an integral value).
+
+    Fast path, for 1e-4 <= |d| < 1e15: the smallest k <= 8 such that m = round(d * 10**k) gives
+    m / 10**k == d. m < 2**53 and 10**k are exact doubles, so that division is correctly rounded:
+    it is the double the text "m * 10**-k" reads back as. Otherwise the shortest of %.15g, %.16g
+    and %.17g that reads back as ``d``."""
     cdef char tmp[40]
-    cdef int n = 0, prec, i
+    cdef int n = 0, prec, i, k
     cdef bint plain = True
-    if -1e15 < d < 1e15 and d == <double><int64_t>d and (d != 0 or 1 / d > 0):
-        return _w_int_text(b, <int64_t>d) or w_raw(b, b".0", 2)     # integral: no printf
+    cdef double a = -d if d < 0 else d
+    cdef double scaled
+    cdef int64_t m
+    if 1e-4 <= a < 1e15:
+        for k in range(9):
+            scaled = a * <double>_POW10[k]
+            if scaled >= 9007199254740992.0:
+                break
+            m = <int64_t>(scaled + 0.5)
+            if <double>m / <double>_POW10[k] == a:
+                return _w_fixed_point(b, m, k, d < 0)
     for prec in range(15, 18):
         n = snprintf(tmp, 40, "%.*g", prec, d)
         if strtod(tmp, NULL) == d:
@@ -179,10 +199,46 @@ cdef int _w_double_text(Buf* b, double d) noexcept nogil:
 
 
 # thread: any · lock: none · gil: no
+cdef int _w_fixed_point(Buf* b, int64_t m, int k, bint neg) noexcept nogil:
+    """``m * 10**-k`` (m >= 0) as text: k decimals, or '.0' when k is 0."""
+    cdef char digits[24]
+    cdef int n = 0, i
+    while True:
+        digits[n] = <char>(48 + m % 10)
+        n += 1
+        m //= 10
+        if m == 0:
+            break
+    while n <= k:                        # at least one digit before the point
+        digits[n] = b'0'
+        n += 1
+    if reserve(b, n + 3) < 0:
+        return -1
+    if neg:
+        b.data[b.len] = b'-'
+        b.len += 1
+    for i in range(n - 1, -1, -1):
+        b.data[b.len] = digits[i]
+        b.len += 1
+        if i == k and k:
+            b.data[b.len] = b'.'
+            b.len += 1
+    if k == 0:
+        b.data[b.len] = b'.'
+        b.data[b.len + 1] = b'0'
+        b.len += 2
+    return 0
+
+
+# thread: any · lock: none · gil: no
 cdef int _w_int_text(Buf* b, int64_t v) noexcept nogil:
-    cdef char tmp[24]
-    cdef int n = snprintf(tmp, 24, "%lld", <long long>v)
-    return w_raw(b, tmp, n)
+    cdef uint64_t u = (<uint64_t>0 - <uint64_t>v) if v < 0 else <uint64_t>v
+    if v < 0:
+        if reserve(b, 1) < 0:
+            return -1
+        b.data[b.len] = b'-'
+        b.len += 1
+    return _w_uint_text(b, u)
 
 
 # thread: any · lock: none · gil: no
@@ -327,10 +383,6 @@ cdef int _w_date_parts(Buf* b, int64_t days, bint quote_close) noexcept nogil:
     return 0
 
 
-cdef int64_t _POW10[10]
-_POW10[0] = 1
-for _i in range(1, 10):
-    _POW10[_i] = _POW10[_i - 1] * 10
 
 
 # thread: any · lock: none · gil: no
@@ -478,5 +530,11 @@ cdef int _write_json(Col* c, int64_t i, Buf* b, ECtx* e) noexcept nogil:
 # thread: any · lock: none · gil: no
 cdef int _w_uint_text(Buf* b, uint64_t v) noexcept nogil:
     cdef char tmp[24]
-    cdef int n = snprintf(tmp, 24, "%llu", <unsigned long long>v)
-    return w_raw(b, tmp, n)
+    cdef int n = 24
+    while True:
+        n -= 1
+        tmp[n] = <char>(48 + v % 10)
+        v //= 10
+        if v == 0:
+            break
+    return w_raw(b, tmp + n, 24 - n)
