@@ -392,7 +392,8 @@ def avro_schema_from_arrow(arrow_type_or_schema: Any, name: str = "Record",
     field path); list/large_list/fixed_size_list -> array; map<string, T> -> map; struct ->
     record (named after the field path); decimal128/256(p, s) -> bytes with the decimal logical
     type; date32/date64 -> int (date); timestamp(s, ms) -> long (timestamp-millis), timestamp(us,
-    ns) -> long (timestamp-micros: nanoseconds are floored to microseconds when encoded);
+    ns) -> long (timestamp-micros: nanoseconds are floored to microseconds when encoded); the
+    uuid extension type -> string (uuid), another extension type -> its storage type's;
     time32 -> int (time-millis); time64 -> long (time-micros). A timestamp's time zone is not
     kept: the values are UTC instants.
     """
@@ -411,6 +412,10 @@ def avro_schema_from_arrow(arrow_type_or_schema: Any, name: str = "Record",
 
     def conv(t: Any, path: str) -> Any:
         types = pa.types
+        if isinstance(t, pa.BaseExtensionType):
+            if t.extension_name == "arrow.uuid":
+                return {"type": "string", "logicalType": "uuid"}
+            return conv(t.storage_type, path)
         if types.is_dictionary(t):
             vt = t.value_type
             if types.is_string(vt) or types.is_large_string(vt):

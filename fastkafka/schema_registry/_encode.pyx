@@ -22,7 +22,7 @@ from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport INT64_MIN, INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, calloc
-from libc.string cimport memcpy, memcmp, memset
+from libc.string cimport memcpy, memcmp, memmove, memset
 
 import datetime as _dt
 import decimal as _decimal

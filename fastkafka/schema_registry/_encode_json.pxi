@@ -26,6 +26,7 @@ cdef enum JOp:
     J_MAP
     J_STRUCT
     J_DICT
+    J_UUID
 
 
 cdef _APlan _jplan(object t, str path):
@@ -36,6 +37,13 @@ cdef _APlan _jplan(object t, str path):
     p.path = path
     p.arrow_type = t
     p.avro = None
+    if isinstance(t, pa.BaseExtensionType):
+        if t.extension_name == "arrow.uuid":
+            p.w, p.a, p.width = J_UUID, A_FIXED, 16
+            return p
+        inner = _jplan(t.storage_type, path)
+        inner.arrow_type = t
+        return inner
     if ty.is_null(t):
         p.w, p.a = J_NULL, A_NULL
     elif ty.is_boolean(t):
@@ -522,6 +530,15 @@ cdef int _write_json(Col* c, int64_t i, Buf* b, ECtx* e) noexcept nogil:
             r = _w_clock(b, secs, x - secs * per, <int>c.width)
         if r == 0:
             r = w_raw(b, b"\"", 1)
+    elif w == J_UUID:
+        r = w_raw(b, b"\"", 1)
+        if r == 0 and _w_uuid(b, c.data + 16 * j) == 0:
+            b.len -= 37
+            memmove(b.data + b.len, b.data + b.len + 1, 36)   # the text without its varint
+            b.len += 36
+            r = w_raw(b, b"\"", 1)
+        else:
+            r = -1
     else:                                # J_NULL
         r = w_raw(b, b"null", 4)
     return _fail(e, c, E_NOMEM, 0) if r < 0 else 0

@@ -159,6 +159,8 @@ cdef object _normalized_type(t):
         return pa.binary()
     if ty.is_float16(t):
         return pa.float32()
+    if ty.is_decimal(t) and t.bit_width != 128 and t.precision <= 38:
+        return pa.decimal128(t.precision, t.scale)      # decimal32/64/256 read as decimal128
     if ty.is_struct(t):
         return pa.struct([f.with_type(_normalized_type(f.type)) for f in t])
     if ty.is_large_list(t):
@@ -210,6 +212,11 @@ cdef _APlan _plan(object node, object t, str path, object encoder):
     p.arrow_type = t
     p.avro = node.type_name()
     k = node.kind
+    if isinstance(t, pa.BaseExtensionType):
+        # its C data is its storage's (a uuid is a fixed_size_binary(16))
+        inner = _plan(node, t.storage_type, path, encoder)
+        inner.arrow_type = t
+        return inner
     if k == "union":
         nn = [i for i, b in enumerate(node.branches) if b.kind != "null"]
         ni = [i for i, b in enumerate(node.branches) if b.kind == "null"]

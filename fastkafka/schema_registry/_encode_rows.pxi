@@ -496,7 +496,7 @@ cdef object _run(object encoder_plan_of, object data, bytes header, int json=0):
             base += length
             del caps
         nulls = _count_nulls(valid, total)
-        large = out.len > 0x7fffffff
+        large = out.len > _BINARY_LIMIT
         data_buf = _owned_buffer(pa, out.data, out.len)      # no copy: the buffer owns it now
         out.data = NULL
         if large:
@@ -516,6 +516,11 @@ cdef object _run(object encoder_plan_of, object data, bytes header, int json=0):
 
 
 # thread: any · lock: none · gil: no
+# The most bytes a BinaryArray (32-bit offsets) holds; past it the output is a LargeBinaryArray.
+# A module attribute so that the tests can lower it.
+_BINARY_LIMIT = 0x7fffffff
+
+
 cdef class _Owned:
     """A malloc'd block handed to a pyarrow Buffer (its ``base``): freed when the buffer is."""
     cdef char* data

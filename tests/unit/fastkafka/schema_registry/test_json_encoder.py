@@ -162,3 +162,12 @@ def test_doubles_written_as_python_repr_writes_them():
         assert json.loads(raw) == v
         if 1e-4 <= abs(v) < 1e16:
             assert raw.decode() == repr(v), v
+
+
+def test_uuid_extension_as_text():
+    if not hasattr(pa, "uuid"):
+        pytest.skip("this pyarrow has no uuid extension type")
+    import uuid
+    us = [uuid.UUID(int=0), uuid.UUID("12345678-9abc-def0-1234-56789abcdef0")]
+    out = JsonEncoder().encode_arrow(pa.table({"u": pa.array([u.bytes for u in us] + [None], pa.uuid())}))
+    assert [json.loads(x) for x in out.to_pylist()] == [{"u": str(u)} for u in us] + [{"u": None}]
