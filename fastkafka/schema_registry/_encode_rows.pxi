@@ -515,7 +515,6 @@ cdef object _run(object encoder_plan_of, object data, bytes header, int json=0):
         free(valid)
 
 
-# thread: any · lock: none · gil: no
 # The most bytes a BinaryArray (32-bit offsets) holds; past it the output is a LargeBinaryArray.
 # A module attribute so that the tests can lower it.
 _BINARY_LIMIT = 0x7fffffff
@@ -537,6 +536,7 @@ cdef object _owned_buffer(object pa, char* data, Py_ssize_t size):
     return pa.foreign_buffer(<size_t>data, size, base=owner)
 
 
+# thread: any · lock: none · gil: no
 cdef int64_t _count_nulls(const uint8_t* valid, int64_t n) noexcept nogil:
     cdef int64_t i, nulls = 0
     for i in range(n):
