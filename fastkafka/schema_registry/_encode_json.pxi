@@ -484,6 +484,8 @@ cdef int _write_json(Col* c, int64_t i, Buf* b, ECtx* e) noexcept nogil:
             r = w_raw(b, b"}", 1)
     elif w == J_DICT:
         k = _get_int_kind(c, j)
+        if k < 0 or k >= c.enum_map_len:
+            return _fail(e, c, E_INDEX, k)
         return _write_json(c.dict_values, k, b, e)
     elif w == J_BASE64:
         if c.a == A_FIXED:

@@ -60,6 +60,7 @@ cdef enum Err:
     E_UTF8
     E_NAN
     E_DATE
+    E_INDEX
 
 
 cdef struct Col:

@@ -78,6 +78,7 @@ cdef Col* _bind(_Binding bd, _APlan p, ArrowArray* a) except NULL:
     if p.a == A_DICT:
         c.data = <const uint8_t*>a.buffers[1]
         c.dict_values = _bind(bd, p.dict_values, a.dictionary)
+        c.enum_map_len = a.dictionary.length          # the indices are checked against it
         if p.enum_symbols is not None:
             _bind_enum_map(c, c.dict_values, a.dictionary, p.enum_symbols)
         return c
@@ -203,6 +204,8 @@ cdef int _write_col(Col* c, int64_t i, Buf* b, ECtx* e) noexcept nogil:
     if w == W_BYTES:
         if c.a == A_DICT:
             k = _get_int_kind(c, j)
+            if k < 0 or k >= c.enum_map_len:
+                return _fail(e, c, E_INDEX, k)
             return _write_col(c.dict_values, k, b, e)
         if c.a == A_FIXED:
             if w_lenbytes(b, c.data + j * c.width, c.width) < 0:
@@ -398,6 +401,7 @@ _ERR_TEXT = {
     E_DECIMAL: "a decimal that does not fit Avro type {avro}",
     E_OVERFLOW: "{ival} overflows a 64-bit value when converted to Avro type {avro}",
     E_NAN: "NaN or Infinity, which JSON cannot represent",
+    E_INDEX: "a dictionary index {ival} outside its dictionary",
     E_DATE: "a date or time outside the years 0001-9999, which RFC 3339 cannot write",
     E_UTF8: "text that is not valid UTF-8",
 }

@@ -346,3 +346,13 @@ def test_output_past_the_binary_limit_is_large_binary(monkeypatch):
     large = enc.encode_arrow(col)
     assert small.type == pa.binary() and large.type == pa.large_binary()
     assert large.to_pylist() == small.to_pylist() and large.null_count == 10
+
+
+def test_dictionary_index_outside_its_dictionary_refused():
+    from fastkafka.schema_registry._encode import JsonEncoder
+    bad = pa.DictionaryArray.from_arrays(pa.array([0, 5], pa.int8()), pa.array(["a", "b"]), safe=False)
+    with pytest.raises(EncodeError, match=r"row 1, field 's': a dictionary index 5 outside"):
+        AvroEncoder({"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}).encode_arrow(
+            pa.table({"s": bad}))
+    with pytest.raises(EncodeError, match=r"row 1, field 's': a dictionary index 5 outside"):
+        JsonEncoder().encode_arrow(pa.table({"s": bad}))
