@@ -40,6 +40,7 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
     PyObject* PyDict_GetItemWithError(object d, object k) except? NULL
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    long long PyLong_AsLongLongAndOverflow(object v, int* overflow) except? -1
 
 cdef extern from *:
     """

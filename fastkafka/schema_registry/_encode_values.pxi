@@ -144,14 +144,17 @@ cdef inline bint _is_int(object v):
 
 
 cdef int64_t _as_long(_Op op, object v, int64_t lo, int64_t hi) except? -1:
-    if not _is_int(v):
+    cdef int overflow = 0
+    cdef long long x
+    if type(v) is not int:
         # other integers (numpy's, for one) through __index__; bool and floats refused
         if isinstance(v, (bool, float)) or not hasattr(type(v), "__index__"):
             raise _bad(op, v)
         v = _operator_index(v)
-    if not (lo <= v <= hi):
+    x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow or x < lo or x > hi:
         raise _bad(op, v, f"{v} is out of range")
-    return v
+    return x
 
 
 cdef double _as_double(_Op op, object v) except? -1.0:
