@@ -170,11 +170,9 @@ class _Parser:
         if t is None:
             raise SchemaError(f"{self.where(path)}: an object schema without 'type'")
         if isinstance(t, (dict, list)):
-            if t and isinstance(t, dict) and len(s) == 1:
-                return self.parse(t, namespace, path)
-            if isinstance(t, list) and set(s) <= {"type"}:
-                return self.parse(t, namespace, path)
-            raise SchemaError(f"{self.where(path)}: 'type' must name a type, got {json.dumps(t)[:60]}")
+            # {"type": {...}} or {"type": [...]}: the inner schema (other attributes, such as a
+            # doc, change nothing in the encoding)
+            return self.parse(t, namespace, path)
         if t in PRIMITIVES:
             node = AvroNode(t, path)
         elif t == "record" or t == "error":
