@@ -98,7 +98,7 @@ class ParsedAvro:
 
     __slots__ = ("root", "schema", "named", "_canonical")
 
-    def __init__(self, root: AvroNode, schema: Any, named: dict):
+    def __init__(self, root: AvroNode, schema: Any, named: dict[str, AvroNode]):
         self.root = root
         self.schema = schema
         self.named = named
@@ -314,7 +314,7 @@ def _check_default(t: AvroNode, d: Any, path: str) -> None:
                           f"type {t.type_name()}")
 
 
-def parse_avro_schema(schema: Union[str, dict, list, "ParsedAvro"]) -> ParsedAvro:
+def parse_avro_schema(schema: Union[str, bytes, dict[str, Any], list[Any], "ParsedAvro"]) -> ParsedAvro:
     """Parse and validate an Avro schema (JSON text, or its parsed value); named types (records,
     enums, fixed) are resolved, with namespaces, and may be referred to after their definition.
     Raises :class:`SchemaError` naming the place."""
@@ -365,7 +365,7 @@ def _canonical_of(root: AvroNode) -> str:
     return c(root)
 
 
-def canonical_avro(schema: Union[str, dict, list, ParsedAvro]) -> str:
+def canonical_avro(schema: Union[str, bytes, dict[str, Any], list[Any], ParsedAvro]) -> str:
     """Avro's Parsing Canonical Form of ``schema``: full names, only the attributes that matter
     to the binary encoding, in the specification's order, no whitespace."""
     return parse_avro_schema(schema).canonical
@@ -380,8 +380,9 @@ def _pa():
 
 
 def avro_schema_from_arrow(arrow_type_or_schema: Any, name: str = "Record",
-                           namespace: Optional[str] = None) -> dict:
-    """An Avro schema (its JSON value) for an Arrow schema, struct type or any Arrow type.
+                           namespace: Optional[str] = None) -> Any:
+    """An Avro schema (its JSON value: a dict for an Arrow schema or struct type, a str or dict
+    for another Arrow type) derived from ``arrow_type_or_schema``.
 
     Rules: a nullable field -> ``["null", T]`` with ``"default": null``; int8/16/32, uint8/16 ->
     int; int64, uint32 -> long; uint64 refused (no Avro type holds it); float16/float32 -> float;
