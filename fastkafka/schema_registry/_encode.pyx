@@ -8,12 +8,25 @@ field that does not fit) and turned into a plan (``_APlan``); each chunk is expo
 Arrow C data interface (no copy) and bound to the plan as a flat array of C structs (``Col``),
 which the row loop walks without the GIL and without one Python object per row.
 
-Rules of the Arrow path (documented in docs): a nullable Arrow field may feed a non-union Avro
-type (a null met in a row is an :class:`EncodeError` naming the row and field); a union of
-``null`` and one other type takes a nullable column; a union of several non-null types does not
-take an Arrow column. An Arrow int64/uint32 column into an Avro ``int`` is checked per value;
-nanosecond timestamps are floored to the Avro unit; the columns of an Arrow struct the record
-lacks are ignored, and a record field missing from the Arrow struct is written as its default.
+Rules of the Arrow path: a nullable Arrow field may feed a non-union Avro type (a null met in a
+row is an :class:`EncodeError` naming the row and field); a union of ``null`` and one other type
+takes a nullable column; a union of several non-null types does not take an Arrow column. An
+Arrow int64/uint32 column into an Avro ``int`` is checked per value; uint64 is refused;
+timestamps are converted to the Avro unit, nanoseconds floored (an instant before 1970 stays
+before), the time zone ignored (values are UTC); a dictionary of strings feeds a string or an
+enum (symbols looked up once per dictionary); the columns of an Arrow struct the record lacks are
+ignored, and a record field missing from the Arrow struct is written as its default.
+
+Rules of Python values (as fastavro takes them, stricter where it would write nonsense): int and
+long from an int (numpy's too; bool refused, the range checked); float and double from an int or
+a float (bool refused); string from str; bytes from bytes, bytearray or memoryview; enum from a
+symbol; fixed from bytes of its size; decimal from a decimal.Decimal (more places than the scale
+or more digits than the precision refused); date from a datetime.date or an int; time-* from a
+datetime.time or an int; timestamp-* from a datetime (a naive one taken as UTC) or an int; uuid
+from a uuid.UUID or a str; a record from a mapping (a missing field takes its default); an array
+from a list or tuple; a map from a mapping with str keys; a union takes the first branch the value
+fits (None -> "null"; a dict -> the first record whose required fields it has and whose keys are
+all fields, else a map).
 """
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
