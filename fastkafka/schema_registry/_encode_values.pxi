@@ -375,7 +375,8 @@ cdef int _write_obj(_Op op, object v, Buf* b) except -1:
         idx = op.symbols.get(v) if isinstance(v, str) else None
         if idx is None:
             if isinstance(v, str):
-                raise EncodeError(f"field {_pathname(op.path)!r}: {v!r} is not a symbol of "
+                shown = repr(v) if len(v) <= 40 else repr(v[:40]) + "..."   # a symbol, short
+                raise EncodeError(f"field {_pathname(op.path)!r}: {shown} is not a symbol of "
                                   f"Avro type {op.tname}")
             raise _bad(op, v)
         if w_long(b, idx) < 0:
