@@ -98,7 +98,7 @@ class ParsedAvro:
 
     __slots__ = ("root", "schema", "named", "_canonical")
 
-    def __init__(self, root: AvroNode, schema: Any, named: dict):
+    def __init__(self, root: AvroNode, schema: Any, named: dict[str, AvroNode]):
         self.root = root
         self.schema = schema
         self.named = named
@@ -170,11 +170,9 @@ class _Parser:
         if t is None:
             raise SchemaError(f"{self.where(path)}: an object schema without 'type'")
         if isinstance(t, (dict, list)):
-            if t and isinstance(t, dict) and len(s) == 1:
-                return self.parse(t, namespace, path)
-            if isinstance(t, list) and set(s) <= {"type"}:
-                return self.parse(t, namespace, path)
-            raise SchemaError(f"{self.where(path)}: 'type' must name a type, got {json.dumps(t)[:60]}")
+            # {"type": {...}} or {"type": [...]}: the inner schema (other attributes, such as a
+            # doc, change nothing in the encoding)
+            return self.parse(t, namespace, path)
         if t in PRIMITIVES:
             node = AvroNode(t, path)
         elif t == "record" or t == "error":
@@ -316,7 +314,7 @@ def _check_default(t: AvroNode, d: Any, path: str) -> None:
                           f"type {t.type_name()}")
 
 
-def parse_avro_schema(schema: Union[str, dict, list, "ParsedAvro"]) -> ParsedAvro:
+def parse_avro_schema(schema: Union[str, bytes, dict[str, Any], list[Any], "ParsedAvro"]) -> ParsedAvro:
     """Parse and validate an Avro schema (JSON text, or its parsed value); named types (records,
     enums, fixed) are resolved, with namespaces, and may be referred to after their definition.
     Raises :class:`SchemaError` naming the place."""
@@ -367,7 +365,7 @@ def _canonical_of(root: AvroNode) -> str:
     return c(root)
 
 
-def canonical_avro(schema: Union[str, dict, list, ParsedAvro]) -> str:
+def canonical_avro(schema: Union[str, bytes, dict[str, Any], list[Any], ParsedAvro]) -> str:
     """Avro's Parsing Canonical Form of ``schema``: full names, only the attributes that matter
     to the binary encoding, in the specification's order, no whitespace."""
     return parse_avro_schema(schema).canonical
@@ -382,8 +380,9 @@ def _pa():
 
 
 def avro_schema_from_arrow(arrow_type_or_schema: Any, name: str = "Record",
-                           namespace: Optional[str] = None) -> dict:
-    """An Avro schema (its JSON value) for an Arrow schema, struct type or any Arrow type.
+                           namespace: Optional[str] = None) -> Any:
+    """An Avro schema (its JSON value: a dict for an Arrow schema or struct type, a str or dict
+    for another Arrow type) derived from ``arrow_type_or_schema``.
 
     Rules: a nullable field -> ``["null", T]`` with ``"default": null``; int8/16/32, uint8/16 ->
     int; int64, uint32 -> long; uint64 refused (no Avro type holds it); float16/float32 -> float;
@@ -392,7 +391,8 @@ def avro_schema_from_arrow(arrow_type_or_schema: Any, name: str = "Record",
     field path); list/large_list/fixed_size_list -> array; map<string, T> -> map; struct ->
     record (named after the field path); decimal128/256(p, s) -> bytes with the decimal logical
     type; date32/date64 -> int (date); timestamp(s, ms) -> long (timestamp-millis), timestamp(us,
-    ns) -> long (timestamp-micros: nanoseconds are floored to microseconds when encoded);
+    ns) -> long (timestamp-micros: nanoseconds are floored to microseconds when encoded); the
+    uuid extension type -> string (uuid), another extension type -> its storage type's;
     time32 -> int (time-millis); time64 -> long (time-micros). A timestamp's time zone is not
     kept: the values are UTC instants.
     """
@@ -411,6 +411,10 @@ def avro_schema_from_arrow(arrow_type_or_schema: Any, name: str = "Record",
 
     def conv(t: Any, path: str) -> Any:
         types = pa.types
+        if isinstance(t, pa.BaseExtensionType):
+            if t.extension_name == "arrow.uuid":
+                return {"type": "string", "logicalType": "uuid"}
+            return conv(t.storage_type, path)
         if types.is_dictionary(t):
             vt = t.value_type
             if types.is_string(vt) or types.is_large_string(vt):

@@ -241,3 +241,78 @@ def test_other_rows_not_corrupted_and_encoder_reusable_after_error():
     with pytest.raises(EncodeError):
         enc.encode(dict(FLAT_ROWS[1], i="x"))
     assert enc.encode(FLAT_ROWS[1]) == fa_write(FLAT, FLAT_ROWS[1])
+
+
+def test_arrow_c_stream_and_c_array_objects():
+    enc = AvroEncoder(FLAT)
+    table = pa.Table.from_pylist(FLAT_ROWS, schema=FLAT_ARROW)
+    want = enc.encode_arrow(table).to_pylist()
+
+    class Stream:                        # a foreign frame exporting an Arrow C stream (Polars, ...)
+        def __arrow_c_stream__(self, requested_schema=None):
+            return table.__arrow_c_stream__(requested_schema)
+
+    class OneArray:                      # ... or one Arrow C array
+        def __arrow_c_array__(self, requested_schema=None):
+            return table.to_struct_array().combine_chunks().__arrow_c_array__(requested_schema)
+
+    assert enc.encode_arrow(Stream()).to_pylist() == want
+    assert enc.encode_arrow(OneArray()).to_pylist() == want
+    with pytest.raises(TypeError, match=r"encode_arrow takes a pyarrow Table.*not list"):
+        enc.encode_arrow([1, 2])
+
+
+def test_empty_inputs():
+    enc = AvroEncoder(FLAT)
+    empty = pa.Table.from_pylist([], schema=FLAT_ARROW)
+    for data in (empty, pa.RecordBatch.from_pylist([], schema=FLAT_ARROW),
+                 pa.chunked_array([], pa.struct(list(FLAT_ARROW)))):
+        out = enc.encode_arrow(data, HEADER)
+        assert out.type == pa.binary() and len(out) == 0
+    assert AvroEncoder("string").encode_arrow(pa.array([""] * 3)).to_pylist() == [b"\x00"] * 3
+
+
+def test_encoders_pickle_and_rebuild():
+    import pickle
+    from fastkafka.schema_registry._encode import JsonEncoder
+    enc = pickle.loads(pickle.dumps(AvroEncoder(FLAT)))
+    assert enc.encode(FLAT_ROWS[1]) == fa_write(FLAT, FLAT_ROWS[1])
+    js = pickle.loads(pickle.dumps(JsonEncoder(pa.struct([("a", pa.int64())]))))
+    assert js.encode_arrow(pa.table({"a": [1]})).to_pylist() == [b'{"a":1}']
+
+
+def test_reentrant_encode_from_a_mapping_uses_its_own_buffer():
+    from collections.abc import Mapping
+    enc = AvroEncoder(FLAT)
+    inner = []
+
+    class Sneaky(Mapping):               # a value whose own code encodes with the same encoder
+        def __init__(self, d):
+            self.d = d
+
+        def __getitem__(self, k):
+            if k == "s" and not inner:
+                inner.append(enc.encode(FLAT_ROWS[2]))
+            return self.d[k]
+
+        def __iter__(self):
+            return iter(self.d)
+
+        def __len__(self):
+            return len(self.d)
+
+    assert enc.encode(Sneaky(FLAT_ROWS[1])) == fa_write(FLAT, FLAT_ROWS[1])
+    assert inner == [fa_write(FLAT, FLAT_ROWS[2])]
+
+
+def test_numpy_numbers_and_huge_ints():
+    np = pytest.importorskip("numpy")
+    enc = AvroEncoder(FLAT)
+    row = dict(FLAT_ROWS[1], i=np.int32(-7), l=np.int64(2**40), f=np.float32(1.5), d=np.float64(2.5))
+    assert enc.encode(row) == fa_write(FLAT, dict(FLAT_ROWS[1], i=-7, l=2**40, f=1.5, d=2.5))
+    with pytest.raises(EncodeError, match=r"field 'd'.*too large for a double"):
+        enc.encode(dict(FLAT_ROWS[1], d=10**400))
+    with pytest.raises(EncodeError, match=r"field 'l'.*float"):
+        enc.encode(dict(FLAT_ROWS[1], l=1.0))
+    with pytest.raises(EncodeError, match=r"field 'd'.*bool"):
+        enc.encode(dict(FLAT_ROWS[1], d=True))

@@ -320,3 +320,39 @@ def test_defaults_of_every_kind_for_absent_fields():
                                              "m": {"x": "y"}, "d": 1.0, "u": "dflt", "r": {"q": 7}}))
     assert fa_read(schema, enc.encode({"k": 1})) == want
     assert [fa_read(schema, x) for x in enc.encode_arrow(pa.table({"k": [1]})).to_pylist()] == [want]
+
+
+def test_uuid_extension_type_and_wider_decimals():
+    if not hasattr(pa, "uuid"):
+        pytest.skip("this pyarrow has no uuid extension type")
+    from fastkafka.schema_registry._avro_schema import avro_schema_from_arrow
+    us = [uuid.UUID(int=1), uuid.UUID("12345678-9abc-def0-1234-56789abcdef0")]
+    table = pa.table({"u": pa.array([u.bytes for u in us], pa.uuid()),
+                      "d": pa.array([D("-1.25"), D("3.50")], pa.decimal256(20, 2))})
+    schema = avro_schema_from_arrow(table.schema)
+    assert schema["fields"][0]["type"] == ["null", {"type": "string", "logicalType": "uuid"}]
+    out = AvroEncoder(schema).encode_arrow(table).to_pylist()
+    back = [fa_read(schema, x) for x in out]
+    assert [str(r["u"]) for r in back] == [str(u) for u in us]
+    assert [r["d"] for r in back] == [D("-1.25"), D("3.50")]
+
+
+def test_output_past_the_binary_limit_is_large_binary(monkeypatch):
+    from fastkafka.schema_registry import _encode
+    enc = AvroEncoder("string")
+    col = pa.array(["abc", None, "défg"] * 10)
+    small = enc.encode_arrow(col)
+    monkeypatch.setattr(_encode, "_BINARY_LIMIT", 20)
+    large = enc.encode_arrow(col)
+    assert small.type == pa.binary() and large.type == pa.large_binary()
+    assert large.to_pylist() == small.to_pylist() and large.null_count == 10
+
+
+def test_dictionary_index_outside_its_dictionary_refused():
+    from fastkafka.schema_registry._encode import JsonEncoder
+    bad = pa.DictionaryArray.from_arrays(pa.array([0, 5], pa.int8()), pa.array(["a", "b"]), safe=False)
+    with pytest.raises(EncodeError, match=r"row 1, field 's': a dictionary index 5 outside"):
+        AvroEncoder({"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}).encode_arrow(
+            pa.table({"s": bad}))
+    with pytest.raises(EncodeError, match=r"row 1, field 's': a dictionary index 5 outside"):
+        JsonEncoder().encode_arrow(pa.table({"s": bad}))

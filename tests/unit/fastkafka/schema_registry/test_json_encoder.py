@@ -147,3 +147,27 @@ def test_unsupported_arrow_type_names_the_field():
 def test_dates_outside_rfc3339_years_refused():
     with pytest.raises(EncodeError, match=r"row 1, field 'd': a date or time outside"):
         JsonEncoder().encode_arrow(pa.table({"d": pa.array([0, 2932897], pa.date32())}))
+
+
+def test_doubles_written_as_python_repr_writes_them():
+    import random
+    rnd = random.Random(11)
+    values = [round(rnd.uniform(-10.0 ** e, 10.0 ** e), k) for e in range(-3, 15) for k in range(0, 10)
+              for _ in range(5)]
+    values += [0.1, 0.2, 0.3, 0.7, 1e-4, -1e-4, 0.00011, 99999999999999.9, 123456.789, 2.5, -0.5, 1.0, 100.0,
+               9007199254740991.0, 4503599627370497.0, 1e15 - 0.5, 0.1 + 0.2]
+    values = [v for v in values if v != 0]
+    out = JsonEncoder().encode_arrow(pa.array(values)).to_pylist()
+    for v, raw in zip(values, out):
+        assert json.loads(raw) == v
+        if 1e-4 <= abs(v) < 1e16:
+            assert raw.decode() == repr(v), v
+
+
+def test_uuid_extension_as_text():
+    if not hasattr(pa, "uuid"):
+        pytest.skip("this pyarrow has no uuid extension type")
+    import uuid
+    us = [uuid.UUID(int=0), uuid.UUID("12345678-9abc-def0-1234-56789abcdef0")]
+    out = JsonEncoder().encode_arrow(pa.table({"u": pa.array([u.bytes for u in us] + [None], pa.uuid())}))
+    assert [json.loads(x) for x in out.to_pylist()] == [{"u": str(u)} for u in us] + [{"u": None}]
