@@ -90,7 +90,7 @@ for _p in (ROOT, HERE):
 
 from brokers import BROKER_PROPERTIES  # noqa: E402
 from harness import (emit, fmt, kafka_run_line, machine_section, median_field, median_or_none,  # noqa: E402
-                     paired_ratios, ratio_table, result_line, round_order, run_child)
+                     paired_ratios, ratio_table, result_line, round_order, run_child, tree_commit)
 
 SCRIPT = os.path.abspath(__file__)
 
@@ -592,6 +592,15 @@ def command_line(args) -> str:
 
 
 # ------------------------------------------------------------------------------------ main
+def tree_line(commit0: str) -> str:
+    """The tree the children imported: its commit at the run's start and, when it moved (a shared
+    checkout), at its end."""
+    commit1 = tree_commit(ROOT)
+    if commit1 == commit0:
+        return f"- the tree measured: {commit0} for the whole run"
+    return f"- the tree measured: {commit0} at the run's start, {commit1} at its end (it changed during the run)"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
@@ -638,6 +647,7 @@ def main(argv=None) -> int:
         raise SystemExit("--records, --rounds, --encoder-records and --partitions must be > 0")
 
     wall0, load0 = time.monotonic(), os.getloadavg()[0]
+    commit0 = tree_commit(ROOT)
     sections: list[str] = []
     broker_lines: list[str] = []
     registry_line = ""
@@ -690,7 +700,7 @@ def main(argv=None) -> int:
         *intro,
         "",
         *sections,
-        *machine_section(broker_lines, load0, [registry_line] if registry_line else []),
+        *machine_section(broker_lines, load0, [tree_line(commit0)] + ([registry_line] if registry_line else [])),
     ])
     default = "schema_registry_encoders.md" if args.encoder_only else "schema_registry.md"
     emit(text, args.out or os.path.join(HERE, "results", default))

@@ -62,7 +62,7 @@ for _p in (ROOT, HERE):
 
 from brokers import BROKER_PROPERTIES, stored_records  # noqa: E402
 from harness import (emit, fmt, kafka_run_line, machine_section, median_field, median_or_none,  # noqa: E402
-                     paired_ratios, ratio_table, round_order)
+                     paired_ratios, ratio_table, round_order, tree_commit)
 from spark_common import cpu_by_part, first_line, spark_jars, spark_session  # noqa: E402
 
 MEASUREMENTS = {
@@ -311,6 +311,15 @@ def section(args, names, results, same, schema: str) -> list[str]:
     return lines
 
 
+def tree_line(commit0: str) -> str:
+    """The tree the children imported: its commit at the run's start and, when it moved (a shared
+    checkout), at its end."""
+    commit1 = tree_commit(ROOT)
+    if commit1 == commit0:
+        return f"- the tree measured: {commit0} for the whole run"
+    return f"- the tree measured: {commit0} at the run's start, {commit1} at its end (it changed during the run)"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -335,6 +344,7 @@ def main(argv=None) -> int:
     from fastkafka.schema_registry import Schema, SchemaRegistryClient
 
     wall0, load0 = time.monotonic(), os.getloadavg()[0]
+    commit0 = tree_commit(ROOT)
     jars = spark_jars("spark-kafka", "spark-avro")
     spark = broker = registry_proc = None
     try:
@@ -382,7 +392,7 @@ def main(argv=None) -> int:
         "no compression.",
         "",
         *section(args, names, results, same, schema),
-        *machine_section(broker_lines, load0, extra),
+        *machine_section(broker_lines, load0, [tree_line(commit0), *extra]),
     ])
     emit(text, args.out)
     return 0
