@@ -112,25 +112,6 @@ def _weak_method(method):
     return call
 
 
-def _bound_serializer(serializer, field: str) -> tuple:
-    """(what the send path calls, whether it is called with the topic): a Schema Registry
-    serializer (fastkafka.schema_registry's, or confluent-kafka's Serializer objects) becomes
-    ``serialize(topic, obj)``; any other callable stays ``f(obj)``."""
-    if serializer is None:
-        return None, False
-    from fastkafka.schema_registry._serializers import topic_serializer
-
-    bound = topic_serializer(serializer, field)
-    return (serializer, False) if bound is None else (bound, True)
-
-
-def _arrow_like(data) -> bool:
-    """Arrow data a schema serializer encodes whole: a pyarrow Table/RecordBatch/Array, or a frame
-    exporting the Arrow PyCapsule interface (Polars, pandas)."""
-    return (hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__")
-            or type(data).__module__.startswith("pandas"))
-
-
 class Producer(OtherClientsHabits, ProducerCore):
     """A thread-safe Kafka producer.
 
@@ -169,8 +150,12 @@ class Producer(OtherClientsHabits, ProducerCore):
         # the router (fastkafka/_producer/router.pyx), as send_batch does; they use this state.
         # A Schema Registry serializer (fastkafka.schema_registry, or confluent-kafka's) is called
         # with the topic: serialize(topic, obj), bound to its field.
-        key_ser, key_topic = _bound_serializer(cfg.key_serializer, "key")
-        value_ser, value_topic = _bound_serializer(cfg.value_serializer, "value")
+        key_ser, key_topic, value_ser, value_topic = cfg.key_serializer, False, cfg.value_serializer, False
+        if key_ser is not None or value_ser is not None:
+            from fastkafka.schema_registry._serializers import bound_serializer
+
+            key_ser, key_topic = bound_serializer(key_ser, "key")
+            value_ser, value_topic = bound_serializer(value_ser, "value")
         self._init_core(self._acc, self._metadata.version_cell, self._client.poller, cfg.partitioner,
                         min(cfg.max_request_size, cfg.buffer_memory), cfg.max_block_ms,
                         key_ser, value_ser, InterceptorChain.of(cfg.interceptors),
@@ -380,11 +365,9 @@ class Producer(OtherClientsHabits, ProducerCore):
         given to a Schema Registry serializer is encoded whole (one compiled call, the GIL
         released); lists go through the serializer one entry at a time."""
         encoder = self._column_encoders[field]
-        if encoder is not None and type(data) is not list and _arrow_like(data):
-            from fastkafka.schema_registry import SerializationContext
-
+        if encoder is not None and type(data) is not list and encoder.takes_arrow(data):
             try:
-                return encoder.encode_arrow(data, SerializationContext(topic, field))
+                return encoder.encode_arrow(data, encoder.context(topic, field))
             except Exception as e:
                 raise SerializationError(
                     f"{field}_serializer failed on send_batch's {field}s for topic {topic!r} "

@@ -155,7 +155,7 @@ def schema_text(fmt: FieldFormat, arrow_type: Any, part: str) -> str | None:
 
         return json.dumps(avro_schema_from_arrow(arrow_type, name=fmt.record_name,
                                                  namespace=fmt.record_namespace or None))
-    from fastkafka.schema_registry._json_schema import json_schema_from_arrow
+    from fastkafka.schema_registry._json_arrow import json_schema_from_arrow
 
     # the title is the record name of RecordNameStrategy / TopicRecordNameStrategy for JSON Schema
     full = f"{fmt.record_namespace}.{fmt.record_name}" if fmt.record_namespace else fmt.record_name

@@ -32,7 +32,7 @@ _WHERE = {
     "ValidationError": "_errors",
     "AvroSerializer": "_serializers", "FramedEncoder": "_serializers",
     "JSONSerializer": "_serializers",
-    "avro_schema_from_arrow": "_avro_schema", "json_schema_from_arrow": "_json_schema",
+    "avro_schema_from_arrow": "_avro_schema", "json_schema_from_arrow": "_json_arrow",
 }
 
 __all__ = sorted(_WHERE)

@@ -147,7 +147,8 @@ class FramedEncoder:
 
             self._avro = AvroEncoder(schema_str)
         else:
-            from ._json_schema import compile_validator, parse_json_schema
+            from ._json_schema import parse_json_schema
+            from ._json_validate import compile_validator
 
             self._json_schema = parse_json_schema(schema_str)
             # formats are annotations, as confluent-kafka's serializer takes them (it validates
@@ -189,7 +190,7 @@ class FramedEncoder:
         if self._avro is not None:
             self._avro.check_arrow(arrow_type)
         else:
-            from ._json_schema import check_arrow
+            from ._json_arrow import check_arrow
 
             # the type and shape; nulls are checked against the data (encode_arrow)
             check_arrow(self._json_schema, _non_null(arrow_type))
@@ -210,7 +211,7 @@ class FramedEncoder:
         # every field so) but must hold none
         observed = observed_type(data)
         if observed not in self._checked_nulls:
-            from ._json_schema import check_arrow
+            from ._json_arrow import check_arrow
 
             check_arrow(self._json_schema, observed)
             self._checked_nulls.add(observed)
@@ -221,7 +222,7 @@ class FramedEncoder:
         out = self._json_arrow.encode_arrow(data, self._header)
         constrained = self._json_constraints.get(observed)
         if constrained is None:
-            from ._json_schema import has_value_constraints
+            from ._json_arrow import has_value_constraints
 
             constrained = self._json_constraints[observed] = has_value_constraints(
                 self._json_schema, observed, check_formats=False)
@@ -387,6 +388,16 @@ class _SchemaSerializer:
                                                       normalize_schemas=self._normalize)
         return FramedEncoder(self._format, registered.schema_id, schema_str)
 
+    @staticmethod
+    def takes_arrow(data: Any) -> bool:
+        """Whether :meth:`encode_arrow` takes ``data`` whole (the producer's send_batch asks)."""
+        return arrow_like(data)
+
+    @staticmethod
+    def context(topic: str, field: str) -> SerializationContext:
+        """The context of ``field`` ("key" or "value") of records to ``topic``."""
+        return SerializationContext(topic, field)
+
     def _topic_serializer(self, field: MessageField | str) -> Callable[[str, Any], bytes | None]:
         """``serialize(topic, obj)`` for the producer's send path: the encoder of each topic found
         once, then one compiled call per value."""
@@ -474,7 +485,7 @@ class JSONSerializer(_SchemaSerializer):
         return title if isinstance(title, str) else None
 
     def _derive(self, arrow_type: Any, ctx: SerializationContext | None) -> str:
-        from ._json_schema import json_schema_from_arrow
+        from ._json_arrow import json_schema_from_arrow
 
         return json.dumps(json_schema_from_arrow(arrow_type, title=_record_name_for(ctx)))
 
@@ -511,3 +522,20 @@ def topic_serializer(serializer: Any, field: str) -> Callable[[str, Any], Any] |
 
         return serialize
     return None
+
+
+def bound_serializer(serializer: Any, field: str) -> tuple:
+    """For the producer: (what its send path calls, whether it is called with the topic). A
+    Schema Registry serializer becomes ``serialize(topic, obj)`` (:func:`topic_serializer`); any
+    other callable stays ``f(obj)``."""
+    if serializer is None:
+        return None, False
+    bound = topic_serializer(serializer, field)
+    return (serializer, False) if bound is None else (bound, True)
+
+
+def arrow_like(data: Any) -> bool:
+    """Arrow data a schema serializer encodes whole: a pyarrow Table/RecordBatch/Array, or a frame
+    exporting the Arrow PyCapsule interface (Polars, pandas)."""
+    return (hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__")
+            or type(data).__module__.startswith("pandas"))

@@ -15,9 +15,11 @@ import pyarrow as pa
 import pytest
 
 from fastkafka.schema_registry._errors import SchemaError, SchemaMismatchError, ValidationError
-from fastkafka.schema_registry._json_schema import (
-    CHECKED_FORMATS, DRAFT_07, ParsedJsonSchema, check_arrow, compile_validator, has_value_constraints,
-    json_schema_from_arrow, parse_json_schema)
+from fastkafka.schema_registry._json_arrow import (check_arrow, has_value_constraints,
+                                                   json_schema_from_arrow)
+from fastkafka.schema_registry._json_schema import (CHECKED_FORMATS, DRAFT_07, ParsedJsonSchema,
+                                                    parse_json_schema)
+from fastkafka.schema_registry._json_validate import compile_validator
 
 D4 = "http://json-schema.org/draft-04/schema#"
 D6 = "http://json-schema.org/draft-06/schema#"
