@@ -80,7 +80,9 @@ def observed_type(data: Any) -> Any:
         return kinds.pop() if len(kinds) == 1 else data.type
     t = data.type
     if pa.types.is_struct(t):
-        children = data.flatten()   # sliced, with the struct's own nulls carried into them
+        if data.null_count:   # a null row is a null value, whatever its fields hold
+            data = data.filter(data.is_valid())
+        children = [data.field(i) for i in range(t.num_fields)]
         return pa.struct([pa.field(t.field(i).name, observed_type(c), nullable=c.null_count > 0)
                           for i, c in enumerate(children)])
     if pa.types.is_map(t):

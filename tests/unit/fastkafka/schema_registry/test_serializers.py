@@ -188,3 +188,16 @@ def test_derived_schema_registered_under_the_topic(registry):
     assert [decode(v, schema) for v in out.to_pylist()] == table.to_pylist()
     with pytest.raises(ConfigError, match="no schema"):
         ser({"id": 1}, SerializationContext("fresh", MessageField.VALUE))
+
+
+def test_json_null_rows_and_slices_judged_by_the_rows_sent():
+    """A null row is a null value (its fields' nulls do not count); a slice is judged by its rows."""
+    enc = FramedEncoder("json", 1, json.dumps({"type": "object", "properties": {"l": {"type": "integer"}},
+                                               "required": ["l"]}))
+    rows = pa.array([{"l": 1}, None, {"l": 3}], pa.struct([pa.field("l", pa.int64(), nullable=False)]))
+    out = enc.encode_arrow(rows).to_pylist()
+    assert out[1] is None and [json.loads(v[5:]) for v in (out[0], out[2])] == [{"l": 1}, {"l": 3}]
+    nullable = pa.array([{"l": None}, {"l": 2}], pa.struct([pa.field("l", pa.int64())]))
+    assert [json.loads(v[5:]) for v in enc.encode_arrow(nullable.slice(1)).to_pylist()] == [{"l": 2}]
+    with pytest.raises(SchemaMismatchError, match=r"\$\.l"):
+        enc.encode_arrow(nullable)
