@@ -2,7 +2,7 @@
 source (``value.format=avro``) against Spark's own path (``to_avro`` with the 5-byte registry header
 by ``concat``, then ``format("kafka")``), on one Apache Kafka node.
 
-    python bench/spark_avro.py [--rows 1000000] [--rounds 3] [--partitions 6] [--spark-partitions 2]
+    python bench/spark_avro.py [--rows 1000000] [--rounds 5] [--partitions 6] [--spark-partitions 2]
                                [--warmup-rows 50000] [--kafka-heap-mb 1024] [--only NAME,...]
                                [--out bench/results/spark_avro.md]
 
@@ -323,7 +323,7 @@ def tree_line(commit0: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--partitions", type=int, default=6, help="partitions of each topic")
     ap.add_argument("--spark-partitions", type=int, default=2, help="partitions of the DataFrame (tasks)")
     ap.add_argument("--warmup-rows", type=int, default=WARMUP_ROWS)
