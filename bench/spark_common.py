@@ -1,12 +1,50 @@
 """What the Spark benchmark scripts (``spark_e2e.py``, ``spark_avro.py``) share: the jars of Spark's
-own connectors, the one quiet ``local[2]`` SparkSession of a run, the CPU of Spark's JVM, its Python
-workers and the broker, and a failed job's one-line reason."""
+own connectors, the one quiet ``local[2]`` SparkSession of a run, the no-op Arrow writer (Spark's
+floor for any Python data source), the CPU of Spark's JVM, its Python workers and the broker, and a
+failed job's one-line reason."""
 from __future__ import annotations
 
 import os
 import sys
 
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
 from harness import HERE, ROOT
+
+
+# ------------------------------------------------------------------------------- no-op writer
+class RowCount(WriterCommitMessage):
+    def __init__(self, rows: int):
+        self.rows = rows
+
+
+class NoopArrowWriter(DataSourceArrowWriter):
+    """Iterates the Arrow batches, counts rows; the driver appends the total to ``count_path``
+    (commit() runs in a Python worker of the driver, so a file carries the count back)."""
+
+    def __init__(self, count_path: str):
+        self.count_path = count_path
+
+    def write(self, iterator):
+        rows = 0
+        for batch in iterator:
+            rows += batch.num_rows
+        return RowCount(rows)
+
+    def commit(self, messages):
+        with open(self.count_path, "a") as f:
+            f.write(f"{sum(m.rows for m in messages)}\n")
+
+
+class NoopArrowSource(DataSource):
+    """``format("fastkafka_bench_noop")`` with the option ``count.path``: the no-op Arrow writer."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "fastkafka_bench_noop"
+
+    def writer(self, schema, overwrite):
+        return NoopArrowWriter(self.options["count.path"])
 
 
 def spark_jars(*parts: str) -> list[str]:

@@ -93,10 +93,10 @@ for _p in (ROOT, HERE):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage  # noqa: E402
 from brokers import committed_records, each_broker, stored_records  # noqa: E402
 from harness import emit, load_line, machine_info, ratio, ratio_table, round_order  # noqa: E402
-from spark_common import broker_pid, cpu_by_part, first_line, spark_jars, spark_session  # noqa: E402
+from spark_common import (NoopArrowSource, broker_pid, cpu_by_part, first_line, spark_jars,  # noqa: E402
+                          spark_session)
 
 # name -> (what, how)
 MEASUREMENTS = {
@@ -121,39 +121,6 @@ KEY_BYTES = 16
 VALUE_BYTES = 100
 WARMUP_ROWS = 50_000
 POLL_EVERY = 10_000
-
-
-# ------------------------------------------------------------------------------- no-op writer
-class RowCount(WriterCommitMessage):
-    def __init__(self, rows: int):
-        self.rows = rows
-
-
-class NoopArrowWriter(DataSourceArrowWriter):
-    """Iterates the Arrow batches, counts rows; the driver appends the total to ``count_path``
-    (commit() runs in a Python worker of the driver, so a file carries the count back)."""
-
-    def __init__(self, count_path: str):
-        self.count_path = count_path
-
-    def write(self, iterator):
-        rows = 0
-        for batch in iterator:
-            rows += batch.num_rows
-        return RowCount(rows)
-
-    def commit(self, messages):
-        with open(self.count_path, "a") as f:
-            f.write(f"{sum(m.rows for m in messages)}\n")
-
-
-class NoopArrowSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "fastkafka_bench_noop"
-
-    def writer(self, schema, overwrite):
-        return NoopArrowWriter(self.options["count.path"])
 
 
 # ------------------------------------------------------------------------ confluent-kafka loop
