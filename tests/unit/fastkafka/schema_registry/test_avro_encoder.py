@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-fastavro = pytest.importorskip("fastavro")
-pa = pytest.importorskip("pyarrow")
+import fastavro
+import pyarrow as pa
 
 from fastkafka.schema_registry._encode import AvroEncoder  # noqa: E402
 from fastkafka.schema_registry._errors import EncodeError, SchemaMismatchError  # noqa: E402
@@ -306,7 +306,7 @@ def test_reentrant_encode_from_a_mapping_uses_its_own_buffer():
 
 
 def test_numpy_numbers_and_huge_ints():
-    np = pytest.importorskip("numpy")
+    import numpy as np
     enc = AvroEncoder(FLAT)
     row = dict(FLAT_ROWS[1], i=np.int32(-7), l=np.int64(2**40), f=np.float32(1.5), d=np.float64(2.5))
     assert enc.encode(row) == fa_write(FLAT, dict(FLAT_ROWS[1], i=-7, l=2**40, f=1.5, d=2.5))

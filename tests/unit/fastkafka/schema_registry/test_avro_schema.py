@@ -11,7 +11,7 @@ import pytest
 from fastkafka.schema_registry._avro_schema import avro_schema_from_arrow, canonical_avro, parse_avro_schema
 from fastkafka.schema_registry._errors import SchemaError, SchemaMismatchError
 
-pa = pytest.importorskip("pyarrow")
+import pyarrow as pa
 
 
 @pytest.mark.parametrize("schema, message", [
@@ -62,7 +62,7 @@ def test_unknown_logical_type_is_ignored():
 
 
 def test_canonical_form_matches_fastavro():
-    fastavro = pytest.importorskip("fastavro")
+    import fastavro
     schema = {"type": "record", "name": "User", "namespace": "com.x", "doc": "ignored", "fields": [
         {"name": "id", "type": {"type": "long", "logicalType": "timestamp-millis"}, "doc": "d"},
         {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
@@ -119,12 +119,12 @@ def test_avro_schema_from_arrow_rules():
     nullable = [f for f in s["fields"] if isinstance(f["type"], list)]
     assert nullable and all(f["default"] is None for f in nullable)
     parse_avro_schema(s)                 # valid, and fastavro agrees
-    fastavro = pytest.importorskip("fastavro")
+    import fastavro
     fastavro.parse_schema(s)
 
 
 def test_derived_schema_encodes_its_own_arrow_data():
-    fastavro = pytest.importorskip("fastavro")
+    import fastavro
     from fastkafka.schema_registry._encode import AvroEncoder
     import datetime
     from decimal import Decimal

@@ -12,8 +12,8 @@ from decimal import Decimal as D
 
 import pytest
 
-fastavro = pytest.importorskip("fastavro")
-pa = pytest.importorskip("pyarrow")
+import fastavro
+import pyarrow as pa
 
 from fastkafka.schema_registry._encode import AvroEncoder  # noqa: E402
 from fastkafka.schema_registry._errors import EncodeError, SchemaMismatchError  # noqa: E402

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+import pyarrow as pa
 
 from fastkafka.schema_registry._encode import AvroEncoder, JsonEncoder  # noqa: E402
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+import pyarrow as pa
 
 from fastkafka.schema_registry._encode import JsonEncoder  # noqa: E402
 from fastkafka.schema_registry._errors import EncodeError, SchemaMismatchError  # noqa: E402
