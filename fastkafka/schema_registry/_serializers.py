@@ -19,6 +19,7 @@ in C.
 
 from __future__ import annotations
 
+import abc
 import json
 import threading
 from typing import Any, Callable, Mapping
@@ -245,7 +246,7 @@ class FramedEncoder:
                 raise ValidationError(f"row {i}: {e}") from None
 
 
-class _SchemaSerializer:
+class _SchemaSerializer(abc.ABC):
     """What AvroSerializer and JSONSerializer share: the conf, the subject and the registry."""
 
     _format = ""
@@ -312,15 +313,18 @@ class _SchemaSerializer:
         self._encoders: dict[tuple, FramedEncoder] = {}
         self._lock = threading.Lock()
 
-    # -- what the formats differ in ---------------------------------------------------------
+    # -- what the formats differ in (AvroSerializer, JSONSerializer) ------------------------
+    @abc.abstractmethod
     def _parse(self, schema_str: str) -> Any:
-        raise NotImplementedError
+        """The schema read and checked (SchemaError when it is not valid)."""
 
+    @abc.abstractmethod
     def _record_name(self, schema_str: str) -> str | None:
-        raise NotImplementedError
+        """The name the record subject strategies use."""
 
+    @abc.abstractmethod
     def _derive(self, arrow_type: Any, ctx: SerializationContext | None) -> str:
-        raise NotImplementedError
+        """A schema for rows of ``arrow_type``."""
 
     # -- confluent-kafka's shape ------------------------------------------------------------
     def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:

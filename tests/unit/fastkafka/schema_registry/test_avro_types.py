@@ -323,8 +323,6 @@ def test_defaults_of_every_kind_for_absent_fields():
 
 
 def test_uuid_extension_type_and_wider_decimals():
-    if not hasattr(pa, "uuid"):
-        pytest.skip("this pyarrow has no uuid extension type")
     from fastkafka.schema_registry._avro_schema import avro_schema_from_arrow
     us = [uuid.UUID(int=1), uuid.UUID("12345678-9abc-def0-1234-56789abcdef0")]
     table = pa.table({"u": pa.array([u.bytes for u in us], pa.uuid()),
