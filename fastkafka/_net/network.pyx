@@ -136,6 +136,13 @@ cdef class NetworkClient:
     def wakeup(self):
         self.poller.wakeup()   # no system call when a wake-up is already pending
 
+    def call_soon(self, callback):
+        """Run ``callback(None, None)`` on the I/O thread at the end of its next turn, and wake
+        it. Safe from any thread: a handshake step whose work may block (GSSAPI's exchange with
+        the KDC, fastkafka._net.gssapi) runs it on a thread of its own and comes back this way."""
+        self._completions.append((callback, None, None))   # one append: atomic under the GIL
+        self.poller.wakeup()
+
     # -- connection management -------------------------------------------------------------
     def _address(self, int32_t node_id):
         b = self.metadata.cluster.broker(node_id)

@@ -262,10 +262,6 @@ _DEFAULT_ONLY = {
     "ssl_crlfile": (None, "build an ssl.SSLContext (load_verify_locations, verify_flags with "
                           "ssl.VERIFY_CRL_CHECK_LEAF) and pass ssl_context"),
     "ssl_ciphers": (None, "build an ssl.SSLContext (set_ciphers) and pass ssl_context"),
-    "sasl_kerberos_name": (None, "GSSAPI (Kerberos) is not supported: use PLAIN, SCRAM or "
-                                 "OAUTHBEARER"),
-    "sasl_kerberos_service_name": ("kafka", "GSSAPI (Kerberos) is not supported"),
-    "sasl_kerberos_domain_name": (None, "GSSAPI (Kerberos) is not supported"),
     "metric_reporters": ([], "there are no reporters: call metrics() for the values"),
     "kafka_client": (None, "the network client is fastkafka's own"),
     "proxy_url": (None, "SOCKS5 proxies are not supported"),
@@ -273,6 +269,22 @@ _DEFAULT_ONLY = {
     "allow_auto_create_topics": (True, "metadata requests always allow the broker to create the "
                                        "topic (its auto.create.topics.enable decides)"),
 }
+
+
+# kafka-python's GSSAPI arguments (fastkafka's settings of the same names) and their defaults.
+_KERBEROS = {"sasl_kerberos_service_name": "kafka", "sasl_kerberos_domain_name": None,
+             "sasl_kerberos_name": None}
+
+
+def _kerberos_value(name: str, value):
+    """kafka-python's sasl_kerberos_name may be a gssapi.Name: its text ('kafka@host' for a
+    host-based service, 'kafka/host@REALM' for a principal), which fastkafka reads alike."""
+    if value is None or isinstance(value, str):
+        return value
+    if name == "sasl_kerberos_name" and type(value).__module__.startswith("gssapi"):
+        return str(value)
+    raise ConfigError(f"{name} must be a string (or a gssapi.Name for sasl_kerberos_name), got "
+                      f"{type(value).__name__}")
 
 
 def _is_default(name: str, value, default) -> bool:
@@ -583,6 +595,11 @@ class KafkaProducer:
                 settings["max_response_size"] = value
             elif name == "sasl_oauth_token_provider":
                 settings[name] = None if value is None else _token_provider(value)
+            elif name in _KERBEROS:
+                value = _kerberos_value(name, value)
+                if value is not None and (value != _KERBEROS[name]
+                                          or configs.get("sasl_mechanism") == "GSSAPI"):
+                    settings[name] = value   # kafka-python's defaults pass only with GSSAPI
             else:
                 settings[name] = value      # a fastkafka setting, or a ConfigError naming the key
         if self._serialize_fields or self._object_partitioner is not None:
