@@ -118,7 +118,6 @@ def test_bad_arguments_raise_aiokafkas_value_errors(impl, kw, message):
 
 
 @pytest.mark.parametrize("kw,names", [
-    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI"}, "GSSAPI"),
     ({"sasl_kerberos_service_name": "other"}, "sasl_kerberos_service_name"),
     ({"partitioner": 3}, "partitioner must be a callable"),
     ({"max_request_size": 0}, "max_request_size"),
