@@ -55,6 +55,9 @@ KERBEROS_SETTINGS = ("sasl_kerberos_service_name", "sasl_kerberos_domain_name", 
                      "sasl_kerberos_principal", "sasl_kerberos_keytab", "sasl_kerberos_ticket_cache",
                      "sasl_kerberos_min_time_before_relogin", "sasl_kerberos_krb5_conf")
 
+#: How long an exchange waits for another one's ticket acquisition (stuck on a silent KDC, say).
+LOCK_WAIT_S = 30.0
+
 # RFC 4752 3.1: security layer bit masks.
 LAYER_NONE = 1
 
@@ -156,29 +159,39 @@ class KerberosCredentials:
     def get(self):
         """The credentials for init_sec_context (may talk to the KDC: called off the I/O thread)."""
         gssapi = load_gssapi()
-        with self._lock:
-            now = self.clock()
-            if self._creds is not None and now < self._expires_at - self.relogin_s:
-                return self._creds
-            name = (gssapi.Name(self.principal, gssapi.NameType.kerberos_principal)
-                    if self.principal else None)
-            if self.keytab:
-                store = {"client_keytab": self.keytab,
-                         "ccache": f"MEMORY:fastkafka-{secrets.token_hex(8)}"}
-                creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-                self.acquisitions += 1
-            else:
-                store = {"ccache": self.ccache} if self.ccache else None
-                creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-            # Asking for the lifetime makes libkrb5 get the keytab's ticket now (it is otherwise
-            # fetched lazily by init_sec_context): a stale keytab fails here, with the KDC's words.
-            lifetime = creds.lifetime
-            self._creds = creds
-            self._expires_at = now + (lifetime if lifetime is not None else 10 * 365 * 86400)
-            if self.keytab and lifetime is not None and lifetime <= self.relogin_s:
-                # A ticket shorter than the re-login margin: acquired for every exchange.
-                self._expires_at = now
-            return creds
+        # One acquisition at a time; one stuck on a silent KDC holds the lock until libkrb5 gives
+        # up, and the exchanges queued behind it give up after a while too (each is answered by
+        # its own bound meanwhile), so that waiting threads do not pile up.
+        if not self._lock.acquire(timeout=LOCK_WAIT_S):
+            raise SaslAuthenticationError("GSSAPI: another ticket acquisition is still waiting on "
+                                          "the KDC")
+        try:
+            return self._get(gssapi)
+        finally:
+            self._lock.release()
+
+    def _get(self, gssapi):
+        """get() under the lock: the cached credentials, or new ones."""
+        now = self.clock()
+        if self._creds is not None and now < self._expires_at - self.relogin_s:
+            return self._creds
+        name = (gssapi.Name(self.principal, gssapi.NameType.kerberos_principal)
+                if self.principal else None)
+        if self.keytab:
+            store = {"client_keytab": self.keytab,
+                     "ccache": f"MEMORY:fastkafka-{secrets.token_hex(8)}"}
+            creds = gssapi.Credentials(name=name, usage="initiate", store=store)
+            self.acquisitions += 1
+        else:
+            store = {"ccache": self.ccache} if self.ccache else None
+            creds = gssapi.Credentials(name=name, usage="initiate", store=store)
+        # Asking for the lifetime makes libkrb5 get the keytab's ticket now (it is otherwise
+        # fetched lazily by init_sec_context): a stale keytab fails here, with the KDC's words.
+        lifetime = creds.lifetime
+        self._creds = creds
+        # (a ticket shorter than the re-login margin is acquired again for every exchange)
+        self._expires_at = now + (lifetime if lifetime is not None else 10 * 365 * 86400)
+        return creds
 
 
 class Gssapi(Mechanism):

@@ -50,8 +50,8 @@ def test_the_exchange_names_the_brokers_service_by_its_host():
 @pytest.mark.parametrize("options,settings", [
     ('useKeyTab=true storeKey=true keyTab="{kt}" principal="alice@R"',
      {"sasl_kerberos_keytab": "{kt}", "sasl_kerberos_principal": "alice@R"}),
-    ('useTicketCache=true ticketCache="FILE:/tmp/cc" serviceName="kafka9"',
-     {"sasl_kerberos_ticket_cache": "FILE:/tmp/cc", "sasl_kerberos_service_name": "kafka9",
+    ('useTicketCache=true ticketCache="FILE:/var/lib/app/cc" serviceName="kafka9"',
+     {"sasl_kerberos_ticket_cache": "FILE:/var/lib/app/cc", "sasl_kerberos_service_name": "kafka9",
       "sasl_kerberos_keytab": None}),
     ("useTicketCache=true doNotPrompt=true", {"sasl_kerberos_principal": None}),
 ])

@@ -130,6 +130,13 @@ def test_arguments_refused_name_what_to_use(kw, names):
     assert names in run(main)
 
 
+def test_gssapi_takes_aiokafkas_kerberos_names():
+    cfg = built(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                sasl_kerberos_service_name="kafka2", sasl_kerberos_domain_name="b.example")
+    assert cfg.sasl_mechanism == "GSSAPI"
+    assert (cfg.sasl_kerberos_service_name, cfg.sasl_kerberos_domain_name) == ("kafka2", "b.example")
+
+
 def test_ssl_context_is_the_producers():
     import ssl
 
