@@ -137,10 +137,8 @@ cdef class NetworkClient:
         self.poller.wakeup()   # no system call when a wake-up is already pending
 
     def call_soon(self, callback):
-        """Run ``callback(None, None)`` on the I/O thread at the end of its next turn, and wake
-        it. Safe from any thread: a handshake step whose work may block (GSSAPI's exchange with
-        the KDC, fastkafka._net.gssapi) runs it on a thread of its own and comes back this way."""
-        self._completions.append((callback, None, None))   # one append: atomic under the GIL
+        """Any thread: run ``callback(None, None)`` on the I/O thread after its turn's I/O."""
+        self._completions.append((callback, None, None))   # atomic (GIL); GSSAPI's KDC step
         self.poller.wakeup()
 
     # -- connection management -------------------------------------------------------------

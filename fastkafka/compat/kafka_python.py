@@ -271,22 +271,6 @@ _DEFAULT_ONLY = {
 }
 
 
-# kafka-python's GSSAPI arguments (fastkafka's settings of the same names) and their defaults.
-_KERBEROS = {"sasl_kerberos_service_name": "kafka", "sasl_kerberos_domain_name": None,
-             "sasl_kerberos_name": None}
-
-
-def _kerberos_value(name: str, value):
-    """kafka-python's sasl_kerberos_name may be a gssapi.Name: its text ('kafka@host' for a
-    host-based service, 'kafka/host@REALM' for a principal), which fastkafka reads alike."""
-    if value is None or isinstance(value, str):
-        return value
-    if name == "sasl_kerberos_name" and type(value).__module__.startswith("gssapi"):
-        return str(value)
-    raise ConfigError(f"{name} must be a string (or a gssapi.Name for sasl_kerberos_name), got "
-                      f"{type(value).__name__}")
-
-
 def _is_default(name: str, value, default) -> bool:
     if value == default or (default is None and value in ([], ())):
         return True
@@ -595,11 +579,13 @@ class KafkaProducer:
                 settings["max_response_size"] = value
             elif name == "sasl_oauth_token_provider":
                 settings[name] = None if value is None else _token_provider(value)
-            elif name in _KERBEROS:
-                value = _kerberos_value(name, value)
-                if value is not None and (value != _KERBEROS[name]
+            elif name in ("sasl_kerberos_service_name", "sasl_kerberos_domain_name",
+                          "sasl_kerberos_name"):
+                # GSSAPI: kafka-python's defaults pass only with it; a gssapi.Name as its text
+                if value is not None and (value != "kafka"
                                           or configs.get("sasl_mechanism") == "GSSAPI"):
-                    settings[name] = value   # kafka-python's defaults pass only with GSSAPI
+                    settings[name] = str(value) if type(value).__module__.startswith("gssapi") \
+                        else value
             else:
                 settings[name] = value      # a fastkafka setting, or a ConfigError naming the key
         if self._serialize_fields or self._object_partitioner is not None:
