@@ -296,7 +296,10 @@ class GssapiJob:
                 return
             self._done = True
         self._timer.cancel()
-        self._call_soon(lambda _body, _err: self._deliver(result, error))
+        try:
+            self._call_soon(lambda _body, _err: self._deliver(result, error))
+        except Exception:   # the client was closed meanwhile: nobody waits for the outcome
+            log.debug("GSSAPI: %s: outcome dropped (the client is closed)", self.what)
 
     def _run(self) -> None:
         try:

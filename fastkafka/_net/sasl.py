@@ -395,6 +395,7 @@ class SaslAuthenticateStep(HandshakeStep):
     def __init__(self, settings: SaslSettings):
         self.settings = settings
         self.exchange: Mechanism | None = None
+        self.job = None   # GSSAPI: the GssapiJob making the first message off the I/O thread
 
     def start(self, client, conn, now):
         mech = self.settings.mechanism
