@@ -151,7 +151,7 @@ _SETTINGS = [
              doc="ssl_truststore_type=PEM: the CA certificates, PEM text"),
     # SASL (security_protocol SASL_PLAINTEXT / SASL_SSL): fastkafka._net.sasl, checked at construction.
     _Setting("sasl_mechanism", "sasl_mechanism", None,
-             doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+             doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI"),
     _Setting("sasl_plain_username", "opt_str", None, doc="user name (PLAIN, SCRAM)"),
     _Setting("sasl_plain_password", "secret", None, doc="password (PLAIN, SCRAM); never shown"),
     _Setting("sasl_oauth_token_provider", "callback", None,
@@ -166,6 +166,29 @@ _SETTINGS = [
              doc="OAUTHBEARER: the OAuth token endpoint of the client-credentials login "
                  "(clientId and clientSecret in sasl_jaas_config); tokens are cached until "
                  "shortly before they expire"),
+    # GSSAPI (Kerberos): fastkafka._net.kerberos, with the optional gssapi package.
+    _Setting("sasl_kerberos_service_name", "str", "kafka",
+             doc="GSSAPI: the brokers' Kerberos service (their principal is <service>/<host>@REALM)"),
+    _Setting("sasl_kerberos_domain_name", "opt_str", None,
+             doc="GSSAPI: the host of the brokers' service principal, instead of each broker's host"),
+    _Setting("sasl_kerberos_name", "opt_str", None,
+             doc="GSSAPI: the brokers' whole service name, 'service@host' or 'service/host@REALM' "
+                 "(instead of sasl_kerberos_service_name and the host)"),
+    _Setting("sasl_kerberos_principal", "opt_str", None,
+             doc="GSSAPI: the client principal (needed with sasl_kerberos_keytab; else the ticket "
+                 "cache's)"),
+    _Setting("sasl_kerberos_keytab", "path", None,
+             doc="GSSAPI: keytab of sasl_kerberos_principal; the ticket is acquired from it into a "
+                 "memory cache of the producer's own, and again before it expires"),
+    _Setting("sasl_kerberos_ticket_cache", "opt_str", None,
+             doc="GSSAPI without a keytab: the ticket cache kinit filled (default: KRB5CCNAME's)"),
+    _Setting("sasl_kerberos_krb5_conf", "path", None,
+             doc="GSSAPI: the krb5.conf to use; the process's KRB5_CONFIG is set to it (libkrb5 "
+                 "reads that variable; like the JVM's java.security.krb5.conf it holds for the "
+                 "whole process)"),
+    _Setting("sasl_kerberos_min_time_before_relogin", "int", 60_000, 0, INT32_MAX,
+             doc="GSSAPI with a keytab: the ticket is acquired again once less than this many ms "
+                 "of its life remain"),
 ]
 
 #: Settings whose value is never shown (repr, errors, logs).
@@ -261,6 +284,13 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
          "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
         "the OAUTHBEARER client-credentials login of sasl.oauthbearer.token.endpoint.url is built "
         "in (a Java class cannot run here)", case_sensitive=True),
+    "sasl.kerberos.kinit.cmd": _Accepted(
+        ("/usr/bin/kinit", "kinit",
+         'kinit -R -t "%{sasl.kerberos.keytab}" -k %{sasl.kerberos.principal} || '
+         'kinit -t "%{sasl.kerberos.keytab}" -k %{sasl.kerberos.principal}'),
+        "no command is run: with sasl_kerberos_keytab the ticket is acquired in the process from "
+        "the keytab (what kinit -k -t would do), without one the ticket cache your own kinit "
+        "filled is used (KRB5CCNAME or sasl_kerberos_ticket_cache)", case_sensitive=True),
     "interceptor.classes": _Accepted(
         ("",), "no interceptors from class names (a Java class cannot run here; pass "
         "interceptors=[obj, ...], objects with on_send(record), on_acknowledgement(metadata, "
@@ -275,7 +305,8 @@ _UNSUPPORTED_FAMILIES = {
              "PKCS12 / PEM stores ssl_keystore_* and ssl_truststore_*"),
     "sasl.": ("this SASL setting is not supported: SASL is set up with sasl_mechanism, "
               "sasl_jaas_config, sasl_plain_username, sasl_plain_password, "
-              "sasl_oauth_token_provider or sasl_oauthbearer_token_endpoint_url"),
+              "sasl_oauth_token_provider, sasl_oauthbearer_token_endpoint_url or (GSSAPI) "
+              "sasl_kerberos_*"),
 }
 
 

@@ -207,14 +207,19 @@ class KafkaNode:
         return f"<KafkaNode {self.node_id} {self.address} {'running' if self.running else 'stopped'}>"
 
     def listener_address(self, name: str) -> str:
-        """host:port of listener ``name`` ("PLAINTEXT" or one of the cluster's extra listeners)."""
-        return self.address if name == "PLAINTEXT" else f"{self.host}:{self.listener_ports[name]}"
+        """host:port of listener ``name`` ("PLAINTEXT" or one of the cluster's extra listeners), as
+        advertised (the cluster's ``advertised_hosts`` may name another host than 127.0.0.1)."""
+        if name == "PLAINTEXT":
+            return self.address
+        return f"{self.cluster.advertised_hosts.get(name, self.host)}:{self.listener_ports[name]}"
 
     def write_properties(self, voters: str) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
         extra = self.cluster.listeners
         listeners = [f"PLAINTEXT://{self.host}:{self.port}"] + [
             f"{name}://{self.host}:{self.listener_ports[name]}" for name in extra]
+        advertised = [f"PLAINTEXT://{self.host}:{self.port}"] + [
+            f"{name}://{self.listener_address(name)}" for name in extra]
         protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [
             f"{name}:{proto}" for name, proto in extra.items()]
         props = {
@@ -222,7 +227,7 @@ class KafkaNode:
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
             "listeners": ",".join(listeners + [f"CONTROLLER://{self.host}:{self.controller_port}"]),
-            "advertised.listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": ",".join(protocol_map),
@@ -348,7 +353,8 @@ class KafkaCluster:
 
     def __init__(self, nodes: int = 1, version: str | None = None, heap_mb: int = 384,
                  properties: dict | None = None, jit: str = "c1", base_dir: str | None = None,
-                 listeners: dict | None = None, scram_users=(), data_root: str | None = None):
+                 listeners: dict | None = None, scram_users=(), data_root: str | None = None,
+                 advertised_hosts: dict | None = None, jvm_options=()):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         # Extra listeners beside PLAINTEXT, name -> security protocol (e.g. {"SASL_PLAINTEXT":
@@ -356,6 +362,11 @@ class KafkaCluster:
         # in ``properties`` (``listener.name.<name lower>.*``). ``scram_users``: (mechanism, name,
         # password) tuples created when the storage is formatted.
         self.listeners = dict(listeners or {})
+        # Listener name -> the host it is advertised as (it still binds to 127.0.0.1), e.g.
+        # {"GSSAPI": "localhost"}: Kerberos names the broker's service by the host clients use.
+        self.advertised_hosts = dict(advertised_hosts or {})
+        # Extra JVM options of the broker processes, e.g. "-Djava.security.krb5.conf=<path>".
+        self.jvm_options = tuple(jvm_options)
         self.scram_users = tuple(scram_users)
         self.version = version or kafka_version()
         self.heap_mb = heap_mb
@@ -420,7 +431,8 @@ class KafkaCluster:
 
     # -- configuration ---------------------------------------------------------------------------
     def java(self, log_file: str | None = None) -> list[str]:
-        return java_command("broker", self.version, self.heap_mb, log_file, self.jit)
+        cmd = java_command("broker", self.version, self.heap_mb, log_file, self.jit)
+        return cmd[:1] + list(self.jvm_options) + cmd[1:]
 
     def broker_properties(self) -> dict:
         n = len(self.nodes)

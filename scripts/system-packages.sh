@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The system packages the tests, the demo and the benchmarks need, installed with apt when missing
 # (as root): Java 17+ (Spark, Apache Kafka), Maven (Kafka's jars), stunnel (TLS in front of tansu),
-# the codecs' C libraries; with --tests also, for the aarch64 tests and the Debian roots,
-# gcc-aarch64-linux-gnu, qemu-user-static, binfmt-support and debootstrap. Called by scripts/setup.sh
+# the codecs' C libraries, libkrb5-dev (the gssapi package's build); with --tests also MIT
+# Kerberos's KDC (krb5-kdc, krb5-admin-server, krb5-user) and, for the aarch64 tests and the Debian
+# roots, gcc-aarch64-linux-gnu, qemu-user-static, binfmt-support and debootstrap. Called by scripts/setup.sh
 # and scripts/test.sh (--tests); a no-op once they are there.
 set -euo pipefail
 # Spark (the sink's tests and the demo) needs a Java 17+ runtime on PATH.
@@ -52,6 +53,26 @@ if [ -n "$missing_codecs" ]; then
     apt-get update -q && apt-get install -y -q $missing_codecs
   else
     echo "without$missing_codecs those codecs are compressed in Python (Debian/Ubuntu: apt-get install$missing_codecs)" >&2
+  fi
+fi
+# The gssapi package (the `gssapi` and `test` extras: SASL GSSAPI) is built by pip against MIT
+# Kerberos where it has no wheel: krb5-config and the headers of libkrb5-dev.
+if ! command -v krb5-config >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -q && apt-get install -y -q libkrb5-dev
+  else
+    echo "the gssapi package is built against MIT Kerberos (Debian/Ubuntu: apt-get install libkrb5-dev)" >&2
+    exit 1
+  fi
+fi
+# The GSSAPI tests run a throw-away MIT Kerberos realm (fastkafka_tools/kdc.py): krb5kdc,
+# kdb5_util and kadmin.local (krb5-kdc, krb5-admin-server), kinit (krb5-user).
+if [ "${1:-}" = --tests ] && { ! command -v kinit >/dev/null 2>&1 || [ ! -x /usr/sbin/krb5kdc ] || [ ! -x /usr/sbin/kadmin.local ]; }; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q krb5-kdc krb5-admin-server krb5-user
+  else
+    echo "the GSSAPI tests need MIT Kerberos's KDC (apt-get install krb5-kdc krb5-admin-server krb5-user)" >&2
+    exit 1
   fi
 fi
 # The CRC-32C C vectors are also compiled by gcc for aarch64 (its "+crc" target attribute; run under

@@ -12,7 +12,13 @@ string (a backslash escapes the next character) or a bare word. What each module
 * ``...oauthbearer.OAuthBearerLoginModule``: either Kafka's unsecured login options
   (``unsecuredLoginStringClaim_sub="alice"``, ...; an unsigned JWS is made, as Kafka's default
   unsecured login does) or, with ``sasl.oauthbearer.token.endpoint.url``, the client-credentials
-  flow (``clientId``, ``clientSecret``, optional ``scope``): the token is fetched from the endpoint.
+  flow (``clientId``, ``clientSecret``, optional ``scope``): the token is fetched from the endpoint;
+* ``com.sun.security.auth.module.Krb5LoginModule`` (GSSAPI): ``useKeyTab=true keyTab="..."
+  principal="..."`` become ``sasl_kerberos_keytab`` / ``sasl_kerberos_principal``;
+  ``useTicketCache=true`` (optional ``ticketCache``, ``principal``) uses the ticket cache kinit
+  filled; ``serviceName`` is ``sasl_kerberos_service_name``. ``storeKey``, ``doNotPrompt``,
+  ``isInitiator=true``, ``refreshKrb5Config``, ``renewTGT`` and ``debug`` change nothing here (the
+  keytab's ticket is kept in memory and acquired again before it expires; nothing prompts).
 
 No error message, repr or log line of this module shows a value: a password or secret may be
 anywhere in the line.
@@ -30,17 +36,19 @@ from typing import Callable
 
 from fastkafka.errors import ConfigError, SaslAuthenticationError
 
-__all__ = ["JaasEntry", "parse_jaas", "PLAIN_MODULE", "SCRAM_MODULE", "OAUTHBEARER_MODULE",
+__all__ = ["JaasEntry", "parse_jaas", "PLAIN_MODULE", "SCRAM_MODULE", "OAUTHBEARER_MODULE", "KRB5_MODULE",
            "unsecured_token_provider", "ClientCredentialsProvider", "apply_jaas"]
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 FLAGS = ("required", "requisite", "sufficient", "optional")
 _MODULE_MECHANISMS = {
     PLAIN_MODULE: ("PLAIN",),
     SCRAM_MODULE: ("SCRAM-SHA-256", "SCRAM-SHA-512"),
     OAUTHBEARER_MODULE: ("OAUTHBEARER",),
+    KRB5_MODULE: ("GSSAPI",),
 }
 
 
@@ -315,6 +323,9 @@ def apply_jaas(v: dict) -> None:
         return
     if endpoint is not None:
         raise ConfigError("sasl.oauthbearer.token.endpoint.url is for OAUTHBEARER only")
+    if entry.module == KRB5_MODULE:
+        _apply_krb5(entry.options, v)
+        return
     both = [n for n in ("sasl_plain_username", "sasl_plain_password") if v.get(n) is not None]
     if both:
         raise ConfigError(f"{' and '.join(both)} and sasl.jaas.config are both given: use one")
@@ -349,3 +360,58 @@ def _oauth_provider(options: dict, endpoint: str | None):
                           f"clientId, clientSecret and scope, not {', '.join(unknown)}")
     return ClientCredentialsProvider(endpoint, options["clientId"], options["clientSecret"],
                                      options.get("scope"))
+
+
+# ---------------------------------------------------------------------------------- Kerberos
+_KRB5_IGNORED = ("storeKey", "doNotPrompt", "refreshKrb5Config", "renewTGT", "debug", "isInitiator")
+_KRB5_KEYS = ("useKeyTab", "keyTab", "principal", "useTicketCache", "ticketCache", "serviceName")
+
+
+def _flag(options: dict, key: str) -> bool:
+    value = options.get(key, "false").strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"sasl.jaas.config: Krb5LoginModule's {key} must be true or false")
+    return value == "true"
+
+
+def _apply_krb5(options: dict, v: dict) -> None:
+    """Krb5LoginModule's options into the GSSAPI settings of ``v``."""
+    unknown = sorted(set(options) - set(_KRB5_KEYS) - set(_KRB5_IGNORED))
+    if unknown:
+        raise ConfigError(f"sasl.jaas.config: Krb5LoginModule option(s) {', '.join(unknown)} are "
+                          f"not supported (supported: {', '.join(_KRB5_KEYS + _KRB5_IGNORED)})")
+    for key in _KRB5_IGNORED:
+        if key in options:
+            _flag(options, key)
+    if "isInitiator" in options and not _flag(options, "isInitiator"):
+        raise ConfigError("sasl.jaas.config: Krb5LoginModule isInitiator=false is a server's "
+                          "login; a producer initiates (isInitiator=true)")
+    use_keytab, use_cache = _flag(options, "useKeyTab"), _flag(options, "useTicketCache")
+    if not use_keytab and not use_cache:
+        raise ConfigError("sasl.jaas.config: Krb5LoginModule needs useKeyTab=true with keyTab and "
+                          "principal, or useTicketCache=true (a ticket cache filled by kinit): "
+                          "nothing here can prompt for a password")
+    given = {"sasl_kerberos_keytab": "keyTab", "sasl_kerberos_principal": "principal",
+             "sasl_kerberos_ticket_cache": "ticketCache"}
+    both = [n for n, k in given.items() if k in options and v.get(n) is not None]
+    if both:
+        raise ConfigError(f"{' and '.join(both)} and sasl.jaas.config are both given: use one")
+    if use_keytab:
+        missing = [k for k in ("keyTab", "principal") if not options.get(k)]
+        if missing:
+            raise ConfigError(f"sasl.jaas.config: Krb5LoginModule useKeyTab=true needs "
+                              f"{' and '.join(missing)}")
+        v["sasl_kerberos_keytab"] = options["keyTab"]
+        v["sasl_kerberos_principal"] = options["principal"]
+        # useTicketCache beside useKeyTab: the Java client reads the cache first and falls back to
+        # the keytab; here the keytab's ticket, in the producer's own cache, is used.
+    else:
+        if "keyTab" in options:
+            raise ConfigError("sasl.jaas.config: Krb5LoginModule keyTab is given without "
+                              "useKeyTab=true")
+        if options.get("principal"):
+            v["sasl_kerberos_principal"] = options["principal"]
+        if options.get("ticketCache"):
+            v["sasl_kerberos_ticket_cache"] = options["ticketCache"]
+    if options.get("serviceName"):
+        v["sasl_kerberos_service_name"] = options["serviceName"]

@@ -136,6 +136,11 @@ cdef class NetworkClient:
     def wakeup(self):
         self.poller.wakeup()   # no system call when a wake-up is already pending
 
+    def call_soon(self, callback):
+        """Any thread: run ``callback(None, None)`` on the I/O thread after its turn's I/O."""
+        self._completions.append((callback, None, None))   # atomic (GIL); GSSAPI's KDC step
+        self.poller.wakeup()
+
     # -- connection management -------------------------------------------------------------
     def _address(self, int32_t node_id):
         b = self.metadata.cluster.broker(node_id)

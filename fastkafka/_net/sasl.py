@@ -16,6 +16,9 @@ After ApiVersions, a connection to a broker runs two more :class:`~fastkafka._ne
     with the token from ``sasl_oauth_token_provider`` (a callable returning ``(token, expiry in
     epoch seconds)``, called again when the cached token is within 20 % of its lifetime, at most
     one minute, of expiring; it runs on the I/O thread).
+  - GSSAPI (Kerberos V5, RFC 4752): fastkafka._net.kerberos (the optional ``gssapi`` package); its
+    first step, which may wait on the KDC, runs off the I/O thread, bounded by
+    ``socket_connection_setup_timeout_ms``.
 
 Failures (wrong credentials, unknown user, a mechanism the broker does not offer, a bad server
 signature, a token provider that raises) are :class:`~fastkafka.errors.SaslAuthenticationError`,
@@ -48,7 +51,7 @@ from fastkafka.protocol import ApiKey
 
 log = logging.getLogger("fastkafka")
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 # Broker error codes of the SASL APIs.
@@ -78,6 +81,11 @@ def check_settings(v: dict[str, Any], explicit) -> None:
     if mech is None:
         raise ConfigError(f"security_protocol={proto} needs sasl_mechanism "
                           f"({', '.join(MECHANISMS)})")
+    from fastkafka._net.kerberos import check_kerberos_settings
+
+    check_kerberos_settings(v, explicit)   # GSSAPI's settings; refused with another mechanism
+    if mech == "GSSAPI":
+        return
     user, password = v["sasl_plain_username"], v["sasl_plain_password"]
     provider = v["sasl_oauth_token_provider"]
     if mech == "OAUTHBEARER":
@@ -290,6 +298,18 @@ class SaslSettings:
         self._password = config.sasl_plain_password
         self.tokens = (TokenSource(config.sasl_oauth_token_provider)
                        if self.mechanism == "OAUTHBEARER" else None)
+        self.kerberos = None
+        if self.mechanism == "GSSAPI":
+            from fastkafka._net.kerberos import KerberosCredentials, use_krb5_conf
+
+            use_krb5_conf(config.sasl_kerberos_krb5_conf)
+            self.service = config.sasl_kerberos_service_name
+            self.domain = config.sasl_kerberos_domain_name
+            self.target_name = config.sasl_kerberos_name
+            self.kerberos = KerberosCredentials(
+                config.sasl_kerberos_principal, config.sasl_kerberos_keytab,
+                config.sasl_kerberos_ticket_cache,
+                config.sasl_kerberos_min_time_before_relogin / 1000.0)
 
     def __repr__(self):
         return f"SaslSettings({self.mechanism})"
@@ -299,7 +319,13 @@ class SaslSettings:
         set_sasl_credentials); connections authenticated already keep theirs."""
         self._user, self._password = user, password
 
-    def new_exchange(self) -> Mechanism:
+    def new_exchange(self, host: str | None = None) -> Mechanism:
+        """A new exchange of the mechanism; ``host`` is the broker's (GSSAPI names its service by it)."""
+        if self.mechanism == "GSSAPI":
+            from fastkafka._net.kerberos import Gssapi
+
+            target = self.target_name or f"{self.service}@{self.domain or host or 'localhost'}"
+            return Gssapi(self.kerberos, target)
         if self.mechanism == "PLAIN":
             return Plain(self._user, self._password)
         if self.mechanism == "OAUTHBEARER":
@@ -369,16 +395,41 @@ class SaslAuthenticateStep(HandshakeStep):
     def __init__(self, settings: SaslSettings):
         self.settings = settings
         self.exchange: Mechanism | None = None
+        self.job = None   # GSSAPI: the GssapiJob making the first message off the I/O thread
 
     def start(self, client, conn, now):
         mech = self.settings.mechanism
         try:
-            self.exchange = self.settings.new_exchange()
+            self.exchange = self.settings.new_exchange(conn.host)
+            if getattr(self.exchange, "blocking_first", False):
+                self._start_off_thread(client, conn, now)
+                return
             data = self.exchange.first()
         except SaslAuthenticationError as e:
             _fail(client, conn, now, mech, e.message, cause=e.__cause__)
             return
         self._send(client, conn, now, data)
+
+    def _start_off_thread(self, client, conn, now):
+        """The first message of a mechanism that may wait on the network (GSSAPI: the KDC) is made
+        on a thread of its own, bounded by socket_connection_setup_timeout_ms; the I/O thread goes
+        on meanwhile and takes the outcome through ``client.call_soon``."""
+        from fastkafka._net.kerberos import GssapiJob
+
+        sock = conn.sock
+        timeout_ms = client.config.socket_connection_setup_timeout_ms
+
+        def deliver(data, error):
+            if conn.sock is not sock:
+                return   # the connection was closed meanwhile (or is a newer one)
+            at = client.clock()
+            if error is not None:
+                _fail(client, conn, at, self.settings.mechanism, error.message)
+            else:
+                self._send(client, conn, at, data)
+
+        self.job = GssapiJob(self.exchange.first, deliver, client.call_soon, timeout_ms / 1000.0,
+                             f"the Kerberos ticket for {_where(conn)}").start()
 
     def _send(self, client, conn, now, data: bytes):
         version = conn.versions[int(ApiKey.SASL_AUTHENTICATE)]

@@ -57,10 +57,6 @@ class _ConfigError(_fk.ConfigError):
         return self.message
 
 
-_KERBEROS = "GSSAPI (Kerberos) is not supported: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or " \
-            "OAUTHBEARER"
-
-
 def _servers(value) -> list[str]:
     """aiokafka's bootstrap_servers: 'host[:port]', comma-separated, or a list; port 9092."""
     items = [v.strip() for v in value.split(",")] if isinstance(value, str) else value
@@ -218,8 +214,6 @@ def _settings(kw: dict) -> tuple[dict, dict]:
         s["ssl_context"] = kw["ssl_context"]
     if isinstance(proto, str) and proto.startswith("SASL"):
         mech = kw["sasl_mechanism"]
-        if mech == "GSSAPI":
-            raise _fk.ConfigError(f"sasl_mechanism='GSSAPI': {_KERBEROS}")
         s["sasl_mechanism"] = mech
         if kw["sasl_plain_username"] is not None:
             s["sasl_plain_username"] = kw["sasl_plain_username"]
@@ -227,8 +221,13 @@ def _settings(kw: dict) -> tuple[dict, dict]:
             s["sasl_plain_password"] = kw["sasl_plain_password"]
         if kw["sasl_oauth_token_provider"] is not None:
             own["token_provider"] = kw["sasl_oauth_token_provider"]
-    if kw["sasl_kerberos_service_name"] != "kafka" or kw["sasl_kerberos_domain_name"] is not None:
-        raise _fk.ConfigError(f"sasl_kerberos_service_name / sasl_kerberos_domain_name: {_KERBEROS}")
+    # aiokafka's GSSAPI arguments are fastkafka's settings of the same names (the ticket comes from
+    # the default ticket cache, as with aiokafka); its defaults pass only with GSSAPI.
+    gssapi = isinstance(proto, str) and proto.startswith("SASL") and kw["sasl_mechanism"] == "GSSAPI"
+    if gssapi or kw["sasl_kerberos_service_name"] != "kafka":
+        s["sasl_kerberos_service_name"] = kw["sasl_kerberos_service_name"]
+    if kw["sasl_kerberos_domain_name"] is not None:
+        s["sasl_kerberos_domain_name"] = kw["sasl_kerberos_domain_name"]
     return s, own
 
 

@@ -262,10 +262,6 @@ _DEFAULT_ONLY = {
     "ssl_crlfile": (None, "build an ssl.SSLContext (load_verify_locations, verify_flags with "
                           "ssl.VERIFY_CRL_CHECK_LEAF) and pass ssl_context"),
     "ssl_ciphers": (None, "build an ssl.SSLContext (set_ciphers) and pass ssl_context"),
-    "sasl_kerberos_name": (None, "GSSAPI (Kerberos) is not supported: use PLAIN, SCRAM or "
-                                 "OAUTHBEARER"),
-    "sasl_kerberos_service_name": ("kafka", "GSSAPI (Kerberos) is not supported"),
-    "sasl_kerberos_domain_name": (None, "GSSAPI (Kerberos) is not supported"),
     "metric_reporters": ([], "there are no reporters: call metrics() for the values"),
     "kafka_client": (None, "the network client is fastkafka's own"),
     "proxy_url": (None, "SOCKS5 proxies are not supported"),
@@ -583,6 +579,13 @@ class KafkaProducer:
                 settings["max_response_size"] = value
             elif name == "sasl_oauth_token_provider":
                 settings[name] = None if value is None else _token_provider(value)
+            elif name in ("sasl_kerberos_service_name", "sasl_kerberos_domain_name",
+                          "sasl_kerberos_name"):
+                # GSSAPI: kafka-python's defaults pass only with it; a gssapi.Name as its text
+                if value is not None and (value != "kafka"
+                                          or configs.get("sasl_mechanism") == "GSSAPI"):
+                    settings[name] = str(value) if type(value).__module__.startswith("gssapi") \
+                        else value
             else:
                 settings[name] = value      # a fastkafka setting, or a ConfigError naming the key
         if self._serialize_fields or self._object_partitioner is not None:

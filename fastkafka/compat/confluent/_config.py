@@ -54,6 +54,16 @@ MAPPED = {
     "sasl.oauthbearer.token.endpoint.url": "sasl_oauthbearer_token_endpoint_url",
 }
 
+#: librdkafka's Kerberos keys: mapped with sasl.mechanism GSSAPI, ignored otherwise (as librdkafka
+#: ignores them); sasl.kerberos.kinit.cmd is checked by fastkafka.config (no command is run)
+KERBEROS = {
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
+    "sasl.kerberos.principal": "sasl_kerberos_principal",
+    "sasl.kerberos.keytab": "sasl_kerberos_keytab",
+    "sasl.kerberos.min.time.before.relogin": "sasl_kerberos_min_time_before_relogin",
+    "sasl.kerberos.kinit.cmd": "sasl.kerberos.kinit.cmd",
+}
+
 #: keys handled by translate() itself (their value changes form or combines with others)
 COMBINED = {
     "linger.ms": "linger_ms (librdkafka's float milliseconds, rounded up)",
@@ -134,13 +144,6 @@ IGNORED = {
     "queue.buffering.backpressure.threshold": "batches are sent as soon as linger.ms allows",
     "produce.offset.report": "deprecated in librdkafka, no longer used",
     "builtin.features": "checked only as a list of names",
-    "sasl.kerberos.service.name": "GSSAPI is not supported (sasl.mechanism GSSAPI is refused): "
-                                  "the default value is accepted",
-    "sasl.kerberos.principal": "GSSAPI is not supported (sasl.mechanism GSSAPI is refused)",
-    "sasl.kerberos.kinit.cmd": "GSSAPI is not supported (sasl.mechanism GSSAPI is refused)",
-    "sasl.kerberos.keytab": "GSSAPI is not supported (sasl.mechanism GSSAPI is refused)",
-    "sasl.kerberos.min.time.before.relogin": "GSSAPI is not supported (sasl.mechanism GSSAPI is "
-                                             "refused)",
     "ssl.ca.certificate.stores": "a Windows setting",
 }
 for _k in ("group.id", "group.instance.id", "partition.assignment.strategy", "session.timeout.ms",
@@ -167,7 +170,8 @@ _IGNORED_ONLY_VALUES = {
                                              "not available"),
     "client.dns.lookup": (("use_all_dns_ips",), "every address a name resolves to is tried; "
                                                 "resolve_canonical_bootstrap_servers_only is "
-                                                "for GSSAPI, which is not supported"),
+                                                "not available (GSSAPI names each broker's "
+                                                "service by the host it is reached at)"),
     "api.version.request": (("true",), "brokers are always asked for their API versions"),
     "enable.ssl.certificate.verification": (("true",), "the broker's certificate is always "
                                                        "verified: to trust another CA give "
@@ -365,6 +369,7 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
         given_as[name] = key
 
     linger = request = socket_t = message_t = None
+    kerberos: dict = {}
     for key, value in flat.items():
         if not isinstance(key, str):
             raise config_error(f"configuration keys must be strings, got {key!r}")
@@ -376,7 +381,9 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
         if dotted in OWN:
             own[dotted] = value
             continue
-        if key in MAPPED:
+        if key in KERBEROS:
+            kerberos[key] = value
+        elif key in MAPPED:
             name = MAPPED[key]
             if name == "bootstrap_servers":
                 value = _servers(key, value)
@@ -478,6 +485,12 @@ def translate(conf: dict) -> tuple[dict, dict, dict]:
                     message_t = _int(key, value, 1, INT32_MAX)
                 continue
             put(name, value, key)
+    gssapi = str(out.get("sasl_mechanism") or "").strip().upper() == "GSSAPI"
+    for key, value in kerberos.items():
+        if gssapi:
+            put(KERBEROS[key], value, key)
+        else:
+            ignored[key] = value
     # timeouts: librdkafka bounds a Produce request by socket.timeout.ms, request.timeout.ms and
     # what is left of the message's timeout; fastkafka's one request_timeout_ms is the least.
     linger = 5 if linger is None else linger
@@ -534,6 +547,14 @@ def settings_table() -> list[tuple[str, str]]:
         rows[k] = f"mapped to `{name}`"
     for k, doc in COMBINED.items():
         rows[k] = f"mapped to {doc}"
+    for k, name in KERBEROS.items():
+        rows[k] = (f"mapped to `{name}` with sasl.mechanism GSSAPI (ignored otherwise, as by "
+                   f"librdkafka)")
+    rows["sasl.kerberos.kinit.cmd"] = (
+        "with sasl.mechanism GSSAPI: no command is run (the ticket comes from "
+        "sasl.kerberos.keytab in the process, or from the ticket cache your kinit filled); "
+        "librdkafka's default command and `kinit` are accepted, another command is refused; "
+        "ignored otherwise")
     consumer = sorted(k for k, why in IGNORED.items() if why == _CONSUMER)
     for k, why in IGNORED.items():
         if why != _CONSUMER:

@@ -42,7 +42,13 @@ def test_dotted_aliases():
 
 @pytest.mark.parametrize("kw,names", [
     ({}, ["sasl_mechanism"]),
-    ({"sasl_mechanism": "GSSAPI"}, ["sasl_mechanism"]),
+    ({"sasl_mechanism": "GSSAPI", "sasl_plain_username": "a", "sasl_plain_password": SECRET},
+     ["sasl_plain_username", "sasl_plain_password", "GSSAPI"]),
+    ({"sasl_mechanism": "GSSAPI", "sasl_kerberos_keytab": __file__}, ["sasl_kerberos_principal"]),
+    ({"sasl_mechanism": "GSSAPI", "sasl_kerberos_keytab": "/no/such.keytab",
+      "sasl_kerberos_principal": "alice"}, ["sasl_kerberos_keytab"]),
+    ({"sasl_mechanism": "PLAIN", "sasl_plain_username": "a", "sasl_plain_password": SECRET,
+      "sasl_kerberos_principal": "alice"}, ["sasl_kerberos_principal", "GSSAPI"]),
     ({"sasl_mechanism": "PLAIN"}, ["sasl_plain_username", "sasl_plain_password"]),
     ({"sasl_mechanism": "PLAIN", "sasl_plain_username": "a"}, ["sasl_plain_password"]),
     ({"sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_password": SECRET}, ["sasl_plain_username"]),
@@ -241,7 +247,7 @@ def test_spark_sink_options_pass_sasl_through_and_hide_the_password(tmp_path):
 
 @pytest.mark.parametrize("change", [
     {"kafka.sasl.username": None},                      # a missing user name
-    {"kafka.sasl.mechanism": "GSSAPI"},                 # an unsupported mechanism
+    {"kafka.sasl.mechanism": "GSSAPI"},                 # a mechanism that takes no password
     {"kafka.security.protocol": "PLAINTEXT"},           # sasl settings without SASL
 ])
 def test_spark_sink_sasl_errors_name_the_setting_not_the_password(change):

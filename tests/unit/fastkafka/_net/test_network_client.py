@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import socket
+import time
 
 import pytest
 
@@ -716,3 +717,30 @@ def test_a_network_failpoint_is_a_callable_or_none():
     with pytest.raises(TypeError, match="a failpoint is a callable"):
         failpoints.set_network_failpoint(42)
     failpoints.set_network_failpoint(None)
+
+
+def test_call_soon_from_another_thread_runs_on_the_polling_thread_and_wakes_it(client):
+    """A handshake step whose work may block (GSSAPI's KDC step) runs it on a thread of its own
+    and hands the outcome back with call_soon: the callback runs on the thread that polls, at
+    the end of its turn, and a poll waiting for a long time is woken for it."""
+    import threading
+
+    ran_on = []
+    done = threading.Event()
+
+    def callback(body, error):
+        ran_on.append((threading.get_ident(), body, error))
+        done.set()
+
+    def worker():
+        time.sleep(0.2)
+        client.call_soon(callback)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t0 = time.monotonic()
+    while not done.is_set() and time.monotonic() - t0 < 5:
+        client.poll(10_000)           # would wait 10 s without the wake-up
+    t.join()
+    assert ran_on == [(threading.get_ident(), None, None)]
+    assert time.monotonic() - t0 < 3

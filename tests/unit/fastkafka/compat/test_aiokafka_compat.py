@@ -118,7 +118,6 @@ def test_bad_arguments_raise_aiokafkas_value_errors(impl, kw, message):
 
 
 @pytest.mark.parametrize("kw,names", [
-    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI"}, "GSSAPI"),
     ({"sasl_kerberos_service_name": "other"}, "sasl_kerberos_service_name"),
     ({"partitioner": 3}, "partitioner must be a callable"),
     ({"max_request_size": 0}, "max_request_size"),
@@ -129,6 +128,13 @@ def test_arguments_refused_name_what_to_use(kw, names):
             await _make(**kw)
         return str(ei.value)
     assert names in run(main)
+
+
+def test_gssapi_takes_aiokafkas_kerberos_names():
+    cfg = built(security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                sasl_kerberos_service_name="kafka2", sasl_kerberos_domain_name="b.example")
+    assert cfg.sasl_mechanism == "GSSAPI"
+    assert (cfg.sasl_kerberos_service_name, cfg.sasl_kerberos_domain_name) == ("kafka2", "b.example")
 
 
 def test_ssl_context_is_the_producers():

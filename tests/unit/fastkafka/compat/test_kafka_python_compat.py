@@ -91,7 +91,6 @@ def test_a_string_api_version_is_parsed_with_kafka_pythons_deprecation_warning(g
     ({"send_buffer_bytes": 131072}, "autotuned socket buffers"),
     ({"ssl_ciphers": "HIGH"}, "set_ciphers) and pass ssl_context"),
     ({"ssl_crlfile": "/crl.pem"}, "VERIFY_CRL_CHECK_LEAF"),
-    ({"sasl_kerberos_service_name": "other"}, "GSSAPI"),
     ({"metric_reporters": [object]}, "call metrics()"),
     ({"allow_auto_create_topics": False}, "auto.create.topics.enable"),
     ({"proxy_url": "socks5://p:1"}, "SOCKS5"),
