@@ -52,7 +52,8 @@ PYTHON = f"python{VERSION}"
 ROOT = "sid-amd64"
 # stunnel: the TLS tests put tansu and noida-db behind it; the codecs' libraries: the suite expects
 # all four C codecs (fastkafka._wire.ccodecs opens them at run time).
-ROOT_PACKAGES = ("stunnel4", "zlib1g", "libsnappy1v5", "liblz4-1", "libzstd1")
+# gcc and libkrb5-dev: the test extra's gssapi (Kerberos) has no wheel, pip builds it in the root.
+ROOT_PACKAGES = ("stunnel4", "zlib1g", "libsnappy1v5", "liblz4-1", "libzstd1", "gcc", "libkrb5-dev")
 RUN_TIMEOUT_S = 3600
 VENV_TIMEOUT_S = 1800     # the venv's first creation (pyspark's sdist makes a 450 MB wheel)
 MIN_TESTS = 3600        # tests that ran (not skipped, not deselected): guards against collecting nothing
