@@ -6,10 +6,11 @@ leader's address (NodeEndpoints). The producer moves the partition's leader at o
 there without waiting for a Metadata answer. Leaders are moved twice while the paced stream of
 tests/kafka/test_failover.py runs (about 2,000 keyed records a second into 6 partitions):
 
-1. by reassignment: each partition's replicas become the two nodes other than its leader, so the
-   controller must move the leadership;
-2. by a preferred leader election: the replicas are reassigned back with the first leader first,
-   and LeaderElectionCommand makes it the leader again.
+1. by a preferred leader election: the replica order is changed (ReassignPartitionsCommand, no
+   data moves) so that the leader is the last replica, and LeaderElectionCommand makes the new first
+   replica the leader;
+2. by reassignment: each partition's replicas become the two nodes other than its new leader, so
+   the controller must move the leadership again.
 
 Each move must be answered by leader hints (``metrics()["leader_hints_applied"]`` grows with each),
 and the topic, read back by confluent-kafka's consumer, must hold every record exactly once, in send
@@ -60,41 +61,41 @@ def test_leader_hints_on_reassignment_and_preferred_election(kafka_cluster3, tmp
                     if c.node_id >= 0 and c.versions}
         assert versions and min(versions.values()) >= 10, versions
         before = {p.partition: p for p in kc.partitions(topic)}
-        first = {p: info.leader for p, info in before.items()}
 
-        # 1. reassignment away from each leader: the leadership has to move
-        others = {p: [r for r in info.replicas if r != info.leader] for p, info in before.items()}
-        s.event(f"reassign without the leaders: {others}")
-        _reassign(kc, topic, others, tmp_path / "away.json")
-        now = _wait_for(kc, topic, lambda now: all(list(now[p].replicas) == others[p]
-                                                   and now[p].leader in others[p] for p in others),
-                        "the reassignment away from the leaders")
-        s.event(f"leaders now {[now[p].leader for p in sorted(now)]}")
-        s.wait_flowing()
-        after_reassign = s.producer.metrics()["leader_hints_applied"]
-        s.event(f"leader hints applied: {after_reassign}")
-
-        # 2. the first leaders back as preferred replicas, then a preferred leader election
-        back = {p: [first[p]] + others[p] for p in first}
-        s.event(f"reassign back: {back}")
-        _reassign(kc, topic, back, tmp_path / "back.json")
-        _wait_for(kc, topic, lambda now: all(list(now[p].replicas) == back[p] for p in back),
-                  "the reassignment back")
-        _wait_full_isr(kc, topics={topic})
+        # 1. the current leaders last in the replica order (a reassignment that moves no data),
+        #    then a preferred leader election: each partition's second replica becomes the leader
+        order = {p: [r for r in info.replicas if r != info.leader] + [info.leader]
+                 for p, info in before.items()}
+        s.event(f"reassign (replica order): {order}")
+        _reassign(kc, topic, order, tmp_path / "order.json")
+        _wait_for(kc, topic, lambda now: all(list(now[p].replicas) == order[p] for p in order),
+                  "the replica-order reassignment")
         s.event("preferred leader election")
         out = _run_election(kc)
-        now = _wait_for(kc, topic, lambda now: all(now[p].leader == first[p] for p in first),
+        now = _wait_for(kc, topic, lambda now: all(now[p].leader == order[p][0] for p in order),
                         f"the preferred election ({out[-500:]})")
-        s.event(f"leaders back: {[now[p].leader for p in sorted(now)]}")
+        s.event(f"leaders now {[now[p].leader for p in sorted(now)]}")
+        s.wait_flowing()
+        after_election = s.producer.metrics()["leader_hints_applied"]
+        s.event(f"leader hints applied: {after_election}")
+
+        # 2. a reassignment without the leaders elected in 1: the controller has to move them
+        away = {p: order[p][1:] for p in order}
+        s.event(f"reassign without the leaders: {away}")
+        _reassign(kc, topic, away, tmp_path / "away.json")
+        now = _wait_for(kc, topic, lambda now: all(list(now[p].replicas) == away[p]
+                                                   and now[p].leader in away[p] for p in away),
+                        "the reassignment away from the leaders")
+        s.event(f"leaders now {[now[p].leader for p in sorted(now)]}")
         s.wait_flowing()
         s.stop_and_close()
         numbers = _verify(kc, s, "leader-hints")
         m = s.producer.metrics()
-        print(f"\nLEADER HINTS: applied after the reassignment {after_reassign}, in all "
+        print(f"\nLEADER HINTS: applied after the election {after_election}, in all "
               f"{m['leader_hints_applied']} (ignored {m['leader_hints_ignored']}), retries "
               f"{m['retries']}, longest stall {numbers['longest_stall_s']} s", flush=True)
-        assert after_reassign >= 1, "no leader hint taken when the reassignment moved the leaders"
-        assert m["leader_hints_applied"] > after_reassign, "no leader hint taken in the election"
+        assert after_election >= 1, "no leader hint taken when the election moved the leaders"
+        assert m["leader_hints_applied"] > after_election, "no leader hint taken in the reassignment"
         assert m["errors"] == 0, m
     finally:
         s.abandon()
