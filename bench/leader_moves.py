@@ -4,9 +4,10 @@
 A paced stream (``--rate`` records a second, 100-byte values, spread over ``--partitions``
 partitions of a topic with replication factor 3; acks=all with idempotence, linger 5 ms) runs while
 every partition's leader is moved ``--moves`` times: the replica order is rotated
-(ReassignPartitionsCommand; that alone moves nothing) and a preferred leader election
-(LeaderElectionCommand) makes the new first replica the leader. The instant of each move is when
-a poll of the cluster (every 50 ms) first sees the new leaders. Each record's wait is its
+(AlterPartitionReassignments; that alone moves nothing) and a preferred leader election
+(ElectLeaders) makes the new first replica the leader, both through kafka-python's admin client.
+The instant of each move is when a poll of the cluster (every 50 ms) first sees the new leaders
+(the midpoint of that poll and the one before). Each record's wait is its
 completion time minus its send time (both CLOCK_MONOTONIC: Python's ``time.monotonic_ns`` and
 Java's ``System.nanoTime``); the table gives, for the records sent within +-2 s of a move, the
 median, p99 and maximum, and for the other records the p99.
@@ -38,10 +39,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import emit, machine_section  # noqa: E402
+from harness import emit, machine_section, median_or_none, round_order  # noqa: E402
 
-ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
-REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 WINDOW_S = 2.0
 VALUE = b"v" * 100
 
@@ -50,12 +49,14 @@ import java.util.Properties;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 
-/** Paced sends; prints "index sent_ns done_ns" per record (done_ns -1: failed). */
+/** Paced sends until the stop file exists (or the most seconds passed); then prints
+ *  "index sent_ns done_ns" per record (done_ns -1: failed). */
 public class LeaderMoveProbe {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1];
         int partitions = Integer.parseInt(args[2]), rate = Integer.parseInt(args[3]);
         double seconds = Double.parseDouble(args[4]);
+        java.io.File stop = new java.io.File(args[5]);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("acks", "all");
@@ -75,7 +76,7 @@ public class LeaderMoveProbe {
         int perTick = Math.max(1, rate / 100);
         long start = System.nanoTime();
         int i = 0;
-        while (i < n) {
+        while (i < n && !(i % (perTick * 10) == 0 && stop.exists())) {
             for (int k = 0; k < perTick && i < n; k++, i++) {
                 final int idx = i;
                 sent[idx] = System.nanoTime();
@@ -88,7 +89,7 @@ public class LeaderMoveProbe {
         }
         producer.close();
         StringBuilder out = new StringBuilder();
-        for (int j = 0; j < n; j++) out.append(j).append(' ').append(sent[j]).append(' ').append(done[j]).append('\n');
+        for (int j = 0; j < i; j++) out.append(j).append(' ').append(sent[j]).append(' ').append(done[j]).append('\n');
         System.out.print(out);
         System.out.flush();
     }
@@ -97,64 +98,36 @@ public class LeaderMoveProbe {
 
 
 # ------------------------------------------------------------------------------------ the moves
-def _run_election(kc) -> None:
-    """A preferred election on every partition. The rig's tools (4.3.1 on a 4.4 client) may exit 1
-    on a missing class after their work; the leaders are checked by the caller."""
-    from fastkafka_tools.apachekafka import KafkaRigError
-
-    try:
-        kc.run_tool(ELECTION, "--bootstrap-server", kc.bootstrap, "--election-type", "PREFERRED",
-                    "--all-topic-partitions")
-    except KafkaRigError as e:
-        if "NoClassDefFoundError: org/apache/kafka/common/utils/Exit" not in str(e):
-            raise
-
-
+# The moves go through kafka-python's admin client (AlterPartitionReassignments, ElectLeaders): a
+# request each, where Kafka's command-line tools start a JVM per step (10-20 s on this machine).
 def _leaders(kc, topic) -> dict:
     return {p.partition: p.leader for p in kc.partitions(topic)}
 
 
-def move_leaders(kc, topic: str, replicas: dict, k: int, workdir: str) -> float:
+def move_leaders(kc, admin, topic: str, replicas: dict, k: int) -> float:
     """Rotate each partition's replica order by ``k`` and elect the preferred leaders; returns the
     monotonic instant the new leaders were first seen (midpoint of the poll that saw them)."""
+    from kafka import TopicPartition
+
     target = {p: r[k % len(r):] + r[:k % len(r)] for p, r in replicas.items()}
-    plan = os.path.join(workdir, f"move-{k}.json")
-    with open(plan, "w") as f:
-        json.dump({"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": r}
-                                                for p, r in sorted(target.items())]}, f)
-    kc.run_tool(REASSIGN, "--bootstrap-server", kc.bootstrap, "--reassignment-json-file", plan,
-                "--execute")
+    admin.alter_partition_reassignments({TopicPartition(topic, p): r for p, r in target.items()})
     deadline = time.monotonic() + 60
     while any(list(p.replicas) != target[p.partition] for p in kc.partitions(topic)):
         if time.monotonic() > deadline:
             raise RuntimeError("reassignment not applied")
         time.sleep(0.1)
     want = {p: r[0] for p, r in target.items()}
-    seen = {}
-    stop = threading.Event()
-
-    def poll():
-        last = time.monotonic()
-        while not stop.is_set():
-            now = _leaders(kc, topic)
-            t = time.monotonic()
-            if "at" not in seen and any(now[p] == want[p] != replicas[p][(k - 1) % len(replicas[p])]
-                                        for p in want):
-                seen["at"] = (last + t) / 2
-            if all(now[p] == want[p] for p in want):
-                seen.setdefault("at", (last + t) / 2)
-                return
-            last = t
-            time.sleep(0.05)
-
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
-    _run_election(kc)
-    poller.join(60)
-    stop.set()
-    if "at" not in seen:
-        raise RuntimeError(f"leaders did not move to {want}")
-    return seen["at"]
+    last = time.monotonic()
+    admin.elect_leaders(0, {topic: sorted(target)})
+    while True:
+        now = _leaders(kc, topic)
+        t = time.monotonic()
+        if all(now[p] == want[p] for p in want):
+            return (last + t) / 2
+        if t > deadline:
+            raise RuntimeError(f"leaders did not move to {want}: {now}")
+        last = t
+        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------------- the clients
@@ -210,11 +183,13 @@ class JavaStream:
     def __init__(self, bootstrap, topic, partitions, rate, seconds, probe_dir):
         from fastkafka_tools.apachekafka import java_command
 
+        self.stop_file = os.path.join(probe_dir, f"stop-{topic}")
+
         cmd = java_command("tools", jit="full", heap_mb=256)
         cp = cmd.index("-cp")
         cmd[cp + 1] = cmd[cp + 1] + os.pathsep + probe_dir
         self.proc = subprocess.Popen(cmd + ["LeaderMoveProbe", bootstrap, topic, str(partitions),
-                                            str(rate), str(seconds)],
+                                            str(rate), str(seconds), self.stop_file],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
@@ -225,6 +200,8 @@ class JavaStream:
         pass
 
     def finish(self) -> tuple[list, dict]:
+        with open(self.stop_file, "w"):
+            pass
         out, err = self.proc.communicate(timeout=180)
         if self.proc.returncode != 0:
             raise RuntimeError(f"the Java probe exited {self.proc.returncode}: {err[-2000:]}")
@@ -272,9 +249,11 @@ def main(argv=None) -> int:
     ap.add_argument("--moves", type=int, default=3)
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--gap", type=float, default=3.0, help="seconds of steady stream after each move")
+    ap.add_argument("--gap", type=float, default=5.0, help="seconds of steady stream after each move")
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--clients", default="fk_hints,fk_no_hints,java")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of all clients (in reverse order in even rounds); medians reported")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
@@ -282,20 +261,22 @@ def main(argv=None) -> int:
 
     names = {"fk_hints": "fastkafka (hints)", "fk_no_hints": "fastkafka (no hints)",
              "java": "Java producer (kafka-clients, tools' release)"}
-    results = {}
+    results: dict[str, list] = {}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as workdir:
         probe_dir = compile_probe(workdir)
         kc = KafkaCluster(nodes=3, heap_mb=384).start()
         kafka_version = kc.version
+        from kafka.admin import KafkaAdminClient
+        admin = KafkaAdminClient(bootstrap_servers=kc.bootstrap)
         try:
-            for client in args.clients.split(","):
+            for client in [c for rnd in range(args.rounds)
+                           for c in round_order(args.clients.split(","), rnd)]:
                 topic = f"moves-{client}-{int(time.time())}"
                 kc.create_topic(topic, args.partitions)
                 replicas = {p.partition: list(p.replicas) for p in kc.partitions(topic)}
-                # a run long enough for the moves: each takes two tool runs (~2-5 s here)
-                seconds = args.warmup + args.moves * (args.gap + 8.0) + 2.0
+                seconds = 120.0 + args.moves * (args.gap + 20.0)   # the most; stopped after the moves
                 if client == "java":
                     s = JavaStream(kc.bootstrap, topic, args.partitions, args.rate, seconds, probe_dir)
                 else:
@@ -306,43 +287,51 @@ def main(argv=None) -> int:
                 time.sleep(args.warmup)
                 moves = []
                 for k in range(1, args.moves + 1):
-                    moves.append(int(move_leaders(kc, topic, replicas, k, workdir) * 1e9))
+                    moves.append(int(move_leaders(kc, admin, topic, replicas, k) * 1e9))
                     print(f"  {client}: move {k} at {moves[-1] / 1e9 - t0:.2f} s", flush=True)
                     time.sleep(args.gap)
-                if client == "java":
-                    # the probe runs its planned time; it must still be sending after the last move
-                    left = t0 + seconds - time.monotonic()
-                    if left < 0:
-                        raise RuntimeError("the Java probe stopped before the last move's window")
                 rows, extra = s.finish()
                 r = summarise(rows, moves)
-                with kc.admin() as admin:
-                    stored = sum(admin.list_offsets(topic, p, "latest", timeout_ms=15000)
+                with kc.admin() as fk_admin:
+                    stored = sum(fk_admin.list_offsets(topic, p, "latest", timeout_ms=15000)
                                  for p in range(args.partitions))
                 r.update(extra, stored=stored, moves=len(moves))
-                results[client] = r
+                results.setdefault(client, []).append(r)
                 print(f"  {client}: {json.dumps(r)}", flush=True)
                 kc.delete_topic(topic)
         finally:
+            admin.close()
             kc.stop()
     lines = [
         "# Leader moves: how long records wait (KIP-951 leader hints)",
         "",
         f"`python bench/leader_moves.py --moves {args.moves} --rate {args.rate} --partitions "
-        f"{args.partitions}` ({started}). A 3-node Apache Kafka cluster (replication factor 3), a "
+        f"{args.partitions} --rounds {args.rounds}` ({started}). A 3-node Apache Kafka cluster (replication factor 3), a "
         f"paced stream of {args.rate} records/s (100 B, acks=all, idempotence, linger 5 ms); every "
         f"partition's leader moved {args.moves} times by a replica-order reassignment and a preferred "
-        f"election. Wait = completion time - send time. \"Near\": records sent within "
+        f"election (kafka-python's admin client). Wait = completion time - send time. \"Near\": records sent within "
         f"+-{WINDOW_S:.0f} s of a move.",
+        "",
+        f"Medians of {args.rounds} round(s) (each client once per round, in reverse order in even "
+        f"rounds); records, failures and hints are totals.",
         "",
         "| client | records (near a move) | failed | stored | near p50 ms | near p99 ms | near max ms "
         "| p99 ms elsewhere | leader hints applied |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for client, r in results.items():
-        lines.append(f"| {names[client]} | {r['records']} ({r['near']}) | {r['failed']} | {r['stored']} "
-                     f"| {r['p50']:.1f} | {r['p99']:.1f} | {r['max']:.1f} | {r['far_p99']:.1f} "
-                     f"| {r.get('leader_hints_applied', 'n/a')} |")
+
+    def med(rs, k):
+        return median_or_none([r[k] for r in rs])
+
+    for client, rs in results.items():
+        hints = sum(r.get("leader_hints_applied", 0) for r in rs) if client != "java" else "n/a"
+        lines.append(f"| {names[client]} | {sum(r['records'] for r in rs)} ({sum(r['near'] for r in rs)}) "
+                     f"| {sum(r['failed'] for r in rs)} | {sum(r['stored'] for r in rs)} "
+                     f"| {med(rs, 'p50'):.1f} | {med(rs, 'p99'):.1f} | {med(rs, 'max'):.1f} "
+                     f"| {med(rs, 'far_p99'):.1f} | {hints} |")
+    lines += ["", "Per round (near p99 / near max ms):", ""]
+    for client, rs in results.items():
+        lines.append(f"- {names[client]}: " + ", ".join(f"{r['p99']:.0f} / {r['max']:.0f}" for r in rs))
     lines += ["", *machine_section([f"- Apache Kafka {kafka_version}, 3 KRaft nodes, 384 MB heap each"],
                                    load_at_start)]
     emit("\n".join(lines) + "\n", args.out)
