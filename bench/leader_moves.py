@@ -16,8 +16,9 @@ Clients, one after the other, each on a fresh topic:
 
 * ``fastkafka (hints)``: this build;
 * ``fastkafka (no hints)``: the same build with the hints ignored (``Metadata.apply_leader_hints``
-  replaced by one that only asks for a refresh, which is what the producer did before it took
-  hints: a refused batch waited for the Metadata answer and the retry backoff);
+  replaced by one that only asks for a refresh): as before the producer took hints, a refused
+  batch's partition keeps its old leader until a Metadata answer moves it, and the retry waits
+  the retry backoff unless that answer came first);
 * ``Java producer``: kafka-clients (the tools' release) through a small probe compiled here with
   ``javac`` (it sends at the same pace and records the same two times per record).
 
