@@ -103,6 +103,72 @@ class Cluster:
     def __repr__(self):
         return f"Cluster(brokers={sorted(self.brokers)}, topics={sorted(self.topics)})"
 
+    def with_leaders(self, moves: dict, new_brokers=()) -> "Cluster":
+        """A copy with the leader and leader epoch of each ``(topic, partition)`` in ``moves``
+        (``{(topic, partition): (leader_id, leader_epoch)}``) replaced and ``new_brokers``
+        (BrokerInfo) added to the brokers. Only the topics moved are rebuilt; the others are
+        shared with this snapshot."""
+        brokers = dict(self.brokers)
+        for b in new_brokers:
+            brokers[b.node_id] = b
+        by_topic: dict[str, dict] = {}
+        for (topic, partition), leader in moves.items():
+            by_topic.setdefault(topic, {})[partition] = leader
+        topics = dict(self.topics)
+        for name, changed in by_topic.items():
+            t = topics[name]
+            parts = list(t.partitions)
+            for partition, (leader, epoch) in changed.items():
+                old = parts[partition]
+                parts[partition] = PartitionInfo(old.topic, partition, leader, epoch, old.replicas,
+                                                 old.isr, 0)
+            topics[name] = TopicInfo(t.name, t.error_code, tuple(parts), t.topic_id, t.error_message)
+        c = Cluster.__new__(Cluster)
+        c.brokers = brokers
+        c.topics = topics
+        c.controller_id = self.controller_id
+        c._leaders = dict(self._leaders)
+        c._available = dict(self._available)
+        for name in by_topic:
+            t = topics[name]
+            ls = [p.leader for p in t.partitions]
+            c._leaders[name] = ls
+            c._available[name] = [i for i, leader in enumerate(ls) if leader >= 0 and leader in brokers]
+        return c
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch known for ``topic``-``partition`` (-1 when unknown)."""
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return -1
+        return t.partitions[partition].leader_epoch
+
+
+def keep_newer_leaders(old: Cluster, new: Cluster) -> tuple[Cluster, int]:
+    """``new`` with each partition whose leader epoch is older than ``old``'s for it (a Metadata
+    answer from a broker that has not yet learnt of a leader move, or one older than a leader
+    hint of a Produce answer) given ``old``'s leader and epoch back: a partition's leader never
+    moves backwards by epoch. Only when that leader is still among ``new``'s brokers (or was
+    known to ``old``, whose entry is then kept). Returns the cluster and how many partitions
+    were kept."""
+    moves = {}
+    keep_brokers = {}
+    for name, t in new.topics.items():
+        was = old.topics.get(name)
+        if was is None or not was.partitions or len(was.partitions) != len(t.partitions):
+            continue
+        for p, q in zip(t.partitions, was.partitions):
+            if q.leader_epoch > p.leader_epoch >= 0 and q.leader >= 0:
+                if q.leader not in new.brokers:
+                    b = old.brokers.get(q.leader)
+                    if b is None:
+                        continue
+                    keep_brokers[b.node_id] = b
+                moves[(name, p.partition)] = (q.leader, q.leader_epoch)
+    if not moves:
+        return new, 0
+    return new.with_leaders(moves, keep_brokers.values()), len(moves)
+
 
 # A broker-chosen number never sizes an allocation: a topic's partitions must be numbered 0..n-1,
 # each once, where n is the number of entries the response carried.
@@ -371,6 +437,10 @@ class Metadata:
 
     def update(self, cluster: Cluster, now_ms: int) -> None:
         with self._cond:
+            cluster, kept = keep_newer_leaders(self.cluster, cluster)
+            if kept:
+                log.debug("metadata answer older than the leaders known for %d partition(s): "
+                          "their newer leaders kept", kept)
             self.cluster = cluster
             self.version += 1
             self.version_cell.value = self.version
@@ -409,6 +479,38 @@ class Metadata:
                         topic, self.propagation_max_ms)
         if self._listeners:
             self._run_listeners()
+
+    def apply_leader_hints(self, hints: dict, endpoints=()) -> list:
+        """Leader hints of a Produce answer (KIP-951): ``hints`` maps ``(topic, partition)`` to
+        the ``(leader_id, leader_epoch)`` the broker named in the partition's CurrentLeader;
+        ``endpoints`` are the answer's NodeEndpoints ``(node_id, host, port, rack)``. A hint is
+        taken when its epoch is newer than the one known for the partition and its leader is a
+        known broker or one of ``endpoints`` (then added to the cluster view); an older or equal
+        epoch, a partition not known, or a leader with no address is ignored. The cluster view is
+        swapped at once (the sender's next drain goes to the new leader) without changing the
+        version ``send`` waits on, and a refresh is asked for (it runs in the background: nothing
+        waits for it). Returns the ``(topic, partition)`` keys taken."""
+        with self._cond:
+            cluster = self.cluster
+            moves = {}
+            added = {}
+            for (topic, partition), (leader, epoch) in hints.items():
+                if leader < 0 or epoch < 0 or cluster.partition_count(topic) <= partition:
+                    continue
+                if epoch <= cluster.leader_epoch(topic, partition):
+                    continue
+                if leader not in cluster.brokers and leader not in added:
+                    b = _endpoint(endpoints, leader)
+                    if b is None:
+                        continue
+                    added[leader] = b
+                moves[(topic, partition)] = (leader, epoch)
+            if moves:
+                self.cluster = cluster.with_leaders(moves, added.values())
+            if hints:
+                self.need_update = True
+                self._set_due()
+            return list(moves)
 
     def rebootstrap(self) -> None:
         """Forget the brokers known from metadata and ask the bootstrap addresses again (every
@@ -482,6 +584,17 @@ class Metadata:
 
 
 CONNECTED = object()  # the marker of an address whose last connection became ready
+
+
+def _endpoint(endpoints, node_id: int) -> BrokerInfo | None:
+    """The BrokerInfo of ``node_id`` among a Produce answer's NodeEndpoints, None when it is not
+    there or its address is unusable."""
+    for e in endpoints:
+        if e[0] == node_id:
+            if broker_address_problem(e[1], e[2]) is not None:
+                return None
+            return BrokerInfo(e[0], e[1], e[2], e[3] if len(e) > 3 else None)
+    return None
 
 
 def format_address(host: str, port: int) -> str:

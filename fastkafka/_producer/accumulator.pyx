@@ -508,15 +508,17 @@ cdef class RecordAccumulator:
             result[node] = closed_ok
         return result
 
-    def reenqueue(self, ProducerBatch batch, int64_t now_ms):
-        """reenqueue(batch, now_ms): put a batch to retry back at the head of its deque, after
-        retried batches with a lower base_sequence (so sequences stay in order)."""
+    def reenqueue(self, ProducerBatch batch, int64_t now_ms, bint backoff=True):
+        """reenqueue(batch, now_ms, backoff=True): put a batch to retry back at the head of its
+        deque, after retried batches with a lower base_sequence (so sequences stay in order). It
+        is sendable again once retry_backoff_ms has passed; at once with ``backoff=False`` (its
+        partition's leader moved since it was sent: the new leader has not refused it)."""
         cdef _PartitionQueue pq
         self._acquire()
         try:
             pq = self._pq_locked(self._topic_locked(batch.topic), batch.partition)
             batch.s.attempts += 1
-            batch.s.last_attempt_ms = now_ms
+            batch.s.last_attempt_ms = now_ms if backoff else now_ms - self.st.retry_backoff_ms
             batch.s.in_retry = True
             q_insert(&pq.q, _retry_position(&pq.q, batch.s.base_sequence), batch)
             act_join(&self.st, &pq.q)

@@ -89,9 +89,10 @@ cdef int64_t head_sendable_at_c(AccState *st, QueueState *q, bint always) noexce
     if q.count == 0:
         return INT64_MAX
     h = q_bs(q, 0)
-    since = h.last_attempt_ms if h.last_attempt_ms > h.created_ms else h.created_ms
     if h.attempts > 0:
-        return since + st.retry_backoff_ms
+        # (reenqueue without backoff sets last_attempt_ms one backoff back: sendable at once)
+        return h.last_attempt_ms + st.retry_backoff_ms
+    since = h.last_attempt_ms if h.last_attempt_ms > h.created_ms else h.created_ms
     if always or q.count > 1 or bs_full_c(h):
         return INT64_MIN
     return since + st.linger_ms

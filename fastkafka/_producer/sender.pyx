@@ -31,7 +31,8 @@ from fastkafka._net.backoff import Backoff
 from fastkafka.errors import (BrokerDataLossError, DeliveryTimeoutError, InvalidBrokerResponseError, KafkaError,
                      MessageTooLargeError, ProducerClosedError, ProducerFencedError, RecordListTooLargeError,
                      UnsupportedVersionError, error_for_code)
-from fastkafka.errors import (DuplicateSequenceNumberError, InvalidProducerEpochError,
+from fastkafka.errors import (DuplicateSequenceNumberError, FencedLeaderEpochError,
+                              InvalidProducerEpochError, NotLeaderOrFollowerError,
                               OutOfOrderSequenceNumberError, UnknownProducerIdError)
 from fastkafka._producer.accumulator import IdempotenceState
 from fastkafka._producer.error_reports import ErrorReporter
@@ -51,6 +52,8 @@ RECORD_LIST_TOO_LARGE = RecordListTooLargeError.code
 SPLIT_ERRORS = (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)  # a batch of several records is split
 PRODUCER_FENCED = ProducerFencedError.code
 TXN_FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)   # a transactional producer was fenced
+# Produce errors whose partition answer may carry the current leader (KIP-951's CurrentLeader).
+LEADER_HINT_CODES = (NotLeaderOrFollowerError.code, FencedLeaderEpochError.code)
 cdef int API_PRODUCE = int(ApiKey.PRODUCE)
 cdef int API_INIT_PRODUCER_ID = int(ApiKey.INIT_PRODUCER_ID)
 cdef int DUP_SEQ = DUPLICATE_SEQUENCE_NUMBER
@@ -129,7 +132,8 @@ cdef class Sender:
         self.stats.update({"batches_sent": 0, "records_sent": 0, "retries": 0, "errors": 0,
                            "batches_split": 0,
                            "batches_expired": 0, "produce_requests": 0, "init_producer_id_failures": 0,
-                           "broker_data_loss": 0})
+                           "broker_data_loss": 0, "leader_hints_applied": 0,
+                           "leader_hints_ignored": 0})
         # the windowed statistics live in the network client (a test's stand-in has none)
         self.sampled = (<NetworkClient>client).sampled if isinstance(client, NetworkClient) else None
         self._io_wait_seen = 0
@@ -508,6 +512,7 @@ cdef class Sender:
         # partition) key (the batch keeps that tuple); a partition answered twice counts once, by
         # its last entry.
         get = body.get
+        failed = None
         for b in batches:
             p = get(b.topic_partition)
             if p is None:
@@ -519,13 +524,44 @@ cdef class Sender:
                 # DUPLICATE_SEQUENCE_NUMBER: an earlier attempt of this batch was written.
                 self._succeed(b, p.base_offset, p.log_append_time_ms)
             else:
-                msg = p.error_message
-                rec_errs = p.record_errors
-                if rec_errs:
-                    msg = (msg or "") + " " + "; ".join(
-                        f"record {index}: {message}" for index, message in rec_errs)
-                self._retry_or_fail(b, error_for_code(code, msg), now, node)
+                if failed is None:
+                    failed = []
+                failed.append((b, p))
+        if failed is None:
+            return 0
+        # The leader hints (KIP-951, Produce v10+) are taken before the refused batches are
+        # retried, so that their retries go to the new leader at once.
+        self._take_leader_hints(node, failed, body)
+        for b, p in failed:
+            msg = p.error_message
+            rec_errs = p.record_errors
+            if rec_errs:
+                msg = (msg or "") + " " + "; ".join(
+                    f"record {index}: {message}" for index, message in rec_errs)
+            self._retry_or_fail(b, error_for_code(p.error_code, msg), now, node)
         return 0
+
+    def _take_leader_hints(self, int32_t node, list failed, body) -> None:
+        """KIP-951: a partition refused as NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH may name
+        its current leader and leader epoch (CurrentLeader), with the new leader's address among
+        the answer's NodeEndpoints. Hints newer than the epoch known move the partition's leader
+        in the cluster view now (Metadata.apply_leader_hints: epoch-checked, never backwards),
+        without waiting for a Metadata answer; a refresh is still asked for, in the background."""
+        hints = None
+        for b, p in failed:
+            if p.leader_id >= 0 and p.leader_epoch >= 0 and p.error_code in LEADER_HINT_CODES:
+                if hints is None:
+                    hints = {}
+                hints[b.topic_partition] = (p.leader_id, p.leader_epoch)
+        if hints is None:
+            return
+        taken = self.metadata.apply_leader_hints(hints, body.node_endpoints)
+        self.stats["leader_hints_applied"] += len(taken)
+        self.stats["leader_hints_ignored"] += len(hints) - len(taken)
+        if taken:
+            log.debug("node %s named new leaders (KIP-951) for %d partition(s): %s", node, len(taken),
+                      ", ".join(f"{t}-{q} -> {hints[(t, q)][0]} (epoch {hints[(t, q)][1]})"
+                                for t, q in taken[:5]) + (" ..." if len(taken) > 5 else ""))
 
     cdef int _succeed(self, batch, int64_t base_offset, int64_t log_append_time) except -1:
         if self.idem is not None:
@@ -632,13 +668,20 @@ cdef class Sender:
             retriable = True
         time_left = batch.created_ms + self._delivery_timeout_ms - now
         if retriable and not self.force_close and batch.attempts < self._retries and time_left > 0:
+            backoff = True
             if getattr(error, "invalid_metadata", False):
                 self.metadata.request_update()
+                # The leader moved since the batch was sent (a leader hint of this answer, or
+                # metadata learnt meanwhile): the new leader has not refused it, so it is retried
+                # there without the retry backoff (as the Java client does). Its sequence stays.
+                if node is not None:
+                    leader = self.metadata.cluster.leader_for(batch.topic, batch.partition)
+                    backoff = leader < 0 or leader == node
             self.stats["retries"] += 1
             if self.sampled is not None:
                 self._record_records("retries", batch)
             log.debug("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition, batch.attempts + 1, error)
-            self.acc.reenqueue(batch, now)
+            self.acc.reenqueue(batch, now, backoff)
             self._unmute(batch)
             return
         if retriable and self.force_close:

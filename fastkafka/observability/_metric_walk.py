@@ -24,6 +24,7 @@ from collections.abc import Mapping
 _COUNTERS = frozenset((
     "batches_sent", "records_sent", "retries", "errors", "batches_split", "batches_expired",
     "produce_requests", "init_producer_id_failures", "broker_data_loss", "errors_reported",
+    "leader_hints_applied", "leader_hints_ignored",
     "epoch_bumps", "io_waits", "io_gil_wait_ms_total", "io_slow_gil_waits", "io_wakeups_written",
     "io_timers_armed", "io_gil_free_turns", "gil_free_requests", "gil_free_answers",
     "gil_handovers", "txn_commits", "txn_aborts", "txn_add_partitions", "txn_retries",

@@ -306,6 +306,22 @@ def test_reenqueue_at_head_and_retry_backoff():
     assert [r.value for r in decode(again).records] == [b"first"]
 
 
+def test_reenqueue_without_backoff_is_sendable_at_once():
+    """A batch whose partition's leader moved since it was sent (a leader hint) is retried at the
+    new leader without the retry backoff, also when it was made just before (the backoff counts
+    from its last attempt, not from its creation)."""
+    acc = make(linger=0)
+    cluster = Cluster({("t", 0): 1})
+    add(acc, value=b"first", now=40)
+    [b] = drain_all(acc, cluster, 40)[1]
+    moved = Cluster({("t", 0): 2})
+    acc.reenqueue(b, 50, False)
+    assert b.attempts == 1 and b.in_retry
+    assert acc.ready(moved, 50)[0] == {2}
+    [again] = acc.drain(moved, [2], 1 << 20, 50)[2]
+    assert again is b
+
+
 def test_reenqueue_keeps_sequence_order():
     acc = make(linger=0)
     cluster = Cluster({("t", 0): 1})
