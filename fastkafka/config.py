@@ -154,9 +154,12 @@ _SETTINGS = [
              doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
     _Setting("sasl_plain_username", "opt_str", None, doc="user name (PLAIN, SCRAM)"),
     _Setting("sasl_plain_password", "secret", None, doc="password (PLAIN, SCRAM); never shown"),
-    _Setting("sasl_oauth_token_provider", "callback", None,
+    _Setting("sasl_oauth_token_provider", "token_provider", None,
              doc="OAUTHBEARER: callable() -> (token, expiry as epoch seconds), called again "
-                 "before the token expires"),
+                 "before the token expires; or an object with token() -> str (kafka-python's "
+                 "and aiokafka's AbstractTokenProvider shape, synchronous), the expiry read from "
+                 "the JWT's exp claim, and optional extensions() -> dict; "
+                 "fastkafka.aws.MSKIAMTokenProvider for Amazon MSK IAM"),
     _Setting("sasl_jaas_config", "secret", None,
              doc="the Java client's login line (fastkafka._net.jaas): PlainLoginModule / "
                  "ScramLoginModule with username and password, or OAuthBearerLoginModule with "
@@ -166,10 +169,29 @@ _SETTINGS = [
              doc="OAUTHBEARER: the OAuth token endpoint of the client-credentials login "
                  "(clientId and clientSecret in sasl_jaas_config); tokens are cached until "
                  "shortly before they expire"),
+    # OIDC client credentials as native settings (librdkafka's names; fastkafka._net.jaas).
+    _Setting("sasl_oauthbearer_method", "opt_str", None,
+             doc='OAUTHBEARER: "oidc" gets tokens from sasl_oauthbearer_token_endpoint_url with '
+                 'sasl_oauthbearer_client_id / _client_secret / _scope (librdkafka\'s '
+                 'sasl.oauthbearer.method); "default" takes sasl_oauth_token_provider or '
+                 "sasl_jaas_config"),
+    _Setting("sasl_oauthbearer_client_id", "opt_str", None,
+             doc="OAUTHBEARER client credentials: the client id at the token endpoint"),
+    _Setting("sasl_oauthbearer_client_secret", "secret", None,
+             doc="OAUTHBEARER client credentials: the client secret; never shown"),
+    _Setting("sasl_oauthbearer_scope", "opt_str", None,
+             doc="OAUTHBEARER client credentials: the scope asked of the token endpoint"),
+    _Setting("sasl_oauthbearer_extensions", "opt_str", None,
+             doc="OAUTHBEARER: SASL extensions (RFC 7628) sent with the token, "
+                 '"key=value,key2=value2" (librdkafka\'s form; keys are letters only)'),
+    _Setting("sasl_login_read_timeout_ms", "opt_int", None, 1, INT32_MAX,
+             doc="OAUTHBEARER: bound of one token endpoint request (connect and each read), "
+                 "which runs on the I/O thread; default min(request_timeout_ms, 10000)"),
 ]
 
 #: Settings whose value is never shown (repr, errors, logs).
 SECRET_SETTINGS = {"ssl_password", "sasl_plain_password", "sasl_jaas_config",
+                   "sasl_oauthbearer_client_secret",
                    "ssl_keystore_password", "ssl_truststore_password", "ssl_keystore_key"}
 
 SETTINGS: dict[str, _Setting] = {s.name: s for s in _SETTINGS}
@@ -195,6 +217,9 @@ ALIASES.update({
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
     "sasl.mechanisms": "sasl_mechanism",
+    # The Java client's names (Kafka 4.1+, KIP-1139) of the client-credentials settings
+    "sasl.oauthbearer.client.credentials.client.id": "sasl_oauthbearer_client_id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl_oauthbearer_client_secret",
     # confluent-kafka's error_cb: here it gets the fastkafka exception (.code, .name, .retriable,
     # str()), on the I/O thread, instead of a KafkaError served by poll()
     "error_cb": "on_error",
@@ -538,6 +563,10 @@ def _parse(setting: _Setting, value: Any) -> Any:
         from fastkafka.interceptors import parse_interceptors
 
         return parse_interceptors(value)
+    if kind == "token_provider":
+        from fastkafka._net.jaas import as_token_provider
+
+        return as_token_provider(name, value)
     if kind == "callback":
         if value is None or callable(value):
             return value

@@ -348,7 +348,8 @@ class KafkaCluster:
 
     def __init__(self, nodes: int = 1, version: str | None = None, heap_mb: int = 384,
                  properties: dict | None = None, jit: str = "c1", base_dir: str | None = None,
-                 listeners: dict | None = None, scram_users=(), data_root: str | None = None):
+                 listeners: dict | None = None, scram_users=(), data_root: str | None = None,
+                 jvm_options: list[str] | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         # Extra listeners beside PLAINTEXT, name -> security protocol (e.g. {"SASL_PLAINTEXT":
@@ -357,6 +358,9 @@ class KafkaCluster:
         # password) tuples created when the storage is formatted.
         self.listeners = dict(listeners or {})
         self.scram_users = tuple(scram_users)
+        # Extra JVM arguments of every node (e.g. "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=
+        # <url>", which Kafka 4 needs before a listener may fetch a JWKS), before the main class.
+        self.jvm_options = [str(o) for o in (jvm_options or ())]
         self.version = version or kafka_version()
         self.heap_mb = heap_mb
         self.jit = jit
@@ -420,7 +424,7 @@ class KafkaCluster:
 
     # -- configuration ---------------------------------------------------------------------------
     def java(self, log_file: str | None = None) -> list[str]:
-        return java_command("broker", self.version, self.heap_mb, log_file, self.jit)
+        return java_command("broker", self.version, self.heap_mb, log_file, self.jit) + self.jvm_options
 
     def broker_properties(self) -> dict:
         n = len(self.nodes)

@@ -236,6 +236,8 @@ class TokenSource:
         self.calls += 1
         try:
             result = self.provider()
+        except SaslAuthenticationError:
+            raise   # the project's own providers: their message names the source, no secret
         except Exception as e:
             raise SaslAuthenticationError(
                 f"OAUTHBEARER: sasl_oauth_token_provider raised {type(e).__name__}") from e
@@ -263,13 +265,16 @@ class TokenSource:
 class OAuthBearer(Mechanism):
     name = "OAUTHBEARER"
 
-    def __init__(self, source: TokenSource):
+    def __init__(self, source: TokenSource, extensions: dict | None = None):
         self._source = source
+        self._extensions = extensions or {}
         self._failed = False
 
     def first(self) -> bytes:
         token = self._source.token()
-        return b"n,,\x01auth=Bearer " + token.encode("ascii") + b"\x01\x01"
+        # RFC 7628 3.1: key=value pairs after the auth one, each ended by %x01
+        ext = b"".join(f"{k}={v}".encode("ascii") + b"\x01" for k, v in self._extensions.items())
+        return b"n,,\x01auth=Bearer " + token.encode("ascii") + b"\x01" + ext + b"\x01"
 
     def receive(self, data: bytes) -> bytes | None:
         if data:
@@ -290,6 +295,7 @@ class SaslSettings:
         self._password = config.sasl_plain_password
         self.tokens = (TokenSource(config.sasl_oauth_token_provider)
                        if self.mechanism == "OAUTHBEARER" else None)
+        self._extensions = getattr(config, "sasl_oauthbearer_extensions", None)
 
     def __repr__(self):
         return f"SaslSettings({self.mechanism})"
@@ -303,8 +309,27 @@ class SaslSettings:
         if self.mechanism == "PLAIN":
             return Plain(self._user, self._password)
         if self.mechanism == "OAUTHBEARER":
-            return OAuthBearer(self.tokens)
+            return OAuthBearer(self.tokens, self.extensions())
         return Scram(self.mechanism, self._user, self._password)
+
+    def extensions(self) -> dict:
+        """The SASL extensions of the next OAUTHBEARER exchange: sasl_oauthbearer_extensions and
+        the provider's ``extensions()`` (checked as the setting is)."""
+        from fastkafka._net.jaas import check_extension, parse_extensions
+
+        out = parse_extensions(self._extensions)
+        ext = getattr(self.tokens.provider, "extensions", None)
+        if callable(ext):
+            try:
+                more = dict(ext() or {})
+                for k, val in more.items():
+                    check_extension(k, val, "the token provider's extensions()")
+            except Exception as e:
+                raise SaslAuthenticationError(
+                    f"OAUTHBEARER: the token provider's extensions() failed: "
+                    f"{type(e).__name__}") from e
+            out.update(more)
+        return out
 
     def steps(self) -> list:
         return [SaslHandshakeStep(self)]
