@@ -92,6 +92,12 @@ class SigningKey:
         return signing_input + "." + b64url(signature)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A client that gave up (its timeout against delay_s) leaves a broken pipe: expected.
+        pass
+
+
 class IdentityProvider:
     """The identity provider (see the module docstring). ``clients``: client id -> secret.
     ``lifetime_s`` is the tokens' lifetime; ``issuer`` defaults to the server's URL."""
@@ -113,7 +119,7 @@ class IdentityProvider:
         self._refused: set[str] = set()
         self._serial = 0
         self._keys: list[SigningKey] = []
-        self._server = ThreadingHTTPServer((host, 0), self._handler())
+        self._server = _QuietServer((host, 0), self._handler())
         self._server.daemon_threads = True
         self.url = f"http://{host}:{self._server.server_port}"
         self.issuer = issuer or self.url
