@@ -184,6 +184,10 @@ _SETTINGS = [
     _Setting("sasl_oauthbearer_extensions", "opt_str", None,
              doc="OAUTHBEARER: SASL extensions (RFC 7628) sent with the token, "
                  '"key=value,key2=value2" (librdkafka\'s form; keys are letters only)'),
+    _Setting("sasl_aws_region", "opt_str", None,
+             doc="Amazon MSK IAM (sasl.jaas.config with software.amazon.msk.auth.iam.IAMLoginModule, "
+                 "or sasl.mechanism=AWS_MSK_IAM): the cluster's region; default: from the "
+                 "bootstrap host (*.kafka.<region>.amazonaws.com), else AWS_REGION"),
     _Setting("sasl_login_read_timeout_ms", "opt_int", None, 1, INT32_MAX,
              doc="OAUTHBEARER: bound of one token endpoint request (connect and each read), "
                  "which runs on the I/O thread; default min(request_timeout_ms, 10000)"),
@@ -283,9 +287,16 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
         ("any",), "the producer uses whichever address family a name resolves to"),
     "sasl.login.callback.handler.class": _Accepted(
         ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
-         "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
+         "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+         "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"),
         "the OAUTHBEARER client-credentials login of sasl.oauthbearer.token.endpoint.url is built "
-        "in (a Java class cannot run here)", case_sensitive=True),
+        "in, and so is Amazon MSK IAM (fastkafka.aws.MSKIAMTokenProvider; a Java class cannot "
+        "run here)", case_sensitive=True),
+    "sasl.client.callback.handler.class": _Accepted(
+        ("software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+         "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"),
+        "Amazon MSK IAM is built in (fastkafka.aws.MSKIAMTokenProvider; a Java class cannot run "
+        "here)", case_sensitive=True),
     "interceptor.classes": _Accepted(
         ("",), "no interceptors from class names (a Java class cannot run here; pass "
         "interceptors=[obj, ...], objects with on_send(record), on_acknowledgement(metadata, "
@@ -511,7 +522,9 @@ def _parse(setting: _Setting, value: Any) -> Any:
 
         if value is None:
             return None
-        if isinstance(value, str) and value.strip().upper() in MECHANISMS:
+        if isinstance(value, str) and value.strip().upper() in MECHANISMS + ("AWS_MSK_IAM",):
+            # AWS_MSK_IAM (aws-msk-iam-auth's mechanism) becomes OAUTHBEARER with the MSK IAM
+            # token: fastkafka._net.jaas.apply_jaas
             return value.strip().upper()
         raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {value!r}")
     if kind == "opt_str":
@@ -650,7 +663,8 @@ class ProducerConfig:
         from fastkafka._net.jaas import apply_jaas
         from fastkafka._net.sasl import check_settings
 
-        apply_jaas(v)   # sasl_jaas_config -> user/password or the OAUTHBEARER token provider
+        # sasl_jaas_config -> user/password or the OAUTHBEARER token provider
+        apply_jaas(v, self._foreign)
         check_settings(v, self._explicit)
 
     def _check_tls(self, v: dict[str, Any]) -> None:

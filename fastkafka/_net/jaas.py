@@ -414,15 +414,88 @@ def _apply_oidc(v: dict) -> bool:
     return True
 
 
-def apply_jaas(v: dict) -> None:
+MSK_IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"
+MSK_IAM_LOGIN_HANDLER = "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"
+#: aws-msk-iam-auth's JAAS options: what each becomes (None: accepted, no effect here).
+_MSK_OPTIONS = {"awsProfileName": "profile", "awsRoleArn": "role_arn",
+                "awsRoleSessionName": "role_session_name",
+                "awsRoleAccessKeyId": "access_key_id", "awsRoleSecretAccessKey": "secret_access_key",
+                "awsRoleSessionToken": "session_token", "awsStsRegion": None,
+                "awsDebugCreds": None, "awsMaxRetries": None, "awsMaxBackOffTimeMs": None}
+
+
+def _apply_msk(v: dict, text: str | None, foreign: dict) -> bool:
+    """Amazon MSK IAM as the Java library aws-msk-iam-auth is configured (sasl.mechanism
+    AWS_MSK_IAM or OAUTHBEARER, IAMLoginModule, IAMOAuthBearerLoginCallbackHandler): the token
+    provider becomes :class:`fastkafka.aws.MSKIAMTokenProvider` and the mechanism OAUTHBEARER
+    (which MSK's IAM listeners take, as from every signer library). True if it applied."""
+    entry = parse_jaas(text) if text is not None else None
+    handler = foreign.get("sasl_login_callback_handler_class")
+    mech = v.get("sasl_mechanism")
+    wanted = (mech == "AWS_MSK_IAM" or (entry is not None and entry.module == MSK_IAM_MODULE)
+              or (isinstance(handler, str) and handler.strip() == MSK_IAM_LOGIN_HANDLER))
+    if not wanted:
+        return False
+    if mech not in ("AWS_MSK_IAM", "OAUTHBEARER"):
+        raise ConfigError(f"Amazon MSK IAM (IAMLoginModule / IAMOAuthBearerLoginCallbackHandler) "
+                          f"needs sasl.mechanism AWS_MSK_IAM or OAUTHBEARER, not {mech}")
+    if entry is not None and entry.module not in (MSK_IAM_MODULE, OAUTHBEARER_MODULE):
+        raise ConfigError(f"sasl.mechanism={mech} with Amazon MSK IAM needs sasl.jaas.config = "
+                          f"'{MSK_IAM_MODULE} required [awsProfileName=\"...\"] "
+                          f"[awsRoleArn=\"...\"];'")
+    if v.get("sasl_oauth_token_provider") is not None:
+        raise ConfigError("sasl_oauth_token_provider and Amazon MSK IAM settings are both given: "
+                          "use one")
+    options = dict(entry.options) if entry is not None else {}
+    unknown = sorted(set(options) - set(_MSK_OPTIONS))
+    if unknown:
+        raise ConfigError(f"sasl.jaas.config: IAMLoginModule options {', '.join(unknown)} are not "
+                          f"supported (supported: {', '.join(_MSK_OPTIONS)})")
+    region = v.get("sasl_aws_region")
+    if region is None:
+        from fastkafka.aws import msk_region_from_host
+
+        found = {msk_region_from_host(host) for host, _ in v.get("bootstrap_servers") or ()}
+        found.discard(None)
+        if len(found) > 1:
+            raise ConfigError(f"the bootstrap servers are in several AWS regions "
+                              f"({', '.join(sorted(found))}): set sasl_aws_region")
+        region = found.pop() if found else None
+    kwargs = {arg: options[opt] for opt, arg in _MSK_OPTIONS.items()
+              if arg is not None and opt in options}
+    sts_region = options.get("awsStsRegion")
+    if sts_region is not None:
+        kwargs["sts_endpoint"] = f"https://sts.{sts_region}.amazonaws.com"
+    from fastkafka.aws import MSKIAMTokenProvider
+
+    if region is None:
+        import os
+
+        if not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+            raise ConfigError("Amazon MSK IAM needs the cluster's region: set sasl_aws_region "
+                              "(bootstrap hosts *.kafka.<region>.amazonaws.com give it, as does "
+                              "AWS_REGION)")
+    v["sasl_oauth_token_provider"] = MSKIAMTokenProvider(region, timeout_s=_http_timeout_s(v),
+                                                         **kwargs)
+    v["sasl_mechanism"] = "OAUTHBEARER"
+    return True
+
+
+def apply_jaas(v: dict, foreign: dict | None = None) -> None:
     """Fill the SASL settings of ``v`` (canonical names) from ``v["sasl_jaas_config"]``, checked
     against ``sasl_mechanism``. ConfigError for a module that does not fit, or for credentials
-    given both ways."""
+    given both ways. ``foreign``: the accepted settings of other clients given (by canonical
+    dotted name: sasl.login.callback.handler.class may ask for Amazon MSK IAM)."""
     text = v.get("sasl_jaas_config")
     endpoint = v.get("sasl_oauthbearer_token_endpoint_url")
     if v.get("security_protocol") not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return   # fastkafka._net.sasl.check_settings names the SASL settings given without SASL
     parse_extensions(v.get("sasl_oauthbearer_extensions"))
+    foreign = {k.replace(".", "_"): val for k, val in (foreign or {}).items()}
+    if _apply_msk(v, text, foreign):
+        return
+    if v.get("sasl_mechanism") == "AWS_MSK_IAM":   # pragma: no cover (_apply_msk took it)
+        raise ConfigError("sasl.mechanism=AWS_MSK_IAM needs IAMLoginModule")
     if _apply_oidc(v):
         return
     if text is None:

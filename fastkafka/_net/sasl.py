@@ -401,7 +401,9 @@ class SaslAuthenticateStep(HandshakeStep):
             self.exchange = self.settings.new_exchange()
             data = self.exchange.first()
         except SaslAuthenticationError as e:
-            _fail(client, conn, now, mech, e.message, cause=e.__cause__)
+            # the provider's own typed error (e.g. AwsCredentialsError) stays reachable as the cause
+            _fail(client, conn, now, mech, e.message,
+                  cause=e if type(e) is not SaslAuthenticationError else e.__cause__)
             return
         self._send(client, conn, now, data)
 
