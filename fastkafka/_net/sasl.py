@@ -345,9 +345,16 @@ def _where(conn) -> str:
     return f"node {conn.node_id} ({conn.host}:{conn.port})"
 
 
-def _fail(client, conn, now, mechanism: str, text: str, broker_code=None, cause=None) -> None:
-    error = SaslAuthenticationError(
-        f"SASL {mechanism} authentication with {_where(conn)} failed: {text}",
+def _fail(client, conn, now, mechanism: str, text: str, broker_code=None, cause=None,
+          like: SaslAuthenticationError | None = None) -> None:
+    # ``like``: a token provider's own typed error (e.g. AwsCredentialsError): the error reported
+    # is of its class, with its attributes (``source``), and names the node as well
+    error = SaslAuthenticationError.__new__(type(like) if like is not None
+                                            else SaslAuthenticationError)
+    if like is not None:
+        error.__dict__.update(like.__dict__)
+    SaslAuthenticationError.__init__(
+        error, f"SASL {mechanism} authentication with {_where(conn)} failed: {text}",
         node=conn.node_id, host=conn.host, port=conn.port, mechanism=mechanism,
         broker_code=broker_code)
     if cause is not None:
@@ -401,9 +408,8 @@ class SaslAuthenticateStep(HandshakeStep):
             self.exchange = self.settings.new_exchange()
             data = self.exchange.first()
         except SaslAuthenticationError as e:
-            # the provider's own typed error (e.g. AwsCredentialsError) stays reachable as the cause
-            _fail(client, conn, now, mech, e.message,
-                  cause=e if type(e) is not SaslAuthenticationError else e.__cause__)
+            _fail(client, conn, now, mech, e.message, cause=e.__cause__,
+                  like=e if type(e) is not SaslAuthenticationError else None)
             return
         self._send(client, conn, now, data)
 
