@@ -455,3 +455,21 @@ def test_refused_or_missing_credentials_fail_the_login_typed(monkeypatch, caplog
             assert e.value.node is not None
         finally:
             p.close(2)
+
+
+@pytest.mark.parametrize("mechanism", ["AWS_MSK_IAM", "OAUTHBEARER"])
+def test_spark_options_of_the_java_library(mechanism):
+    """A Spark job's options for Amazon's Java library work unchanged with the sink."""
+    from spark_sink.options import settings_from_options
+
+    settings = settings_from_options({
+        "topic": "t", "kafka.bootstrap.servers": MSK_HOST, "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": mechanism,
+        "kafka.sasl.jaas.config": IAM_JAAS.format(' awsRoleArn="arn:aws:iam::1:role/spark"'),
+        "kafka.sasl.client.callback.handler.class":
+            "software.amazon.msk.auth.iam.IAMClientCallbackHandler"})
+    c = ProducerConfig(settings.producer_kwargs())
+    assert c.sasl_mechanism == "OAUTHBEARER"
+    assert isinstance(c.sasl_oauth_token_provider, MSKIAMTokenProvider)
+    assert c.sasl_oauth_token_provider.region == "eu-west-1"
+    assert c.sasl_oauth_token_provider.chain.role_arn == "arn:aws:iam::1:role/spark"
