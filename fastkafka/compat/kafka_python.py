@@ -407,14 +407,17 @@ class _Cluster:
 
 
 def _token_provider(provider) -> Callable:
-    """kafka-python's AbstractTokenProvider (``token()``) as fastkafka's callable() -> (token,
-    expiry): asked again every 5 minutes, as kafka-python asks at every connection."""
+    """kafka-python's AbstractTokenProvider (``token()``, ``extensions()``) as fastkafka's
+    callable() -> (token, expiry): asked again before the JWT's ``exp``, or every 5 minutes for
+    a token that is not a JWT (kafka-python asks at every connection); its extensions are sent."""
+    from fastkafka._net.jaas import TokenMethodProvider
+
     if callable(provider) and not hasattr(provider, "token"):
         return provider
     if not callable(getattr(provider, "token", None)):
         raise ConfigError("sasl_oauth_token_provider must have a token() method (kafka-python's "
                           "AbstractTokenProvider) or be a callable() -> (token, expiry)")
-    return lambda: (provider.token(), time.time() + 300)
+    return TokenMethodProvider(provider)
 
 
 if "log_start_offset" in RecordMetadata._fields:        # kafka-python 2.x installed
