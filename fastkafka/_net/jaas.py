@@ -319,7 +319,9 @@ def as_token_provider(name: str, value):
         return None
     token = getattr(value, "token", None)
     if callable(token) and not callable(value):
-        if getattr(token, "__code__", None) is not None and token.__code__.co_flags & 0x180:
+        import inspect
+
+        if inspect.iscoroutinefunction(token):
             raise ConfigError(f"{name}.token() is a coroutine function: the producer calls it "
                               f"synchronously (fastkafka.compat.aiokafka takes aiokafka's async "
                               f"providers)")

@@ -251,3 +251,17 @@ def test_rig_failure_injection(fresh_idp):
         _post(idp.token_url, {**form, "client_id": "we:ird id"})
     assert e.value.code == 401                    # wrong secret
     assert idp.count("/token") == 4 and idp.tokens_issued == 1
+
+
+def test_spark_options_oidc_and_the_secret_hidden(idp):
+    from spark_sink.options import settings_from_options
+
+    settings = settings_from_options({
+        "topic": "t", "kafka.bootstrap.servers": "127.0.0.1:1",
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.oauthbearer.method": "oidc", "kafka.sasl.oauthbearer.client.id": "app",
+        "kafka.sasl.oauthbearer.client.secret": SECRET,
+        "kafka.sasl.oauthbearer.token.endpoint.url": idp.token_url})
+    assert SECRET not in repr(settings)
+    c = ProducerConfig(settings.producer_kwargs())
+    assert claims(c.sasl_oauth_token_provider()[0])["sub"] == "app"
