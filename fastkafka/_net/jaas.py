@@ -455,7 +455,7 @@ def _apply_msk(v: dict, text: str | None, foreign: dict) -> bool:
                           f"supported (supported: {', '.join(_MSK_OPTIONS)})")
     region = v.get("sasl_aws_region")
     if region is None:
-        from fastkafka.aws import msk_region_from_host
+        from fastkafka._net.aws_iam import msk_region_from_host
 
         found = {msk_region_from_host(host) for host, _ in v.get("bootstrap_servers") or ()}
         found.discard(None)
@@ -468,7 +468,7 @@ def _apply_msk(v: dict, text: str | None, foreign: dict) -> bool:
     sts_region = options.get("awsStsRegion")
     if sts_region is not None:
         kwargs["sts_endpoint"] = f"https://sts.{sts_region}.amazonaws.com"
-    from fastkafka.aws import MSKIAMTokenProvider
+    from fastkafka._net.aws_iam import MSKIAMTokenProvider
 
     if region is None:
         import os

@@ -21,8 +21,9 @@ from unittest import mock
 import pytest
 
 from fastkafka import Producer
+from fastkafka._net.aws_iam import sign_headers
 from fastkafka.aws import (AwsCredentials, CredentialChain, MSKIAMTokenProvider,
-                           msk_region_from_host, sign_headers)
+                           msk_region_from_host)
 from fastkafka.config import ProducerConfig
 from fastkafka.errors import AwsCredentialsError, ConfigError, SaslAuthenticationError
 
@@ -186,9 +187,14 @@ def chain(env, **kw) -> CredentialChain:
 
 
 def test_explicit_keys_win():
-    c = chain({"AWS_ACCESS_KEY_ID": "ENVKEY", "AWS_SECRET_ACCESS_KEY": "envsecret"},
-              access_key_id=KEY_ID, secret_access_key=SECRET).credentials()
+    ch = chain({"AWS_ACCESS_KEY_ID": "ENVKEY", "AWS_SECRET_ACCESS_KEY": "envsecret"},
+               access_key_id=KEY_ID, secret_access_key=SECRET, session_token=SESSION)
+    c = ch.credentials()
     assert (c.access_key_id, c.source) == (KEY_ID, "explicit keys")
+    provider = MSKIAMTokenProvider("us-east-1", access_key_id=KEY_ID, secret_access_key=SECRET,
+                                   session_token=SESSION, env={})
+    shown = repr(c) + repr(ch) + repr(provider) + repr(provider.chain.credentials())
+    assert SECRET not in shown and SESSION not in shown and KEY_ID not in shown
 
 
 def test_environment():
