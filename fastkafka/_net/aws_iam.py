@@ -229,15 +229,22 @@ class CredentialChain:
                    ("web identity", self._from_web_identity_env),
                    ("shared files", self._from_profile), ("container", self._from_container),
                    ("instance metadata", self._from_imds)]
+        imds_failure = ""
         for name, source in sources:
-            c = source()
+            try:
+                c = source()
+            except AwsCredentialsError as e:
+                if name != "instance metadata":
+                    raise
+                # the last resort: off EC2 it is simply not there; say why next to the rest
+                c, imds_failure = None, " (" + e.message.split(": ", 1)[-1] + ")"
             if c is not None:
                 return c
             tried.append(name)
         raise AwsCredentialsError(
-            "no AWS credentials found (tried: " + ", ".join(tried) + "): set AWS_ACCESS_KEY_ID "
-            "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity, or run with a role",
-            source="chain")
+            "no AWS credentials found (tried: " + ", ".join(tried) + imds_failure + "): set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity, or run "
+            "with a role", source="chain")
 
     def _getenv(self, name: str) -> str | None:
         value = self.env.get(name)

@@ -288,12 +288,47 @@ def test_instance_metadata_imdsv2(aws):
 
 def test_instance_metadata_down_is_bounded_and_named():
     t0 = time.monotonic()
-    with pytest.raises(AwsCredentialsError, match="instance metadata.*cannot be reached") as e:
+    with pytest.raises(AwsCredentialsError, match=r"no AWS credentials found \(tried: .*instance "
+                                                  r"metadata \(http://127.0.0.1:9/latest/api/token "
+                                                  r"cannot be reached: .*\)\)") as e:
         # nothing listens on port 9 of 127.0.0.1: refused at once
         chain({"AWS_EC2_METADATA_DISABLED": "false",
                "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:9"}).credentials()
     assert time.monotonic() - t0 < 3
-    assert e.value.source == "instance metadata"
+    assert e.value.source == "chain"
+
+
+def test_instance_metadata_unanswering_is_bounded(aws):
+    """A metadata service that accepts the connection and never answers: one second."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        t0 = time.monotonic()
+        with pytest.raises(AwsCredentialsError, match="instance metadata.*timed out"):
+            chain({"AWS_EC2_METADATA_DISABLED": "false",
+                   "AWS_EC2_METADATA_SERVICE_ENDPOINT":
+                       f"http://127.0.0.1:{silent.getsockname()[1]}"}).credentials()
+        assert time.monotonic() - t0 < 2.5
+
+
+def test_web_identity_from_a_profile_and_unsupported_profiles(aws, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("eyJprofile.identity")
+    config = tmp_path / "config"
+    config.write_text(f"[profile eks]\nweb_identity_token_file = {token_file}\n"
+                      f"role_arn = arn:aws:iam::1:role/eks\n"
+                      f"[profile chained]\nrole_arn = arn:aws:iam::1:role/x\nsource_profile = eks\n"
+                      f"[profile sso]\nsso_session = corp\n")
+    files = {"AWS_CONFIG_FILE": str(config), "AWS_ENDPOINT_URL_STS": aws.url}
+    c = chain(files, profile="eks").credentials()
+    assert c.source == "web identity" and aws.requests[-1][3]["RoleArn"] == "arn:aws:iam::1:role/eks"
+    with pytest.raises(AwsCredentialsError, match="profile 'chained': role_arn with source_profile "
+                                                  "is not supported"):
+        chain(files, profile="chained").credentials()
+    with pytest.raises(AwsCredentialsError, match="profile 'sso': sso_session is not supported"):
+        chain(files, profile="sso").credentials()
 
 
 def test_nothing_found_names_every_source():
