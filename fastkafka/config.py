@@ -154,9 +154,12 @@ _SETTINGS = [
              doc="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI"),
     _Setting("sasl_plain_username", "opt_str", None, doc="user name (PLAIN, SCRAM)"),
     _Setting("sasl_plain_password", "secret", None, doc="password (PLAIN, SCRAM); never shown"),
-    _Setting("sasl_oauth_token_provider", "callback", None,
+    _Setting("sasl_oauth_token_provider", "token_provider", None,
              doc="OAUTHBEARER: callable() -> (token, expiry as epoch seconds), called again "
-                 "before the token expires"),
+                 "before the token expires; or an object with token() -> str (kafka-python's "
+                 "and aiokafka's AbstractTokenProvider shape, synchronous), the expiry read from "
+                 "the JWT's exp claim, and optional extensions() -> dict; "
+                 "fastkafka.aws.MSKIAMTokenProvider for Amazon MSK IAM"),
     _Setting("sasl_jaas_config", "secret", None,
              doc="the Java client's login line (fastkafka._net.jaas): PlainLoginModule / "
                  "ScramLoginModule with username and password, or OAuthBearerLoginModule with "
@@ -189,10 +192,33 @@ _SETTINGS = [
     _Setting("sasl_kerberos_min_time_before_relogin", "int", 60_000, 0, INT32_MAX,
              doc="GSSAPI with a keytab: the ticket is acquired again once less than this many ms "
                  "of its life remain"),
+    # OIDC client credentials as native settings (librdkafka's names; fastkafka._net.jaas).
+    _Setting("sasl_oauthbearer_method", "opt_str", None,
+             doc='OAUTHBEARER: "oidc" gets tokens from sasl_oauthbearer_token_endpoint_url with '
+                 'sasl_oauthbearer_client_id / _client_secret / _scope (librdkafka\'s '
+                 'sasl.oauthbearer.method); "default" takes sasl_oauth_token_provider or '
+                 "sasl_jaas_config"),
+    _Setting("sasl_oauthbearer_client_id", "opt_str", None,
+             doc="OAUTHBEARER client credentials: the client id at the token endpoint"),
+    _Setting("sasl_oauthbearer_client_secret", "secret", None,
+             doc="OAUTHBEARER client credentials: the client secret; never shown"),
+    _Setting("sasl_oauthbearer_scope", "opt_str", None,
+             doc="OAUTHBEARER client credentials: the scope asked of the token endpoint"),
+    _Setting("sasl_oauthbearer_extensions", "opt_str", None,
+             doc="OAUTHBEARER: SASL extensions (RFC 7628) sent with the token, "
+                 '"key=value,key2=value2" (librdkafka\'s form; keys are letters only)'),
+    _Setting("sasl_aws_region", "opt_str", None,
+             doc="Amazon MSK IAM (sasl.jaas.config with software.amazon.msk.auth.iam.IAMLoginModule, "
+                 "or sasl.mechanism=AWS_MSK_IAM): the cluster's region; default: from the "
+                 "bootstrap host (*.kafka.<region>.amazonaws.com), else AWS_REGION"),
+    _Setting("sasl_login_read_timeout_ms", "opt_int", None, 1, INT32_MAX,
+             doc="OAUTHBEARER: bound of one token endpoint request (connect and each read), "
+                 "which runs on the I/O thread; default min(request_timeout_ms, 10000)"),
 ]
 
 #: Settings whose value is never shown (repr, errors, logs).
 SECRET_SETTINGS = {"ssl_password", "sasl_plain_password", "sasl_jaas_config",
+                   "sasl_oauthbearer_client_secret",
                    "ssl_keystore_password", "ssl_truststore_password", "ssl_keystore_key"}
 
 SETTINGS: dict[str, _Setting] = {s.name: s for s in _SETTINGS}
@@ -218,6 +244,9 @@ ALIASES.update({
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
     "sasl.mechanisms": "sasl_mechanism",
+    # The Java client's names (Kafka 4.1+, KIP-1139) of the client-credentials settings
+    "sasl.oauthbearer.client.credentials.client.id": "sasl_oauthbearer_client_id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl_oauthbearer_client_secret",
     # confluent-kafka's error_cb: here it gets the fastkafka exception (.code, .name, .retriable,
     # str()), on the I/O thread, instead of a KafkaError served by poll()
     "error_cb": "on_error",
@@ -281,9 +310,11 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
         ("any",), "the producer uses whichever address family a name resolves to"),
     "sasl.login.callback.handler.class": _Accepted(
         ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
-         "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
+         "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+         "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"),
         "the OAUTHBEARER client-credentials login of sasl.oauthbearer.token.endpoint.url is built "
-        "in (a Java class cannot run here)", case_sensitive=True),
+        "in, and so is Amazon MSK IAM (fastkafka.aws.MSKIAMTokenProvider; a Java class cannot "
+        "run here)", case_sensitive=True),
     "sasl.kerberos.kinit.cmd": _Accepted(
         ("/usr/bin/kinit", "kinit",
          'kinit -R -t "%{sasl.kerberos.keytab}" -k %{sasl.kerberos.principal} || '
@@ -291,6 +322,11 @@ ACCEPTED_FOREIGN: dict[str, _Accepted] = {
         "no command is run: with sasl_kerberos_keytab the ticket is acquired in the process from "
         "the keytab (what kinit -k -t would do), without one the ticket cache your own kinit "
         "filled is used (KRB5CCNAME or sasl_kerberos_ticket_cache)", case_sensitive=True),
+    "sasl.client.callback.handler.class": _Accepted(
+        ("software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+         "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"),
+        "Amazon MSK IAM is built in (fastkafka.aws.MSKIAMTokenProvider; a Java class cannot run "
+        "here)", case_sensitive=True),
     "interceptor.classes": _Accepted(
         ("",), "no interceptors from class names (a Java class cannot run here; pass "
         "interceptors=[obj, ...], objects with on_send(record), on_acknowledgement(metadata, "
@@ -517,7 +553,9 @@ def _parse(setting: _Setting, value: Any) -> Any:
 
         if value is None:
             return None
-        if isinstance(value, str) and value.strip().upper() in MECHANISMS:
+        if isinstance(value, str) and value.strip().upper() in MECHANISMS + ("AWS_MSK_IAM",):
+            # AWS_MSK_IAM (aws-msk-iam-auth's mechanism) becomes OAUTHBEARER with the MSK IAM
+            # token: fastkafka._net.jaas.apply_jaas
             return value.strip().upper()
         raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {value!r}")
     if kind == "opt_str":
@@ -569,6 +607,10 @@ def _parse(setting: _Setting, value: Any) -> Any:
         from fastkafka.interceptors import parse_interceptors
 
         return parse_interceptors(value)
+    if kind == "token_provider":
+        from fastkafka._net.jaas import as_token_provider
+
+        return as_token_provider(name, value)
     if kind == "callback":
         if value is None or callable(value):
             return value
@@ -652,7 +694,8 @@ class ProducerConfig:
         from fastkafka._net.jaas import apply_jaas
         from fastkafka._net.sasl import check_settings
 
-        apply_jaas(v)   # sasl_jaas_config -> user/password or the OAUTHBEARER token provider
+        # sasl_jaas_config -> user/password or the OAUTHBEARER token provider
+        apply_jaas(v, self._foreign)
         check_settings(v, self._explicit)
 
     def _check_tls(self, v: dict[str, Any]) -> None:

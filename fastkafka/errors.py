@@ -46,6 +46,7 @@ CorrelationIdMismatchError            -110   yes        yes
 CorruptFrameError                     -111   yes        yes
 IllegalStateError                     -112   no         no
 SaslAuthenticationError               -150   no         no
+AwsCredentialsError (SaslAuth...)     -150   no         no
 TransactionAbortedError               -160   no         no
 AllBrokersDownError                   -170   yes        no
 BrokersRecovered (a notice)           -171   no         no
@@ -96,6 +97,7 @@ __all__ = [
     "CorruptFrameError",
     "IllegalStateError",
     "SaslAuthenticationError",
+    "AwsCredentialsError",
     "UnsupportedVersionError",
     "UnknownServerError",
     "TransactionAbortedError",
@@ -536,6 +538,18 @@ class SaslAuthenticationError(KafkaError):
 
 
 _BY_CODE[SaslAuthenticationError.code] = SaslAuthenticationError
+
+
+class AwsCredentialsError(SaslAuthenticationError):
+    """The AWS credentials of an Amazon MSK IAM login (:mod:`fastkafka.aws`) could not be had:
+    ``source`` names the source that failed ("environment", "web identity", "profile 'x'",
+    "container", "instance metadata", "chain" when none had any). A SaslAuthenticationError: the
+    producer reports it as a failed login of the node it was connecting to. The message never
+    contains a key, session token or web identity token."""
+
+    def __init__(self, message=None, *, source=None, **kw):
+        super().__init__(message, **kw)
+        self.source = source
 
 
 class InvalidBrokerResponseError(NetworkError):

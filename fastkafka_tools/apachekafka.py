@@ -365,8 +365,11 @@ class KafkaCluster:
         # Listener name -> the host it is advertised as (it still binds to 127.0.0.1), e.g.
         # {"GSSAPI": "localhost"}: Kerberos names the broker's service by the host clients use.
         self.advertised_hosts = dict(advertised_hosts or {})
-        # Extra JVM options of the broker processes, e.g. "-Djava.security.krb5.conf=<path>".
-        self.jvm_options = tuple(jvm_options)
+        # Extra JVM options of every node, before the main class: e.g.
+        # "-Djava.security.krb5.conf=<path>" (Kerberos), or
+        # "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=<url>", which Kafka 4 needs before a
+        # listener may fetch a JWKS.
+        self.jvm_options = tuple(str(o) for o in (jvm_options or ()))
         self.scram_users = tuple(scram_users)
         self.version = version or kafka_version()
         self.heap_mb = heap_mb

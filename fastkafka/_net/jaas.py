@@ -37,7 +37,8 @@ from typing import Callable
 from fastkafka.errors import ConfigError, SaslAuthenticationError
 
 __all__ = ["JaasEntry", "parse_jaas", "PLAIN_MODULE", "SCRAM_MODULE", "OAUTHBEARER_MODULE", "KRB5_MODULE",
-           "unsecured_token_provider", "ClientCredentialsProvider", "apply_jaas"]
+           "unsecured_token_provider", "ClientCredentialsProvider", "apply_jaas",
+           "as_token_provider", "parse_extensions"]
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -230,7 +231,8 @@ class ClientCredentialsProvider:
     expires. Errors name the URL and the HTTP status, never the secret or the token."""
 
     def __init__(self, url: str, client_id: str, client_secret: str, scope: str | None = None,
-                 timeout_s: float = 10.0, clock: Callable[[], float] = time.time):
+                 timeout_s: float = 10.0, clock: Callable[[], float] = time.time,
+                 extensions: dict | None = None):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ConfigError(f"sasl.oauthbearer.token.endpoint.url must be an http(s) URL, got "
@@ -241,7 +243,12 @@ class ClientCredentialsProvider:
         self.clock = clock
         self._client_id = client_id
         self._secret = client_secret
+        self._extensions = dict(extensions or {})
         self.calls = 0
+
+    def extensions(self) -> dict:
+        """SASL extensions sent with each token (the JAAS line's ``extension_<name>`` options)."""
+        return dict(self._extensions)
 
     def __repr__(self) -> str:
         return f"ClientCredentialsProvider({self.url!r}, client_id={self._client_id!r}, ***)"
@@ -288,15 +295,219 @@ class ClientCredentialsProvider:
         return token, expiry
 
 
+class TokenMethodProvider:
+    """An object with ``token() -> str`` (kafka-python's and aiokafka's AbstractTokenProvider
+    shape, called synchronously) as a callable() -> (token, expiry): the expiry is the JWT's
+    ``exp`` claim, else 5 minutes from now (a token that is not a JWT is asked for again then).
+    Its ``extensions()``, if any, are sent with the token."""
+
+    def __init__(self, provider, clock: Callable[[], float] = time.time):
+        self.provider = provider
+        self.clock = clock
+
+    def __repr__(self) -> str:
+        return f"TokenMethodProvider({type(self.provider).__name__})"
+
+    def __call__(self) -> tuple[str, float]:
+        token = self.provider.token()
+        if not isinstance(token, str):
+            raise TypeError(f"token() returned a {type(token).__name__}, not a str")
+        expiry = _jwt_expiry(token)
+        return token, expiry if expiry is not None else self.clock() + 300.0
+
+    def extensions(self) -> dict:
+        ext = getattr(self.provider, "extensions", None)
+        return dict(ext() or {}) if callable(ext) else {}
+
+
+def as_token_provider(name: str, value):
+    """``sasl_oauth_token_provider``: a callable() -> (token, expiry), or an object with a
+    ``token()`` method (wrapped in :class:`TokenMethodProvider`)."""
+    if value is None:
+        return None
+    token = getattr(value, "token", None)
+    if callable(token) and not callable(value):
+        import inspect
+
+        if inspect.iscoroutinefunction(token):
+            raise ConfigError(f"{name}.token() is a coroutine function: the producer calls it "
+                              f"synchronously (fastkafka.compat.aiokafka takes aiokafka's async "
+                              f"providers)")
+        return TokenMethodProvider(value)
+    if callable(value):
+        return value
+    raise ConfigError(f"{name} must be a callable() -> (token, expiry_epoch_seconds) or an object "
+                      f"with a token() method, got {type(value).__name__}")
+
+
+def parse_extensions(text: str | None, where: str = "sasl.oauthbearer.extensions") -> dict:
+    """``"key=value,key2=value2"`` as a dict of RFC 7628 SASL extensions (keys of letters only,
+    values of printable ASCII, space and tab; ``auth`` is reserved). Errors name the key, never
+    a value."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        check_extension(key, value if eq else None, where)
+        if key in out:
+            raise ConfigError(f"{where}: extension {key!r} is given twice")
+        out[key] = value
+    return out
+
+
+def check_extension(key, value, where: str) -> None:
+    if not isinstance(key, str) or not key or not (key.isascii() and key.isalpha()):
+        raise ConfigError(f"{where}: an extension name must be ASCII letters only (RFC 7628), "
+                          f"got {key!r}")
+    if key == "auth":
+        raise ConfigError(f"{where}: 'auth' is reserved (the token is sent under it)")
+    if value is None:
+        raise ConfigError(f"{where}: extension {key!r} has no '=value'")
+    if not isinstance(value, str) or not all(c in "\t\r\n" or " " <= c <= "~" for c in value):
+        raise ConfigError(f"{where}: the value of extension {key!r} must be printable ASCII")
+
+
 # ------------------------------------------------------------------------- into the settings
-def apply_jaas(v: dict) -> None:
+_OIDC_NATIVE = ("sasl_oauthbearer_client_id", "sasl_oauthbearer_client_secret",
+                "sasl_oauthbearer_scope")
+
+
+def _http_timeout_s(v: dict) -> float:
+    explicit = v.get("sasl_login_read_timeout_ms")
+    if explicit is not None:
+        if explicit < 1:
+            raise ConfigError("sasl_login_read_timeout_ms must be >= 1")
+        return explicit / 1000.0
+    return min(v.get("request_timeout_ms") or 30_000, 10_000) / 1000.0
+
+
+def _apply_oidc(v: dict) -> bool:
+    """librdkafka's ``sasl.oauthbearer.method=oidc`` and the client-credentials settings: True if
+    they made the token provider."""
+    method = v.get("sasl_oauthbearer_method")
+    if method is not None:
+        if method.strip().lower() not in ("default", "oidc"):
+            raise ConfigError(f"sasl_oauthbearer_method must be 'default' or 'oidc', got "
+                              f"{method!r}")
+        method = method.strip().lower()
+    native = [n for n in _OIDC_NATIVE if v.get(n) is not None]
+    if method != "oidc" and not native:
+        return False
+    if method == "default":
+        raise ConfigError(f"{', '.join(native)} given, but sasl_oauthbearer_method is 'default': "
+                          f"set it to 'oidc' for the client-credentials login")
+    if v.get("sasl_mechanism") != "OAUTHBEARER":
+        raise ConfigError(f"{', '.join(native) or 'sasl_oauthbearer_method=oidc'} given, but "
+                          f"sasl_mechanism is {v.get('sasl_mechanism')}: the client-credentials "
+                          f"login is for OAUTHBEARER")
+    if v.get("sasl_jaas_config") is not None:
+        if method == "oidc" or any(n != "sasl_oauthbearer_scope" for n in native):
+            raise ConfigError("the client credentials are given both as sasl.oauthbearer.client.* "
+                              "settings and in sasl.jaas.config: use one")
+        return False   # a scope beside a JAAS line without one: apply_jaas takes it
+    if v.get("sasl_oauth_token_provider") is not None:
+        raise ConfigError("sasl_oauth_token_provider and the client-credentials settings "
+                          "(sasl.oauthbearer.client.id ...) are both given: use one")
+    missing = [n for n in ("sasl_oauthbearer_token_endpoint_url", "sasl_oauthbearer_client_id",
+                           "sasl_oauthbearer_client_secret") if not v.get(n)]
+    if missing:
+        raise ConfigError(f"the OAUTHBEARER client-credentials login (sasl.oauthbearer.method="
+                          f"oidc) needs {' and '.join(missing)}")
+    v["sasl_oauth_token_provider"] = ClientCredentialsProvider(
+        v["sasl_oauthbearer_token_endpoint_url"], v["sasl_oauthbearer_client_id"],
+        v["sasl_oauthbearer_client_secret"], v.get("sasl_oauthbearer_scope"),
+        timeout_s=_http_timeout_s(v))
+    return True
+
+
+MSK_IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"
+MSK_IAM_LOGIN_HANDLER = "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"
+#: aws-msk-iam-auth's JAAS options: what each becomes (None: accepted, no effect here).
+_MSK_OPTIONS = {"awsProfileName": "profile", "awsRoleArn": "role_arn",
+                "awsRoleSessionName": "role_session_name",
+                "awsRoleAccessKeyId": "access_key_id", "awsRoleSecretAccessKey": "secret_access_key",
+                "awsRoleSessionToken": "session_token", "awsStsRegion": None,
+                "awsDebugCreds": None, "awsMaxRetries": None, "awsMaxBackOffTimeMs": None}
+
+
+def _apply_msk(v: dict, text: str | None, foreign: dict) -> bool:
+    """Amazon MSK IAM as the Java library aws-msk-iam-auth is configured (sasl.mechanism
+    AWS_MSK_IAM or OAUTHBEARER, IAMLoginModule, IAMOAuthBearerLoginCallbackHandler): the token
+    provider becomes :class:`fastkafka.aws.MSKIAMTokenProvider` and the mechanism OAUTHBEARER
+    (which MSK's IAM listeners take, as from every signer library). True if it applied."""
+    entry = parse_jaas(text) if text is not None else None
+    handler = foreign.get("sasl_login_callback_handler_class")
+    mech = v.get("sasl_mechanism")
+    wanted = (mech == "AWS_MSK_IAM" or (entry is not None and entry.module == MSK_IAM_MODULE)
+              or (isinstance(handler, str) and handler.strip() == MSK_IAM_LOGIN_HANDLER))
+    if not wanted:
+        return False
+    if mech not in ("AWS_MSK_IAM", "OAUTHBEARER"):
+        raise ConfigError(f"Amazon MSK IAM (IAMLoginModule / IAMOAuthBearerLoginCallbackHandler) "
+                          f"needs sasl.mechanism AWS_MSK_IAM or OAUTHBEARER, not {mech}")
+    if entry is not None and entry.module not in (MSK_IAM_MODULE, OAUTHBEARER_MODULE):
+        raise ConfigError(f"sasl.mechanism={mech} with Amazon MSK IAM needs sasl.jaas.config = "
+                          f"'{MSK_IAM_MODULE} required [awsProfileName=\"...\"] "
+                          f"[awsRoleArn=\"...\"];'")
+    if v.get("sasl_oauth_token_provider") is not None:
+        raise ConfigError("sasl_oauth_token_provider and Amazon MSK IAM settings are both given: "
+                          "use one")
+    options = dict(entry.options) if entry is not None else {}
+    unknown = sorted(set(options) - set(_MSK_OPTIONS))
+    if unknown:
+        raise ConfigError(f"sasl.jaas.config: IAMLoginModule options {', '.join(unknown)} are not "
+                          f"supported (supported: {', '.join(_MSK_OPTIONS)})")
+    region = v.get("sasl_aws_region")
+    if region is None:
+        from fastkafka._net.aws_iam import msk_region_from_host
+
+        found = {msk_region_from_host(host) for host, _ in v.get("bootstrap_servers") or ()}
+        found.discard(None)
+        if len(found) > 1:
+            raise ConfigError(f"the bootstrap servers are in several AWS regions "
+                              f"({', '.join(sorted(found))}): set sasl_aws_region")
+        region = found.pop() if found else None
+    kwargs = {arg: options[opt] for opt, arg in _MSK_OPTIONS.items()
+              if arg is not None and opt in options}
+    sts_region = options.get("awsStsRegion")
+    if sts_region is not None:
+        kwargs["sts_endpoint"] = f"https://sts.{sts_region}.amazonaws.com"
+    from fastkafka._net.aws_iam import MSKIAMTokenProvider
+
+    if region is None:
+        import os
+
+        if not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+            raise ConfigError("Amazon MSK IAM needs the cluster's region: set sasl_aws_region "
+                              "(bootstrap hosts *.kafka.<region>.amazonaws.com give it, as does "
+                              "AWS_REGION)")
+    v["sasl_oauth_token_provider"] = MSKIAMTokenProvider(region, timeout_s=_http_timeout_s(v),
+                                                         **kwargs)
+    v["sasl_mechanism"] = "OAUTHBEARER"
+    return True
+
+
+def apply_jaas(v: dict, foreign: dict | None = None) -> None:
     """Fill the SASL settings of ``v`` (canonical names) from ``v["sasl_jaas_config"]``, checked
     against ``sasl_mechanism``. ConfigError for a module that does not fit, or for credentials
-    given both ways."""
+    given both ways. ``foreign``: the accepted settings of other clients given (by canonical
+    dotted name: sasl.login.callback.handler.class may ask for Amazon MSK IAM)."""
     text = v.get("sasl_jaas_config")
     endpoint = v.get("sasl_oauthbearer_token_endpoint_url")
     if v.get("security_protocol") not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return   # fastkafka._net.sasl.check_settings names the SASL settings given without SASL
+    parse_extensions(v.get("sasl_oauthbearer_extensions"))
+    foreign = {k.replace(".", "_"): val for k, val in (foreign or {}).items()}
+    if _apply_msk(v, text, foreign):
+        return
+    if v.get("sasl_mechanism") == "AWS_MSK_IAM":   # pragma: no cover (_apply_msk took it)
+        raise ConfigError("sasl.mechanism=AWS_MSK_IAM needs IAMLoginModule")
+    if _apply_oidc(v):
+        return
     if text is None:
         if endpoint is not None:
             raise ConfigError("sasl.oauthbearer.token.endpoint.url needs sasl.jaas.config with "
@@ -319,7 +530,7 @@ def apply_jaas(v: dict) -> None:
         if v.get("sasl_oauth_token_provider") is not None:
             raise ConfigError("sasl_oauth_token_provider and sasl.jaas.config are both given: "
                               "use one")
-        v["sasl_oauth_token_provider"] = _oauth_provider(entry.options, endpoint)
+        v["sasl_oauth_token_provider"] = _oauth_provider(entry.options, endpoint, v)
         return
     if endpoint is not None:
         raise ConfigError("sasl.oauthbearer.token.endpoint.url is for OAUTHBEARER only")
@@ -341,7 +552,7 @@ def apply_jaas(v: dict) -> None:
     v["sasl_plain_password"] = entry.options["password"]
 
 
-def _oauth_provider(options: dict, endpoint: str | None):
+def _oauth_provider(options: dict, endpoint: str | None, v: dict):
     if endpoint is None:
         if any(k in options for k in ("clientId", "clientSecret")):
             raise ConfigError("sasl.jaas.config has clientId/clientSecret: set "
@@ -354,12 +565,24 @@ def _oauth_provider(options: dict, endpoint: str | None):
     missing = [k for k in ("clientId", "clientSecret") if not options.get(k)]
     if missing:
         raise ConfigError(f"sasl.jaas.config: the token endpoint needs {' and '.join(missing)}")
-    unknown = sorted(set(options) - {"clientId", "clientSecret", "scope"})
+    extensions = {}
+    for key, value in options.items():
+        if key.startswith("extension_"):
+            check_extension(key[len("extension_"):], value, "sasl.jaas.config")
+            extensions[key[len("extension_"):]] = value
+    unknown = sorted(k for k in set(options) - {"clientId", "clientSecret", "scope"}
+                     if not k.startswith("extension_"))
     if unknown:
         raise ConfigError(f"sasl.jaas.config: OAuthBearerLoginModule with a token endpoint takes "
-                          f"clientId, clientSecret and scope, not {', '.join(unknown)}")
+                          f"clientId, clientSecret, scope and extension_<name>, not "
+                          f"{', '.join(unknown)}")
+    scope = options.get("scope")
+    if scope is not None and v.get("sasl_oauthbearer_scope") is not None:
+        raise ConfigError("the scope is given both as sasl.oauthbearer.scope and in "
+                          "sasl.jaas.config: use one")
     return ClientCredentialsProvider(endpoint, options["clientId"], options["clientSecret"],
-                                     options.get("scope"))
+                                     scope or v.get("sasl_oauthbearer_scope"),
+                                     timeout_s=_http_timeout_s(v), extensions=extensions)
 
 
 # ---------------------------------------------------------------------------------- Kerberos

@@ -244,6 +244,8 @@ class TokenSource:
         self.calls += 1
         try:
             result = self.provider()
+        except SaslAuthenticationError:
+            raise   # the project's own providers: their message names the source, no secret
         except Exception as e:
             raise SaslAuthenticationError(
                 f"OAUTHBEARER: sasl_oauth_token_provider raised {type(e).__name__}") from e
@@ -271,13 +273,16 @@ class TokenSource:
 class OAuthBearer(Mechanism):
     name = "OAUTHBEARER"
 
-    def __init__(self, source: TokenSource):
+    def __init__(self, source: TokenSource, extensions: dict | None = None):
         self._source = source
+        self._extensions = extensions or {}
         self._failed = False
 
     def first(self) -> bytes:
         token = self._source.token()
-        return b"n,,\x01auth=Bearer " + token.encode("ascii") + b"\x01\x01"
+        # RFC 7628 3.1: key=value pairs after the auth one, each ended by %x01
+        ext = b"".join(f"{k}={v}".encode("ascii") + b"\x01" for k, v in self._extensions.items())
+        return b"n,,\x01auth=Bearer " + token.encode("ascii") + b"\x01" + ext + b"\x01"
 
     def receive(self, data: bytes) -> bytes | None:
         if data:
@@ -310,6 +315,7 @@ class SaslSettings:
                 config.sasl_kerberos_principal, config.sasl_kerberos_keytab,
                 config.sasl_kerberos_ticket_cache,
                 config.sasl_kerberos_min_time_before_relogin / 1000.0)
+        self._extensions = getattr(config, "sasl_oauthbearer_extensions", None)
 
     def __repr__(self):
         return f"SaslSettings({self.mechanism})"
@@ -329,8 +335,27 @@ class SaslSettings:
         if self.mechanism == "PLAIN":
             return Plain(self._user, self._password)
         if self.mechanism == "OAUTHBEARER":
-            return OAuthBearer(self.tokens)
+            return OAuthBearer(self.tokens, self.extensions())
         return Scram(self.mechanism, self._user, self._password)
+
+    def extensions(self) -> dict:
+        """The SASL extensions of the next OAUTHBEARER exchange: sasl_oauthbearer_extensions and
+        the provider's ``extensions()`` (checked as the setting is)."""
+        from fastkafka._net.jaas import check_extension, parse_extensions
+
+        out = parse_extensions(self._extensions)
+        ext = getattr(self.tokens.provider, "extensions", None)
+        if callable(ext):
+            try:
+                more = dict(ext() or {})
+                for k, val in more.items():
+                    check_extension(k, val, "the token provider's extensions()")
+            except Exception as e:
+                raise SaslAuthenticationError(
+                    f"OAUTHBEARER: the token provider's extensions() failed: "
+                    f"{type(e).__name__}") from e
+            out.update(more)
+        return out
 
     def steps(self) -> list:
         return [SaslHandshakeStep(self)]
@@ -346,9 +371,16 @@ def _where(conn) -> str:
     return f"node {conn.node_id} ({conn.host}:{conn.port})"
 
 
-def _fail(client, conn, now, mechanism: str, text: str, broker_code=None, cause=None) -> None:
-    error = SaslAuthenticationError(
-        f"SASL {mechanism} authentication with {_where(conn)} failed: {text}",
+def _fail(client, conn, now, mechanism: str, text: str, broker_code=None, cause=None,
+          like: SaslAuthenticationError | None = None) -> None:
+    # ``like``: a token provider's own typed error (e.g. AwsCredentialsError): the error reported
+    # is of its class, with its attributes (``source``), and names the node as well
+    error = SaslAuthenticationError.__new__(type(like) if like is not None
+                                            else SaslAuthenticationError)
+    if like is not None:
+        error.__dict__.update(like.__dict__)
+    SaslAuthenticationError.__init__(
+        error, f"SASL {mechanism} authentication with {_where(conn)} failed: {text}",
         node=conn.node_id, host=conn.host, port=conn.port, mechanism=mechanism,
         broker_code=broker_code)
     if cause is not None:
@@ -406,7 +438,8 @@ class SaslAuthenticateStep(HandshakeStep):
                 return
             data = self.exchange.first()
         except SaslAuthenticationError as e:
-            _fail(client, conn, now, mech, e.message, cause=e.__cause__)
+            _fail(client, conn, now, mech, e.message, cause=e.__cause__,
+                  like=e if type(e) is not SaslAuthenticationError else None)
             return
         self._send(client, conn, now, data)
 

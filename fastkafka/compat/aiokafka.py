@@ -34,6 +34,7 @@ from typing import Any
 
 from fastkafka import errors as _fk
 from fastkafka.aio import AsyncProducer
+from fastkafka._net.jaas import _jwt_expiry
 from fastkafka.compat._aiokafka_errors import (OffsetAndMetadata, RecordMetadata, TopicPartition,
                                                _convert, _error, errors)
 
@@ -101,10 +102,6 @@ def _token_provider(provider, owner: "AIOKafkaProducer"):
         raise _fk.ConfigError("sasl_oauth_token_provider must be an aiokafka AbstractTokenProvider "
                               "(an object with async token())")
     ext = getattr(provider, "extensions", None)
-    if callable(ext) and ext():
-        raise _fk.ConfigError("sasl_oauth_token_provider.extensions() returned SASL extensions: "
-                              "this producer sends none (OAUTHBEARER without extensions); "
-                              "use aiokafka itself for brokers that need them")
 
     def token():
         result = provider.token()
@@ -115,7 +112,12 @@ def _token_provider(provider, owner: "AIOKafkaProducer"):
                     owner._request_timeout_ms / 1000)
             else:
                 result = asyncio.run(_awaited(result))
-        return result, time.time() + 300
+        # the JWT's exp when the token is one, else asked again in 5 minutes
+        return result, _jwt_expiry(result) if isinstance(result, str) and _jwt_expiry(result) \
+            else time.time() + 300
+    if callable(ext):
+        # sent with the token, as aiokafka sends them (RFC 7628 key=value pairs)
+        token.extensions = lambda: dict(ext() or {})
     return token
 
 

@@ -403,14 +403,17 @@ class _Cluster:
 
 
 def _token_provider(provider) -> Callable:
-    """kafka-python's AbstractTokenProvider (``token()``) as fastkafka's callable() -> (token,
-    expiry): asked again every 5 minutes, as kafka-python asks at every connection."""
+    """kafka-python's AbstractTokenProvider (``token()``, ``extensions()``) as fastkafka's
+    callable() -> (token, expiry): asked again before the JWT's ``exp``, or every 5 minutes for
+    a token that is not a JWT (kafka-python asks at every connection); its extensions are sent."""
+    from fastkafka._net.jaas import TokenMethodProvider
+
     if callable(provider) and not hasattr(provider, "token"):
         return provider
     if not callable(getattr(provider, "token", None)):
         raise ConfigError("sasl_oauth_token_provider must have a token() method (kafka-python's "
                           "AbstractTokenProvider) or be a callable() -> (token, expiry)")
-    return lambda: (provider.token(), time.time() + 300)
+    return TokenMethodProvider(provider)
 
 
 if "log_start_offset" in RecordMetadata._fields:        # kafka-python 2.x installed
@@ -579,13 +582,9 @@ class KafkaProducer:
                 settings["max_response_size"] = value
             elif name == "sasl_oauth_token_provider":
                 settings[name] = None if value is None else _token_provider(value)
-            elif name in ("sasl_kerberos_service_name", "sasl_kerberos_domain_name",
-                          "sasl_kerberos_name"):
-                # GSSAPI: kafka-python's defaults pass only with it; a gssapi.Name as its text
-                if value is not None and (value != "kafka"
-                                          or configs.get("sasl_mechanism") == "GSSAPI"):
-                    settings[name] = str(value) if type(value).__module__.startswith("gssapi") \
-                        else value
+            elif name.startswith("sasl_kerberos_"):    # kafka-python's defaults pass without GSSAPI
+                if value is not None and (value != "kafka" or configs.get("sasl_mechanism") == "GSSAPI"):
+                    settings[name] = str(value) if type(value).__module__.startswith("gssapi") else value
             else:
                 settings[name] = value      # a fastkafka setting, or a ConfigError naming the key
         if self._serialize_fields or self._object_partitioner is not None:

@@ -20,6 +20,7 @@ PUBLIC = [
     "fastkafka.admin.Admin.commit_transaction", "fastkafka.PreparedTransaction",
     "fastkafka.errors.KafkaError", "fastkafka.errors.ConfigError",
     "fastkafka.errors.InvalidRecordError", "fastkafka.errors.TransactionAbortableError",
+    "fastkafka.aws.MSKIAMTokenProvider", "fastkafka.errors.AwsCredentialsError",
     "spark_sink.register", "spark_sink.partition_writer", "spark_sink.batch_writer",
     "spark_sink.read_summaries", "spark_sink.DeliveryError", "spark_sink.SchemaError",
 ]

@@ -52,6 +52,13 @@ MAPPED = {
     "sasl.mechanisms": "sasl_mechanism", "sasl.mechanism": "sasl_mechanism",
     "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
     "sasl.oauthbearer.token.endpoint.url": "sasl_oauthbearer_token_endpoint_url",
+    "sasl.oauthbearer.method": "sasl_oauthbearer_method",
+    "sasl.oauthbearer.client.id": "sasl_oauthbearer_client_id",
+    "sasl.oauthbearer.client.secret": "sasl_oauthbearer_client_secret",
+    "sasl.oauthbearer.client.credentials.client.id": "sasl_oauthbearer_client_id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl_oauthbearer_client_secret",
+    "sasl.oauthbearer.scope": "sasl_oauthbearer_scope",
+    "sasl.oauthbearer.extensions": "sasl_oauthbearer_extensions",
 }
 
 #: librdkafka's Kerberos keys: mapped with sasl.mechanism GSSAPI, ignored otherwise (as librdkafka
@@ -177,9 +184,6 @@ _IGNORED_ONLY_VALUES = {
                                                        "verified: to trust another CA give "
                                                        "ssl.ca.location, or an ssl_context "
                                                        "built as you need it"),
-    "sasl.oauthbearer.method": (("default",), "OIDC: use sasl_jaas_config with clientId and "
-                                              "clientSecret and "
-                                              "sasl.oauthbearer.token.endpoint.url"),
 }
 
 #: librdkafka key -> what to use (refused)
@@ -197,13 +201,6 @@ REFUSED = {
     "ssl.certificate.verify_cb": "pass an ssl.SSLContext as ssl_context",
     "https.ca.location": "the OAuth token endpoint is verified with the system's CAs",
     "https.ca.pem": "the OAuth token endpoint is verified with the system's CAs",
-    "sasl.oauthbearer.client.id": "put clientId in sasl_jaas_config (OAuthBearerLoginModule) with "
-                                  "sasl.oauthbearer.token.endpoint.url",
-    "sasl.oauthbearer.client.secret": "put clientSecret in sasl_jaas_config "
-                                      "(OAuthBearerLoginModule) with "
-                                      "sasl.oauthbearer.token.endpoint.url",
-    "sasl.oauthbearer.scope": "put scope in sasl_jaas_config (OAuthBearerLoginModule)",
-    "sasl.oauthbearer.extensions": "SASL extensions are not sent: use oauth_cb",
     "enable.sasl.oauthbearer.unsecure.jwt": "use sasl_jaas_config with OAuthBearerLoginModule "
                                             "and unsecuredLoginStringClaim_sub, or oauth_cb",
     "plugin.library.paths": "librdkafka plugins cannot be loaded: use interceptors=[...]",
@@ -212,8 +209,7 @@ REFUSED = {
     "partitioner_cb": "pass partitioner=callable(key, num_partitions, available_partitions)",
     "oauthbearer_token_refresh_cb": "pass oauth_cb",
 }
-for _k in ("sasl.oauthbearer.client.credentials.client.id",
-           "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.grant.type",
+for _k in ("sasl.oauthbearer.grant.type",
            "sasl.oauthbearer.assertion.algorithm", "sasl.oauthbearer.assertion.private.key.file",
            "sasl.oauthbearer.assertion.private.key.passphrase",
            "sasl.oauthbearer.assertion.private.key.pem", "sasl.oauthbearer.assertion.file",
@@ -223,8 +219,8 @@ for _k in ("sasl.oauthbearer.client.credentials.client.id",
            "sasl.oauthbearer.assertion.jwt.template.file",
            "sasl.oauthbearer.metadata.authentication.type", "sasl.oauthbearer.sub.claim.name"):
     REFUSED[_k] = ("the JWT-assertion and metadata OIDC logins are not available: use oauth_cb, "
-                   "or sasl_jaas_config with clientId/clientSecret and "
-                   "sasl.oauthbearer.token.endpoint.url")
+                   "or sasl.oauthbearer.method=oidc with sasl.oauthbearer.client.id / "
+                   ".client.secret and sasl.oauthbearer.token.endpoint.url")
 
 #: the topic-level properties default.topic.config may hold (librdkafka's topic table)
 TOPIC_KEYS = {"request.required.acks", "acks", "request.timeout.ms", "message.timeout.ms",

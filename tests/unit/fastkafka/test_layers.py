@@ -5,7 +5,8 @@ batches, codecs, CRC), ``fastkafka.protocol`` (the Kafka messages, the Produce c
 ``fastkafka._net`` (the I/O loop, connections, TLS, SASL, metadata), ``fastkafka._producer`` (the
 accumulator, the send path, the I/O thread, idempotence, transactions) and the API on top
 (``fastkafka.producer``, ``fastkafka.aio``, ``fastkafka.admin``, ``fastkafka.config``, ``fastkafka.compat``,
-``fastkafka.interceptors``, ``fastkafka.observability``, ``fastkafka.schema_registry``, ``fastkafka``,
+``fastkafka.interceptors``, ``fastkafka.observability``, ``fastkafka.schema_registry``,
+``fastkafka.aws`` (the import path of ``fastkafka._net.aws_iam``), ``fastkafka``,
 and ``fastkafka.otel``,
 ``fastkafka.prometheus``: the import paths users type for two modules of ``fastkafka.observability``).
 A module may import (or cimport) its own layer and the ones below, never one above: every import
@@ -35,7 +36,7 @@ def layer_of(dotted: str) -> str:
     return {"_wire": "wire", "protocol": "protocol", "_net": "net", "_producer": "producer",
             "producer": "api", "aio": "api", "admin": "api", "config": "api", "compat": "api",
             "interceptors": "api", "observability": "api", "otel": "api", "prometheus": "api",
-            "schema_registry": "api",
+            "schema_registry": "api", "aws": "api",
             "_habits": "api"}[top]
 
 

@@ -183,11 +183,15 @@ def test_oauth_token_provider_runs_its_coroutine_on_the_producers_loop():
         def extensions(self):
             return {"traceId": "x"}
 
-    async def refused():
-        with pytest.raises(fk.ConfigError, match="extensions"):
-            await _make(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
+    async def sent():
+        from fastkafka._net.sasl import SaslSettings
+
+        p = await _make(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
                         sasl_oauth_token_provider=WithExtensions())
-    run(refused)
+        extensions = SaslSettings(p._ap.config).extensions()
+        await p.stop()
+        return extensions
+    assert run(sent) == {"traceId": "x"}      # sent with the token, as aiokafka sends them
 
 
 @pytest.mark.parametrize("impl", CLASSES)
