@@ -231,8 +231,12 @@ def run_fastkafka(name: str, bootstrap: str, topic: str, cafile: str, codec: str
     delivered = m["records_sent"] - base["records_sent"] if not left else n - left
     if delivered_batch is not None:
         delivered = min(delivered, delivered_batch)
-    return {"seconds": elapsed, "cpu_s": cpu, "delivered": delivered, "errors": m["errors"] - base["errors"],
-            "warmup_records": partitions, "batches_sent": m["batches_sent"] - base["batches_sent"]}
+    out = {"seconds": elapsed, "cpu_s": cpu, "delivered": delivered, "errors": m["errors"] - base["errors"],
+           "warmup_records": partitions, "tls_data_path": m.get("tls_data_path")}
+    for k in ("batches_sent", "produce_requests", "gil_free_requests"):   # over the timed part
+        if isinstance(m.get(k), int):
+            out[k] = m[k] - base[k]
+    return out
 
 
 def run_confluent(bootstrap: str, topic: str, cafile: str, codec: str, values: list, keys: list) -> dict:
@@ -466,6 +470,23 @@ def summary_table(configs, results: dict, names: list[str]) -> tuple[list[str], 
     return lines, met
 
 
+def gil_line(configs, results: dict, names: list[str]) -> str:
+    """fastkafka's TLS data path and the share of its Produce requests sent on the GIL-free turn
+    (``metrics()``: ``tls_data_path``, ``gil_free_requests`` / ``produce_requests``), over SASL_SSL
+    and PLAINTEXT (``send()`` loops, every round of every configuration)."""
+    def share(name):
+        rs = [r for cfg in configs for r in results[cfg].get(name, []) if "failed" not in r]
+        req = sum(r.get("produce_requests", 0) for r in rs)
+        free = sum(r.get("gil_free_requests", 0) for r in rs)
+        return f"{free / req:.0%} of {req:,}" if req and any("gil_free_requests" in r for r in rs) else "n/a"
+
+    paths = sorted({str(r.get("tls_data_path")) for cfg in configs for n in names if CLIENTS[n][0] == "fastkafka"
+                    and CLIENTS[n][2] == LISTENER for r in results[cfg][n] if "failed" not in r})
+    return (f"fastkafka's TLS data path (`metrics()[\"tls_data_path\"]`): {', '.join(paths) or 'n/a'}; "
+            f"Produce requests sent on the GIL-free turn, `send()` loop: SASL_SSL {share('fk_send')}, "
+            f"PLAINTEXT {share('fk_plain')}.")
+
+
 def met_line(what: str, flags: list) -> str:
     if any(f is None for f in flags):
         return f"- {what}: not measured in every configuration (a client failed or was left out)"
@@ -516,6 +537,8 @@ def main(argv=None) -> int:
         return 0
     command = "python bench/cloud.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                            else sys.argv[1:]))
+    if os.environ.get("FASTKAFKA_KAFKA_DATA_ROOT"):
+        command = f"FASTKAFKA_KAFKA_DATA_ROOT={os.environ['FASTKAFKA_KAFKA_DATA_ROOT']} {command}"
     if args.quick:
         args.rounds, args.records, args.warmup_records = 1, 20_000, 5_000
         if args.configs == ",".join(DEFAULT_CONFIGS):
@@ -651,6 +674,7 @@ def report(args, configs, names, results, read_backs, command, date, load0, wall
               met_line("fastkafka above the Java producer (unkeyed send against the unkeyed tool)", met["java"]),
               met_line(f"fastkafka's CPU per record over SASL_SSL ≤ {TARGET_TLS_CPU}x its PLAINTEXT one",
                        met["tls"]), ""]
+    lines += [gil_line(configs, results, names), ""]
     lines += ["## Per configuration", ""]
     for cfg in configs:
         lines += config_table(cfg, results[cfg], names) + [""]
