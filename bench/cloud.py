@@ -432,6 +432,25 @@ def config_table(cfg, res: dict[str, list[dict]], names: list[str]) -> list[str]
     return lines
 
 
+SHORT = {"fk_send": "fastkafka `send()`", "fk_produce": "fastkafka `produce()`",
+         "fk_batch": "fastkafka `send_batch`", "ck": "confluent-kafka", "java": "Java (unkeyed)",
+         "fk_nokey": "fastkafka `send()` unkeyed", "fk_plain": "fastkafka `send()` PLAINTEXT"}
+
+
+def glance_table(configs, results: dict, names: list[str]) -> list[str]:
+    """Every configuration in one row: each client's median records/s and, in parentheses, its
+    median CPU µs per record (the Java one: the whole JVM's)."""
+    lines = ["| configuration | " + " | ".join(SHORT[n] for n in names) + " |",
+             "|---|" + "---:|" * len(names)]
+    for cfg in configs:
+        cells = []
+        for n in names:
+            rate, cpu = median_field(results[cfg][n], "rate"), median_field(results[cfg][n], "cpu_us")
+            cells.append("FAILED" if rate is None else f"{rate:,.0f} ({fmt(cpu, '.1f' if n == 'java' else '.2f')})")
+        lines.append(f"| {config_label(cfg)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _verdict(x: float | None, target: float, above: bool = True) -> str:
     if x is None:
         return "n/a"
@@ -674,7 +693,9 @@ def report(args, configs, names, results, read_backs, command, date, load0, wall
               met_line("fastkafka above the Java producer (unkeyed send against the unkeyed tool)", met["java"]),
               met_line(f"fastkafka's CPU per record over SASL_SSL ≤ {TARGET_TLS_CPU}x its PLAINTEXT one",
                        met["tls"]), ""]
-    lines += [gil_line(configs, results, names), ""]
+    lines += [gil_line(configs, results, names), "",
+              "Records/s (CPU µs per record), medians over the rounds:", ""]
+    lines += glance_table(configs, results, names) + [""]
     lines += ["## Per configuration", ""]
     for cfg in configs:
         lines += config_table(cfg, results[cfg], names) + [""]

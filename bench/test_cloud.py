@@ -117,3 +117,13 @@ def test_tiny_run_end_to_end(tmp_path):
         assert float(cells[4].replace(",", "")) > 0 and float(cells[5].rstrip("†")) > 0, ln
     password = os.environ.get(cloud.PASSWORD_ENV, "")
     assert password and password not in text   # the run's SCRAM password is in no result
+
+
+def test_glance_table_has_every_configuration_and_client():
+    cfgs = [("lz4", 6, 100), ("zstd", 100, 1000)]
+    res = {cfg: {n: _rounds(1000, 3000, cpu=2.0) for n in cloud.CLIENTS} for cfg in cfgs}
+    res[cfgs[1]]["java"] = [{"failed": "exit 1"}]
+    lines = cloud.glance_table(cfgs, res, list(cloud.CLIENTS))
+    assert len(lines) == 2 + len(cfgs)
+    assert lines[2].count("2,000 (2.00)") == len(cloud.CLIENTS) - 1 and "2,000 (2.0)" in lines[2]
+    assert lines[3].startswith("| zstd, 100 partitions, 1 KB values |") and "FAILED" in lines[3]
