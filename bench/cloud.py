@@ -2,7 +2,7 @@
 records, acks=all with idempotence; fastkafka against confluent-kafka and the Java producer on the
 same listener of the same broker.
 
-    python bench/cloud.py [--rounds 3] [--records 200000] [--configs lz4:6:100,zstd:100:1000,...]
+    python bench/cloud.py [--rounds 3] [--records 100000] [--configs lz4:6:100,zstd:100:1000,...]
                           [--warmup-records 100000] [--kafka-heap-mb 1024] [--quick] [--out FILE]
 
 One Apache Kafka node (``fastkafka_tools.apachekafka.KafkaCluster``, full JIT) for the whole run, with
@@ -46,7 +46,10 @@ topic's latest offsets before and after each child must differ by exactly the re
 warm-up records. In round 1 each configuration's topic is read back by confluent-kafka's consumer
 over SASL_SSL (CRC checks on): every record, the keyed ones with a key, the values of the right size.
 
-A run of all eight configurations, 3 rounds, takes about 10 minutes on the 2-core reference VM.
+A run of all eight configurations, 3 rounds, with ``--records 200000`` took 24 minutes on the
+2-core reference VM while other work kept its load average at 4-13 (the Java producer's 1 KB rows,
+at 4-7k records/s there, are the longest part); the default, 100,000, is sized for about 12
+minutes on that machine unloaded (an estimate: not timed on a quiet machine).
 ``--quick`` is a smoke run (one round, 20k records, two configurations, small warm-up).
 """
 from __future__ import annotations
@@ -531,10 +534,25 @@ def java_line() -> str:
     return line().replace("heap 1024 MiB", f"heap {JAVA_HEAP_MB} MiB")
 
 
+def command_line(args) -> str:
+    """The run's settings as the command that repeats it (the defaults spelled out, so that a
+    results file still says what ran after a default changes)."""
+    cmd = (f"python bench/cloud.py --rounds {args.rounds} --records {args.records} "
+           f"--warmup-records {args.warmup_records}")
+    if args.configs != ",".join(DEFAULT_CONFIGS):
+        cmd += f" --configs {shlex.quote(args.configs)}"
+    if args.only != ",".join(CLIENTS):
+        cmd += f" --only {shlex.quote(args.only)}"
+    if args.kafka_heap_mb != 1024:
+        cmd += f" --kafka-heap-mb {args.kafka_heap_mb}"
+    root = os.environ.get("FASTKAFKA_KAFKA_DATA_ROOT")
+    return f"FASTKAFKA_KAFKA_DATA_ROOT={root} {cmd}" if root else cmd
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--records", type=int, default=200_000,
+    ap.add_argument("--records", type=int, default=100_000,
                     help="records of 100-byte values per measurement (1 KB values: a quarter)")
     ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), help="CODEC:PARTITIONS:VALUE_BYTES,...")
     ap.add_argument("--only", default=",".join(CLIENTS), help="comma-separated clients")
@@ -554,14 +572,11 @@ def main(argv=None) -> int:
         print(result_line(child(name, bootstrap, topic, cafile, codec, payload, args.records, int(warmup),
                                 workdir)), flush=True)
         return 0
-    command = "python bench/cloud.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None
-                                                                           else sys.argv[1:]))
-    if os.environ.get("FASTKAFKA_KAFKA_DATA_ROOT"):
-        command = f"FASTKAFKA_KAFKA_DATA_ROOT={os.environ['FASTKAFKA_KAFKA_DATA_ROOT']} {command}"
     if args.quick:
         args.rounds, args.records, args.warmup_records = 1, 20_000, 5_000
         if args.configs == ",".join(DEFAULT_CONFIGS):
             args.configs = ",".join(QUICK_CONFIGS)
+    command = command_line(args)
     configs = parse_configs(args.configs)
     names = [n for n in args.only.split(",") if n]
     for n in names:

@@ -108,7 +108,8 @@ def test_tiny_run_end_to_end(tmp_path):
     text = out.read_text()
     assert "FAILED" not in text and "MISMATCH" not in text, text
     assert "lz4, 6 partitions, 100 B values: read" in text and ": ok" in text
-    assert "python bench/cloud.py --configs lz4:6:100" in text and "load average" in text
+    assert ("python bench/cloud.py --rounds 1 --records 3000 --warmup-records 0 --configs lz4:6:100" in text
+            and "load average" in text)
     start = text.index("### lz4, 6 partitions, 100 B values")
     rows = [ln for ln in text[start:].splitlines()[4:] if ln.startswith("| ")]
     assert len(rows) == len(cloud.CLIENTS)
