@@ -182,6 +182,18 @@ def describe_handshake_error(e: BaseException, where: str, check_hostname: bool)
     return TlsError(f"TLS handshake with {where} failed: {type(e).__name__}: {e}")
 
 
+def describe_data_error(e: BaseException, where: str) -> KafkaError:
+    """The typed error for an exception raised by the TLS layer after the handshake (the data
+    phase, with or without the GIL): a TlsError, retried like a disconnect."""
+    if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+        return TlsError(f"{where} closed the TLS connection")
+    if isinstance(e, ssl.SSLError):
+        return TlsError(f"TLS data from {where} could not be read: {_ssl_reason(e)} (a record "
+                        f"that does not decrypt or a TLS alert; the connection is closed and "
+                        f"its requests retried)")
+    return TlsError(f"TLS connection to {where} failed: {type(e).__name__}: {e}")
+
+
 class TlsSession:
     """The TLS state of one connection: an SSLObject between two memory BIOs, the ciphertext not yet
     on the socket and the tokens of requests whose last plaintext byte is in that ciphertext."""
