@@ -205,7 +205,7 @@ def _tls_close(NetworkClient self, Connection conn, int64_t now, error):
     from fastkafka._net.tls import describe_data_error, describe_handshake_error
     where = f"node {conn.node_id} ({conn.host}:{conn.port})"
     if conn._tls is not None and conn._tls.established:
-        exc = describe_data_error(error, where)     # after the handshake: retried as a disconnect
+        exc = describe_data_error(error, where, bool(conn._tls.check_hostname))
     else:
         exc = describe_handshake_error(error, where, bool(conn._tls and conn._tls.check_hostname))
     if exc.retriable:

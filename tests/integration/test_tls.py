@@ -172,11 +172,9 @@ def test_kafka_tls_both_data_paths_carry_small_and_large_records(tls_kafka, pki,
 
 def test_kafka_tls_batches_go_without_the_gil_and_read_back_exactly_once_in_order(tls_kafka, pki):
     """On the OpenSSL-direct data phase the I/O thread's GIL-free turn encrypts and writes the
-    steady state's Produce requests and reads and decrypts their answers: its counters grow, a
-    linger deadline is met while the application holds the GIL, and confluent-kafka reads every
-    record back over TLS once, in order, at the offset its future reported."""
-    from fastkafka._producer.testing import hold_gil
-
+    steady state's Produce requests and reads and decrypts their answers: its counters grow, and
+    confluent-kafka reads every record back over TLS once, in order, at the offset its future
+    reported."""
     topic = unique_name("tls-gilfree")
     tls_kafka.create_topic(topic, 3)
     bootstrap = tls_kafka.bootstrap_for("SSL")
@@ -188,12 +186,7 @@ def test_kafka_tls_batches_go_without_the_gil_and_read_back_exactly_once_in_orde
             futs.append(p.send(topic, sent[-1][1], partition=part))
         for f in futs:
             f.get(timeout=60)
-        time.sleep(0.1)
         before = p.metrics()
-        held = (len(sent) % 3, b"held")
-        sent.append(held)
-        futs.append(p.send(topic, held[1], partition=held[0]))
-        assert hold_gil(p._client, 300) == 1  # sent while this thread held the GIL
         for w in range(30):                    # send() in waves: linger deadlines in the wait
             for i in range(100):
                 v = b"w%02d-%04d" % (w, i) + b"x" * (i % 200)
@@ -213,6 +206,9 @@ def test_kafka_tls_batches_go_without_the_gil_and_read_back_exactly_once_in_orde
     assert pipes and all(pipe is not None for pipe in pipes)
     assert m["tls_data_path"] == "openssl_direct"
     assert m["gil_free_requests"] - before["gil_free_requests"] >= 10, m
+    # most of the steady state's requests, not a few
+    assert (m["gil_free_requests"] - before["gil_free_requests"]
+            >= (m["produce_requests"] - before["produce_requests"]) // 2), m
     assert m["gil_free_answers"] - before["gil_free_answers"] >= 10, m
     assert m["io_gil_free_turns"] - before["io_gil_free_turns"] >= 10, m
     assert m["errors"] == 0
