@@ -5,7 +5,7 @@ offset its future reported; a corrupted record is a typed, retried TlsError, nev
 
 One Kafka node (one JVM) with an SSL listener that advertises a proxy on 127.0.0.1 (so every
 connection of the producer goes through it); the proxy passes bytes through, cuts connections after
-a random 20-300 KB, or flips one byte of the last TLS application-data record it forwards after the
+a random 150-600 KB (time for GIL-free turns between cuts), or flips one byte of the last TLS application-data record it forwards after the
 broker's first 30 (past the handshake and the first answers; the record's authentication tag: it
 cannot decrypt).
 """
@@ -33,7 +33,7 @@ APPLICATION_DATA = 23
 
 class TlsFaultProxy:
     """A TCP proxy in front of one TLS listener. ``mode``: "pass", "cut" (close both sides after a
-    random 20-300 KB) or "corrupt" (flip a byte of a broker's application-data record on up to
+    random ``low``-``high`` bytes) or "corrupt" (flip a byte of a broker's application-data record on up to
     ``corruptions`` connections)."""
 
     def __init__(self, target_port: int, seed: int = 11):
@@ -42,6 +42,7 @@ class TlsFaultProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.mode = "pass"
+        self.low, self.high = 150_000, 600_000     # "cut": bytes a connection carries
         self.cuts = 0
         self.corrupted = 0
         self.corruptions = 0
@@ -65,7 +66,7 @@ class TlsFaultProxy:
                 continue
             upstream.settimeout(None)
             self._socks |= {client, upstream}
-            state = {"budget": self.rng.randint(20_000, 300_000), "closed": False,
+            state = {"budget": self.rng.randint(self.low, self.high), "closed": False,
                      "corrupt": False}
             with self._lock:
                 if self.mode == "corrupt" and self.corrupted < self.corruptions:
@@ -170,7 +171,7 @@ def proxied_tls_kafka(pki):
         proxy.stop()
 
 
-def _stream(p, topic, n, pause_every=500):
+def _stream(p, topic, n, pause_every=100):
     sent = []
     for i in range(n):
         v = b"%08d" % i + b"x" * 92
@@ -214,9 +215,10 @@ def test_tls_idempotent_stream_through_random_cuts_exactly_once_in_order(proxied
             m = p.metrics()
     finally:
         proxy.mode = "pass"       # the independent reader goes through the proxy, uncut
-    assert proxy.cuts - cuts >= 5, f"the proxy cut only {proxy.cuts - cuts} connections"
-    assert m["net_disconnects"] >= 5
-    assert m["gil_free_requests"] > 0 and m["gil_free_answers"] > 0, m
+    assert proxy.cuts - cuts >= 3, f"the proxy cut only {proxy.cuts - cuts} connections"
+    assert m["net_disconnects"] >= 3
+    # between the cuts the steady state went without the GIL, requests and answers
+    assert m["gil_free_requests"] >= 10 and m["gil_free_answers"] >= 10, m
     _check_exactly_once_in_order(bootstrap, pki, topic, 3, n, mds)
 
 
@@ -235,7 +237,7 @@ def test_tls_corrupted_record_is_a_typed_retried_error(proxied_tls_kafka, pki, c
     try:
         with Producer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=pki.ca,
                       **FAST) as p:
-            futs = _stream(p, topic, n, pause_every=200)
+            futs = _stream(p, topic, n)
             assert p.flush(120) == 0
             mds = [f.get(1) for f in futs]
             m = p.metrics()
@@ -249,5 +251,5 @@ def test_tls_corrupted_record_is_a_typed_retried_error(proxied_tls_kafka, pki, c
     text = str(errors[0])
     assert f"127.0.0.1:{proxy.port}" in text and "could not be read" in text, text
     assert m["net_disconnects"] >= 1
-    assert m["gil_free_requests"] > 0, m
+    assert m["gil_free_requests"] >= 10, m     # the stream around it went without the GIL
     _check_exactly_once_in_order(bootstrap, pki, topic, 3, n, mds)
