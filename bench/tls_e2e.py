@@ -112,7 +112,8 @@ def main(argv=None) -> int:
 
     probe = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(),
                                                   server_hostname="probe")
-    data_path = ("`TlsPipe` (OpenSSL calls on the I/O thread with the GIL held)"
+    data_path = ("`TlsPipe` (OpenSSL calls on the I/O thread: with the GIL held on its GIL turn, "
+                 "without it on its GIL-free turn)"
                  if TlsPipe.attach(probe) is not None else
                  "`ssl.SSLObject` read/write (TlsPipe not available in this Python)")
 

@@ -148,6 +148,11 @@ def _ssl_reason(e: BaseException) -> str:
     return text or str(e)
 
 
+# TLS alerts by which a broker refuses the client's certificate (retrying does not fix them).
+_AUTH_ALERTS = ("certificate required", "bad certificate", "unknown ca", "certificate unknown",
+                "access denied")
+
+
 def describe_handshake_error(e: BaseException, where: str, check_hostname: bool) -> KafkaError:
     """The typed error for an exception raised by the TLS layer while connecting to ``where``
     ("node 1 (127.0.0.1:9093)")."""
@@ -179,10 +184,6 @@ def describe_handshake_error(e: BaseException, where: str, check_hostname: bool)
         return TlsError(f"TLS handshake with {where} failed: "
                         f"{os.strerror(e.errno).lower() if e.errno else e}")
     return TlsError(f"TLS handshake with {where} failed: {type(e).__name__}: {e}")
-
-
-_AUTH_ALERTS = ("certificate required", "bad certificate", "unknown ca", "certificate unknown",
-                "access denied")
 
 
 def describe_data_error(e: BaseException, where: str, check_hostname: bool) -> KafkaError:
