@@ -11,8 +11,10 @@ offsets (every record must be stored).
     python bench/tls_e2e.py --out bench/results/tls.md
 
 Rows: fastkafka ``send()`` loop and ``send_batch(list)`` over TLS, confluent-kafka's ``produce()``
-loop over TLS; the same fastkafka ``send()`` and confluent-kafka loops over PLAINTEXT for the cost of
-TLS itself.
+loop over TLS; the same fastkafka ``send()``, ``send_batch`` and confluent-kafka loops over PLAINTEXT
+for the cost of TLS itself. fastkafka's rows also give the process's CPU time per record (all its
+threads, ``time.process_time``) and the share of its Produce requests the I/O thread's GIL-free turn
+sent; the TLS / plaintext ratio of that CPU per record, paired by round, closes the table.
 """
 from __future__ import annotations
 
@@ -110,7 +112,8 @@ def main(argv=None) -> int:
 
     probe = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(),
                                                   server_hostname="probe")
-    data_path = ("`TlsPipe` (OpenSSL calls on the I/O thread with the GIL held)"
+    data_path = ("`TlsPipe` (OpenSSL calls on the I/O thread: with the GIL held on its GIL turn, "
+                 "without it on its GIL-free turn)"
                  if TlsPipe.attach(probe) is not None else
                  "`ssl.SSLObject` read/write (TlsPipe not available in this Python)")
 
@@ -129,8 +132,8 @@ def main(argv=None) -> int:
         "own process, rounds interleaved; records counted from the broker's offsets.",
         f"fastkafka's TLS data path: {data_path}.",
         "",
-        "| client | variant | listener | median records/s | median MB/s | vs confluent-kafka on the same listener | rounds (records/s) |",
-        "|---|---|---|---:|---:|---:|---|",
+        "| client | variant | listener | median records/s | median MB/s | vs confluent-kafka on the same listener | CPU µs/record (median) | GIL-free requests | rounds (records/s) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for n in names:
         client, variant, listener = MEASUREMENTS[n]
@@ -138,14 +141,28 @@ def main(argv=None) -> int:
         rounds = ", ".join(f"{r['rate']:,.0f}" if "failed" not in r else f"failed ({r['failed']})"
                            for r in results[n])
         m = med[n]
+        cpu = median_field(results[n], "cpu_us_per_record")
+        ok = [r for r in results[n] if "failed" not in r and r.get("produce_requests")]
+        share = (f"{sum(r['gil_free_requests'] for r in ok) / sum(r['produce_requests'] for r in ok):.0%}"
+                 if ok else "-")
         lines.append(f"| {'**fastkafka**' if client == 'fastkafka' else client} | {variant} | {listener} | "
                      f"{f'{m:,.0f}' if m else '-'} | {f'{m * args.size / 1e6:,.1f}' if m else '-'} | "
-                     f"{ratio(m, peer)} | {rounds} |")
+                     f"{ratio(m, peer)} | {f'{cpu:.2f}' if cpu else '-'} | {share} | {rounds} |")
     if med.get("fk_send_tls") and med.get("fk_send_plain"):
         lines += ["", f"TLS costs fastkafka's `send()` loop {1 - med['fk_send_tls'] / med['fk_send_plain']:.0%} "
                       f"of its plaintext rate here"
                   + (f"; confluent-kafka {1 - med['ck_tls'] / med['ck_plain']:.0%}."
                      if med.get("ck_tls") and med.get("ck_plain") else ".")]
+    lines.append("")
+    for tls_name, plain_name, what in (("fk_send_tls", "fk_send_plain", "`send()`"),
+                                       ("fk_batch_tls", "fk_batch_plain", "`send_batch`")):
+        pairs = [(a["cpu_us_per_record"] / b["cpu_us_per_record"])
+                 for a, b in zip(results.get(tls_name, []), results.get(plain_name, []))
+                 if "failed" not in a and "failed" not in b]
+        if pairs:
+            pairs_text = ", ".join(f"{x:.2f}" for x in pairs)
+            lines.append(f"fastkafka {what}: CPU per record over TLS / plaintext, paired by round: "
+                         f"median **{sorted(pairs)[len(pairs) // 2]:.2f}x** ({pairs_text}).")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

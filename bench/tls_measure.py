@@ -16,6 +16,7 @@ MEASUREMENTS = {
     "fk_batch_tls": ("fastkafka", "`send_batch(list)`", "SSL"),
     "ck_tls": ("confluent-kafka", "`produce()` loop", "SSL"),
     "fk_send_plain": ("fastkafka", "`send()` loop", "PLAINTEXT"),
+    "fk_batch_plain": ("fastkafka", "`send_batch(list)`", "PLAINTEXT"),
     "ck_plain": ("confluent-kafka", "`produce()` loop", "PLAINTEXT"),
 }
 
@@ -31,7 +32,9 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, tls: dict
 
     p = Producer(bootstrap_servers=bootstrap, linger_ms=LINGER_MS, **tls)
     p.send(topic, b"warm-up").get(timeout=30)
-    base = p.metrics()["records_sent"]
+    m0 = p.metrics()
+    base = m0["records_sent"]
+    c0 = time.process_time()          # the whole process: application and I/O threads
     t0 = time.perf_counter()
     if mode == "send":
         send = p.send
@@ -42,9 +45,14 @@ def run_fastkafka(bootstrap: str, topic: str, values: list, mode: str, tls: dict
             p.send_batch(topic, values[i:i + CHUNK])
     p.flush()
     elapsed = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     m = p.metrics()
     p.close()
-    return {"seconds": elapsed, "delivered": m["records_sent"] - base, "errors": m["errors"]}
+    delivered = m["records_sent"] - base
+    return {"seconds": elapsed, "delivered": delivered, "errors": m["errors"], "cpu_seconds": cpu,
+            "cpu_us_per_record": cpu * 1e6 / max(delivered, 1),
+            "gil_free_requests": m["gil_free_requests"] - m0["gil_free_requests"],
+            "produce_requests": m["produce_requests"] - m0["produce_requests"]}
 
 
 def run_confluent(bootstrap: str, topic: str, values: list, tls: dict) -> dict:

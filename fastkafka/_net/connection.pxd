@@ -14,7 +14,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.sampled cimport NodeSampled
-from fastkafka._net.transport cimport FrameReader, SendQueue, SendQueueCore
+from fastkafka._net.transport cimport (FrameReader, SendQueue, SendQueueCore, TlsCore,
+                                      tls_out_pending_c)
 
 cdef enum:
     # Connection.status (the State enum's values)
@@ -46,7 +47,7 @@ cdef class InFlightRequest:
 
 
 cdef enum:
-    # conn_write_c(): the connection cannot be written without the GIL (not READY, no socket, TLS)
+    # conn_write_c(): the connection cannot be written without the GIL (conn_gil_free_c is false)
     CONN_WRITE_REFUSED = -1000000
 
 
@@ -80,7 +81,7 @@ cdef struct InFlightEntry:
 cdef struct ConnCore:
     int status                 # DISCONNECTED / CONNECTING / HANDSHAKE / READY
     int fd                     # the socket's descriptor while there is one, else -1
-    bint tls                   # a TLS session is attached (GIL-free writes: plaintext only)
+    bint tls                   # a TLS session is attached (GIL-free: only with ``tlsd``)
     int unacked_writes         # requests expecting no response, not yet fully written
     int64_t throttle_until_ms  # broker quota (KIP-219)
     int64_t reauth_at_ms       # SASL session: no new requests from then on
@@ -92,6 +93,10 @@ cdef struct ConnCore:
     Py_ssize_t ring_head
     Py_ssize_t ring_len
     NodeSampled *nm            # its node's windowed statistics (set by the network client), or NULL
+    # The TLS data phase's C core (its TlsPipe's), set only while the connection is in the
+    # GIL-free turn's table (GilFreeTurn.prepare_c to collect_c; cleared by set_tls_c), NULL
+    # otherwise and for the ssl module's fallback (no TlsPipe): see conn_gil_free_c.
+    TlsCore *tlsd
 
 
 # The i-th request in flight (0: the oldest); i < c.ring_len.
@@ -108,10 +113,12 @@ cdef inline InFlightEntry *conn_entry_c(const ConnCore *c, Py_ssize_t i) noexcep
 cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now, int16_t version,
                                 PyObject **batches, Py_ssize_t nbatches, char *glue,
                                 const Segment *segs, Py_ssize_t nsegs) noexcept nogil
-# Without the GIL. Write the send queue (writev) of a READY plaintext connection: the bytes
-# written (0: the socket takes nothing now), -errno for a socket error (the GIL path closes the
-# connection: its next write fails the same way, or its read sees the close), or
-# CONN_WRITE_REFUSED (not READY, no socket, or TLS).
+# Without the GIL. Write the send queue of a connection conn_gil_free_c() allows: plaintext with
+# writev; TLS (tlsd) encrypted by tls_write_c, its ciphertext written as far as the socket takes it.
+# The bytes written (TLS: encrypted; 0: the socket takes nothing now; what is left is
+# conn_unwritten_c()), -errno for a socket error (the GIL path closes the connection: its next
+# write fails the same way, or its read sees the close), TLS_FAILED (kept in the TlsCore; the GIL
+# turn's next write raises it typed), or CONN_WRITE_REFUSED (conn_gil_free_c() is false).
 # thread: io · lock: none · gil: any
 cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil
 # A frame's big-endian int32 at ``p`` (its correlation id at offset 0).
@@ -119,6 +126,22 @@ cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil
 cdef inline int32_t be32_c(const char *p) noexcept nogil:
     cdef const unsigned char *u = <const unsigned char *>p
     return <int32_t>((<uint32_t>u[0] << 24) | (<uint32_t>u[1] << 16) | (<uint32_t>u[2] << 8) | u[3])
+
+
+# The one predicate of what may be written and read without the GIL (the GIL-free turn's table,
+# conn_write_c): a READY connection with a socket and a send queue, plaintext, or TLS through the
+# OpenSSL-direct data phase (tlsd set: a TlsPipe, owned by the GIL-free turn while set). The ssl
+# module's fallback (no TlsPipe), handshakes and connection set-up stay on the GIL turn.
+# thread: io · lock: none · gil: any
+cdef inline bint conn_gil_free_c(const ConnCore *c) noexcept nogil:
+    return c.status == READY and c.fd >= 0 and c.sq != NULL and (not c.tls or c.tlsd != NULL)
+
+
+# Bytes queued but not yet on the socket: the send queue's, and, over TLS, ciphertext the pipe
+# holds (the GIL turn writes them once the socket takes them).
+# thread: io · lock: none · gil: any
+cdef inline bint conn_unwritten_c(ConnCore *c) noexcept nogil:
+    return c.sq.head != c.sq.tail or (c.tlsd != NULL and tls_out_pending_c(c.tlsd))
 
 
 # Without the GIL: requests in flight (the ring and unacked writes), as in_flight_count_c().

@@ -25,7 +25,7 @@ from libc.stdlib cimport free, malloc
 from fastkafka._net.clock cimport monotonic_us
 from fastkafka._wire.segment cimport Segment
 from fastkafka._net.transport cimport (SendQueue, SendQueueCore, sq_clear_c, sq_push_raw_c,
-                                        sq_reserve_c, sq_write_c)
+                                        sq_reserve_c, sq_write_c, tls_write_c)
 
 from fastkafka.protocol.produce_codec cimport ProduceCodec, decode_frame
 
@@ -164,8 +164,10 @@ cdef int conn_produce_enqueue_c(ConnCore *c, int32_t correlation_id, int64_t now
 
 # thread: io · lock: none · gil: any
 cdef Py_ssize_t conn_write_c(ConnCore *c) noexcept nogil:
-    if c.status != READY or c.fd < 0 or c.tls or c.sq == NULL:
+    if not conn_gil_free_c(c):
         return CONN_WRITE_REFUSED
+    if c.tlsd != NULL:
+        return tls_write_c(c.tlsd, c.sq, c.fd)
     return sq_write_c(c.sq, c.fd)
 
 
@@ -199,6 +201,7 @@ cdef class Connection:
         self.st.status = DISCONNECTED
         self.st.fd = -1
         self.st.tls = False
+        self.st.tlsd = NULL
         self.st.unacked_writes = 0
         self.st.throttle_until_ms = self.st.reauth_at_ms = self.st.last_activity_ms = 0
         self.st.produce_version = -1
@@ -312,6 +315,7 @@ cdef class Connection:
     cdef int set_tls_c(self, object tls) except -1:
         self._tls = tls
         self.st.tls = tls is not None
+        self.st.tlsd = NULL          # the GIL-free turn's table sets it again (prepare_c)
         return 0
 
     @property

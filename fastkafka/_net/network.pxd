@@ -37,14 +37,16 @@ cdef enum:
     PRODUCE_NO_MEMORY = -1000001
 
 
-# With or without the GIL: queue a Produce request of batches on a READY connection and, when it
-# is plaintext, write it. The caller took ``correlation_id`` from next_correlation_c(n) and encoded
-# it in ``glue``; the segments (glue and batch buffers, in order) are the whole request, size
-# prefix included. Returns the bytes written now (0: the socket takes nothing now; the rest waits
-# on the send queue: the GIL turn writes it, so go back to it, or ask for write readiness, while
-# c.sq.head != c.sq.tail), PRODUCE_NO_MEMORY (nothing changed), or conn_write_c()'s negative codes
-# (queued; CONN_WRITE_REFUSED for TLS, which the GIL turn writes; on a socket error the GIL turn's
-# next write or read of this connection closes it).
+# With or without the GIL: queue a Produce request of batches on a READY connection and, when
+# conn_gil_free_c allows (plaintext; TLS while the GIL-free turn's table holds it), write it. The
+# caller took ``correlation_id`` from next_correlation_c(n) and encoded it in ``glue``; the
+# segments (glue and batch buffers, in order) are the whole request, size prefix included. Returns
+# the bytes written now (0: the socket takes nothing now; the rest waits on the send queue or, over
+# TLS, as ciphertext: the GIL turn writes it, so go back to it, or ask for write readiness, while
+# conn_unwritten_c(c)), PRODUCE_NO_MEMORY (nothing changed), or conn_write_c()'s negative codes
+# (queued; CONN_WRITE_REFUSED where the GIL turn writes (TLS outside the table, the ssl module's
+# fallback); TLS_FAILED, which the GIL turn's next write raises typed; on a socket error the GIL
+# turn's next write or read of this connection closes it).
 # thread: io · lock: none · gil: any
 cdef inline Py_ssize_t produce_send_c(NetCore *n, ConnCore *c, int32_t correlation_id, int64_t now,
                                       int16_t version, PyObject **batches, Py_ssize_t nbatches,

@@ -196,13 +196,18 @@ def _tls_handshake(NetworkClient self, Connection conn, int64_t now):
         self.update_interest(conn)
 
 def _tls_close(NetworkClient self, Connection conn, int64_t now, error):
-    """Close ``conn`` after a TLS failure, with its typed error. One that retrying does not fix
+    """Close ``conn`` after a TLS failure, with its typed error. After the handshake (a record that
+    does not decrypt, an alert, a close in the middle of a record) a TlsError, retried like a
+    disconnect. During the handshake, one that retrying does not fix
     (an untrusted certificate, a client certificate refused: TlsAuthenticationError) is an
     authentication failure: the node is retried only after reconnect_backoff_max_ms, and
     metadata waits, admin requests and the records queued for that node fail with it at once."""
-    from fastkafka._net.tls import describe_handshake_error
+    from fastkafka._net.tls import describe_data_error, describe_handshake_error
     where = f"node {conn.node_id} ({conn.host}:{conn.port})"
-    exc = describe_handshake_error(error, where, bool(conn._tls and conn._tls.check_hostname))
+    if conn._tls is not None and conn._tls.established:
+        exc = describe_data_error(error, where, bool(conn._tls.check_hostname))
+    else:
+        exc = describe_handshake_error(error, where, bool(conn._tls and conn._tls.check_hostname))
     if exc.retriable:
         self._close(conn, now, exc)
     else:

@@ -148,6 +148,11 @@ def _ssl_reason(e: BaseException) -> str:
     return text or str(e)
 
 
+# TLS alerts by which a broker refuses the client's certificate (retrying does not fix them).
+_AUTH_ALERTS = ("certificate required", "bad certificate", "unknown ca", "certificate unknown",
+                "access denied")
+
+
 def describe_handshake_error(e: BaseException, where: str, check_hostname: bool) -> KafkaError:
     """The typed error for an exception raised by the TLS layer while connecting to ``where``
     ("node 1 (127.0.0.1:9093)")."""
@@ -168,8 +173,7 @@ def describe_handshake_error(e: BaseException, where: str, check_hostname: bool)
         reason = _ssl_reason(e)
         text = f"TLS handshake with {where} failed: {reason}"
         low = reason.lower()
-        if any(alert in low for alert in ("certificate required", "bad certificate", "unknown ca",
-                                          "certificate unknown", "access denied")):
+        if any(alert in low for alert in _AUTH_ALERTS):
             text += (" (the broker refused the client: it requires a client certificate that it "
                      "trusts; set ssl_certfile and ssl_keyfile)")
         elif "wrong version number" in low or "record layer failure" in low or "packet length" in low:
@@ -180,6 +184,23 @@ def describe_handshake_error(e: BaseException, where: str, check_hostname: bool)
         return TlsError(f"TLS handshake with {where} failed: "
                         f"{os.strerror(e.errno).lower() if e.errno else e}")
     return TlsError(f"TLS handshake with {where} failed: {type(e).__name__}: {e}")
+
+
+def describe_data_error(e: BaseException, where: str, check_hostname: bool) -> KafkaError:
+    """The typed error for an exception raised by the TLS layer after the client's side of the
+    handshake (the data phase, with or without the GIL): a TlsError, retried like a disconnect;
+    but a broker's alert refusing the client's certificate, which TLS 1.3 delivers after the
+    client has finished its handshake, is the handshake's TlsAuthenticationError."""
+    if isinstance(e, ssl.SSLError) and not isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+        if any(alert in _ssl_reason(e).lower() for alert in _AUTH_ALERTS):
+            return describe_handshake_error(e, where, check_hostname)
+    if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+        return TlsError(f"{where} closed the TLS connection")
+    if isinstance(e, ssl.SSLError):
+        return TlsError(f"TLS data from {where} could not be read: {_ssl_reason(e)} (a record "
+                        f"that does not decrypt or a TLS alert; the connection is closed and "
+                        f"its requests retried)")
+    return TlsError(f"TLS connection to {where} failed: {type(e).__name__}: {e}")
 
 
 class TlsSession:

@@ -107,18 +107,55 @@ cdef class FrameReader:
     cdef bint next_frame_c(self, const char **frame, Py_ssize_t *size) except -1
 
 
+# The TLS data phase's state as C memory (TlsPipe.c), reachable without the GIL: the SSL object
+# (owned by the ssl.SSLObject the TlsPipe keeps alive), its two memory BIOs, the ciphertext not yet
+# on the socket and the failure a turn without the GIL met, kept for the GIL turn to report.
+# Who may use it when: docs/internals.md, "TLS on the GIL-free turn". One thread at a time, always
+# the I/O thread: the GIL turn, or (while the connection is in the GIL-free turn's table,
+# ConnCore.tlsd set) the GIL-free turn inside the GIL turn's wait.
+cdef struct TlsCore:
+    void *ssl
+    void *wbio
+    void *rbio
+    char *out                  # ciphertext not yet on the socket: out[out_off:out_len] (libc)
+    Py_ssize_t out_cap
+    Py_ssize_t out_len
+    Py_ssize_t out_off
+    char *stage                # small plaintext buffers gathered for one SSL_write
+    char *rbuf                 # ciphertext read from the socket
+    long long bytes_in
+    int failed                 # SSL_get_error code of a failure met without the GIL (0: none)
+    unsigned long failed_err   # its last OpenSSL error code (ERR_get_error), 0 when none
+    bint closed                # the peer's close_notify (or end of stream) seen without the GIL
+
+cdef enum:
+    # tls_fill_c() results besides 0, RD_EOF, -errno and the reader's codes
+    TLS_FAILED = -1000010      # an SSL failure, kept in TlsCore.failed for the GIL turn to report
+    TLS_HAND_BACK = -1000011   # not a failure, but the GIL turn must go on (post-handshake output
+                               # to write, a want-write)
+
+# Without the GIL. Ciphertext waits to be written (in the pipe or the SSL object's outgoing BIO).
+# thread: io · lock: none · gil: any
+cdef bint tls_out_pending_c(TlsCore *t) noexcept nogil
+# Encrypt every queued segment of ``q`` (as if written: sq_consume_c) into ciphertext held by the
+# pipe, then write the ciphertext to the non-blocking ``fd`` as far as it takes it. Returns the
+# plaintext bytes encrypted (ciphertext may still wait: tls_out_pending_c), -errno for a socket
+# error, TLS_FAILED (kept in t.failed; the rest stays queued), or RD_NO_MEMORY.
+# thread: io · lock: none · gil: any
+cdef Py_ssize_t tls_write_c(TlsCore *t, SendQueueCore *q, int fd) noexcept nogil
+# Read what the non-blocking ``fd`` has, decrypt it into ``rd`` (frames are not consumed): 0 (all
+# decrypted, nothing to write back), RD_EOF, -errno, RD_NO_MEMORY, TLS_FAILED (a close_notify or
+# an SSL failure, kept in ``t`` for the GIL turn), TLS_HAND_BACK.
+# thread: io · lock: none · gil: any
+cdef Py_ssize_t tls_fill_c(TlsCore *t, ReaderCore *rd, int fd) noexcept nogil
+
+
 cdef class TlsPipe:
-    cdef void *_ssl
-    cdef void *_wbio
-    cdef void *_rbio
+    cdef TlsCore c              # reach it without the GIL through &pipe.c, taken with the GIL
     cdef object _keep           # the SSLObject: owns the SSL object and both memory BIOs
-    cdef char *_out             # ciphertext not yet on the socket: _out[_out_off:_out_len]
-    cdef Py_ssize_t _out_cap, _out_len, _out_off
-    cdef char *_stage           # small plaintext buffers gathered for one SSL_write
-    cdef char *_rbuf            # ciphertext read from the socket
-    cdef readonly long long bytes_in
 
     cdef int _out_reserve(self, Py_ssize_t more) except -1
     cdef int _take_ciphertext(self) except -1
     cdef int _ssl_write(self, const char *buf, Py_ssize_t n) except -1
+    cdef int _raise_failed(self) except -1
     cdef bint _decrypt(self, FrameReader fr, reader, list frames) except -1

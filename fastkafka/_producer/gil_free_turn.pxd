@@ -55,12 +55,13 @@ cdef class GilFreeTurn:
     cdef RecordAccumulator acc
     cdef NetworkClient client
     cdef ProduceRequestBuilder builder
-    cdef list _conns                   # the table's connections, kept alive while it is set
+    cdef list _conns                   # the table's connections (and TLS pipes), kept alive while it is set
     cdef readonly int64_t turns_sent   # requests sent by GIL-free turns (for metrics and tests)
     cdef readonly int64_t answers_read # their answers read and matched by GIL-free turns
 
     cdef int init_c(self, RecordAccumulator acc, NetworkClient client, object config,
                     ProduceRequestBuilder builder) except -1
+    cdef int _untable_c(self) except -1
     cdef bint prepare_c(self, int64_t now) except -1
     cdef void *ctx_c(self) noexcept
     cdef int64_t *gil_deadline_c(self) noexcept

@@ -3,8 +3,10 @@
 wait: it reads all-success answers, drains what may go without the GIL (``drain_c`` in its
 GIL-free mode) and sends it (``produce_request_c`` of :mod:`fastkafka._producer.produce_request`,
 the one request builder of both turns), then says how long to wait. Everything the GIL turn must
-do (retries, splits, errors, metadata, connection set-up, TLS, batches of a codec not compressed in
-C) ends the wait.
+do (retries, splits, errors, metadata, connection set-up, TLS handshakes and the ssl module's
+fallback, batches of a codec not compressed in C) ends the wait. TLS connections on the
+OpenSSL-direct data phase (a TlsPipe) are in its table like plaintext ones: their requests are
+encrypted and written, their answers read and decrypted here (``conn_write_c``, ``tls_fill_c``).
 
 How and why: docs/internals.md, "The I/O thread and the GIL: the GIL-free turn".
 """
@@ -19,12 +21,14 @@ from fastkafka._producer.accumulator cimport (DrainedBatch, NodeSlot, QueueState
                                               scan_c)
 from fastkafka._producer.produce_request cimport ProduceRequestBuilder, produce_request_c
 from fastkafka._net.clock cimport ms_since_us
-from fastkafka._net.connection cimport (READY, ConnCore, Connection, InFlightEntry, be32_c,
-                                        conn_entry_c, conn_room_c)
+from fastkafka._net.connection cimport (ConnCore, Connection, InFlightEntry, be32_c,
+                                        conn_entry_c, conn_gil_free_c, conn_room_c,
+                                        conn_unwritten_c)
 from fastkafka._net.ioloop cimport EPOLLIN, epoll_event
 from fastkafka._net.network cimport NetworkClient
 from fastkafka._net.sampled cimport ProducerSampled, sampled_record_c
-from fastkafka._net.transport cimport ReaderCore, rd_consume_c, rd_fill_c, rd_peek_c
+from fastkafka._net.transport cimport (ReaderCore, TlsPipe, rd_consume_c, rd_fill_c, rd_peek_c,
+                                       tls_fill_c)
 from fastkafka.protocol.produce_codec cimport (ProduceAnswerInfo, ProducePartAnswer,
                                                parse_produce_response_c)
 
@@ -41,14 +45,15 @@ cdef Py_ssize_t ANSWERS_CAP = 1024
 # thread: io · lock: none · gil: no
 cdef void _rooms(GilFreeState *x, int64_t now) noexcept nogil:
     """Each broker's room for requests now: the connection's admission (conn_room_c, as the GIL
-    turn's), and 0 while bytes still wait on its socket (the GIL turn writes them)."""
+    turn's), and 0 while it may not go without the GIL (conn_gil_free_c) or bytes still wait on
+    its socket, plaintext or ciphertext (the GIL turn writes them)."""
     cdef Py_ssize_t i
     cdef ConnCore *c
     cdef int room
     for i in range(x.nnodes):
         c = x.nodes[i].conn
         room = conn_room_c(c, now, x.max_in_flight)
-        if room > 0 and (c.fd < 0 or c.tls or c.sq.head != c.sq.tail):
+        if room > 0 and (not conn_gil_free_c(c) or conn_unwritten_c(c)):
             room = 0
         x.nodes[i].room = room
 
@@ -122,19 +127,25 @@ cdef void _count_answer_c(ProducerSampled *g, ConnCore *c, double nbytes, double
 
 # thread: io · lock: none · gil: no
 cdef Py_ssize_t _read_answers(GilFreeState *x, const NodeSlot *node, int64_t now) noexcept nogil:
-    """Read what the socket of ``node`` has and take, in order, the complete answers to its GIL-free
+    """Read what the socket of ``node`` has (over TLS: decrypted by tls_fill_c) and take, in order,
+    the complete answers to its GIL-free
     requests that are plain success (every partition written, no throttle): each request is marked
     answered with its batches' offsets, its frame consumed. Stops at anything else (an error, a
     throttle, an answer to a request queued with the GIL, a garbled frame), which the GIL turn
     reads as it always did. The number of answers taken, or -1 when the GIL turn must read this
-    socket now (end of stream, a socket error, a frame left to it)."""
+    socket now (end of stream, a socket error, a frame left to it; over TLS also a close_notify,
+    a record that does not decrypt, post-handshake records to answer: the GIL turn's TlsPipe.read
+    takes the frames decrypted here first, then raises what tls_fill_c kept, typed)."""
     cdef ConnCore *c = node.conn
     cdef ReaderCore *rd = node.rd
     cdef InFlightEntry *e
     cdef ProduceAnswerInfo info
     cdef const char *p
     cdef Py_ssize_t r, size, k, nparts, taken = 0
-    r = rd_fill_c(rd, c.fd)
+    if c.tlsd != NULL:
+        r = tls_fill_c(c.tlsd, rd, c.fd)
+    else:
+        r = rd_fill_c(rd, c.fd)
     if r != 0:
         return -1
     while True:
@@ -262,13 +273,16 @@ cdef class GilFreeTurn:
         return 0
 
     cdef bint prepare_c(self, int64_t now) except -1:
-        """Before the GIL turn waits: the brokers the GIL-free turn may send to (READY plaintext
-        connections that speak a Produce version we send). False when there is none: the wait
-        runs no GIL-free turn."""
+        """Before the GIL turn waits: the brokers the GIL-free turn may send to (connections
+        conn_gil_free_c allows: READY, plaintext or TLS through a TlsPipe, that speak a Produce
+        version we send). Each TLS one's ``tlsd`` is set to its pipe's core: from here to
+        :meth:`collect_c` the GIL-free turn may use its SSL object (the GIL turn only after the
+        wait, on the same thread). False when there is none: the wait runs no GIL-free turn."""
         cdef Connection conn
+        cdef TlsPipe pipe
         cdef Py_ssize_t n = 0, want = len(self.client.connections)
         cdef int v
-        self._conns.clear()
+        self._untable_c()
         self.st.nnodes = 0
         if self.st.acc.idem != NULL and (
                 self.st.acc.idem.producer_id < 0 or self.st.acc.idem.bump_required):
@@ -282,11 +296,21 @@ cdef class GilFreeTurn:
             self.st.nodes_cap = want
         for c in self.client.connections.values():
             conn = <Connection>c
-            if conn.st.status != READY or conn.st.fd < 0 or conn.st.tls or conn.st.sq == NULL:
+            pipe = None
+            conn.st.tlsd = NULL
+            if conn.st.tls:
+                tls = conn.tls
+                p = getattr(tls, "pipe", None) if tls is not None and tls.established else None
+                if type(p) is TlsPipe:
+                    pipe = <TlsPipe>p
+                    conn.st.tlsd = &pipe.c
+            if not conn_gil_free_c(&conn.st):
+                conn.st.tlsd = NULL
                 continue
             try:
                 v = conn.version_for(API_PRODUCE, self.builder.min_version)
             except KafkaError:
+                conn.st.tlsd = NULL
                 continue
             self.st.nodes[n].node_id = conn.node_id
             self.st.nodes[n].room = 0
@@ -294,12 +318,22 @@ cdef class GilFreeTurn:
             self.st.nodes[n].rd = &conn.reader.c
             self.st.nodes[n].version = <int16_t>v
             self._conns.append(conn)
+            if pipe is not None:
+                self._conns.append(pipe)  # its SSL object and buffers live while the table is set
             n += 1
         self.st.nnodes = n
         self.st.builder.write_pending = False
         self.st.gil_turn_ms = now
         self.st.gil_deadline_ms = now
         return n > 0
+
+    cdef int _untable_c(self) except -1:
+        """Empty the table: its TLS connections' SSL objects are the GIL turn's again."""
+        for c in self._conns:
+            if type(c) is Connection:
+                (<Connection>c).st.tlsd = NULL
+        self._conns.clear()
+        return 0
 
     cdef void *ctx_c(self) noexcept:
         return &self.st
@@ -324,7 +358,7 @@ cdef class GilFreeTurn:
             self.st.requests = 0
             self.st.batches = 0
         self.st.builder.write_pending = False
-        self._conns.clear()
+        self._untable_c()
         self.st.nnodes = 0
         if self.st.nstranded:
             by_node = {}

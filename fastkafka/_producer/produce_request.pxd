@@ -40,7 +40,7 @@ cdef struct RequestBuilderCore:
 # With or without the GIL: one Produce request of the ``n`` batches of ``b`` (drained, closed and
 # stamped; all for the broker of ``node``, whose conn and version are set), encoded (parts grouped
 # by topic, batches by reference), queued on the connection's in-flight ring (produce_send_c) and
-# written when plaintext. The entry takes over the references of b[i].batch on success (0); -1:
+# written when conn_gil_free_c allows. The entry takes over the references of b[i].batch on success (0); -1:
 # not queued (no memory, or more than rb.scratch_cap batches), nothing changed. The one Produce
 # request builder of both turns.
 # thread: io · lock: none · gil: any

@@ -19,7 +19,8 @@ from fastkafka._producer.accumulator cimport (DrainedBatch, NodeSlot, QueueState
 from fastkafka._producer.batch cimport BatchState, ProducerBatch
 from fastkafka._wire.records cimport BuilderCore
 from fastkafka._wire.segment cimport Segment
-from fastkafka._net.connection cimport READY, ConnCore, Connection, ProduceRequest
+from fastkafka._net.connection cimport (READY, ConnCore, Connection, ProduceRequest,
+                                        conn_unwritten_c)
 from fastkafka._net.network cimport (PRODUCE_NO_MEMORY, NetCore, NetworkClient, produce_send_c,
                                      next_correlation_c)
 from fastkafka._net.sampled cimport ProducerSampled, TopicSampled, sampled_record_c
@@ -160,7 +161,7 @@ cdef int produce_request_c(RequestBuilderCore *rb, const NodeSlot *node, Drained
     # the entry owns the batches now; only this thread completes them
     _count_request_c(rb.net.metrics, b, n, now)
     rb.in_flight_batches[0] += n
-    if node.conn.sq.head != node.conn.sq.tail:
+    if conn_unwritten_c(node.conn):
         rb.write_pending = True           # the rest (or an error) is the GIL turn's
     return 0
 

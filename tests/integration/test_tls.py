@@ -170,6 +170,77 @@ def test_kafka_tls_both_data_paths_carry_small_and_large_records(tls_kafka, pki,
     assert [m.value for m in got[0]] == small and [m.value for m in got[1]] == large
 
 
+def test_kafka_tls_batches_go_without_the_gil_and_read_back_exactly_once_in_order(tls_kafka, pki):
+    """On the OpenSSL-direct data phase the I/O thread's GIL-free turn encrypts and writes the
+    steady state's Produce requests and reads and decrypts their answers: its counters grow, and
+    confluent-kafka reads every record back over TLS once, in order, at the offset its future
+    reported."""
+    topic = unique_name("tls-gilfree")
+    tls_kafka.create_topic(topic, 3)
+    bootstrap = tls_kafka.bootstrap_for("SSL")
+    futs, sent = [], []
+    with Producer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=pki.ca,
+                  linger_ms=5, batch_size=16_384) as p:
+        for part in range(3):                  # connection, producer id, a first answer each
+            sent.append((part, b"warm-%d" % part))
+            futs.append(p.send(topic, sent[-1][1], partition=part))
+        for f in futs:
+            f.get(timeout=60)
+        before = p.metrics()
+        for w in range(30):                    # send() in waves: linger deadlines in the wait
+            for i in range(100):
+                v = b"w%02d-%04d" % (w, i) + b"x" * (i % 200)
+                sent.append(((w + i) % 3, v))
+                futs.append(p.send(topic, v, partition=(w + i) % 3))
+            time.sleep(0.01)
+        for w in range(6):                     # send_batch() in waves
+            values = [b"b%02d-%04d" % (w, i) for i in range(500)]
+            part = w % 3
+            assert p.send_batch(topic, values, partition=part).get(timeout=60) == len(values)
+            sent += [(part, v) for v in values]
+            time.sleep(0.01)
+        mds = [f.get(timeout=60) for f in futs]
+        assert p.flush(30) == 0
+        m = p.metrics()
+        pipes = [c.tls.pipe for c in p._client.connections.values() if c.tls is not None]
+    assert pipes and all(pipe is not None for pipe in pipes)
+    assert m["tls_data_path"] == "openssl_direct"
+    assert m["gil_free_requests"] - before["gil_free_requests"] >= 10, m
+    # most of the steady state's requests, not a few
+    assert (m["gil_free_requests"] - before["gil_free_requests"]
+            >= (m["produce_requests"] - before["produce_requests"]) // 2), m
+    assert m["gil_free_answers"] - before["gil_free_answers"] >= 10, m
+    assert m["io_gil_free_turns"] - before["io_gil_free_turns"] >= 10, m
+    assert m["errors"] == 0
+    got = read_back(bootstrap, topic, 3, len(sent), timeout=60, extra_config=tls_reader_config(pki))
+    for part in range(3):
+        assert [msg.value for msg in got[part]] == [v for q, v in sent if q == part], part
+    where = {msg.value: (part, msg.offset) for part in range(3) for msg in got[part]}
+    assert all(where[v] == (md.partition, md.offset)
+               for (_, v), md in zip(sent, mds)), "an offset reported is not where the record is"
+
+
+def test_kafka_tls_ssl_module_fallback_stays_on_the_gil_turn(tls_kafka, pki, monkeypatch):
+    """Without a TlsPipe (the ssl module's SSLObject carries the data) nothing goes without the
+    GIL, and everything is delivered."""
+    import fastkafka._net.tls
+
+    monkeypatch.setattr(fastkafka._net.tls, "TlsPipe", _NoPipe)
+    topic = unique_name("tls-fallback")
+    tls_kafka.create_topic(topic, 1)
+    bootstrap = tls_kafka.bootstrap_for("SSL")
+    with Producer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_cafile=pki.ca,
+                  linger_ms=2) as p:
+        futs = []
+        for w in range(10):
+            futs += [p.send(topic, b"f%02d-%03d" % (w, i)) for i in range(50)]
+            time.sleep(0.01)
+        assert [f.get(timeout=60).offset for f in futs] == list(range(len(futs)))
+        m = p.metrics()
+    assert m["tls_data_path"] == "ssl_module"
+    assert m["gil_free_requests"] == 0 and m["gil_free_answers"] == 0
+
+
 # ---- failures: typed, bounded, the I/O thread alive ---------------------------------------------
 def expect_send_error(bootstrap, config, error_type, *, within: float, max_block_ms=60_000):
     """send() on a producer configured with ``config`` raises ``error_type`` within ``within``
