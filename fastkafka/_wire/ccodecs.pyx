@@ -11,11 +11,10 @@ variable ``FASTKAFKA_C_CODECS`` (read once, at import) names the codecs to try, 
 snappy and lz4 are used, and zstd is used when its library is libzstd 1.5.7 or newer
 (:data:`ZSTD_C_FROM`; ``use_c("zstd")`` or naming zstd in ``FASTKAFKA_C_CODECS`` turns it on for any
 loaded version). The Python package's zstd (cramjam bundles zstd 1.5.7) and the system's libzstd
-1.5.7 cost the same per byte on full 256 KiB batches of text-like records, and the C path frees the
-GIL; Debian 12's libzstd 1.5.4 took 10-40 % longer per byte on such batches (16 KiB to 1 MiB; on
-1-8 KiB ones it was the cheaper, its context being reused), and with it ``send()`` and
-``send_batch`` ran slower than with the Python codec, so an older libzstd leaves zstd to the
-Python codec unless asked.
+1.5.7 cost the same per byte on full batches of text-like records, and the C path frees the GIL
+turn; Debian 12's libzstd 1.5.4 took 10-30 % longer per byte on 16-256 KiB batches (the producer's
+batches are mostly full, 256 KiB) and cost ``send()`` and ``send_batch`` more CPU per record than
+the Python codec, so an older libzstd leaves zstd to the Python codec unless asked.
 
 >>> set(available()) >= {c for c in ("gzip", "snappy", "lz4", "zstd") if in_c(c)}
 True
