@@ -61,8 +61,8 @@ MOCK_FIXTURES = {"mock_cluster"}
 
 
 def pytest_configure(config):
-    # zstd's C path is off by default (fastkafka._wire.ccodecs: the system library was slower on
-    # incompressible records); the suite turns it on so that it is tested like the other codecs.
+    # zstd's C path is off by default with a libzstd older than 1.5.7 (fastkafka._wire.ccodecs: it
+    # was slower than the Python codec's); the suite turns it on so that it is tested like the others.
     # The default itself is tested in a child process (tests/unit/fastkafka/_wire/test_ccodecs.py).
     from fastkafka._wire import ccodecs
     ccodecs.use_c("zstd", True)

@@ -8,10 +8,13 @@ them. A codec whose library is missing (or too old) is not compressed here: its 
 the Python codecs of :mod:`fastkafka._wire.compression`, with the GIL, as before. The environment
 variable ``FASTKAFKA_C_CODECS`` (read once, at import) names the codecs to try, comma-separated
 (``"lz4,zstd"``; empty: none), for diagnosis and tests; unset, all four are loaded and gzip,
-snappy and lz4 are used: zstd's C path is off by default (``use_c("zstd")`` or naming it in
-``FASTKAFKA_C_CODECS`` turns it on). On near-incompressible records the system's libzstd (1.5.4 on
-Debian 12) took about twice as long as the zstd the Python package bundles, for the same output,
-so a zstd producer keeps the Python codec unless asked.
+snappy and lz4 are used, and zstd is used when its library is libzstd 1.5.7 or newer
+(:data:`ZSTD_C_FROM`; ``use_c("zstd")`` or naming zstd in ``FASTKAFKA_C_CODECS`` turns it on for any
+loaded version). The Python package's zstd (cramjam bundles zstd 1.5.7) and the system's libzstd
+1.5.7 cost the same per byte on full batches of text-like records, and the C path frees the GIL
+turn; Debian 12's libzstd 1.5.4 took 10-30 % longer per byte on 16-256 KiB batches (the producer's
+batches are mostly full, 256 KiB) and cost ``send()`` and ``send_batch`` more CPU per record than
+the Python codec, so an older libzstd leaves zstd to the Python codec unless asked.
 
 >>> set(available()) >= {c for c in ("gzip", "snappy", "lz4", "zstd") if in_c(c)}
 True
@@ -25,6 +28,7 @@ cdef extern from "ccodecs_impl.h":
     int fk_codecs_load(const char *only)
     int fk_codec_in_c(int code) nogil
     const char *fk_codec_library(int code)
+    unsigned fk_codec_version(int code)
     int fk_codec_use(int code, int on)
     Py_ssize_t fk_codec_compress(int code, int level, const char *src, size_t n,
                                  const char **out) nogil
@@ -36,12 +40,29 @@ cdef const char *_EMPTY = ""
 _NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 _CODES = {n: i for i, n in enumerate(_NAMES)}
 
+#: The oldest libzstd (as ZSTD_versionNumber gives it: 1.5.7 is 10507) that compresses zstd batches
+#: in C by default: measured as cheap per byte as the Python package's zstd (see above); 1.5.4 was
+#: not, and the versions between were not measured.
+ZSTD_C_FROM = 10507
+
+
+def zstd_c_by_default(version) -> bool:
+    """zstd_c_by_default(version) -> whether a libzstd of ``version`` (ZSTD_versionNumber's
+    number; 0 or None: not loaded) compresses zstd batches in C when ``FASTKAFKA_C_CODECS`` is
+    unset.
+
+    >>> zstd_c_by_default(10507), zstd_c_by_default(10504), zstd_c_by_default(0)
+    (True, False, False)
+    """
+    return bool(version) and version >= ZSTD_C_FROM
+
 
 def _load():
     only = os.environ.get("FASTKAFKA_C_CODECS")
     if only is None:
         fk_codecs_load(NULL)
-        fk_codec_use(_CODES["zstd"], 0)     # loaded, not used unless asked (see above)
+        # loaded; used by default only from ZSTD_C_FROM on (see above)
+        fk_codec_use(_CODES["zstd"], zstd_c_by_default(fk_codec_version(_CODES["zstd"])))
     else:
         b = only.strip().lower().encode("ascii", "replace")
         fk_codecs_load(<const char *>b)
@@ -100,6 +121,19 @@ def available() -> dict:
         lib = fk_codec_library(k)
         if lib != NULL:
             out[_NAMES[k]] = lib.decode()
+    return out
+
+
+def versions() -> dict:
+    """versions() -> {codec name: "major.minor.release"} for the loaded libraries that number their
+    versions (lz4, zstd), turned off or not."""
+    cdef int k
+    cdef unsigned v
+    out = {}
+    for k in range(1, len(_NAMES)):
+        v = fk_codec_version(k)
+        if v:
+            out[_NAMES[k]] = f"{v // 10000}.{v // 100 % 100}.{v % 100}"
     return out
 
 

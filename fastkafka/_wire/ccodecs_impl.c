@@ -238,6 +238,16 @@ const char *fk_codec_library(int code) {
     return (code > 0 && code < FK_NCODECS && loaded[code]) ? library[code] : NULL;
 }
 
+unsigned fk_codec_version(int code) {
+    if (code <= 0 || code >= FK_NCODECS || !loaded[code])
+        return 0;
+    if (code == 3)
+        return (unsigned)lz4_version_number();
+    if (code == 4)
+        return zstd_version_number();
+    return 0;
+}
+
 void fk_codec_counters(int code, uint64_t *calls, uint64_t *bytes_in, uint64_t *bytes_out,
                        uint64_t *failures) {
     if (code <= 0 || code >= FK_NCODECS) {

@@ -36,6 +36,11 @@ int fk_codec_use(int code, int on);
 /* The file name of the library loaded for ``code``, or NULL. */
 const char *fk_codec_library(int code);
 
+/* The version of the library loaded for ``code`` as the library numbers it (major * 10000 +
+ * minor * 100 + release: ZSTD_versionNumber, LZ4_versionNumber), or 0 (not loaded, or a library
+ * that gives no such number: zlib, snappy). */
+unsigned fk_codec_version(int code);
+
 /* Compress ``n`` bytes at ``src`` with ``code`` at ``level`` (ignored by snappy; checked by the
  * caller against compression.CODEC_SPECS) into this thread's scratch buffer: the length of the
  * output, *out pointing at it (valid until this thread's next call), or -1 (codec not loaded, no

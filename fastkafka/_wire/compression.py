@@ -19,7 +19,8 @@ import: zlib (gzip), libsnappy (snappy, xerial framing written in C), liblz4 (it
 libzstd. Those batches need no Python, so a producer with such a codec can send on the I/O
 thread's GIL-free turn (``in_c(code)``, the condition the sender uses). What still needs the GIL:
 a codec whose library is missing or too old on the machine (or left out with the environment
-variable ``FASTKAFKA_C_CODECS``) is compressed by the Python code below (zlib, cramjam, lz4.frame,
+variable ``FASTKAFKA_C_CODECS``; zstd also with a libzstd older than 1.5.7, slower than cramjam's
+own zstd, unless asked: :mod:`~fastkafka._wire.ccodecs`) is compressed by the Python code below (zlib, cramjam, lz4.frame,
 which release the GIL only inside the library call), so its batches take the GIL turn, and so do
 decompression (only tests and a batch split after a refusal) and a library failure (the batch is
 then compressed here). :func:`counters` tells which path compressed what. The formats are the same

@@ -241,7 +241,8 @@ class Cluster:
     def leader_for(self, topic, partition):
         return 1
 
-out = {"available": sorted(ccodecs.available()), "in_c": {}, "closed_by": {}, "gil_free": {}}
+out = {"available": sorted(ccodecs.available()), "versions": ccodecs.versions(), "in_c": {},
+       "closed_by": {}, "gil_free": {}}
 for name in ("gzip", "snappy", "lz4", "zstd"):
     out["in_c"][name] = compression.in_c(name)
     before = compression.counters()
@@ -285,6 +286,11 @@ def run_child(only):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _version_number(text):
+    major, minor, release = (int(x) for x in text.split("."))
+    return major * 10000 + minor * 100 + release
+
+
 def test_a_missing_library_falls_back_to_the_python_codec():
     # only zstd's and gzip's libraries are loaded: lz4 and snappy are as if missing
     got = run_child("zstd, gzip")
@@ -294,13 +300,34 @@ def test_a_missing_library_falls_back_to_the_python_codec():
     assert got["gil_free"] == {"gzip": 1, "snappy": 0, "lz4": 0, "zstd": 1}
 
 
-def test_by_default_zstd_keeps_the_python_codec_and_the_others_are_compressed_in_c():
-    # FASTKAFKA_C_CODECS unset: every library is loaded, zstd's C path is off unless asked for
+def test_by_default_the_others_are_compressed_in_c_and_zstd_by_its_version():
+    # FASTKAFKA_C_CODECS unset: every library is loaded; zstd's C path is on from libzstd 1.5.7
+    # (Debian 12's 1.5.4: off, the Python codec compresses zstd; a 1.5.7 one on the host:
+    # tests/packaging/test_zstd_by_version.py)
     got = run_child(None)
     assert got["available"] == ["gzip", "lz4", "snappy", "zstd"]
-    assert got["in_c"] == {"gzip": True, "snappy": True, "lz4": True, "zstd": False}
-    assert got["closed_by"] == {"gzip": "c", "snappy": "c", "lz4": "c", "zstd": "python"}
-    assert got["gil_free"] == {"gzip": 1, "snappy": 1, "lz4": 1, "zstd": 0}
+    zstd_c = _version_number(got["versions"]["zstd"]) >= 10507
+    assert got["in_c"] == {"gzip": True, "snappy": True, "lz4": True, "zstd": zstd_c}
+    assert got["closed_by"] == {"gzip": "c", "snappy": "c", "lz4": "c",
+                                "zstd": "c" if zstd_c else "python"}
+    assert got["gil_free"] == {"gzip": 1, "snappy": 1, "lz4": 1, "zstd": int(zstd_c)}
+
+
+def test_zstd_default_by_version():
+    assert ccodecs.ZSTD_C_FROM == 10507
+    assert ccodecs.zstd_c_by_default(10507) and ccodecs.zstd_c_by_default(10600)
+    assert not ccodecs.zstd_c_by_default(10506) and not ccodecs.zstd_c_by_default(10504)
+    assert not ccodecs.zstd_c_by_default(0) and not ccodecs.zstd_c_by_default(None)
+
+
+def test_versions_are_the_loaded_libraries_own():
+    import ctypes
+    got = ccodecs.versions()
+    assert set(got) == {"lz4", "zstd"}
+    for name, soname, fn in (("zstd", "libzstd.so.1", "ZSTD_versionNumber"),
+                             ("lz4", "liblz4.so.1", "LZ4_versionNumber")):
+        number = getattr(ctypes.CDLL(soname), fn)()
+        assert _version_number(got[name]) == number, (name, got[name], number)
 
 
 def test_no_library_at_all_is_the_python_path_everywhere():
