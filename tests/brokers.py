@@ -7,7 +7,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["ReadMessage", "read_back", "unique_name", "read_back_flat", "read_all", "committed_offsets"]
+__all__ = ["ReadMessage", "read_back", "unique_name", "read_back_flat", "read_all", "committed_offsets",
+           "assert_exactly_once_in_order"]
 
 _counter = itertools.count()
 
@@ -156,3 +157,18 @@ def committed_offsets(bootstrap: str, group_id: str, topic_partitions, timeout: 
     finally:
         consumer.close()
     return {(tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None) for tp in tps}
+
+
+def assert_exactly_once_in_order(got: dict, mds, n: int) -> None:
+    """``got`` (from :func:`read_back`) holds records whose values start with their 8-digit index
+    0..n-1, each stored once, in index order per partition, at the partition and offset its
+    ``RecordMetadata`` in ``mds`` (indexed the same way) reported."""
+    seen = []
+    for part, msgs in got.items():
+        seqs = [int(m.value[:8]) for m in msgs]
+        assert seqs == sorted(seqs), f"partition {part} out of order"
+        seen += seqs
+        for m in msgs:
+            md = mds[int(m.value[:8])]
+            assert (md.partition, md.offset) == (part, m.offset)
+    assert sorted(seen) == list(range(n)), "records lost or written twice"

@@ -15,9 +15,8 @@ import time
 
 from fastkafka import Producer
 from fastkafka_tools.apachekafka import KafkaCluster
-from fastkafka_tools.localbroker import free_port
 
-from brokers import read_back, unique_name
+from brokers import assert_exactly_once_in_order, read_back, unique_name
 
 
 class CuttingProxy:
@@ -115,16 +114,7 @@ def test_idempotent_stream_through_random_cuts_exactly_once_in_order():
         assert proxy.cuts >= 10, f"the proxy cut only {proxy.cuts} connections"
         assert metrics["net_disconnects"] >= 10
         proxy.cutting = False      # the independent reader goes through the proxy, uncut
-        got = read_back(kc.bootstrap, topic, 3, n, timeout=120)
-        seen = []
-        for part, msgs in got.items():
-            seqs = [int(m.value[:8]) for m in msgs]
-            assert seqs == sorted(seqs), f"partition {part} out of order"
-            seen += seqs
-            for m in msgs:
-                md = mds[int(m.value[:8])]
-                assert (md.partition, md.offset) == (part, m.offset)
-        assert sorted(seen) == list(range(n)), "records lost or written twice"
+        assert_exactly_once_in_order(read_back(kc.bootstrap, topic, 3, n, timeout=120), mds, n)
     finally:
         kc.stop()
         proxy.stop()

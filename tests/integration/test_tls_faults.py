@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from brokers import read_back, unique_name
+from brokers import assert_exactly_once_in_order, read_back, unique_name
 from fastkafka import Producer
 from fastkafka.errors import TlsError
 from fastkafka_tools.apachekafka import KafkaCluster
@@ -183,15 +183,7 @@ def _stream(p, topic, n, pause_every=100):
 
 def _check_exactly_once_in_order(bootstrap, pki, topic, partitions, n, mds):
     got = read_back(bootstrap, topic, partitions, n, timeout=120, extra_config=tls_reader_config(pki))
-    seen = []
-    for part, msgs in got.items():
-        seqs = [int(m.value[:8]) for m in msgs]
-        assert seqs == sorted(seqs), f"partition {part} out of order"
-        seen += seqs
-        for m in msgs:
-            md = mds[int(m.value[:8])]
-            assert (md.partition, md.offset) == (part, m.offset)
-    assert sorted(seen) == list(range(n)), "records lost or written twice"
+    assert_exactly_once_in_order(got, mds, n)
 
 
 FAST = dict(linger_ms=2, batch_size=16_384, request_timeout_ms=5000, retry_backoff_ms=20,
