@@ -40,8 +40,9 @@ from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
 from fastkafka._net.cluster import topic_error
-from fastkafka._producer.batch import LoopSink
-from fastkafka._producer.sendpath import validate_field, validate_headers, validate_timestamp
+from fastkafka._producer.batch import LoopFuture, LoopSink
+from fastkafka._producer.sendpath import (LoopSender, MustWait, validate_field, validate_headers,
+                                          validate_timestamp)
 from fastkafka.errors import (BufferExhaustedError, IllegalStateError, InvalidRecordError,
                               KafkaError, KafkaTimeoutError, ProducerClosedError)
 from fastkafka.producer import (BatchFuture, CLOSE_GRACE_S, GroupMetadata, PreparedTransaction,
@@ -61,12 +62,8 @@ _Callback = Callable[[KafkaError | None, RecordMetadata | None], object]
 _STOP_POLL_S = 0.002
 
 
-class _MustWait(Exception):
-    """A send found no metadata for its topic: await an update, then try again."""
-
-    def __init__(self, version: int):
-        super().__init__()
-        self.version = version
+#: A send found no metadata for its topic: await an update (its ``version``), then try again.
+_MustWait = MustWait
 
 
 class _LoopProducer(Producer):
@@ -118,7 +115,7 @@ class _Pending:
         self.seen = -1
 
 
-class AsyncProducer:
+class AsyncProducer(LoopSender):
     """An asyncio Kafka producer; see :mod:`fastkafka.aio`.
 
     ``AsyncProducer(config=None, **settings)`` takes what :class:`fastkafka.Producer` takes. It can
@@ -257,24 +254,16 @@ class AsyncProducer:
         return f"<fastkafka.aio.AsyncProducer {self._p._name} {'closed' if self._p._closed else 'open'}>"
 
     # -- sending -------------------------------------------------------------------------------
-    def send(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
-             partition: int | None = None, timestamp_ms: int | None = None,
-             headers: _Headers | None = None) -> "asyncio.Future[RecordMetadata]":
-        """Queue one record now; returns a future of its :class:`RecordMetadata` (``md = await
-        p.send(...)``), or of its delivery error.
-
-        Arguments and errors as :meth:`fastkafka.Producer.send`. A record of the wrong type, too
-        large, or for a partition that does not exist raises here, queuing nothing. Waiting for
-        metadata or buffer memory happens on the loop, bounded by ``max_block_ms``; its timeout
-        is the future's error.
-
-        Not aiokafka's shape: ``fut = await p.send(...)`` already waits for the delivery and gives
-        the RecordMetadata, which is not awaitable (a TypeError saying so); aiokafka's code runs
-        unchanged on :class:`fastkafka.compat.aiokafka.AIOKafkaProducer`."""
+    # send() and produce() are LoopSender's (fastkafka/_producer/sendpath.pyx): one C call on the
+    # common path; the other cases come here.
+    def _send_general(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+                      headers=None) -> LoopFuture:
+        """send() off its common path: binding to the loop (or the error of another loop),
+        interceptors, serializers, calls waiting before it, a closing producer."""
         loop = _get_running_loop()
         if loop is not self._loop or loop is None:
             loop = self._check_loop("send")
-        fut = loop.create_future()
+        fut = LoopFuture(loop)
         if self._chain is not None:
             return self._intercepted("send", fut, topic, value, key, partition, timestamp_ms,
                                      headers)
@@ -311,16 +300,10 @@ class AsyncProducer:
         """``await p.send(...)`` under the name aiokafka users know."""
         return await self.send(topic, value, key, partition, timestamp_ms, headers)
 
-    def produce(self, topic: str, value: _Bytes | None = None, key: _Bytes | None = None,
-                partition: int | None = None, on_delivery: _Callback | None = None,
-                timestamp: int | None = None, headers: _Headers | None = None,
-                callback: _Callback | None = None) -> None:
-        """Queue one record and return; ``on_delivery(err, metadata)``, if given, runs on the loop
-        once it is delivered or failed (a failure without ``on_delivery`` is logged; ``callback``
-        is another name for it, as for :meth:`fastkafka.Producer.produce`). Never waits:
-        when buffer memory is not free it raises BufferExhaustedError at once (``await
-        p.send(...)`` waits for it instead); a record for a topic whose metadata is not known
-        yet is queued until it is (bounded by ``max_block_ms``)."""
+    def _produce_general(self, topic, value=None, key=None, partition=None, on_delivery=None,
+                         timestamp=None, headers=None, callback=None) -> None:
+        """produce() off its common path (as :meth:`_send_general`, and ``callback`` or an
+        ``on_delivery`` that is not callable)."""
         loop = _get_running_loop()
         if loop is not self._loop or loop is None:
             self._check_loop("produce")
@@ -536,7 +519,7 @@ class AsyncProducer:
         w = item.waiter
         if w is None:
             log.warning("record to %r was not sent and nobody awaits it: %r", item.args[0], exc)
-        elif isinstance(w, asyncio.Future):
+        elif isinstance(w, (LoopFuture, asyncio.Future)):
             if not w.done():
                 w.set_exception(exc)
             else:

@@ -208,11 +208,31 @@ cdef inline void count_batch_record(ProducerBatch batch, BatchFuture future):
 # append since the loop last drained schedules one drain with call_soon_threadsafe, so the loop
 # wakes once per drain however many records completed meanwhile. The drain runs on the loop:
 # futures resolved, callbacks called, then ``on_drain``.
+# fastkafka.aio's send() future: awaitable on an asyncio loop (asyncio.isfuture() is True; the
+# methods of asyncio.Future), resolved by the LoopSink's drain, which runs its done-callbacks (the
+# awaiting task's wake-up, gather's) right there rather than one loop.call_soon each.
+@cython.final
+cdef class LoopFuture:
+    cdef object _loop
+    cdef int _state                    # _PENDING, _FINISHED, _FAILED, _CANCELLED
+    cdef object _value                 # the RecordMetadata, the error, or the CancelledError
+    cdef object _cb0                   # the first done-callback and its context (most have one)
+    cdef object _ctx0
+    cdef list _more                    # further (callback, context) pairs, or None
+    cdef public bint _asyncio_future_blocking
+    cdef bint _retrieved               # the error was looked at (else logged when dropped)
+
+    cdef int _settle(self, int state, object value) except -1
+    cdef void _run_callbacks(self, bint now) noexcept
+    cdef void _call(self, object cb, object ctx, bint now) noexcept
+
+
 @cython.final
 cdef class LoopSink:
     cdef list _items
     cdef bint _scheduled
     cdef bint _dead                    # the loop is closed: outcomes are logged here instead
+    cdef object _loop
     cdef object _call_soon_threadsafe
     cdef object _is_closed
     cdef object _drain

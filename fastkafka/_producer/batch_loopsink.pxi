@@ -1,6 +1,247 @@
 # The LoopSink of fastkafka._producer.batch (included there; its declaration is in batch.pxd):
 # how fastkafka.aio's completions reach an event loop, one call_soon_threadsafe per drain.
 
+from cpython.contextvars cimport PyContext_CopyCurrent, PyContext_Enter, PyContext_Exit
+
+from asyncio import CancelledError as _CancelledError, InvalidStateError as _InvalidStateError
+from asyncio import current_task as _current_task
+
+cdef enum:
+    _PENDING = 0
+    _FINISHED = 1
+    _FAILED = 2
+    _CANCELLED = 3
+
+cdef tuple _STATE_NAMES = ("pending", "finished", "finished", "cancelled")
+
+
+# ---------------------------------------------------------------------------------------------
+# The future of fastkafka.aio's send()
+# ---------------------------------------------------------------------------------------------
+
+@cython.final
+@cython.freelist(1024)
+cdef class LoopFuture:
+    """The future ``AsyncProducer.send()`` returns: ``await`` it for the record's
+    :class:`RecordMetadata` (or its error).
+
+    It has :class:`asyncio.Future`'s methods (``done``, ``result``, ``exception``, ``cancel``,
+    ``cancelled``, ``add_done_callback``, ``remove_done_callback``, ``get_loop``, ``set_result``,
+    ``set_exception``) and ``asyncio.isfuture()`` is true for it, so ``await``,
+    ``asyncio.gather``, ``wait``, ``wait_for``, ``shield``, ``as_completed`` and
+    ``loop.run_until_complete`` take it as they take a future; it is not an instance of
+    :class:`asyncio.Future`. What differs is how it completes: the producer's drain on the loop
+    (:class:`LoopSink`) runs its done-callbacks at once, in the drain, where an
+    :class:`asyncio.Future` would hand each to ``loop.call_soon`` (a handle and a trip through
+    the loop's ready queue per record). A callback added once it is done, and the callbacks of
+    one completed by ``cancel()``, ``set_result()`` or ``set_exception()``, go through
+    ``call_soon`` as an asyncio future's do. A failure nobody looked at is logged when the
+    future is dropped (as asyncio does for its futures)."""
+
+    def __init__(self, loop):
+        self._loop = loop
+
+    # -- completion (the drain, or the asyncio methods below) ----------------------------------
+    cdef int _settle(self, int state, object value) except -1:
+        self._state = state
+        self._value = value
+        return 0
+
+    cdef void _run_callbacks(self, bint now) noexcept:
+        """Run the done-callbacks (``now``: here, each in its context, as the loop's handles
+        do; else one ``loop.call_soon`` each). A callback that raises goes to the loop's
+        exception handler; KeyboardInterrupt and SystemExit are re-raised from the loop's next
+        turn (the callbacks after it still run)."""
+        cdef list more = self._more
+        cb, ctx = self._cb0, self._ctx0
+        self._cb0 = self._ctx0 = self._more = None
+        if cb is None:
+            return
+        self._call(cb, ctx, now)
+        if more is not None:
+            for cb, ctx in more:
+                self._call(cb, ctx, now)
+
+    cdef void _call(self, object cb, object ctx, bint now) noexcept:
+        if now:
+            try:
+                PyContext_Enter(ctx)
+            except BaseException:       # that context is in use on this thread: by the loop
+                now = False
+        if not now:
+            try:
+                self._loop.call_soon(cb, self, context=ctx)
+            except BaseException as e:
+                _log.error("a done-callback of a send() future could not be scheduled: %r", e)
+            return
+        try:
+            cb(self)
+        except (KeyboardInterrupt, SystemExit) as e:
+            try:
+                self._loop.call_soon(_reraise, e)
+            except BaseException:
+                pass
+        except BaseException as e:
+            try:
+                self._loop.call_exception_handler({
+                    "message": f"Exception in callback {cb!r}", "exception": e, "future": self})
+            except BaseException:
+                _log.exception("done-callback %r of a send() future raised", cb)
+        try:
+            PyContext_Exit(ctx)
+        except BaseException:
+            _log.exception("leaving a done-callback's context failed")
+
+    # -- asyncio.Future's interface ----------------------------------------------------------
+    def get_loop(self):
+        return self._loop
+
+    def done(self):
+        return self._state != _PENDING
+
+    def cancelled(self):
+        return self._state == _CANCELLED
+
+    def result(self):
+        if self._state == _FINISHED:
+            return self._value
+        if self._state == _FAILED:
+            self._retrieved = True
+            raise self._value
+        if self._state == _CANCELLED:
+            raise _cancelled_error(self._value)
+        raise _InvalidStateError("Result is not ready.")
+
+    def exception(self):
+        if self._state == _CANCELLED:
+            raise _cancelled_error(self._value)
+        if self._state == _PENDING:
+            raise _InvalidStateError("Exception is not set.")
+        if self._state == _FAILED:
+            self._retrieved = True
+            return self._value
+        return None
+
+    def add_done_callback(self, fn, *, context=None):
+        if context is None:
+            context = PyContext_CopyCurrent()
+        if self._state != _PENDING:
+            self._loop.call_soon(fn, self, context=context)
+        elif self._cb0 is None:
+            self._cb0, self._ctx0 = fn, context
+        else:
+            if self._more is None:
+                self._more = []
+            self._more.append((fn, context))
+
+    def remove_done_callback(self, fn):
+        cdef int removed = 0
+        if self._cb0 is not None and self._cb0 == fn:
+            removed += 1
+            self._cb0 = self._ctx0 = None
+        if self._more is not None:
+            kept = [(cb, ctx) for cb, ctx in self._more if not cb == fn]
+            removed += len(self._more) - len(kept)
+            self._more = kept or None
+        if self._cb0 is None and self._more is not None:
+            (self._cb0, self._ctx0), self._more = self._more[0], (self._more[1:] or None)
+        return removed
+
+    def cancel(self, msg=None):
+        """Stop awaiting: the future is cancelled (the record is sent all the same; its failure,
+        if it fails, is logged, since nobody awaits it)."""
+        if self._state != _PENDING:
+            return False
+        self._settle(_CANCELLED, msg)
+        self._run_callbacks(False)
+        return True
+
+    def set_result(self, result):
+        if self._state != _PENDING:
+            raise _InvalidStateError(f"invalid state: {_STATE_NAMES[self._state]}")
+        self._settle(_FINISHED, result)
+        self._run_callbacks(False)
+
+    def set_exception(self, exception):
+        if self._state != _PENDING:
+            raise _InvalidStateError(f"invalid state: {_STATE_NAMES[self._state]}")
+        if isinstance(exception, type):
+            exception = exception()
+        if isinstance(exception, StopIteration):
+            raise TypeError("StopIteration interacts badly with generators and cannot be raised "
+                            "into a Future")
+        self._settle(_FAILED, exception)
+        self._run_callbacks(False)
+
+    def __await__(self):
+        return _LoopFutureIter(self)
+
+    __iter__ = __await__
+
+    def __repr__(self):
+        if self._state == _FINISHED:
+            return f"<LoopFuture finished result={self._value!r}>"
+        if self._state == _FAILED:
+            return f"<LoopFuture finished exception={self._value!r}>"
+        return f"<LoopFuture {_STATE_NAMES[self._state]}>"
+
+    def __del__(self):
+        if self._state == _FAILED and not self._retrieved:
+            try:
+                _log.warning("send() future failed and its error was never retrieved: %r",
+                             self._value)
+            except BaseException:
+                pass
+
+
+def _reraise(exc):
+    raise exc
+
+
+cdef object _cancelled_error(object msg):
+    return _CancelledError() if msg is None else _CancelledError(msg)
+
+
+@cython.final
+@cython.freelist(256)
+cdef class _LoopFutureIter:
+    """What ``await`` iterates: the future itself once while it is pending (the task waits on
+    it), then its result."""
+    cdef LoopFuture _fut
+    cdef bint _yielded
+
+    def __cinit__(self, LoopFuture fut):
+        self._fut = fut
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef LoopFuture fut = self._fut
+        if fut is None:
+            raise StopIteration
+        if fut._state == _PENDING:
+            if self._yielded:
+                raise RuntimeError("await wasn't used with future")
+            self._yielded = True
+            fut._asyncio_future_blocking = True
+            return fut
+        self._fut = None
+        raise StopIteration(fut.result())
+
+    def send(self, value):
+        return self.__next__()
+
+    def throw(self, typ, val=None, tb=None):
+        self._fut = None
+        if val is None:
+            val = typ() if isinstance(typ, type) else typ
+        raise val
+
+    def close(self):
+        self._fut = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Completions handed to an asyncio event loop (fastkafka.aio)
 # ---------------------------------------------------------------------------------------------
@@ -18,6 +259,7 @@ cdef class LoopSink:
 
     def __cinit__(self, loop):
         self._items = []
+        self._loop = loop
         self._call_soon_threadsafe = loop.call_soon_threadsafe
         self._is_closed = loop.is_closed
         self._drain = self.drain
@@ -93,10 +335,19 @@ cdef class LoopSink:
         cdef list items
         cdef FutureRecordMetadata f
         cdef ProducerBatch b
+        cdef LoopFuture lf
         cdef int32_t i
+        cdef bint now
         self._scheduled = False
         items = self._items
         self._items = []
+        # A send() future's done-callbacks run here, in the drain, when it runs as the loop's
+        # own callback; in a task (close() drains what the stopped I/O thread left), a task's
+        # wake-up cannot run inside another's step: they go through call_soon.
+        try:
+            now = _current_task(self._loop) is None
+        except BaseException:
+            now = False
         for item in items:
             if type(item) is not FutureRecordMetadata:
                 self.calls += 1
@@ -114,6 +365,22 @@ cdef class LoopSink:
             i = f.index
             b = resolve_batch(f.batch, &i)
             err = b.error
+            if type(w) is LoopFuture:
+                lf = <LoopFuture>w
+                if lf._state != _PENDING:       # cancelled: nobody awaits it
+                    if err is not None:
+                        self.unawaited_failures += 1
+                        _log.warning("record to %s[%d] failed and nobody awaits it: %r",
+                                     b.topic, b.partition, err)
+                elif err is None:
+                    lf._state = _FINISHED
+                    lf._value = f._metadata()
+                    lf._run_callbacks(now)
+                else:                           # (nobody looks at it: logged when dropped)
+                    lf._state = _FAILED
+                    lf._value = err
+                    lf._run_callbacks(now)
+                continue
             if w is None or not callable(w):
                 if w is None or w.done():        # nobody awaits it (fire and forget, cancelled)
                     if err is not None:

@@ -9,6 +9,7 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from fastkafka._producer.accumulator cimport RecordAccumulator
+from fastkafka._producer.batch cimport LoopSink
 from fastkafka._producer.router cimport Router
 from fastkafka._net.ioloop cimport Poller
 
@@ -65,3 +66,17 @@ cdef class ProducerCore(Router):
     cdef object _send_intercepted(self, object topic, object value, object key, object partition,
                                   object timestamp_ms, object headers, object on_delivery,
                                   bint want_future, bint serialize)
+
+
+# Base class of fastkafka.aio.AsyncProducer: send() and produce() on the event loop as one C call
+# on the common path; the subclass sets these fields (its _bind, __init__, close) and provides
+# _send_general, _produce_general and _park for the rest.
+#   send -> [_send_general] -> _put -> LoopFuture (the record's waiter, resolved by the LoopSink)
+cdef class LoopSender:
+    cdef public object _loop              # the loop it belongs to (None until first used)
+    cdef public LoopSink _sink            # that loop's, None until bound
+    cdef public ProducerCore _p           # the producer whose sends never wait
+    cdef public object _backlog           # calls waiting for metadata or memory (a deque)
+    cdef public bint _closing
+    cdef public object _chain             # interceptors (an InterceptorChain) or None
+    cdef public bint _serializing         # a key or value serializer is set

@@ -3,7 +3,7 @@ from typing import Any, Callable, Mapping, Sequence
 from fastkafka._wire.records import EncodedHeaders
 
 from .accumulator import RecordAccumulator
-from .batch import DeliveryCallback, FutureRecordMetadata
+from .batch import DeliveryCallback, FutureRecordMetadata, LoopFuture
 from .router import Router
 
 REQUEST_OVERHEAD: int
@@ -46,3 +46,24 @@ class ProducerCore(Router):
                     key: _Value | None = ..., partition: int | None = ...,
                     timestamp_ms: int | None = ..., headers: _Headers | None = ...,
                     waiter_ack: Any = ...) -> None: ...
+
+
+class MustWait(Exception):
+    version: int
+    def __init__(self, version: int) -> None: ...
+
+class LoopSender:
+    _loop: Any
+    _sink: Any
+    _p: Any
+    _backlog: Any
+    _closing: bool
+    _chain: Any
+    _serializing: bool
+    def send(self, topic: str, value: _Value | None = ..., key: _Value | None = ...,
+             partition: int | None = ..., timestamp_ms: int | None = ...,
+             headers: _Headers | None = ...) -> LoopFuture: ...
+    def produce(self, topic: str, value: _Value | None = ..., key: _Value | None = ...,
+                partition: int | None = ..., on_delivery: _Callback | None = ...,
+                timestamp: int | None = ..., headers: _Headers | None = ...,
+                callback: _Callback | None = ...) -> None: ...

@@ -18,15 +18,17 @@ from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_REALTIME
 
 from fastkafka._producer.accumulator cimport WAKE_GIL, WAKE_NONE, WAKE_NOW, RecordAccumulator
-from fastkafka._producer.batch cimport BatchFuture, FutureRecordMetadata, LoopSink
+from fastkafka._producer.batch cimport BatchFuture, FutureRecordMetadata, LoopFuture, LoopSink
 from fastkafka._net.cells cimport VersionCell
 from fastkafka._net.clock cimport clock_ms
 from fastkafka._net.ioloop cimport Poller, give_way
 from fastkafka._producer.router cimport Router
 from fastkafka._wire.records cimport get_view, headers_encoded_size, record_size_c
 
-from fastkafka.errors import (InvalidRecordError, MalformedRecordError, ProducerClosedError,
-                              RecordTooLargeError, SerializationError)
+from asyncio import _get_running_loop
+
+from fastkafka.errors import (BufferExhaustedError, InvalidRecordError, MalformedRecordError,
+                              ProducerClosedError, RecordTooLargeError, SerializationError)
 
 #: Batch header (61 bytes) plus the Produce request framing around one batch, with margin.
 REQUEST_OVERHEAD = 61 + 256
@@ -415,3 +417,84 @@ cdef class ProducerCore(Router):
             raise
         finally:
             future.seal(appended)
+
+
+# ---------------------------------------------------------------------------------------------
+# fastkafka.aio: send() and produce() on the event loop
+# ---------------------------------------------------------------------------------------------
+
+class MustWait(Exception):
+    """A send on the event loop found no metadata for its topic: fastkafka.aio awaits an update
+    (``version`` is the one requested), then tries again."""
+
+    def __init__(self, version):
+        super().__init__()
+        self.version = version
+
+
+cdef class LoopSender:
+    """Base class of :class:`fastkafka.aio.AsyncProducer`: its ``send()`` and ``produce()`` on the
+    common path (the producer's loop running, no interceptors or serializers, nothing waiting
+    before them) as one C call: the record checked and appended (:func:`_put`), its outcome sent
+    to the loop's :class:`LoopSink`, and for ``send()`` a :class:`LoopFuture`. Every other case
+    goes to the subclass's ``_send_general`` / ``_produce_general``, and a record that must wait
+    for metadata (:class:`MustWait`) or, for ``send()``, buffer memory to its ``_park``."""
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
+        """Queue one record now; returns a future of its :class:`RecordMetadata` (``md = await
+        p.send(...)``), or of its delivery error.
+
+        Arguments and errors as :meth:`fastkafka.Producer.send`. A record of the wrong type, too
+        large, or for a partition that does not exist raises here, queuing nothing. Waiting for
+        metadata or buffer memory happens on the loop, bounded by ``max_block_ms``; its timeout
+        is the future's error.
+
+        The future has :class:`asyncio.Future`'s methods and ``asyncio.isfuture()`` is true for
+        it (``await``, ``gather``, ``wait_for``, ``shield`` take it), though it is not an
+        instance of :class:`asyncio.Future`: its done-callbacks run as the producer hands the
+        outcome to the loop, without a ``call_soon`` each.
+
+        Not aiokafka's shape: ``fut = await p.send(...)`` already waits for the delivery and gives
+        the RecordMetadata, which is not awaitable (a TypeError saying so); aiokafka's code runs
+        unchanged on :class:`fastkafka.compat.aiokafka.AIOKafkaProducer`."""
+        cdef LoopFuture fut
+        cdef FutureRecordMetadata f
+        loop = _get_running_loop()
+        if (loop is not self._loop or loop is None or self._chain is not None or self._serializing
+                or self._closing or self._backlog):
+            return self._send_general(topic, value, key, partition, timestamp_ms, headers)
+        fut = LoopFuture.__new__(LoopFuture)
+        fut._loop = loop
+        try:
+            f = _put(self._p, topic, value, key, partition, timestamp_ms, headers, self._sink,
+                     True, False, None)
+        except (MustWait, BufferExhaustedError) as e:
+            self._park("send", (topic, value, key, partition, timestamp_ms, headers), fut, e)
+            return fut
+        f.waiter = fut
+        self._sink.pending += 1
+        return fut
+
+    def produce(self, topic, value=None, key=None, partition=None, on_delivery=None,
+                timestamp=None, headers=None, callback=None):
+        """Queue one record and return; ``on_delivery(err, metadata)``, if given, runs on the loop
+        once it is delivered or failed (a failure without ``on_delivery`` is logged; ``callback``
+        is another name for it, as for :meth:`fastkafka.Producer.produce`). Never waits:
+        when buffer memory is not free it raises BufferExhaustedError at once (``await
+        p.send(...)`` waits for it instead); a record for a topic whose metadata is not known
+        yet is queued until it is (bounded by ``max_block_ms``)."""
+        cdef FutureRecordMetadata f
+        loop = _get_running_loop()
+        if (loop is not self._loop or loop is None or callback is not None
+                or (on_delivery is not None and not callable(on_delivery))
+                or self._chain is not None or self._serializing or self._closing or self._backlog):
+            return self._produce_general(topic, value, key, partition, on_delivery, timestamp,
+                                         headers, callback)
+        try:
+            f = _put(self._p, topic, value, key, partition, timestamp, headers, self._sink,
+                     True, False, None)
+        except MustWait as e:
+            self._park("produce", (topic, value, key, partition, timestamp, headers), on_delivery, e)
+            return
+        f.waiter = on_delivery
+        self._sink.pending += 1
