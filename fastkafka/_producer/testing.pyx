@@ -15,6 +15,8 @@ objects for the tests to check:
   (``produce_send_c``);
 - :func:`route`: the router's placement of one record, as ``send()`` asks it
   (``fastkafka._producer.router``);
+- :func:`set_waiter`: a record's waiter on the event loop, as fastkafka.aio's ``send()`` sets it
+  (``fastkafka._producer.batch.LoopSink``);
 - :func:`set_sender_failpoint`: the sender's fault-injection hook (``fastkafka._producer.sender``);
 - :func:`is_muted`, :func:`mute`, :func:`flush_in_progress`, :func:`has_incomplete`,
   :func:`is_stale`: the accumulator's and the idempotence state's internals, read or set;
@@ -37,7 +39,7 @@ from posix.unistd cimport _SC_PAGESIZE, sysconf
 from fastkafka._producer.accumulator cimport (DrainedBatch, IdempotenceState, NodeSlot, Readiness,
                                               RecordAccumulator, _PartitionQueue, drain_c,
                                               take_drained_batch, scan_c)
-from fastkafka._producer.batch cimport ProducerBatch
+from fastkafka._producer.batch cimport FutureRecordMetadata, LoopSink, ProducerBatch
 from fastkafka._net.clock cimport monotonic_ms
 from fastkafka._producer.router cimport Router
 from fastkafka._producer.sender cimport set_failpoint_c
@@ -405,6 +407,13 @@ def route(Router router not None, topic, key=None, partition=None):
         if key is not None:
             PyBuffer_Release(&view)
     return p, max_block
+
+
+def set_waiter(FutureRecordMetadata f not None, LoopSink sink not None, waiter):
+    """Give a record appended with ``sink`` as its callback the waiter fastkafka.aio gives it (a
+    LoopFuture, an asyncio future or a callable(err, metadata)), as ``send()`` does."""
+    f.waiter = waiter
+    sink.pending += 1
 
 
 def set_sender_failpoint(fn):
