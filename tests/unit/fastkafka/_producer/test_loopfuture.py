@@ -101,6 +101,38 @@ def test_await_gives_the_record_metadata_or_raises_the_batch_error(kind):
     run(kind, body, TIMEOUT)
 
 
+def test_awaiting_failed_futures_of_one_batch_does_not_grow_its_error_traceback(kind):
+    """The records of a failed batch share its error: each await raises that one object, and
+    must not chain its traceback onto those of the earlier awaits (asyncio.Future restores the
+    traceback it was given on each raise): else the error keeps every awaiting coroutine's frame
+    alive and each task's traceback shows all the others'."""
+    async def body():
+        loop = asyncio.get_running_loop()
+        sink, acc = LoopSink(loop), _acc()
+        futs, _, batches = _sends(loop, sink, acc, 20)
+        assert len(batches) == 1
+        err = KafkaTimeoutError("expired")
+        seen = []
+
+        async def waiter(fut):
+            try:
+                await fut
+            except KafkaTimeoutError as e:
+                frames, tb = 0, e.__traceback__
+                while tb is not None:
+                    frames += tb.tb_frame.f_code is waiter.__code__
+                    tb = tb.tb_next
+                seen.append((e is err, frames))
+
+        tasks = [loop.create_task(waiter(f)) for f in futs]
+        await asyncio.sleep(0)
+        batches[0].complete(-1, -1, err)
+        await asyncio.wait_for(asyncio.gather(*tasks), TIMEOUT)
+        assert seen == [(True, 1)] * 20
+
+    run(kind, body, TIMEOUT)
+
+
 def test_awaiting_a_done_future_does_not_yield_to_the_loop(kind):
     async def body():
         loop = asyncio.get_running_loop()
@@ -163,6 +195,13 @@ def test_done_callbacks_run_inside_the_drain_not_through_call_soon(kind):
         for lf in futs:
             lf.add_done_callback(lambda f: seen.append(("loopfuture", f.result().offset)))
         afuts[0].add_done_callback(lambda f: seen.append(("asyncio", f.result().offset)))
+
+        async def waiter():
+            md = await futs[0]
+            seen.append(("task resumed", md.offset))
+
+        task = loop.create_task(waiter())
+        await asyncio.sleep(0)
         at_return = loop.create_future()
 
         def plain():
@@ -173,10 +212,12 @@ def test_done_callbacks_run_inside_the_drain_not_through_call_soon(kind):
             at_return.set_result(list(seen))
 
         loop.call_soon(plain)
+        # the waiting task's step ran in the drain too (its wake-up is a done-callback)
         assert await asyncio.wait_for(at_return, TIMEOUT) == [
-            ("loopfuture", 10 + r.index) for r in recs]
-        await _until(lambda: len(seen) == 5)
-        assert seen[-1] == ("asyncio", 10)
+            ("loopfuture", 10 + recs[0].index), ("task resumed", 10 + recs[0].index)] + [
+            ("loopfuture", 10 + r.index) for r in recs[1:]]
+        await _until(lambda: len(seen) == 6)
+        assert seen[-1] == ("asyncio", 10) and task.done()
         assert errors == []
 
     run(kind, body, TIMEOUT)
