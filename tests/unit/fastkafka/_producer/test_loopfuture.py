@@ -369,6 +369,7 @@ def test_run_until_complete_takes_the_future(kind):
         sink, acc = LoopSink(loop), _acc()
         ok, recs, ok_batches = _sends(loop, sink, acc, 2, partition=0)
         bad, _, bad_batches = _sends(loop, sink, acc, 1, partition=1)
+        loop.call_later(TIMEOUT, loop.stop)     # (bounded: a future never resolved fails the test)
         loop.call_soon(ok_batches[0].complete, 7, -1, None)
         md = loop.run_until_complete(ok[1])
         assert md.offset == 7 + recs[1].index and ok[0].done()
@@ -583,6 +584,7 @@ def test_keyboard_interrupt_in_a_callback_is_raised_by_the_loop_next_turn(kind):
 
         loop.call_soon(plain)
         never = loop.create_future()
+        loop.call_later(TIMEOUT, never.set_result, None)     # (bounded, should it not raise)
         with pytest.raises(KeyboardInterrupt):        # ... but from the loop's next turn
             loop.run_until_complete(never)
         assert at_return == [["same future", "later future"]]
@@ -614,6 +616,7 @@ def test_remove_done_callback_returns_the_count_removed(kind):
             fut.add_done_callback(cb)
         assert fut.remove_done_callback(a) == 3
         assert fut.remove_done_callback(a) == 0
+        assert fut.remove_done_callback(lambda f: None) == 0
         fut.set_result(1)
         await _until(lambda: len(ran) == 2)
         await asyncio.sleep(0)
@@ -626,6 +629,7 @@ def test_remove_done_callback_returns_the_count_removed(kind):
         other.set_result(2)
         await _until(lambda: len(ran) == 3)
         assert ran == ["b", "c", "b"]
+        assert other.remove_done_callback(b) == 0          # done: nothing left to remove
 
     run(kind, body, TIMEOUT)
 
