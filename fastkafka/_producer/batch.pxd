@@ -215,7 +215,8 @@ cdef inline void count_batch_record(ProducerBatch batch, BatchFuture future):
 cdef class LoopFuture:
     cdef object _loop
     cdef int _state                    # _PENDING, _FINISHED, _FAILED, _CANCELLED
-    cdef object _value                 # the RecordMetadata, the error, or the CancelledError
+    cdef object _value                 # the RecordMetadata, the error, or cancel()'s message
+    cdef object _tb                    # the error's traceback when it failed
     cdef object _cb0                   # the first done-callback and its context (most have one)
     cdef object _ctx0
     cdef list _more                    # further (callback, context) pairs, or None

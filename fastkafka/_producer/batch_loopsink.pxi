@@ -20,7 +20,6 @@ cdef tuple _STATE_NAMES = ("pending", "finished", "finished", "cancelled")
 # ---------------------------------------------------------------------------------------------
 
 @cython.final
-@cython.freelist(1024)
 cdef class LoopFuture:
     """The future ``AsyncProducer.send()`` returns: ``await`` it for the record's
     :class:`RecordMetadata` (or its error).
@@ -45,6 +44,8 @@ cdef class LoopFuture:
     cdef int _settle(self, int state, object value) except -1:
         self._state = state
         self._value = value
+        if state == _FAILED:
+            self._tb = value.__traceback__
         return 0
 
     cdef void _run_callbacks(self, bint now) noexcept:
@@ -107,10 +108,20 @@ cdef class LoopFuture:
             return self._value
         if self._state == _FAILED:
             self._retrieved = True
-            raise self._value
+            # the traceback it had when it failed: one error object is shared by the records of
+            # a batch, and each raise would otherwise add the awaiting task's frames to it
+            raise self._value.with_traceback(self._tb)
         if self._state == _CANCELLED:
             raise _cancelled_error(self._value)
         raise _InvalidStateError("Result is not ready.")
+
+    def _make_cancelled_error(self):
+        """The CancelledError of a cancelled future (asyncio.gather and others ask for it)."""
+        return _cancelled_error(self._value if self._state == _CANCELLED else None)
+
+    @property
+    def _cancel_message(self):
+        return self._value if self._state == _CANCELLED else None
 
     def exception(self):
         if self._state == _CANCELLED:
@@ -338,6 +349,7 @@ cdef class LoopSink:
         cdef LoopFuture lf
         cdef int32_t i
         cdef bint now
+        cdef object last_err = None, last_tb = None
         self._scheduled = False
         items = self._items
         self._items = []
@@ -377,8 +389,13 @@ cdef class LoopSink:
                     lf._value = f._metadata()
                     lf._run_callbacks(now)
                 else:                           # (nobody looks at it: logged when dropped)
+                    # The records of a batch share its error: each future keeps the traceback
+                    # it had when the batch failed, not what an earlier await added to it.
+                    if err is not last_err:
+                        last_err, last_tb = err, err.__traceback__
                     lf._state = _FAILED
                     lf._value = err
+                    lf._tb = last_tb
                     lf._run_callbacks(now)
                 continue
             if w is None or not callable(w):
