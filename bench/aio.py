@@ -105,8 +105,8 @@ if HERE not in sys.path:
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from aio_clients import (CLIENTS, FASTKAFKA, KINDS, LINGER_MS, LOOP_CODE, MEASUREMENTS, child,  # noqa: E402
-                         split_name)
+from aio_clients import (CLIENTS, FASTKAFKA, KINDS, LINGER_MS, LOOP_CODE, MEASUREMENTS, NO_SHAPE,  # noqa: E402
+                         child, split_name)
 from brokers import BROKER_PROPERTIES, Topics  # noqa: E402
 from harness import (build_fingerprint, emit, fmt, kafka_run_line, process_cpu_s, result_line,  # noqa: E402
                      round_order, run_child, settle, tree_commit, tree_env)
@@ -122,7 +122,8 @@ RESULTS = os.path.join(HERE, "results", "aio.md")
 def select(only: str) -> list[str]:
     """The measurements ``--only`` picks, in the fixed order of MEASUREMENTS. Each comma-separated
     token is a measurement name (``fk_gather``), a client (``fk``, ``aiok``: all its measurements) or
-    a kind (``gather``, ``serial``, ``lat_busy``, ``lat_idle``, ``lat``: both latencies). Empty:
+    a kind (``gather``, ``serial``, ``lat_busy``, ``lat_idle``, ``lat``: both latencies, ``tasks``,
+    ``fire``, ``arrow``, ``first``). Empty:
     every measurement."""
     tokens = [t.strip() for t in only.split(",") if t.strip()]
     if not tokens:
@@ -171,7 +172,7 @@ def child_cmd(name: str, bootstrap: str, topic: str, args, records: int | None =
             "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--rate", str(args.rate),
             "--tick-us", str(args.tick_us), "--busy-slice-us", str(args.busy_slice_us),
             "--size", str(args.size), "--loop", args.loop, "--fastkafka-path", args.fastkafka_path,
-            "--linger-ms", str(args.linger_ms)]
+            "--linger-ms", str(args.linger_ms), "--tasks", str(args.tasks), "--batch", str(args.batch)]
 
 
 def measure(topics, name: str, topic: str, args, broker_pid: int | None, records: int | None = None) -> dict:
@@ -208,6 +209,12 @@ def log_line(name: str, r: dict) -> str:
         return "FAILED: " + r["failed"]
     kind = split_name(name)[1]
     extra = f"  wake-ups/record {r['wakeups_per_record']:.3f}" if r.get("wakeups_per_record") is not None else ""
+    if r.get("max_stall_ms") is not None:
+        extra += f"  max stall {r['max_stall_ms']:.1f} ms"
+    if kind == "first":
+        return (f"first delivery after {r['first_ms']:.1f} ms (open {r['open_ms']:.1f} ms), close "
+                f"{r['close_ms']:.1f} ms, max stall {fmt(r.get('max_stall_ms'), '.1f')} ms to the delivery, "
+                f"{fmt(r.get('close_max_stall_ms'), '.1f')} ms in close")
     if kind.startswith("lat"):
         app = f"  app slices/s {r['app_slices_per_s']:,.0f}" if r.get("app_slices_per_s") is not None else ""
         cpu = f"  cpu {r['cpu_us_per_record']:.1f} us/rec" if r.get("cpu_us_per_record") is not None else ""
@@ -253,14 +260,28 @@ def _why(rs: list[dict]) -> str:
     return f" ({why.replace('|', '/')})" if why else ""
 
 
+def _stall_cell(rs: list[dict]) -> str:
+    """Median over rounds of the loop's longest stall (and of its p99 gap), ms."""
+    mx, p99 = med_field(rs, "max_stall_ms"), med_field(rs, "p99_stall_ms")
+    return f"{fmt(mx, '.1f')} ({fmt(p99, '.2f')})" if mx is not None else "n/a"
+
+
+def no_shape_row(kind: str, client: str, cols: int) -> str:
+    """The row of a client that has no call for ``kind``: its name, why, and dashes."""
+    label, why = NO_SHAPE[(kind, client)]
+    return "| " + " | ".join([label, why] + ["—"] * (cols - 2)) + " |"
+
+
 def throughput_table(kind: str, results: dict[str, list[dict]], names: list[str]) -> list[str]:
-    """One row per client of ``kind`` (gather or serial): median records/s, fastkafka's median
-    per-round ratio to it, records per run, CPU per record, fastkafka's loop wake-ups per record."""
+    """One row per client of ``kind`` (gather, serial, tasks, fire, arrow): median records/s,
+    fastkafka's median per-round ratio to it, records per run, CPU per record, fastkafka's loop
+    wake-ups per record, the loop's longest stall; a row saying why for a peer without the shape."""
     fks = fastkafka_of(kind, names)
     fk = fks[0] if fks else None
     lines = ["| client | loop | median records/s | fastkafka ÷ this (median of per-round) | per-round ratios "
-             "| records per run | CPU µs/record | loop wake-ups/record | rounds (records/s) |",
-             "|---|---|---:|---:|---|---:|---:|---:|---|"]
+             "| records per run | CPU µs/record | loop wake-ups/record | max stall ms (p99 gap) "
+             "| rounds (records/s) |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
     for c in KINDS[kind][1]:
         name = f"{c}_{kind}"
         if name not in names:
@@ -275,12 +296,36 @@ def throughput_table(kind: str, results: dict[str, list[dict]], names: list[str]
         recs = med_field(rs, "records")
         capped = any(r.get("capped") for r in rs if "failed" not in r)
         label = f"**{CLIENTS[c][0]}**" if c in FASTKAFKA else CLIENTS[c][0]
-        rate = fmt(med_field(rs, "rate"), ",.0f" if kind == "gather" else ",.1f", "FAILED")
+        rate = fmt(med_field(rs, "rate"), ",.1f" if kind == "serial" else ",.0f", "FAILED")
         lines.append(
             f"| {label} | {LOOP_CODE[(kind, c)]} | {rate} | {ratio} | {per} "
             f"| {fmt(recs, ',.0f')}{' (capped)' if capped else ''} "
             f"| {fmt(med_field(rs, 'cpu_us_per_record'), ',.1f')} | {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
+            f"| {_stall_cell(rs)} "
             f"| {_rounds_cell(rs, lambda r: format(r['rate'], ',.1f'))}{_why(rs)} |")
+    if any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
+        lines += [no_shape_row(kind, c, 10) for (k, c) in NO_SHAPE if k == kind]
+    return lines
+
+
+def first_table(results: dict[str, list[dict]], names: list[str]) -> list[str]:
+    """One row per client of the first-send measurement: medians over rounds of the time to the
+    first delivery (and to the producer's start), the loop's longest stall until then, the close's
+    time and longest stall."""
+    lines = ["| client | code | first delivery ms (open ms) | max stall ms to the delivery "
+             "| close ms | max stall ms in close | rounds (max stall ms) |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for c in KINDS["first"][1]:
+        name = f"{c}_first"
+        if name not in names:
+            continue
+        rs = results[name]
+        label = f"**{CLIENTS[c][0]}**" if c in FASTKAFKA else CLIENTS[c][0]
+        lines.append(
+            f"| {label} | {LOOP_CODE[('first', c)]} | {fmt(med_field(rs, 'first_ms'), '.1f', 'FAILED')} "
+            f"({fmt(med_field(rs, 'open_ms'), '.1f')}) | {fmt(med_field(rs, 'max_stall_ms'), '.1f')} "
+            f"| {fmt(med_field(rs, 'close_ms'), '.1f')} | {fmt(med_field(rs, 'close_max_stall_ms'), '.1f')} "
+            f"| {_rounds_cell(rs, lambda r: fmt(r.get('max_stall_ms'), '.1f'))}{_why(rs)} |")
     return lines
 
 
@@ -293,8 +338,8 @@ def latency_table(kind: str, results: dict[str, list[dict]], names: list[str], r
     fk = fks[0] if fks else None
     lines = ["| client | completion | achieved rec/s | p50 ms | p99 ms | p99.9 ms | max ms "
              "| fastkafka p50 ÷ this | fastkafka p99 ÷ this | app slices/s | CPU µs/record "
-             "| loop wake-ups/record | rounds p50 / p99 ms |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| loop wake-ups/record | max stall ms (p99 gap) | rounds p50 / p99 ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in KINDS[kind][1]:
         name = f"{c}_{kind}"
         if name not in names:
@@ -313,33 +358,48 @@ def latency_table(kind: str, results: dict[str, list[dict]], names: list[str], r
             f"| {fmt(med_field(rs, 'p99'))} | {fmt(med_field(rs, 'p999'))} | {fmt(med_field(rs, 'max'))} "
             f"| {r50} | {r99} | {fmt(med_field(rs, 'app_slices_per_s'), ',.0f')} "
             f"| {fmt(med_field(rs, 'cpu_us_per_record'), '.1f')} "
-            f"| {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
+            f"| {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} | {_stall_cell(rs)} "
             f"| {_rounds_cell(rs, lambda r: format(r['p50'], '.2f') + ' / ' + format(r['p99'], '.2f'))}{_why(rs)} |")
     return lines
 
 
 def rounds_table(results: dict[str, list[dict]], names: list[str]) -> list[str]:
     lines = ["| round | measurement | records | result | CPU µs/record | loop wake-ups (records on loop) "
-             "| broker CPU s | held by topic | load |",
-             "|---:|---|---:|---|---:|---|---:|---:|---:|"]
+             "| max stall ms | broker CPU s | held by topic | load |",
+             "|---:|---|---:|---|---:|---|---:|---:|---:|---:|"]
     rows = sorted(((r.get("round", i + 1), r.get("order", 0), n, r) for n in names
                    for i, r in enumerate(results[n])), key=lambda x: (x[0], x[1]))
     for rnd, _, n, r in rows:
         if "failed" in r:
             res = "FAILED: " + r["failed"].replace("|", "/")
+        elif split_name(n)[1] == "first":
+            res = (f"first delivery {r['first_ms']:.1f} ms (open {r['open_ms']:.1f}), close {r['close_ms']:.1f} ms, "
+                   f"max stall in close {fmt(r.get('close_max_stall_ms'), '.1f')} ms")
         elif split_name(n)[1].startswith("lat"):
             res = f"{r['achieved']:,.0f} rec/s, p50 {r['p50']:.2f} / p99 {r['p99']:.2f} / max {r['max']:.2f} ms"
             if r.get("due") and r["records"] < r["due"]:
                 res += f" (stopped after {r['records']:,} of {r['due']:,} due)"
         else:
             res = f"{r['rate']:,.1f} rec/s in {r['seconds']:.2f} s" + (" (capped)" if r.get("capped") else "")
+            if r.get("buffer_retries"):
+                res += f", {r['buffer_retries']:,} produce() retries on a full buffer"
         wake = (f"{r['loop_wakeups']:,} ({r['records_completed_on_loop']:,})"
                 if r.get("loop_wakeups") is not None and r.get("records_completed_on_loop") is not None else "")
         lines.append(f"| {rnd} | {n} | {fmt(r.get('records'), ',', '')} | {res} "
                      f"| {fmt(r.get('cpu_us_per_record'), '.1f', '')} | {wake} "
+                     f"| {fmt(r.get('max_stall_ms'), '.1f', '')} "
                      f"| {fmt(r.get('broker_cpu_s'), '.2f', '')} | {fmt(r.get('held'), ',', '')} "
                      f"| {fmt(r.get('load'), '.2f', '')} |")
     return lines
+
+
+def loop_name(kind: str) -> str:
+    """The event loop of the children, for the report."""
+    if kind == "uvloop":
+        import importlib.metadata as md
+
+        return f"uvloop {md.version('uvloop')}"
+    return "asyncio's default (selector) event loop"
 
 
 def machine_lines(broker_line: str, report: dict, args) -> list[str]:
@@ -356,10 +416,7 @@ def machine_lines(broker_line: str, report: dict, args) -> list[str]:
         vers.append(f"librdkafka {confluent_kafka.libversion()[0]}")
     except ImportError:
         pass
-    if args.loop == "uvloop":
-        loop = f"uvloop {md.version('uvloop')}"
-    else:
-        loop = "asyncio's default (selector) event loop"
+    loop = loop_name(args.loop)
     where = ("built in place in this repository" if report.get("fastkafka_is_repo", True)
              else "imported from `--fastkafka-path` (a separate source tree built in place)")
     if report.get("rebuilt_during_run"):
@@ -387,7 +444,8 @@ def command_line(args) -> str:
            f"{args.slow_records} --window {args.window} --cap-seconds {args.cap_seconds:g} --seconds "
            f"{args.seconds:g} --warmup {args.warmup:g} --rate {args.rate:g} --tick-us {args.tick_us:g} "
            f"--busy-slice-us {args.busy_slice_us:g} --size {args.size} --partitions {args.partitions} "
-           f"--warmup-records {args.warmup_records} --loop {args.loop} --linger-ms {args.linger_ms}")
+           f"--warmup-records {args.warmup_records} --loop {args.loop} --linger-ms {args.linger_ms} "
+           f"--tasks {args.tasks} --batch {args.batch}")
     if args.names != MEASUREMENTS:
         cmd += f" --only {','.join(args.names)}"
     return cmd
@@ -410,11 +468,34 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         "Noise: a 2-core machine shared with the broker and whatever else runs on it; compare the "
         "clients by the ratios, measured in the same rounds.",
         "",
+        f"Event loop: {loop_name(args.loop)}. Max stall: a ticker task on the same loop sleeps 1 ms in turn "
+        "over the timed part; a stall is the time between two of its turns beyond that 1 ms (how long the "
+        "loop ran nothing else); the median over rounds of each run's longest, in brackets of each run's "
+        "p99 gap. With the application busy (lat_busy) it includes the application's own slices.",
+        "",
     ]
-    for kind in ("gather", "serial"):
+    per_client = (f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
+                  f"{args.cap_seconds:g} s")
+    for kind in ("tasks", "fire", "arrow", "gather", "serial"):
         if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
             continue
-        if kind == "gather":
+        if kind == "tasks":
+            head = (f"## Throughput: {KINDS[kind][0]}\n\n{args.tasks:,} tasks gathered, each sending its share "
+                    f"of the records one at a time, awaiting each (a web service under load); {per_client} "
+                    "(every task stops after its current send; marked capped). Rate = records / (tasks "
+                    "started -> all done). CPU: the process (every thread, getrusage) over that time.")
+        elif kind == "fire":
+            head = (f"## Throughput: {KINDS[kind][0]}\n\nEvery record sent without awaiting it, a callback "
+                    f"counting its outcome; `await asyncio.sleep(0)` after each {args.window:,} records (the "
+                    f"loop's other tasks run), then one `await p.flush()`; {per_client} (whole windows). Rate "
+                    "= records / (first call -> flush() returned and every callback ran). CPU: the process "
+                    "(every thread, getrusage) over that time.")
+        elif kind == "arrow":
+            head = (f"## Throughput: {KINDS[kind][0]}\n\npyarrow `binary` arrays of {args.batch:,} values "
+                    f"(built before the clock), each awaited before the next; {per_client} (whole arrays). "
+                    "Rate = records / (first call -> last array delivered). CPU: the process (every thread, "
+                    "getrusage) over that time.")
+        elif kind == "gather":
             head = (f"## Throughput: {KINDS[kind][0]}\n\nWindows of {args.window:,} sends awaited together; "
                     f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
                     f"{args.cap_seconds:g} s (whole windows; marked capped). Rate = records / (first send -> "
@@ -436,6 +517,14 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
                   + (" CPU per record: the process (every thread) over the measured records." if kind == "lat_idle"
                      else ""), "",
                   *latency_table(kind, results, names, args.rate), ""]
+    if any(f"{c}_first" in names for c in KINDS["first"][1]):
+        lines += [f"## {KINDS['first'][0][0].upper()}{KINDS['first'][0][1:]}", "",
+                  "A ticker on the loop from before the producer is made; the producer made (and "
+                  "started), one record sent to a topic it has no metadata for and awaited until "
+                  "delivered, the producer closed. First delivery: from the constructor's call; "
+                  "max stall: the loop's longest gap beyond the ticker's 1 ms until the delivery, "
+                  "and during the close. confluent-kafka's record is flushed (its buffer timer "
+                  "would add about 1 s).", "", *first_table(results, names), ""]
     lines += ["## Every round", ""]
     if report.get("warmup"):
         wname, wr = report["warmup"]
@@ -459,7 +548,10 @@ def parse_args(argv=None):
     ap.add_argument("--records", type=int, default=200_000, help="fastkafka's records per gather measurement")
     ap.add_argument("--slow-records", type=int, default=50_000,
                     help="the other clients' records per gather measurement")
-    ap.add_argument("--window", type=int, default=1000, help="sends awaited together (gather)")
+    ap.add_argument("--window", type=int, default=1000,
+                    help="sends awaited together (gather); records between the loop's turns (fire)")
+    ap.add_argument("--tasks", type=int, default=1000, help="concurrent tasks (tasks)")
+    ap.add_argument("--batch", type=int, default=10_000, help="values per Arrow array (arrow)")
     ap.add_argument("--cap-seconds", type=float, default=10.0,
                     help="a gather run stops after the window that passes this many seconds")
     ap.add_argument("--seconds", type=float, default=5.0,

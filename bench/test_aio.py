@@ -19,13 +19,17 @@ import aio_clients  # noqa: E402
 # ------------------------------------------------------------------------------------ selection
 def test_select_names_clients_and_kinds():
     assert aio.select("") == aio.MEASUREMENTS
-    assert aio.select("fk") == ["fk_gather", "fk_serial", "fk_lat_busy", "fk_lat_idle"]   # not fkp
+    assert aio.select("fk") == ["fk_gather", "fk_serial", "fk_lat_busy", "fk_lat_idle", "fk_tasks", "fk_fire",
+                                "fk_arrow", "fk_first"]   # not fkp
+    assert aio.select("tasks,fire,arrow") == ["fk_tasks", "aiok_tasks", "ck_tasks", "fk_fire", "aiok_fire",
+                                              "ck_fire", "fk_arrow", "aiok_arrow"]   # ck has no batch call
+    assert aio.select("first") == ["fk_first", "aiok_first", "ck_first"]
     assert aio.select("gather") == ["fk_gather", "aiok_gather", "fka_gather", "ck_gather", "ckf_gather"]
     assert aio.select("fka") == ["fka_gather", "fka_serial"]
     assert aio.select("lat") == [n for n in aio.MEASUREMENTS if "_lat_" in n] and len(aio.select("lat")) == 8
     # fixed order whatever the order asked, no duplicates
-    assert aio.select("ck_serial, fk_gather,fk") == ["fk_gather", "fk_serial", "ck_serial", "fk_lat_busy",
-                                                     "fk_lat_idle"]
+    assert aio.select("ck_serial, fk_gather,fk_serial,fk_lat_idle") == ["fk_gather", "fk_serial", "ck_serial",
+                                                                        "fk_lat_idle"]
     assert aio.select("aiok,ck,ckf") == [n for n in aio.MEASUREMENTS if not n.startswith("fk")]
     assert aio.select("aiok,fka,ck,ckf") == [n for n in aio.MEASUREMENTS if not n.startswith("fk_")
                                              and not n.startswith("fkp_")]
@@ -37,7 +41,7 @@ def test_every_measurement_has_its_code_or_completion_described():
     for name in aio.MEASUREMENTS:
         client, kind = aio.split_name(name)
         assert client in aio.CLIENTS and kind in aio.KINDS
-        if kind in ("gather", "serial"):
+        if kind not in ("lat_busy", "lat_idle"):
             assert (kind, client) in aio.LOOP_CODE
         assert client in aio_clients.CLIENT_CLASSES
 
@@ -79,8 +83,11 @@ def test_counters_and_rates():
     assert aio_clients.counter_delta(m0, m1, "aio_loop_wakeups") == 50
     assert aio_clients.counter_delta(m0, {}, "aio_loop_wakeups") is None
     assert aio_clients.counter_delta(None, m1, "aio_loop_wakeups") is None
-    assert aio_clients._fk_counters(m0, m1, 1000) == {"loop_wakeups": 50, "records_completed_on_loop": 1000,
-                                                      "wakeups_per_record": 0.05}
+    got = aio_clients._fk_counters(m0, m1, 1000)
+    assert {k: got[k] for k in ("loop_wakeups", "records_completed_on_loop", "wakeups_per_record")} == {
+        "loop_wakeups": 50, "records_completed_on_loop": 1000, "wakeups_per_record": 0.05}
+    assert set(got["io_thread"]) == set(aio_clients._IO_COUNTERS)   # absent from these snapshots: None
+    assert all(v is None for v in got["io_thread"].values())
     assert aio_clients._fk_counters(None, None, 1000)["wakeups_per_record"] is None
     assert aio_clients.per_record(5, 0) is None
     assert aio_clients.achieved_rate(1001, 0, 1_000_000_000) == pytest.approx(1000.0)
