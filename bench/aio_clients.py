@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import math
 import resource
 import time
@@ -169,7 +170,8 @@ class StallTicker:
     """A task on the measured loop that sleeps ``period`` seconds in turn and keeps every gap between
     two of its turns beyond that period (ms), with when it began and ended: how long the loop ran
     nothing else (a producer holding the loop, a batch of completions, a blocking call).
-    ``stats(a, b)`` summarizes the gaps that overlap ``perf_counter`` seconds ``a`` .. ``b``."""
+    ``stats(a, b)`` summarizes the stalls within ``perf_counter`` seconds ``a`` .. ``b`` (a stall
+    spanning two parts of a run counts in each for the time it lies in it)."""
 
     def __init__(self, period: float = 0.001, clock=time.perf_counter):
         self.period = period
@@ -198,11 +200,17 @@ class StallTicker:
             self._task = None
 
     def stats(self, a: float = float("-inf"), b: float = float("inf")) -> dict:
-        """``max_stall_ms`` (the longest gap), ``p99_stall_ms`` (nearest rank) and ``ticks`` of the
-        gaps that overlap ``a`` .. ``b`` (None without a tick)."""
-        xs = sorted(g for t0, t1, g in self.gaps if t0 <= b and t1 >= a)
-        if not xs:
+        """The loop's stalls within ``a`` .. ``b``: each gap's held part (from one period after a
+        turn to the next turn) clipped to ``a`` .. ``b``; ``max_stall_ms``, ``p99_stall_ms`` (nearest
+        rank) and ``ticks`` (the gaps it saw). 0 when the loop was never held there; None when the
+        ticker never ran."""
+        if not self.gaps:
             return {"max_stall_ms": None, "p99_stall_ms": None, "ticks": 0}
+        p = self.period
+        xs = sorted(max(0.0, min(t1, b) - max(t0 + p, a)) * 1000.0 for t0, t1, _ in self.gaps
+                    if t0 <= b and t1 >= a)
+        if not xs:
+            return {"max_stall_ms": 0.0, "p99_stall_ms": 0.0, "ticks": 0}
         return {"max_stall_ms": xs[-1], "p99_stall_ms": xs[max(0, math.ceil(0.99 * len(xs)) - 1)],
                 "ticks": len(xs)}
 
@@ -230,6 +238,13 @@ class Client:
     methods the same way for every client; what each does is the library's own documented use."""
 
     key = "?"
+    #: the library's module, imported before any clock (``preload``)
+    module = "?"
+
+    @classmethod
+    def preload(cls) -> None:
+        """Import the library (a first import is not the producer's work on the loop)."""
+        importlib.import_module(cls.module)
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
@@ -287,6 +302,7 @@ def _future_done(done, t_send: int, fut) -> None:
 
 class FastkafkaClient(Client):
     key = "fk"
+    module = "fastkafka.aio"
 
     async def open(self, stack) -> None:
         from fastkafka.aio import AsyncProducer
@@ -351,6 +367,7 @@ def _delivery_done(done, t_send: int, err, _md) -> None:
 
 class AiokafkaClient(Client):
     key = "aiok"
+    module = "aiokafka"
 
     async def open(self, stack) -> None:
         from aiokafka import AIOKafkaProducer
@@ -401,6 +418,7 @@ class LayerAiokafkaClient(AiokafkaClient):
     """aiokafka's code with only the import changed: fastkafka.compat.aiokafka.AIOKafkaProducer."""
 
     key = "fka"
+    module = "fastkafka.compat.aiokafka"
 
     async def open(self, stack) -> None:
         from fastkafka.compat.aiokafka import AIOKafkaProducer
@@ -411,6 +429,7 @@ class LayerAiokafkaClient(AiokafkaClient):
 
 class ConfluentClient(Client):
     key = "ck"
+    module = "confluent_kafka.aio"
 
     async def open(self, stack) -> None:
         from confluent_kafka.aio import AIOProducer
@@ -747,9 +766,11 @@ async def run_arrow(c: Client, topic: str, values: list, chunk: int, cap_s: floa
 
 
 async def run_first(cls, bootstrap: str, topic: str) -> dict:
-    """From the producer's construction through its first record (to ``topic``, which it has no
-    metadata for) until that record's delivery, then its close: how long each part took and the
-    loop's longest stall in each (a ticker running from before the construction)."""
+    """From the producer's construction (its library imported before) through its first record
+    (to ``topic``, which it has no metadata for) until that record's delivery, then its close: how
+    long each part took and the loop's longest stall in each (a ticker running from before the
+    construction)."""
+    cls.preload()
     clock = time.perf_counter
     async with ticking() as tk:
         t0 = clock()
@@ -761,11 +782,13 @@ async def run_first(cls, bootstrap: str, topic: str) -> dict:
             t_done = clock()
         t_closed = clock()
         await asyncio.sleep(0.005)      # the ticker's turn after the close
-    send, close = tk.stats(t0, t_done), tk.stats(t_done, t_closed)
     return {"records": 1, "completed": 1, "errors": 0, "total_sent": 1,
-            "open_ms": (t_open - t0) * 1000.0, "first_ms": (t_done - t0) * 1000.0,
-            "close_ms": (t_closed - t_done) * 1000.0, **send,
-            "close_max_stall_ms": close["max_stall_ms"]}
+            "open_ms": (t_open - t0) * 1000.0, "send_ms": (t_done - t_open) * 1000.0,
+            "first_ms": (t_done - t0) * 1000.0, "close_ms": (t_closed - t_done) * 1000.0,
+            **tk.stats(t0, t_done),
+            "open_max_stall_ms": tk.stats(t0, t_open)["max_stall_ms"],
+            "send_max_stall_ms": tk.stats(t_open, t_done)["max_stall_ms"],
+            "close_max_stall_ms": tk.stats(t_done, t_closed)["max_stall_ms"]}
 
 
 async def child_main(name: str, bootstrap: str, topic: str, args) -> dict:

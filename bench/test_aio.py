@@ -377,3 +377,132 @@ def test_render_has_every_section_and_the_machine():
         assert head in text, head
     assert "event loop busy" not in text
     assert "| 1 | ck_lat_idle | 100,000 | 20,000 rec/s, p50 80.00 / p99 100.00" in text
+
+
+# ------------------------------------------------------------------------------------ the service shapes
+class BatchFakeClient(FakeClient):
+    """The fake with a batch call: every value of the array sent, awaited together."""
+
+    async def batch(self, topic, arr):
+        res = await asyncio.gather(*[self.p.send(topic, v) for v in arr.to_pylist()])
+        return len(res)
+
+
+def test_stall_ticker_sees_a_blocked_loop_and_only_in_its_window():
+    import time
+
+    async def main():
+        async with aio_clients.ticking() as tk:
+            await asyncio.sleep(0.02)
+            a = time.perf_counter()
+            time.sleep(0.06)                       # the loop held 60 ms
+            b = time.perf_counter()
+            await asyncio.sleep(0.03)
+            c = time.perf_counter()
+            await asyncio.sleep(0.02)
+        return tk, a, b, c
+
+    tk, a, b, c = asyncio.run(main())
+    whole = tk.stats()
+    assert 55 <= whole["max_stall_ms"] < 200 and whole["ticks"] >= 10
+    assert whole["p99_stall_ms"] <= whole["max_stall_ms"]
+    assert tk.stats(a, b)["max_stall_ms"] >= 55             # the stall lies in the blocked part
+    after = tk.stats(b + 0.005, c)                           # ticks after it: no 60 ms gap
+    assert after["ticks"] >= 3 and after["max_stall_ms"] < 20
+    assert tk.stats(c + 10, c + 20) == {"max_stall_ms": 0.0, "p99_stall_ms": 0.0, "ticks": 0}
+    assert aio_clients.StallTicker().stats()["max_stall_ms"] is None     # never ran
+
+
+def test_tasks_each_await_their_own_sends():
+    p = FakeProducer(delay=0.002, fail_every=250)
+    c = FakeClient(p)
+    r = asyncio.run(aio_clients.run_tasks(c, "t", [b"v"] * 1000, 100, cap_s=60))
+    assert r["records"] == 1000 == r["asked"] and r["tasks"] == 100 and not r["capped"]
+    assert r["errors"] == 4 and r["completed"] == 996 and "broker said no" in r["first_error"]
+    assert p.sent == 1001 == r["total_sent"]
+    # 100 tasks at once, each awaiting its 10 sends in turn: about 10 x 2 ms, not 1,000 x 2 ms
+    assert r["seconds"] < 1.0 and r["max_stall_ms"] is not None and r["cpu_us_per_record"] > 0
+    assert r["wakeups_per_record"] == pytest.approx(1.0)
+
+
+def test_tasks_stop_after_the_cap():
+    c = FakeClient(FakeProducer(delay=0.01))
+    r = asyncio.run(aio_clients.run_tasks(c, "t", [b"v"] * 10_000, 10, cap_s=0.1))
+    assert r["capped"] and 10 <= r["records"] < 10_000 and r["completed"] == r["records"]
+    assert r["seconds"] < 1.0
+
+
+def test_fire_counts_every_callback_and_times_until_the_last():
+    p = FakeProducer(delay=0.005, fail_every=500)
+    c = FakeClient(p)
+    r = asyncio.run(aio_clients.run_fire(c, "t", [b"v"] * 1500, 400, cap_s=60))
+    assert r["records"] == 1500 and r["completed"] + r["errors"] == 1500 and r["errors"] == 3
+    assert r["total_sent"] == 1501 == p.sent and r["callbacks_after_30s"] is None
+    assert r["seconds"] >= 0.005 and r["rate"] == pytest.approx(1500 / r["seconds"])
+    assert r["buffer_retries"] == 0 and r["max_stall_ms"] is not None
+
+
+def test_arrow_sends_arrays_and_counts_their_records():
+    p = FakeProducer(delay=0.001)
+    c = BatchFakeClient(p)
+    r = asyncio.run(aio_clients.run_arrow(c, "t", [b"v"] * 2500, 1000, cap_s=60))
+    assert r["records"] == 2500 == r["completed"] and r["errors"] == 0 and r["chunk"] == 1000
+    assert p.sent == 2501 == r["total_sent"]
+    assert [len(a) for a in aio_clients.arrow_arrays([b"x"] * 2500, 1000)] == [1000, 1000, 500]
+
+    class Failing(BatchFakeClient):
+        async def batch(self, topic, arr):
+            raise RuntimeError("no batch today")
+
+    r = asyncio.run(aio_clients.run_arrow(Failing(FakeProducer()), "t", [b"v"] * 300, 100, cap_s=60))
+    assert r["errors"] == 300 and r["completed"] == 0 and "no batch today" in r["first_error"]
+    assert aio.check(r, 301)["failed"].startswith("0 of 300 completed, errors 300")
+
+
+def test_first_times_open_send_and_close_with_their_stalls():
+    import time
+
+    class Slow(FakeClient):
+        module = "asyncio"
+
+        def __init__(self, bootstrap):
+            super().__init__(FakeProducer(delay=0.02))
+
+        async def open(self, stack):
+            time.sleep(0.03)                       # a constructor that holds the loop 30 ms
+
+        async def warm(self, topic):
+            await self.p.send(topic, b"first")
+
+    r = asyncio.run(aio_clients.run_first(Slow, "fake:9092", "t"))
+    assert r["records"] == r["completed"] == r["total_sent"] == 1 and r["errors"] == 0
+    assert r["open_ms"] >= 30 and r["open_max_stall_ms"] >= 25
+    assert r["send_ms"] >= 20 and r["send_max_stall_ms"] < 25
+    assert r["max_stall_ms"] >= 25 and 0 <= r["close_max_stall_ms"] < 25
+    assert r["first_ms"] == pytest.approx(r["open_ms"] + r["send_ms"])
+
+
+def test_the_new_tables_and_the_peer_without_a_batch_call():
+    names = ["fk_arrow", "aiok_arrow", "fk_first", "ck_first"]
+    res = {"fk_arrow": [_thr(200_000.0, max_stall_ms=2.0, p99_stall_ms=0.3)],
+           "aiok_arrow": [_thr(20_000.0, max_stall_ms=9.0, p99_stall_ms=1.0)],
+           "fk_first": [{"records": 1, "open_ms": 1.0, "open_max_stall_ms": 0.5, "send_ms": 30.0, "send_max_stall_ms": 0.4,
+                         "close_ms": 5.0, "close_max_stall_ms": 0.2, "max_stall_ms": 0.5}],
+           "ck_first": [{"failed": "exit 1: boom"}]}
+    t = aio.throughput_table("arrow", res, names)
+    fk, aiok, ck = (_cells(ln) for ln in t[2:])
+    assert aiok[3] == "10.00" and aiok[8] == "9.0 (1.00)" and fk[8] == "2.0 (0.30)"
+    assert ck[0] == "confluent-kafka AIOProducer" and "no batch call" in ck[1] and ck[2:] == ["—"] * 8
+    assert len(ck) == len(fk)
+    f = aio.first_table(res, names)
+    fkf, ckf = (_cells(ln) for ln in f[2:])
+    assert fkf[2:8] == ["1.0", "0.5", "30.0", "0.4", "5.0", "0.2"] and fkf[8] == "0.5"
+    assert ckf[2] == "FAILED" and "(exit 1: boom)" in ckf[-1]
+    args = aio.parse_args(["--rounds", "1", "--only", ",".join(names), "--out", "-", "--loop", "uvloop"])
+    report = {"results": {n: [dict(r, round=1, order=i) for r in res[n]] for i, n in enumerate(names)},
+              "warmup": None, "loads": [0.1, 0.2], "fastkafka_commit": "abc1234", "fastkafka_is_repo": True}
+    text = aio.render(report, args, 3.0, "broker: test")
+    for head in ("## Throughput: await send_batch() of Arrow arrays", "## The first send to a topic without",
+                 "Event loop: uvloop", "--tasks 1000 --batch 10000", "max stall ms in close"):
+        assert head in text, head
+    assert "| 1 | fk_first | 1 | open 1.0 ms (max stall 0.5), first send 30.0 ms" in text
