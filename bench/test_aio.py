@@ -1,11 +1,14 @@
-"""Unit tests of bench/aio.py's and bench/aio_clients.py's pure helpers, pacing, timed loops (with a
-fake client on a real event loop) and tables. No broker, no producer library.
+"""Tests of bench/aio.py and bench/aio_clients.py: pure helpers, pacing, the loop-stall ticker, the
+timed loops (with a fake client on a real event loop) and tables, without a broker; then a tiny run
+of the service shapes (tasks, fire, arrow, first) for every client against one Apache Kafka node,
+under asyncio's loop and uvloop (``test_small_run``). No speed is asserted.
 Run: python -m pytest bench/test_aio.py -q"""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import re
 import sys
 
 import pytest
@@ -506,3 +509,57 @@ def test_the_new_tables_and_the_peer_without_a_batch_call():
                  "Event loop: uvloop", "--tasks 1000 --batch 10000", "max stall ms in close"):
         assert head in text, head
     assert "| 1 | fk_first | 1 | open 1.0 ms (max stall 0.5), first send 30.0 ms" in text
+
+
+# ------------------------------------------------------------------------------------ a tiny real run
+@pytest.fixture(scope="module")
+def kafka():
+    """One Apache Kafka node for the module's real run, as tests/conftest.py's ``kafka_broker``
+    (bench/ has no conftest of its own): the rig's default small heap."""
+    from fastkafka_tools.apachekafka import KafkaCluster
+
+    kc = KafkaCluster(nodes=1).start()
+    yield kc
+    kc.stop()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("loop,only", [("asyncio", "tasks,fire,arrow,first"), ("uvloop", "fk_tasks,fk_fire")])
+def test_small_run(kafka, tmp_path, loop, only):
+    out = tmp_path / "aio.md"
+    args = aio.parse_args(["--bootstrap-servers", kafka.bootstrap, "--rounds", "1", "--records", "400",
+                           "--slow-records", "200", "--tasks", "50", "--batch", "150", "--window", "100",
+                           "--cap-seconds", "2", "--warmup-records", "0", "--loop", loop, "--only", only,
+                           "--out", str(out)])
+    report = aio.run_benchmark(kafka.bootstrap, args, log=lambda s: None, broker_pid=kafka.pid)
+    assert list(report["results"]) == args.names and args.names
+    for name, rs in report["results"].items():
+        client, kind = aio.split_name(name)
+        (r,) = rs
+        assert "failed" not in r, (name, r["failed"])
+        assert r["errors"] == 0 and r["completed"] == r["records"], name
+        assert r["held"] == r["total_sent"], name          # the broker holds exactly what was sent
+        assert r["max_stall_ms"] is not None and r["max_stall_ms"] >= 0, name
+        if kind == "first":
+            assert r["records"] == 1 and r["held"] == 1
+            assert r["send_ms"] > 0 and r["open_max_stall_ms"] is not None and r["close_max_stall_ms"] is not None
+            continue
+        asked = 400 if client in aio.FASTKAFKA else 200
+        assert r["records"] == asked or (r["capped"] and r["records"] > 0), name
+        assert r["rate"] > 0 and r["cpu_us_per_record"] > 0, name
+        if client in aio.FASTKAFKA:
+            assert r["wakeups_per_record"] is not None, name
+        if kind == "tasks":
+            assert r["tasks"] == 50
+        if kind == "arrow":
+            assert r["chunk"] == 150
+    text = aio.render(report, args, 1.0, "broker: test")
+    aio.emit(text, str(out))
+    written = out.read_text()
+    assert ("uvloop " if loop == "uvloop" else "asyncio's default (selector) event loop") in written
+    assert "## Throughput: 1,000 tasks each awaiting its own sends" in written
+    if loop == "asyncio":
+        for head in ("## Throughput: fire-and-forget", "## Throughput: await send_batch() of Arrow arrays",
+                     "## The first send to a topic without metadata"):
+            assert head in written, head
+        assert re.search(r"\| confluent-kafka AIOProducer \| no batch call", written)
