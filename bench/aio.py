@@ -164,26 +164,47 @@ def fastkafka_of(kind: str, names: list[str]) -> list[str]:
     return [c for c in KINDS[kind][1] if c in FASTKAFKA and f"{c}_{kind}" in names]
 
 
+def loops_of(loop: str) -> list[str]:
+    """The event loops ``--loop`` asks for: one, or both (asyncio's, then uvloop) in the same rounds."""
+    return ["asyncio", "uvloop"] if loop == "both" else [loop]
+
+
+def run_key(name: str, loop: str, loops: list[str]) -> str:
+    """The results key of ``name`` under ``loop``: the name alone with one loop, ``name@loop`` with
+    both."""
+    return name if len(loops) == 1 else f"{name}@{loop}"
+
+
+def base_name(key: str) -> tuple[str, str]:
+    """``"fk_tasks@uvloop"`` -> ``("fk_tasks", "uvloop")``; ``"fk_tasks"`` -> ``("fk_tasks", "")``."""
+    name, _, loop = key.partition("@")
+    return name, loop
+
+
 # ------------------------------------------------------------------------------------ parent
-def child_cmd(name: str, bootstrap: str, topic: str, args, records: int | None = None) -> list[str]:
+def child_cmd(name: str, bootstrap: str, topic: str, args, records: int | None = None,
+              loop: str | None = None) -> list[str]:
     return [sys.executable, os.path.abspath(__file__), "--_child", name, bootstrap, topic,
             "--records", str(records or args.records), "--slow-records", str(records or args.slow_records),
             "--window", str(args.window), "--cap-seconds", str(args.cap_seconds),
             "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--rate", str(args.rate),
             "--tick-us", str(args.tick_us), "--busy-slice-us", str(args.busy_slice_us),
-            "--size", str(args.size), "--loop", args.loop, "--fastkafka-path", args.fastkafka_path,
+            "--size", str(args.size), "--loop", loop or loops_of(args.loop)[0],
+            "--fastkafka-path", args.fastkafka_path,
             "--linger-ms", str(args.linger_ms), "--tasks", str(args.tasks), "--batch", str(args.batch)]
 
 
-def measure(topics, name: str, topic: str, args, broker_pid: int | None, records: int | None = None) -> dict:
-    """A fresh topic, the broker left to go idle, one child process, the checks, the topic deleted."""
+def measure(topics, name: str, topic: str, args, broker_pid: int | None, records: int | None = None,
+            loop: str | None = None) -> dict:
+    """A fresh topic, the broker left to go idle, one child process (on ``loop``, default the first
+    of ``--loop``), the checks, the topic deleted."""
     try:
         topics.create([topic], args.partitions)
     except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
         return {"failed": f"creating the topic: {type(e).__name__}: {e}", "load": os.getloadavg()[0]}
     settle(broker_pid)
     b0 = process_cpu_s(broker_pid)
-    r = run_child(child_cmd(name, topics.bootstrap, topic, args, records), args.timeout,
+    r = run_child(child_cmd(name, topics.bootstrap, topic, args, records, loop), args.timeout,
                   env=tree_env(args.fastkafka_path))
     b1 = process_cpu_s(broker_pid)
     if b0 is not None and b1 is not None:
@@ -228,8 +249,10 @@ def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None
     topics = Topics(bootstrap)
     run_id = uuid.uuid4().hex[:6]
     names = args.names
+    loops = loops_of(args.loop)
+    keys = [run_key(n, lp, loops) for n in names for lp in loops]
     fingerprint = build_fingerprint(args.fastkafka_path)
-    out = {"results": {n: [] for n in names}, "warmup": None, "loads": [os.getloadavg()[0]],
+    out = {"results": {k: [] for k in keys}, "warmup": None, "loads": [os.getloadavg()[0]],
            "fastkafka_commit": tree_commit(args.fastkafka_path),
            "fastkafka_is_repo": os.path.realpath(args.fastkafka_path) == os.path.realpath(ROOT)}
     libs = {split_name(n)[0].replace("fkp", "fk").replace("ckf", "ck") for n in names}
@@ -240,12 +263,14 @@ def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None
         out["warmup"] = (name, r)
         log(f"warm-up  {name:<14} {log_line(name, r)}")
     for rnd in range(1, args.rounds + 1):
-        for order, name in enumerate(round_order(names, rnd)):
-            r = measure(topics, name, f"aio-{run_id}-{name}-r{rnd}".replace("_", "-"), args, broker_pid)
+        for order, key in enumerate(round_order(keys, rnd)):
+            name, loop = base_name(key)
+            topic = f"aio-{run_id}-{name}-{loop or loops[0]}-r{rnd}".replace("_", "-")
+            r = measure(topics, name, topic, args, broker_pid, loop=loop or loops[0])
             r["round"], r["order"] = rnd, order
-            out["results"][name].append(r)
+            out["results"][key].append(r)
             out["loads"].append(r["load"])
-            log(f"round {rnd} {name:<14} {log_line(name, r)}")
+            log(f"round {rnd} {key:<14} {log_line(name, r)}")
     out["rebuilt_during_run"] = build_fingerprint(args.fastkafka_path) != fingerprint
     return out
 
@@ -365,6 +390,7 @@ def latency_table(kind: str, results: dict[str, list[dict]], names: list[str], r
 
 
 def rounds_table(results: dict[str, list[dict]], names: list[str]) -> list[str]:
+    """Every run in its round's order; ``names`` are results keys (``name`` or ``name@loop``)."""
     lines = ["| round | measurement | records | result | CPU µs/record | loop wake-ups (records on loop) "
              "| max stall ms | broker CPU s | held by topic | load |",
              "|---:|---|---:|---|---:|---|---:|---:|---:|---:|"]
@@ -373,11 +399,11 @@ def rounds_table(results: dict[str, list[dict]], names: list[str]) -> list[str]:
     for rnd, _, n, r in rows:
         if "failed" in r:
             res = "FAILED: " + r["failed"].replace("|", "/")
-        elif split_name(n)[1] == "first":
+        elif split_name(base_name(n)[0])[1] == "first":
             res = (f"open {r['open_ms']:.1f} ms (max stall {fmt(r.get('open_max_stall_ms'), '.1f')}), first send "
                    f"{r['send_ms']:.1f} ms (max stall {fmt(r.get('send_max_stall_ms'), '.1f')}), close "
                    f"{r['close_ms']:.1f} ms (max stall {fmt(r.get('close_max_stall_ms'), '.1f')})")
-        elif split_name(n)[1].startswith("lat"):
+        elif split_name(base_name(n)[0])[1].startswith("lat"):
             res = f"{r['achieved']:,.0f} rec/s, p50 {r['p50']:.2f} / p99 {r['p99']:.2f} / max {r['max']:.2f} ms"
             if r.get("due") and r["records"] < r["due"]:
                 res += f" (stopped after {r['records']:,} of {r['due']:,} due)"
@@ -418,7 +444,7 @@ def machine_lines(broker_line: str, report: dict, args) -> list[str]:
         vers.append(f"librdkafka {confluent_kafka.libversion()[0]}")
     except ImportError:
         pass
-    loop = loop_name(args.loop)
+    loop = " and ".join(loop_name(lp) for lp in loops_of(args.loop))
     where = ("built in place in this repository" if report.get("fastkafka_is_repo", True)
              else "imported from `--fastkafka-path` (a separate source tree built in place)")
     if report.get("rebuilt_during_run"):
@@ -453,6 +479,65 @@ def command_line(args) -> str:
     return cmd
 
 
+def shape_sections(results: dict[str, list[dict]], names: list[str], args, loop: str = "") -> list[str]:
+    """The tables of every shape measured, from ``results`` keyed by measurement name; ``loop``
+    (with ``--loop both``) names the event loop in each heading."""
+    at = f" — {loop_name(loop)}" if loop else ""
+    lines: list[str] = []
+    per_client = (f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
+                  f"{args.cap_seconds:g} s")
+    for kind in ("tasks", "fire", "arrow", "gather", "serial"):
+        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
+            continue
+        if kind == "tasks":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\n{args.tasks:,} tasks gathered, each sending its share "
+                    f"of the records one at a time, awaiting each (a web service under load); {per_client} "
+                    "(every task stops after its current send; marked capped). Rate = records / (tasks "
+                    "started -> all done). CPU: the process (every thread, getrusage) over that time.")
+        elif kind == "fire":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\nEvery record sent without awaiting it, a callback "
+                    f"counting its outcome; `await asyncio.sleep(0)` after each {args.window:,} records (the "
+                    f"loop's other tasks run), then one `await p.flush()`; {per_client} (whole windows). Rate "
+                    "= records / (first call -> flush() returned and every callback ran). CPU: the process "
+                    "(every thread, getrusage) over that time.")
+        elif kind == "arrow":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\npyarrow `binary` arrays of {args.batch:,} values "
+                    f"(built before the clock), each awaited before the next; {per_client} (whole arrays). "
+                    "Rate = records / (first call -> last array delivered). CPU: the process (every thread, "
+                    "getrusage) over that time.")
+        elif kind == "gather":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\nWindows of {args.window:,} sends awaited together; "
+                    f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
+                    f"{args.cap_seconds:g} s (whole windows; marked capped). Rate = records / (first send -> "
+                    "last window's futures all done).")
+        else:
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\nOne coroutine, the next record sent once the previous "
+                    f"one completed, for {args.seconds:g} s. Rate = records / seconds.")
+        lines += [head, "", *throughput_table(kind, results, names), ""]
+    for kind in ("lat_busy", "lat_idle"):
+        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
+            continue
+        app = (f"a second task on the loop runs pure-Python arithmetic in {args.busy_slice_us:g} µs slices, "
+               "`await asyncio.sleep(0)` between them (app slices/s: the application's progress)"
+               if kind == "lat_busy" else "nothing else on the loop; the sender sleeps until the next burst")
+        lines += [f"## Latency at {args.rate:,.0f} records/s, event loop {kind[4:]}{at}", "",
+                  f"Paced in bursts every {args.tick_us:g} µs, {args.warmup:g} s unmeasured then {args.seconds:g} s "
+                  f"measured; {app}. Latency = completion on the loop − send call (perf_counter_ns); medians "
+                  "over rounds. fastkafka ÷ this: fastkafka's send() future against this client."
+                  + (" CPU per record: the process (every thread) over the measured records." if kind == "lat_idle"
+                     else ""), "",
+                  *latency_table(kind, results, names, args.rate), ""]
+    if any(f"{c}_first" in names for c in KINDS["first"][1]):
+        lines += [f"## {KINDS['first'][0][0].upper()}{KINDS['first'][0][1:]}{at}", "",
+                  "The library imported first; a ticker on the loop from before the producer is made; "
+                  "the producer made and started (open), one record sent to a topic it has no metadata "
+                  "for and awaited until delivered (first send), the producer closed (close). Max stall: "
+                  "the loop's longest gap beyond the ticker's 1 ms in each part (a stall spanning two parts "
+                  "counts in each for its time in it). confluent-kafka's record is flushed (its buffer timer would add about "
+                  "1 s).", "", *first_table(results, names), ""]
+    return lines
+
+
 def render(report: dict, args, wall: float, broker_line: str) -> str:
     names, results = args.names, report["results"]
     lines = [
@@ -470,70 +555,29 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         "Noise: a 2-core machine shared with the broker and whatever else runs on it; compare the "
         "clients by the ratios, measured in the same rounds.",
         "",
-        f"Event loop: {loop_name(args.loop)}. Max stall: a ticker task on the same loop sleeps 1 ms in turn "
+        f"Event loop: {' and '.join(loop_name(lp) for lp in loops_of(args.loop))}"
+        + (" (each measurement under both, in the same rounds)" if args.loop == "both" else "")
+        + ". Max stall: a ticker task on the same loop sleeps 1 ms in turn "
         "over the timed part; a stall is the time between two of its turns beyond that 1 ms (how long the "
         "loop ran nothing else); the median over rounds of each run's longest, in brackets of each run's "
-        "p99 gap. With the application busy (lat_busy) it includes the application's own slices.",
+        "p99 gap. It is the loop's, not the producer's alone: with the application busy (lat_busy) it "
+        "includes the application's slices, in tasks and gather the application's own tasks resuming "
+        "together in a turn.",
         "",
     ]
-    per_client = (f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
-                  f"{args.cap_seconds:g} s")
-    for kind in ("tasks", "fire", "arrow", "gather", "serial"):
-        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
-            continue
-        if kind == "tasks":
-            head = (f"## Throughput: {KINDS[kind][0]}\n\n{args.tasks:,} tasks gathered, each sending its share "
-                    f"of the records one at a time, awaiting each (a web service under load); {per_client} "
-                    "(every task stops after its current send; marked capped). Rate = records / (tasks "
-                    "started -> all done). CPU: the process (every thread, getrusage) over that time.")
-        elif kind == "fire":
-            head = (f"## Throughput: {KINDS[kind][0]}\n\nEvery record sent without awaiting it, a callback "
-                    f"counting its outcome; `await asyncio.sleep(0)` after each {args.window:,} records (the "
-                    f"loop's other tasks run), then one `await p.flush()`; {per_client} (whole windows). Rate "
-                    "= records / (first call -> flush() returned and every callback ran). CPU: the process "
-                    "(every thread, getrusage) over that time.")
-        elif kind == "arrow":
-            head = (f"## Throughput: {KINDS[kind][0]}\n\npyarrow `binary` arrays of {args.batch:,} values "
-                    f"(built before the clock), each awaited before the next; {per_client} (whole arrays). "
-                    "Rate = records / (first call -> last array delivered). CPU: the process (every thread, "
-                    "getrusage) over that time.")
-        elif kind == "gather":
-            head = (f"## Throughput: {KINDS[kind][0]}\n\nWindows of {args.window:,} sends awaited together; "
-                    f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
-                    f"{args.cap_seconds:g} s (whole windows; marked capped). Rate = records / (first send -> "
-                    "last window's futures all done).")
-        else:
-            head = (f"## Throughput: {KINDS[kind][0]}\n\nOne coroutine, the next record sent once the previous "
-                    f"one completed, for {args.seconds:g} s. Rate = records / seconds.")
-        lines += [head, "", *throughput_table(kind, results, names), ""]
-    for kind in ("lat_busy", "lat_idle"):
-        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
-            continue
-        app = (f"a second task on the loop runs pure-Python arithmetic in {args.busy_slice_us:g} µs slices, "
-               "`await asyncio.sleep(0)` between them (app slices/s: the application's progress)"
-               if kind == "lat_busy" else "nothing else on the loop; the sender sleeps until the next burst")
-        lines += [f"## Latency at {args.rate:,.0f} records/s, event loop {kind[4:]}", "",
-                  f"Paced in bursts every {args.tick_us:g} µs, {args.warmup:g} s unmeasured then {args.seconds:g} s "
-                  f"measured; {app}. Latency = completion on the loop − send call (perf_counter_ns); medians "
-                  "over rounds. fastkafka ÷ this: fastkafka's send() future against this client."
-                  + (" CPU per record: the process (every thread) over the measured records." if kind == "lat_idle"
-                     else ""), "",
-                  *latency_table(kind, results, names, args.rate), ""]
-    if any(f"{c}_first" in names for c in KINDS["first"][1]):
-        lines += [f"## {KINDS['first'][0][0].upper()}{KINDS['first'][0][1:]}", "",
-                  "The library imported first; a ticker on the loop from before the producer is made; "
-                  "the producer made and started (open), one record sent to a topic it has no metadata "
-                  "for and awaited until delivered (first send), the producer closed (close). Max stall: "
-                  "the loop's longest gap beyond the ticker's 1 ms in each part (a stall spanning two parts "
-                  "counts in each for its time in it). confluent-kafka's record is flushed (its buffer timer would add about "
-                  "1 s).", "", *first_table(results, names), ""]
+    loops = loops_of(args.loop)
+    if len(loops) == 1:
+        lines += shape_sections(results, names, args)
+    else:
+        for lp in loops:
+            lines += shape_sections({n: results[run_key(n, lp, loops)] for n in names}, names, args, lp)
     lines += ["## Every round", ""]
     if report.get("warmup"):
         wname, wr = report["warmup"]
         lines += [f"Before the rounds, untimed: {wname} with {args.warmup_records:,} records: "
                   + ("FAILED: " + wr["failed"].replace("|", "/") if "failed" in wr else
                      f"{wr['rate']:,.0f} rec/s") + ".", ""]
-    lines += [*rounds_table(results, names), "",
+    lines += [*rounds_table(results, list(results)), "",
               "Loop wake-ups: fastkafka's `metrics()` `aio_loop_wakeups` over the timed part (in brackets "
               "`aio_records_completed`, the records handed to the loop). Held by topic: latest − earliest "
               "offsets summed (confluent-kafka AdminClient), which must equal the records sent plus the "
@@ -572,7 +616,8 @@ def parse_args(argv=None):
                     help="records of the untimed broker warm-up before the rounds (0: none)")
     ap.add_argument("--only", default="", help="comma-separated measurements, clients or kinds: "
                     + ", ".join(MEASUREMENTS))
-    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="event loop of the children")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="asyncio",
+                    help="event loop of the children (both: every measurement under each, in the same rounds)")
     ap.add_argument("--fastkafka-path", default=ROOT, metavar="DIR",
                     help="import fastkafka in the children from this source tree (extensions built in place)")
     ap.add_argument("--bootstrap-servers", default=None, help="use this broker instead of starting one")
@@ -603,7 +648,7 @@ def main(argv=None) -> int:
             os.path.join(args.fastkafka_path, "fastkafka", "aio.py")):
         raise SystemExit("fastkafka/aio.py (AsyncProducer) is not in the fastkafka tree; "
                          "measure the others with --only aiok,ck,ckf")
-    if args.loop == "uvloop":
+    if "uvloop" in loops_of(args.loop):
         try:
             import uvloop  # noqa: F401
         except ImportError:

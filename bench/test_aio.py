@@ -49,6 +49,25 @@ def test_every_measurement_has_its_code_or_completion_described():
         assert client in aio_clients.CLIENT_CLASSES
 
 
+def test_loops_and_their_result_keys():
+    assert aio.loops_of("asyncio") == ["asyncio"] and aio.loops_of("uvloop") == ["uvloop"]
+    assert aio.loops_of("both") == ["asyncio", "uvloop"]
+    assert aio.run_key("fk_tasks", "uvloop", ["uvloop"]) == "fk_tasks"
+    assert aio.run_key("fk_tasks", "uvloop", ["asyncio", "uvloop"]) == "fk_tasks@uvloop"
+    assert aio.base_name("fk_tasks@uvloop") == ("fk_tasks", "uvloop") and aio.base_name("fk_tasks") == ("fk_tasks", "")
+    args = aio.parse_args(["--loop", "both", "--only", "fk_gather", "--out", "-"])
+    cmd = aio.child_cmd("fk_gather", "b:1", "t", args, loop="uvloop")
+    assert cmd[cmd.index("--loop") + 1] == "uvloop"
+    assert aio.child_cmd("fk_gather", "b:1", "t", args)[cmd.index("--loop") + 1] == "asyncio"
+    report = {"results": {"fk_gather@asyncio": [_thr(100.0, round=1, order=0)],
+                          "fk_gather@uvloop": [_thr(300.0, round=1, order=1)]},
+              "warmup": None, "loads": [0.1], "fastkafka_commit": "abc1234", "fastkafka_is_repo": True}
+    text = aio.render(report, args, 1.0, "broker: test")
+    assert "## Throughput: 1,000 sends awaited together — asyncio's default" in text
+    assert "## Throughput: 1,000 sends awaited together — uvloop" in text
+    assert "| 1 | fk_gather@uvloop | 1,000 | 300.0 rec/s" in text and "--loop both" in text
+
+
 def test_round_order_reverses_even_rounds():
     names = ["a", "b", "c"]
     assert aio.round_order(names, 1) == names
@@ -524,7 +543,7 @@ def kafka():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("loop,only", [("asyncio", "tasks,fire,arrow,first"), ("uvloop", "fk_tasks,fk_fire")])
+@pytest.mark.parametrize("loop,only", [("asyncio", "tasks,fire,arrow,first"), ("both", "fk_tasks,fk_fire")])
 def test_small_run(kafka, tmp_path, loop, only):
     out = tmp_path / "aio.md"
     args = aio.parse_args(["--bootstrap-servers", kafka.bootstrap, "--rounds", "1", "--records", "400",
@@ -532,8 +551,10 @@ def test_small_run(kafka, tmp_path, loop, only):
                            "--cap-seconds", "2", "--warmup-records", "0", "--loop", loop, "--only", only,
                            "--out", str(out)])
     report = aio.run_benchmark(kafka.bootstrap, args, log=lambda s: None, broker_pid=kafka.pid)
-    assert list(report["results"]) == args.names and args.names
-    for name, rs in report["results"].items():
+    loops = aio.loops_of(loop)
+    assert list(report["results"]) == [aio.run_key(n, lp, loops) for n in args.names for lp in loops]
+    for key, rs in report["results"].items():
+        name, _ = aio.base_name(key)
         client, kind = aio.split_name(name)
         (r,) = rs
         assert "failed" not in r, (name, r["failed"])
@@ -556,8 +577,13 @@ def test_small_run(kafka, tmp_path, loop, only):
     text = aio.render(report, args, 1.0, "broker: test")
     aio.emit(text, str(out))
     written = out.read_text()
-    assert ("uvloop " if loop == "uvloop" else "asyncio's default (selector) event loop") in written
-    assert "## Throughput: 1,000 tasks each awaiting its own sends" in written
+    assert "asyncio's default (selector) event loop" in written
+    if loop == "both":
+        assert "## Throughput: 1,000 tasks each awaiting its own sends — uvloop " in written
+        assert "## Throughput: 1,000 tasks each awaiting its own sends — asyncio's default" in written
+        assert "| fk_fire@uvloop |" in written and "| fk_tasks@asyncio |" in written
+    else:
+        assert "## Throughput: 1,000 tasks each awaiting its own sends\n" in written
     if loop == "asyncio":
         for head in ("## Throughput: fire-and-forget", "## Throughput: await send_batch() of Arrow arrays",
                      "## The first send to a topic without metadata"):
