@@ -313,7 +313,8 @@ def test_latency_measures_every_paced_record_from_its_done_callback(busy):
     assert r["records"] == 600 == r["completed"] and r["errors"] == 0
     assert r["total_sent"] == 1 + 200 + 600 == p.sent
     assert r["achieved"] == pytest.approx(2000, rel=0.05)
-    assert 5.0 <= r["p50"] <= r["p99"] <= r["max"] < 50     # at least the fake's 5 ms
+    assert 5.0 <= r["p50"] <= r["p99"] <= r["max"]      # at least the fake's 5 ms
+    assert r["p50"] < 50 and r["max"] < 1000             # (a loaded machine stretches the tail)
     assert r["count"] == 600 and r["wakeups_per_record"] is not None
     assert "failed" not in aio.check(r, p.sent)
     if busy:
@@ -417,7 +418,7 @@ def test_stall_ticker_sees_a_blocked_loop_and_only_in_its_window():
         async with aio_clients.ticking() as tk:
             await asyncio.sleep(0.02)
             a = time.perf_counter()
-            time.sleep(0.06)                       # the loop held 60 ms
+            time.sleep(0.15)                       # the loop held 150 ms
             b = time.perf_counter()
             await asyncio.sleep(0.03)
             c = time.perf_counter()
@@ -426,11 +427,11 @@ def test_stall_ticker_sees_a_blocked_loop_and_only_in_its_window():
 
     tk, a, b, c = asyncio.run(main())
     whole = tk.stats()
-    assert 55 <= whole["max_stall_ms"] < 200 and whole["ticks"] >= 10
+    assert 145 <= whole["max_stall_ms"] < 1000 and whole["ticks"] >= 10
     assert whole["p99_stall_ms"] <= whole["max_stall_ms"]
-    assert tk.stats(a, b)["max_stall_ms"] >= 55             # the stall lies in the blocked part
-    after = tk.stats(b + 0.005, c)                           # ticks after it: no 60 ms gap
-    assert after["ticks"] >= 3 and after["max_stall_ms"] < 20
+    assert tk.stats(a, b)["max_stall_ms"] >= 145            # the stall lies in the blocked part
+    after = tk.stats(b + 0.005, c)                           # ticks after it: not that stall
+    assert after["ticks"] >= 3 and after["max_stall_ms"] < 100
     assert tk.stats(c + 10, c + 20) == {"max_stall_ms": 0.0, "p99_stall_ms": 0.0, "ticks": 0}
     assert aio_clients.StallTicker().stats()["max_stall_ms"] is None     # never ran
 
@@ -491,16 +492,16 @@ def test_first_times_open_send_and_close_with_their_stalls():
             super().__init__(FakeProducer(delay=0.02))
 
         async def open(self, stack):
-            time.sleep(0.03)                       # a constructor that holds the loop 30 ms
+            time.sleep(0.15)                       # a constructor that holds the loop 150 ms
 
         async def warm(self, topic):
             await self.p.send(topic, b"first")
 
     r = asyncio.run(aio_clients.run_first(Slow, "fake:9092", "t"))
     assert r["records"] == r["completed"] == r["total_sent"] == 1 and r["errors"] == 0
-    assert r["open_ms"] >= 30 and r["open_max_stall_ms"] >= 25
-    assert r["send_ms"] >= 20 and r["send_max_stall_ms"] < 25
-    assert r["max_stall_ms"] >= 25 and 0 <= r["close_max_stall_ms"] < 25
+    assert r["open_ms"] >= 150 and r["open_max_stall_ms"] >= 140
+    assert r["send_ms"] >= 20 and r["send_max_stall_ms"] < 100      # the open's stall is not the send's
+    assert r["max_stall_ms"] >= 140 and 0 <= r["close_max_stall_ms"] < 100
     assert r["first_ms"] == pytest.approx(r["open_ms"] + r["send_ms"])
 
 
