@@ -1,12 +1,16 @@
 """asyncio producers on one Apache Kafka broker: fastkafka's ``AsyncProducer`` (``fastkafka.aio``)
 against aiokafka's ``AIOKafkaProducer`` and confluent-kafka's ``AIOProducer`` (``confluent_kafka.aio``),
-in the same run: throughput with 1,000 sends awaited together, throughput of one task awaiting each
-send in turn, and per-record latency on a paced event loop that is busy or idle.
+in the same run, in the shapes async services have: 1,000 tasks each awaiting its own sends,
+fire-and-forget sends with callbacks then one flush(), Arrow arrays sent in batches, 1,000 sends
+awaited together, one task awaiting each send in turn, per-record latency on a paced event loop that
+is busy or idle, and the first send to a topic without metadata; with the event loop's longest
+stall measured in every one.
 
     python bench/aio.py [--rounds 3] [--records 200000] [--slow-records 50000] [--window 1000]
                         [--cap-seconds 10] [--seconds 5] [--warmup 1] [--rate 20000] [--tick-us 1000]
                         [--busy-slice-us 200] [--size 100] [--partitions 6] [--warmup-records 50000]
-                        [--only NAME,...] [--loop asyncio|uvloop] [--fastkafka-path DIR]
+                        [--tasks 1000] [--batch 10000]
+                        [--only NAME,...] [--loop asyncio|uvloop|both] [--fastkafka-path DIR]
                         [--bootstrap-servers HOST:PORT [--broker-pid PID]] [--out bench/results/aio.md]
 
 Clients, all with acks=all, idempotence on, linger ``--linger-ms`` (default 5 ms), ``--size``-byte values (no key) on a fresh
@@ -35,7 +39,34 @@ Clients, all with acks=all, idempotence on, linger ``--linger-ms`` (default 5 ms
   sends what is queued at once, ignoring linger.ms, so one record awaited at a time pays no linger
   (the others wait up to their 5 ms).
 
-Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, ``lat_busy``, ...):
+Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, ``lat_busy``, ``tasks``,
+...). In the throughput shapes fastkafka sends ``--records`` records, the others ``--slow-records`` (or
+fewer: a run stops once ``--cap-seconds`` have passed, after its current window, array or send); the
+rate is records / seconds either way, CPU per record is the process's (every thread).
+
+- ``<client>_tasks`` (a web service under load): ``--tasks`` tasks gathered, each sending its share
+  of the records one at a time and awaiting each: fk ``await p.send(t, v)``; aiok ``await
+  p.send_and_wait(t, v)``; ck ``await (await p.produce(t, v))`` (each send waits for its 1 s buffer
+  timer unless the 1,000 tasks fill its buffer: it is capped). Past the cap every task stops after its
+  current send. CPU: ``getrusage`` over the timed part.
+- ``<client>_fire`` (fire-and-forget): every record sent without awaiting it, a callback counting its
+  outcome, ``await asyncio.sleep(0)`` after each ``--window`` records (other tasks run), then one
+  ``await p.flush()``; timed from the first call until flush() returned and every callback ran (each
+  must have run without error). fk: ``p.produce(t, v, on_delivery=cb)`` (it never waits; a full
+  buffer raises BufferExhaustedError at once: the record is offered again after 1 ms, counted in the
+  rounds table); aiok (no produce()): ``(await p.send(t, v)).add_done_callback(cb)``; ck: ``(await
+  p.produce(t, v)).add_done_callback(cb)``, its delivery future not awaited, as its docs teach.
+- ``<client>_arrow``: pyarrow ``binary`` arrays of ``--batch`` values (built before the clock), each
+  awaited before the next. fk: ``await p.send_batch(t, arr)``; aiok (no Arrow, no record-list batch):
+  its BatchBuilder API as documented, ``b = p.create_batch()``, ``b.append(key=None, value=v,
+  timestamp=None)`` until it returns None, ``await p.send_batch(b, t, partition=i)`` (the topic's
+  partitions in turn), then every batch's future awaited; the array's values read as Python bytes in
+  the timed part. ck: no row measured: AIOProducer has no batch call (``produce_batch`` is the sync
+  Producer's; AIOProducer's ``produce()`` buffers records itself); the table says so.
+- ``<client>_first``: the library imported, a ticker started, then the producer made and started
+  (open), one record sent to the measurement's fresh topic (which the producer has no metadata for)
+  and awaited until delivered (first send), the producer closed (close): each part's time and the
+  loop's longest stall in it. ck's record is flushed (``await p.flush()``), not left to its 1 s timer.
 
 - ``<client>_gather`` (throughput A, "1,000 sends awaited together"): windows of ``--window``
   records; each window creates its sends and awaits them together (``asyncio.gather``), the next
@@ -65,11 +96,19 @@ Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, `
   a paced part would take more than twice its time plus 1 s is stopped there, short of the records
   due (its achieved rate shows it, marked behind; the rounds table says how many it sent).
 
+Loop stalls: in every measurement a ticker task on the same loop sleeps 1 ms in turn over the timed
+part (``aio_clients.StallTicker``); a stall is the time between two of its turns beyond that 1 ms,
+clipped to the part measured: how long the loop ran nothing else. Each run reports its longest
+(``max stall ms``) and its p99 gap. It is the loop's, not only the producer's: the busy application's
+slices, and in tasks and gather the application's tasks resuming together, count too.
+
 fastkafka's ``metrics()`` gives the event loop's wake-ups (``aio_loop_wakeups``) and the records
 handed to it (``aio_records_completed``); their differences over the timed part give loop wake-ups
 per record.
 
-Each measurement runs in its own child process (fresh interpreter, ``--loop`` event loop) against a
+Each measurement runs in its own child process (fresh interpreter, ``--loop`` event loop; ``--loop
+both``: every measurement under asyncio's loop and under uvloop, in the same rounds, tables per loop,
+results named ``NAME@asyncio`` / ``NAME@uvloop``) against a
 fresh topic created before it (and deleted after it); the measurements are interleaved round-robin for
 ``--rounds`` rounds, in reverse order in even rounds; the broker is left to go idle before each child
 (when its process is known). Before the rounds, one client's gather (the first of fk, aiok, ck
