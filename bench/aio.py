@@ -572,8 +572,8 @@ def shape_sections(results: dict[str, list[dict]], names: list[str], args, loop:
                   "the producer made and started (open), one record sent to a topic it has no metadata "
                   "for and awaited until delivered (first send), the producer closed (close). Max stall: "
                   "the loop's longest gap beyond the ticker's 1 ms in each part (a stall spanning two parts "
-                  "counts in each for its time in it). confluent-kafka's record is flushed (its buffer timer would add about "
-                  "1 s).", "", *first_table(results, names), ""]
+                  "counts in each for its time in it). confluent-kafka's record is flushed (its buffer "
+                  "timer would add about 1 s).", "", *first_table(results, names), ""]
     return lines
 
 

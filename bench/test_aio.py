@@ -509,7 +509,8 @@ def test_the_new_tables_and_the_peer_without_a_batch_call():
     names = ["fk_arrow", "aiok_arrow", "fk_first", "ck_first"]
     res = {"fk_arrow": [_thr(200_000.0, max_stall_ms=2.0, p99_stall_ms=0.3)],
            "aiok_arrow": [_thr(20_000.0, max_stall_ms=9.0, p99_stall_ms=1.0)],
-           "fk_first": [{"records": 1, "open_ms": 1.0, "open_max_stall_ms": 0.5, "send_ms": 30.0, "send_max_stall_ms": 0.4,
+           "fk_first": [{"records": 1, "open_ms": 1.0, "open_max_stall_ms": 0.5, "send_ms": 30.0,
+                         "send_max_stall_ms": 0.4,
                          "close_ms": 5.0, "close_max_stall_ms": 0.2, "max_stall_ms": 0.5}],
            "ck_first": [{"failed": "exit 1: boom"}]}
     t = aio.throughput_table("arrow", res, names)
