@@ -9,7 +9,7 @@ stall measured in every one.
     python bench/aio.py [--rounds 3] [--records 200000] [--slow-records 50000] [--window 1000]
                         [--cap-seconds 10] [--seconds 5] [--warmup 1] [--rate 20000] [--tick-us 1000]
                         [--busy-slice-us 200] [--size 100] [--partitions 6] [--warmup-records 50000]
-                        [--tasks 1000] [--batch 10000]
+                        [--tasks 1000] [--batch 10000] [--stall-ticker on|off]
                         [--only NAME,...] [--loop asyncio|uvloop|both] [--fastkafka-path DIR]
                         [--bootstrap-servers HOST:PORT [--broker-pid PID]] [--out bench/results/aio.md]
 
@@ -100,7 +100,10 @@ Loop stalls: in every measurement a ticker task on the same loop sleeps 1 ms in 
 part (``aio_clients.StallTicker``); a stall is the time between two of its turns beyond that 1 ms,
 clipped to the part measured: how long the loop ran nothing else. Each run reports its longest
 (``max stall ms``) and its p99 gap. It is the loop's, not only the producer's: the busy application's
-slices, and in tasks and gather the application's tasks resuming together, count too.
+slices, and in tasks and gather the application's tasks resuming together, count too. The ticker's
+wake-ups cost CPU, which the CPU per record includes: each child measures the ticker's CPU per tick on
+its idle loop just before the timed part, and the tables give its share (ticks × that cost / records,
+an upper bound: a busy loop wakes up anyway). ``--stall-ticker off`` runs without it (no stall figures).
 
 fastkafka's ``metrics()`` gives the event loop's wake-ups (``aio_loop_wakeups``) and the records
 handed to it (``aio_records_completed``); their differences over the timed part give loop wake-ups
@@ -144,8 +147,9 @@ if HERE not in sys.path:
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from aio_clients import (CLIENTS, FASTKAFKA, KINDS, LINGER_MS, LOOP_CODE, MEASUREMENTS, NO_SHAPE,  # noqa: E402
-                         child, split_name)
+import aio_clients  # noqa: E402
+from aio_clients import (CLIENTS, FASTKAFKA, KINDS, LOOP_CODE, MEASUREMENTS, NO_SHAPE, child,  # noqa: E402
+                         split_name)
 from brokers import BROKER_PROPERTIES, Topics  # noqa: E402
 from harness import (build_fingerprint, emit, fmt, kafka_run_line, process_cpu_s, result_line,  # noqa: E402
                      round_order, run_child, settle, tree_commit, tree_env)
@@ -230,7 +234,8 @@ def child_cmd(name: str, bootstrap: str, topic: str, args, records: int | None =
             "--tick-us", str(args.tick_us), "--busy-slice-us", str(args.busy_slice_us),
             "--size", str(args.size), "--loop", loop or loops_of(args.loop)[0],
             "--fastkafka-path", args.fastkafka_path,
-            "--linger-ms", str(args.linger_ms), "--tasks", str(args.tasks), "--batch", str(args.batch)]
+            "--linger-ms", str(args.linger_ms), "--tasks", str(args.tasks), "--batch", str(args.batch),
+            "--stall-ticker", args.stall_ticker]
 
 
 def measure(topics, name: str, topic: str, args, broker_pid: int | None, records: int | None = None,
@@ -324,6 +329,13 @@ def _why(rs: list[dict]) -> str:
     return f" ({why.replace('|', '/')})" if why else ""
 
 
+def _cpu_cell(rs: list[dict], spec: str = ",.1f") -> str:
+    """Median over rounds of the CPU per record, in brackets the stall ticker's share of it (its
+    ticks × its CPU per tick on the idle loop; an upper bound)."""
+    cpu, share = med_field(rs, "cpu_us_per_record"), med_field(rs, "ticker_cpu_us_per_record")
+    return fmt(cpu, spec) + (f" (ticker ≤{share:.2f})" if cpu is not None and share is not None else "")
+
+
 def _stall_cell(rs: list[dict]) -> str:
     """Median over rounds of the loop's longest stall (and of its p99 gap), ms."""
     mx, p99 = med_field(rs, "max_stall_ms"), med_field(rs, "p99_stall_ms")
@@ -364,7 +376,7 @@ def throughput_table(kind: str, results: dict[str, list[dict]], names: list[str]
         lines.append(
             f"| {label} | {LOOP_CODE[(kind, c)]} | {rate} | {ratio} | {per} "
             f"| {fmt(recs, ',.0f')}{' (capped)' if capped else ''} "
-            f"| {fmt(med_field(rs, 'cpu_us_per_record'), ',.1f')} | {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
+            f"| {_cpu_cell(rs)} | {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
             f"| {_stall_cell(rs)} "
             f"| {_rounds_cell(rs, lambda r: format(r['rate'], ',.1f'))}{_why(rs)} |")
     if any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
@@ -422,7 +434,7 @@ def latency_table(kind: str, results: dict[str, list[dict]], names: list[str], r
             f"| {label} | {CLIENTS[c][1]} | {fmt(achieved, ',.0f', 'FAILED')}{behind} | {fmt(med_field(rs, 'p50'))} "
             f"| {fmt(med_field(rs, 'p99'))} | {fmt(med_field(rs, 'p999'))} | {fmt(med_field(rs, 'max'))} "
             f"| {r50} | {r99} | {fmt(med_field(rs, 'app_slices_per_s'), ',.0f')} "
-            f"| {fmt(med_field(rs, 'cpu_us_per_record'), '.1f')} "
+            f"| {_cpu_cell(rs, '.1f')} "
             f"| {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} | {_stall_cell(rs)} "
             f"| {_rounds_cell(rs, lambda r: format(r['p50'], '.2f') + ' / ' + format(r['p99'], '.2f'))}{_why(rs)} |")
     return lines
@@ -512,7 +524,8 @@ def command_line(args) -> str:
            f"{args.seconds:g} --warmup {args.warmup:g} --rate {args.rate:g} --tick-us {args.tick_us:g} "
            f"--busy-slice-us {args.busy_slice_us:g} --size {args.size} --partitions {args.partitions} "
            f"--warmup-records {args.warmup_records} --loop {args.loop} --linger-ms {args.linger_ms} "
-           f"--tasks {args.tasks} --batch {args.batch}")
+           f"--tasks {args.tasks} --batch {args.batch}"
+           + (" --stall-ticker off" if args.stall_ticker == "off" else ""))
     if args.names != MEASUREMENTS:
         cmd += f" --only {','.join(args.names)}"
     return cmd
@@ -595,13 +608,17 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         "clients by the ratios, measured in the same rounds.",
         "",
         f"Event loop: {' and '.join(loop_name(lp) for lp in loops_of(args.loop))}"
-        + (" (each measurement under both, in the same rounds)" if args.loop == "both" else "")
-        + ". Max stall: a ticker task on the same loop sleeps 1 ms in turn "
-        "over the timed part; a stall is the time between two of its turns beyond that 1 ms (how long the "
-        "loop ran nothing else); the median over rounds of each run's longest, in brackets of each run's "
-        "p99 gap. It is the loop's, not the producer's alone: with the application busy (lat_busy) it "
-        "includes the application's slices, in tasks and gather the application's own tasks resuming "
-        "together in a turn.",
+        + (" (each measurement under both, in the same rounds). " if args.loop == "both" else ". ")
+        + ("Max stall: a ticker task on the same loop sleeps 1 ms in turn over the timed part; a stall is "
+           "the time between two of its turns beyond that 1 ms (how long the loop ran nothing else); the "
+           "median over rounds of each run's longest, in brackets of each run's p99 gap. It is the loop's, "
+           "not the producer's alone: with the application busy (lat_busy) it includes the application's "
+           "slices, in tasks and gather the application's own tasks resuming together in a turn. The ticker "
+           "costs CPU (the loop wakes up for it): CPU µs/record includes it; in brackets its share, at most "
+           "(its ticks in the timed part × its CPU per tick measured on the idle loop in the same process "
+           "just before)."
+           if args.stall_ticker == "on" else
+           "No stall ticker (`--stall-ticker off`): no stall figures; CPU per record without its cost."),
         "",
     ]
     loops = loops_of(args.loop)
@@ -636,6 +653,9 @@ def parse_args(argv=None):
     ap.add_argument("--window", type=int, default=1000,
                     help="sends awaited together (gather); records between the loop's turns (fire)")
     ap.add_argument("--tasks", type=int, default=1000, help="concurrent tasks (tasks)")
+    ap.add_argument("--stall-ticker", choices=("on", "off"), default="on",
+                    help="the 1 ms loop-stall ticker in every measurement (off: no stall figures, no "
+                         "ticker CPU in the CPU per record)")
     ap.add_argument("--batch", type=int, default=10_000, help="values per Arrow array (arrow)")
     ap.add_argument("--cap-seconds", type=float, default=10.0,
                     help="a gather run stops after the window that passes this many seconds")
@@ -667,8 +687,8 @@ def parse_args(argv=None):
     ap.add_argument("--out", default=RESULTS, help="results file (default %(default)s); '-' prints only")
     ap.add_argument("--_child", nargs=3, metavar=("NAME", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    global LINGER_MS
-    LINGER_MS = args.linger_ms
+    aio_clients.LINGER_MS = args.linger_ms       # the clients read it from their module
+    aio_clients.TICKER = args.stall_ticker == "on"
     args.fastkafka_path = os.path.abspath(args.fastkafka_path)
     args.names = select(args.only)
     return args

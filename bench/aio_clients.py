@@ -19,6 +19,8 @@ from harness import cpu_us_per_record, import_fastkafka_from, per_record
 from pacing import burn_until, due, summarize
 
 LINGER_MS = 5
+#: the loop-stall ticker runs in every measurement (``--stall-ticker``)
+TICKER = True
 
 #: client key -> (name in tables, how a record completes)
 CLIENTS = {
@@ -215,15 +217,48 @@ class StallTicker:
                 "ticks": len(xs)}
 
 
+class NoTicker(StallTicker):
+    """No ticker (``--stall-ticker off``): nothing runs, no stall figures."""
+
+    def start(self) -> "NoTicker":
+        return self
+
+
+def new_ticker(period: float = 0.001) -> StallTicker:
+    """A started ``StallTicker``, or a ``NoTicker`` when ``TICKER`` is off."""
+    return (StallTicker(period) if TICKER else NoTicker(period)).start()
+
+
 @contextlib.asynccontextmanager
 async def ticking(period: float = 0.001):
-    """A ``StallTicker`` running for the body."""
-    t = StallTicker(period).start()
+    """A ticker (``new_ticker``) running for the body."""
+    t = new_ticker(period)
     await asyncio.sleep(0)
     try:
         yield t
     finally:
         await t.stop()
+
+
+async def ticker_cost(seconds: float = 0.2) -> float | None:
+    """The ticker's own CPU per tick, µs: the process's CPU over ``seconds`` with only a ticker
+    running on the (otherwise idle) loop, over its ticks. None when the ticker is off. The loop's
+    wake-ups for it cost CPU that the measurements' CPU per record includes; this bounds its share."""
+    if not TICKER:
+        return None
+    c0 = rusage_cpu_s()
+    async with ticking() as tk:
+        await asyncio.sleep(seconds)
+    ticks = tk.stats()["ticks"]
+    return (rusage_cpu_s() - c0) * 1e6 / ticks if ticks else None
+
+
+def ticker_share(tk: StallTicker, a: float, b: float, cost: float | None, records: int) -> dict:
+    """The timed part's stall figures and the ticker's CPU per record in it (its ticks × its cost
+    per tick on the idle loop: an upper bound, a busy loop wakes up anyway)."""
+    st = tk.stats(a, b)
+    share = st["ticks"] * cost / records if cost is not None and records else None
+    return {**st, "ticker_us_per_tick": cost, "ticker_cpu_us_per_record": share}
 
 
 def rusage_cpu_s() -> float:
@@ -492,6 +527,7 @@ def _fk_counters(m0, m1, records: int) -> dict:
 
 async def run_gather(c: Client, topic: str, values: list, window: int, cap_s: float) -> dict:
     await c.warm(topic)
+    cost = await ticker_cost()
     m0 = c.metrics()
     completed = errors = 0
     first_error = None
@@ -515,11 +551,12 @@ async def run_gather(c: Client, topic: str, values: list, window: int, cap_s: fl
     return {"records": n, "asked": len(values), "capped": n < len(values), "seconds": elapsed,
             "completed": completed, "errors": errors, "first_error": first_error, "total_sent": n + 1,
             "rate": n / elapsed, "cpu_us_per_record": cpu_us_per_record(cpu, n),
-            **_fk_counters(m0, m1, n), **tk.stats(t0, t1)}
+            **_fk_counters(m0, m1, n), **ticker_share(tk, t0, t1, cost, n)}
 
 
 async def run_serial(c: Client, topic: str, values: list, seconds: float) -> dict:
     await c.warm(topic)
+    cost = await ticker_cost()
     m0 = c.metrics()
     nvals = len(values)
     n = errors = 0
@@ -542,7 +579,8 @@ async def run_serial(c: Client, topic: str, values: list, seconds: float) -> dic
     m1 = c.metrics()
     return {"records": n, "seconds": elapsed, "completed": n - errors, "errors": errors,
             "first_error": first_error, "total_sent": n + 1, "rate": n / elapsed,
-            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n), **tk.stats(t0, t1)}
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
 
 
 async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> dict:
@@ -583,7 +621,8 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
             await asyncio.sleep(0)
 
     await c.warm(topic)
-    tk = StallTicker().start()
+    cost = await ticker_cost()
+    tk = new_ticker()
     app = asyncio.get_running_loop().create_task(application()) if busy else None
     tick_ns = int(args.tick_us * 1000)
     warm_sent = 0
@@ -618,7 +657,7 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
          "achieved": achieved_rate(sent, first, last, due, begin, end),
          "cpu_us_per_record": None if busy else cpu_us_per_record(cpu, sent),
          "app_slices_per_s": (s1 - s0) / app_seconds if busy and app_seconds > 0 else None,
-         **_fk_counters(m0, m1, sent), **tk.stats(t0, t1)}
+         **_fk_counters(m0, m1, sent), **ticker_share(tk, t0, t1, cost, sent)}
     if len(lat) == sent and lat:
         r.update(summarize(lat))
     return r
@@ -661,6 +700,7 @@ async def run_tasks(c: Client, topic: str, values: list, tasks: int, cap_s: floa
     """``tasks`` concurrent tasks, each sending its share of ``values`` one at a time and awaiting
     each (``c.one``), gathered. After ``cap_s`` seconds every task stops after its current send."""
     await c.warm(topic)
+    cost = await ticker_cost()
     m0 = c.metrics()
     nv = len(values)
     per = max(1, nv // tasks)
@@ -692,7 +732,8 @@ async def run_tasks(c: Client, topic: str, values: list, tasks: int, cap_s: floa
     return {"records": n, "asked": per * tasks, "capped": n < per * tasks, "tasks": tasks,
             "seconds": t1 - t0, "completed": n - out.errors, "errors": out.errors,
             "first_error": out.first_error, "total_sent": n + 1, "rate": n / (t1 - t0),
-            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n), **tk.stats(t0, t1)}
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
 
 
 async def run_fire(c: Client, topic: str, values: list, window: int, cap_s: float) -> dict:
@@ -701,6 +742,7 @@ async def run_fire(c: Client, topic: str, values: list, window: int, cap_s: floa
     call until flush() returned and every completion callback ran; no window starts after
     ``cap_s`` seconds."""
     await c.warm(topic)
+    cost = await ticker_cost()
     m0 = c.metrics()
     out = _Outcomes()
     n = retries = 0
@@ -724,7 +766,8 @@ async def run_fire(c: Client, topic: str, values: list, window: int, cap_s: floa
             "callbacks_after_30s": None if all_ran else out.done,
             "completed": out.done - out.errors, "errors": out.errors, "first_error": out.first_error,
             "buffer_retries": retries, "total_sent": n + 1, "rate": n / (t1 - t0),
-            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n), **tk.stats(t0, t1)}
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
 
 
 def arrow_arrays(values: list, chunk: int) -> list:
@@ -739,6 +782,7 @@ async def run_arrow(c: Client, topic: str, values: list, chunk: int, cap_s: floa
     one after the other; no array starts after ``cap_s`` seconds."""
     arrays = arrow_arrays(values, chunk)
     await c.warm(topic)
+    cost = await ticker_cost()
     m0 = c.metrics()
     out = _Outcomes()
     n = 0
@@ -762,7 +806,8 @@ async def run_arrow(c: Client, topic: str, values: list, chunk: int, cap_s: floa
     return {"records": n, "asked": len(values), "capped": n < len(values), "chunk": chunk,
             "seconds": t1 - t0, "completed": out.done - out.errors, "errors": out.errors,
             "first_error": out.first_error, "total_sent": n + 1, "rate": n / (t1 - t0),
-            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n), **tk.stats(t0, t1)}
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
 
 
 async def run_first(cls, bootstrap: str, topic: str) -> dict:

@@ -436,6 +436,32 @@ def test_stall_ticker_sees_a_blocked_loop_and_only_in_its_window():
     assert aio_clients.StallTicker().stats()["max_stall_ms"] is None     # never ran
 
 
+def test_the_options_reach_the_clients_module(monkeypatch):
+    monkeypatch.setattr(aio_clients, "LINGER_MS", aio_clients.LINGER_MS)   # restored after the test
+    monkeypatch.setattr(aio_clients, "TICKER", aio_clients.TICKER)
+    args = aio.parse_args(["--linger-ms", "0", "--stall-ticker", "off", "--out", "-"])
+    assert aio_clients.LINGER_MS == 0 and aio_clients.TICKER is False
+    cmd = aio.child_cmd("fk_tasks", "b:1", "t", args)
+    assert cmd[cmd.index("--linger-ms") + 1] == "0" and cmd[cmd.index("--stall-ticker") + 1] == "off"
+    assert "--linger-ms 0" in aio.command_line(args) and "--stall-ticker off" in aio.command_line(args)
+    aio.parse_args(["--out", "-"])
+    assert aio_clients.LINGER_MS == 5 and aio_clients.TICKER is True
+
+
+def test_ticker_off_and_its_cost(monkeypatch):
+    c = FakeClient(FakeProducer(delay=0.002))
+    r = asyncio.run(aio_clients.run_tasks(c, "t", [b"v"] * 200, 20, cap_s=60))
+    assert r["ticker_us_per_tick"] > 0 and r["ticker_cpu_us_per_record"] is not None
+    assert r["ticker_cpu_us_per_record"] == pytest.approx(r["ticks"] * r["ticker_us_per_tick"] / 200)
+    monkeypatch.setattr(aio_clients, "TICKER", False)
+    assert asyncio.run(aio_clients.ticker_cost()) is None
+    r = asyncio.run(aio_clients.run_tasks(FakeClient(FakeProducer(delay=0.002)), "t", [b"v"] * 200, 20, cap_s=60))
+    assert r["records"] == 200 and r["max_stall_ms"] is None and r["ticks"] == 0
+    assert r["ticker_us_per_tick"] is None and r["ticker_cpu_us_per_record"] is None
+    rs = [_thr(1000.0, cpu_us_per_record=5.0, ticker_cpu_us_per_record=0.25)]
+    assert aio._cpu_cell(rs) == "5.0 (ticker ≤0.25)" and aio._cpu_cell([_thr(1000.0)]) == "5.0"
+
+
 def test_tasks_each_await_their_own_sends():
     p = FakeProducer(delay=0.002, fail_every=250)
     c = FakeClient(p)
