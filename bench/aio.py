@@ -1,12 +1,16 @@
 """asyncio producers on one Apache Kafka broker: fastkafka's ``AsyncProducer`` (``fastkafka.aio``)
 against aiokafka's ``AIOKafkaProducer`` and confluent-kafka's ``AIOProducer`` (``confluent_kafka.aio``),
-in the same run: throughput with 1,000 sends awaited together, throughput of one task awaiting each
-send in turn, and per-record latency on a paced event loop that is busy or idle.
+in the same run, in the shapes async services have: 1,000 tasks each awaiting its own sends,
+fire-and-forget sends with callbacks then one flush(), Arrow arrays sent in batches, 1,000 sends
+awaited together, one task awaiting each send in turn, per-record latency on a paced event loop that
+is busy or idle, and the first send to a topic without metadata; with the event loop's longest
+stall measured in every one.
 
     python bench/aio.py [--rounds 3] [--records 200000] [--slow-records 50000] [--window 1000]
                         [--cap-seconds 10] [--seconds 5] [--warmup 1] [--rate 20000] [--tick-us 1000]
                         [--busy-slice-us 200] [--size 100] [--partitions 6] [--warmup-records 50000]
-                        [--only NAME,...] [--loop asyncio|uvloop] [--fastkafka-path DIR]
+                        [--tasks 1000] [--batch 10000] [--stall-ticker on|off]
+                        [--only NAME,...] [--loop asyncio|uvloop|both] [--fastkafka-path DIR]
                         [--bootstrap-servers HOST:PORT [--broker-pid PID]] [--out bench/results/aio.md]
 
 Clients, all with acks=all, idempotence on, linger ``--linger-ms`` (default 5 ms), ``--size``-byte values (no key) on a fresh
@@ -35,7 +39,34 @@ Clients, all with acks=all, idempotence on, linger ``--linger-ms`` (default 5 ms
   sends what is queued at once, ignoring linger.ms, so one record awaited at a time pays no linger
   (the others wait up to their 5 ms).
 
-Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, ``lat_busy``, ...):
+Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, ``lat_busy``, ``tasks``,
+...). In the throughput shapes fastkafka sends ``--records`` records, the others ``--slow-records`` (or
+fewer: a run stops once ``--cap-seconds`` have passed, after its current window, array or send); the
+rate is records / seconds either way, CPU per record is the process's (every thread).
+
+- ``<client>_tasks`` (a web service under load): ``--tasks`` tasks gathered, each sending its share
+  of the records one at a time and awaiting each: fk ``await p.send(t, v)``; aiok ``await
+  p.send_and_wait(t, v)``; ck ``await (await p.produce(t, v))`` (each send waits for its 1 s buffer
+  timer unless the 1,000 tasks fill its buffer: it is capped). Past the cap every task stops after its
+  current send. CPU: ``getrusage`` over the timed part.
+- ``<client>_fire`` (fire-and-forget): every record sent without awaiting it, a callback counting its
+  outcome, ``await asyncio.sleep(0)`` after each ``--window`` records (other tasks run), then one
+  ``await p.flush()``; timed from the first call until flush() returned and every callback ran (each
+  must have run without error). fk: ``p.produce(t, v, on_delivery=cb)`` (it never waits; a full
+  buffer raises BufferExhaustedError at once: the record is offered again after 1 ms, counted in the
+  rounds table); aiok (no produce()): ``(await p.send(t, v)).add_done_callback(cb)``; ck: ``(await
+  p.produce(t, v)).add_done_callback(cb)``, its delivery future not awaited, as its docs teach.
+- ``<client>_arrow``: pyarrow ``binary`` arrays of ``--batch`` values (built before the clock), each
+  awaited before the next. fk: ``await p.send_batch(t, arr)``; aiok (no Arrow, no record-list batch):
+  its BatchBuilder API as documented, ``b = p.create_batch()``, ``b.append(key=None, value=v,
+  timestamp=None)`` until it returns None, ``await p.send_batch(b, t, partition=i)`` (the topic's
+  partitions in turn), then every batch's future awaited; the array's values read as Python bytes in
+  the timed part. ck: no row measured: AIOProducer has no batch call (``produce_batch`` is the sync
+  Producer's; AIOProducer's ``produce()`` buffers records itself); the table says so.
+- ``<client>_first``: the library imported, a ticker started, then the producer made and started
+  (open), one record sent to the measurement's fresh topic (which the producer has no metadata for)
+  and awaited until delivered (first send), the producer closed (close): each part's time and the
+  loop's longest stall in it. ck's record is flushed (``await p.flush()``), not left to its 1 s timer.
 
 - ``<client>_gather`` (throughput A, "1,000 sends awaited together"): windows of ``--window``
   records; each window creates its sends and awaits them together (``asyncio.gather``), the next
@@ -65,11 +96,22 @@ Measurements (``--only`` takes names, clients or kinds: ``fk,ck``, ``gather``, `
   a paced part would take more than twice its time plus 1 s is stopped there, short of the records
   due (its achieved rate shows it, marked behind; the rounds table says how many it sent).
 
+Loop stalls: in every measurement a ticker task on the same loop sleeps 1 ms in turn over the timed
+part (``aio_clients.StallTicker``); a stall is the time between two of its turns beyond that 1 ms,
+clipped to the part measured: how long the loop ran nothing else. Each run reports its longest
+(``max stall ms``) and its p99 gap. It is the loop's, not only the producer's: the busy application's
+slices, and in tasks and gather the application's tasks resuming together, count too. The ticker's
+wake-ups cost CPU, which the CPU per record includes: each child measures the ticker's CPU per tick on
+its idle loop just before the timed part, and the tables give its share (ticks × that cost / records,
+an upper bound: a busy loop wakes up anyway). ``--stall-ticker off`` runs without it (no stall figures).
+
 fastkafka's ``metrics()`` gives the event loop's wake-ups (``aio_loop_wakeups``) and the records
 handed to it (``aio_records_completed``); their differences over the timed part give loop wake-ups
 per record.
 
-Each measurement runs in its own child process (fresh interpreter, ``--loop`` event loop) against a
+Each measurement runs in its own child process (fresh interpreter, ``--loop`` event loop; ``--loop
+both``: every measurement under asyncio's loop and under uvloop, in the same rounds, tables per loop,
+results named ``NAME@asyncio`` / ``NAME@uvloop``) against a
 fresh topic created before it (and deleted after it); the measurements are interleaved round-robin for
 ``--rounds`` rounds, in reverse order in even rounds; the broker is left to go idle before each child
 (when its process is known). Before the rounds, one client's gather (the first of fk, aiok, ck
@@ -105,7 +147,8 @@ if HERE not in sys.path:
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from aio_clients import (CLIENTS, FASTKAFKA, KINDS, LINGER_MS, LOOP_CODE, MEASUREMENTS, child,  # noqa: E402
+import aio_clients  # noqa: E402
+from aio_clients import (CLIENTS, FASTKAFKA, KINDS, LOOP_CODE, MEASUREMENTS, NO_SHAPE, child,  # noqa: E402
                          split_name)
 from brokers import BROKER_PROPERTIES, Topics  # noqa: E402
 from harness import (build_fingerprint, emit, fmt, kafka_run_line, process_cpu_s, result_line,  # noqa: E402
@@ -122,7 +165,8 @@ RESULTS = os.path.join(HERE, "results", "aio.md")
 def select(only: str) -> list[str]:
     """The measurements ``--only`` picks, in the fixed order of MEASUREMENTS. Each comma-separated
     token is a measurement name (``fk_gather``), a client (``fk``, ``aiok``: all its measurements) or
-    a kind (``gather``, ``serial``, ``lat_busy``, ``lat_idle``, ``lat``: both latencies). Empty:
+    a kind (``gather``, ``serial``, ``lat_busy``, ``lat_idle``, ``lat``: both latencies, ``tasks``,
+    ``fire``, ``arrow``, ``first``). Empty:
     every measurement."""
     tokens = [t.strip() for t in only.split(",") if t.strip()]
     if not tokens:
@@ -163,26 +207,48 @@ def fastkafka_of(kind: str, names: list[str]) -> list[str]:
     return [c for c in KINDS[kind][1] if c in FASTKAFKA and f"{c}_{kind}" in names]
 
 
+def loops_of(loop: str) -> list[str]:
+    """The event loops ``--loop`` asks for: one, or both (asyncio's, then uvloop) in the same rounds."""
+    return ["asyncio", "uvloop"] if loop == "both" else [loop]
+
+
+def run_key(name: str, loop: str, loops: list[str]) -> str:
+    """The results key of ``name`` under ``loop``: the name alone with one loop, ``name@loop`` with
+    both."""
+    return name if len(loops) == 1 else f"{name}@{loop}"
+
+
+def base_name(key: str) -> tuple[str, str]:
+    """``"fk_tasks@uvloop"`` -> ``("fk_tasks", "uvloop")``; ``"fk_tasks"`` -> ``("fk_tasks", "")``."""
+    name, _, loop = key.partition("@")
+    return name, loop
+
+
 # ------------------------------------------------------------------------------------ parent
-def child_cmd(name: str, bootstrap: str, topic: str, args, records: int | None = None) -> list[str]:
+def child_cmd(name: str, bootstrap: str, topic: str, args, records: int | None = None,
+              loop: str | None = None) -> list[str]:
     return [sys.executable, os.path.abspath(__file__), "--_child", name, bootstrap, topic,
             "--records", str(records or args.records), "--slow-records", str(records or args.slow_records),
             "--window", str(args.window), "--cap-seconds", str(args.cap_seconds),
             "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--rate", str(args.rate),
             "--tick-us", str(args.tick_us), "--busy-slice-us", str(args.busy_slice_us),
-            "--size", str(args.size), "--loop", args.loop, "--fastkafka-path", args.fastkafka_path,
-            "--linger-ms", str(args.linger_ms)]
+            "--size", str(args.size), "--loop", loop or loops_of(args.loop)[0],
+            "--fastkafka-path", args.fastkafka_path,
+            "--linger-ms", str(args.linger_ms), "--tasks", str(args.tasks), "--batch", str(args.batch),
+            "--stall-ticker", args.stall_ticker]
 
 
-def measure(topics, name: str, topic: str, args, broker_pid: int | None, records: int | None = None) -> dict:
-    """A fresh topic, the broker left to go idle, one child process, the checks, the topic deleted."""
+def measure(topics, name: str, topic: str, args, broker_pid: int | None, records: int | None = None,
+            loop: str | None = None) -> dict:
+    """A fresh topic, the broker left to go idle, one child process (on ``loop``, default the first
+    of ``--loop``), the checks, the topic deleted."""
     try:
         topics.create([topic], args.partitions)
     except Exception as e:  # noqa: BLE001 - reported as the measurement's failure
         return {"failed": f"creating the topic: {type(e).__name__}: {e}", "load": os.getloadavg()[0]}
     settle(broker_pid)
     b0 = process_cpu_s(broker_pid)
-    r = run_child(child_cmd(name, topics.bootstrap, topic, args, records), args.timeout,
+    r = run_child(child_cmd(name, topics.bootstrap, topic, args, records, loop), args.timeout,
                   env=tree_env(args.fastkafka_path))
     b1 = process_cpu_s(broker_pid)
     if b0 is not None and b1 is not None:
@@ -208,6 +274,12 @@ def log_line(name: str, r: dict) -> str:
         return "FAILED: " + r["failed"]
     kind = split_name(name)[1]
     extra = f"  wake-ups/record {r['wakeups_per_record']:.3f}" if r.get("wakeups_per_record") is not None else ""
+    if r.get("max_stall_ms") is not None:
+        extra += f"  max stall {r['max_stall_ms']:.1f} ms"
+    if kind == "first":
+        return (f"open {r['open_ms']:.1f} ms (max stall {fmt(r.get('open_max_stall_ms'), '.1f')}), first send "
+                f"{r['send_ms']:.1f} ms (max stall {fmt(r.get('send_max_stall_ms'), '.1f')}), close "
+                f"{r['close_ms']:.1f} ms (max stall {fmt(r.get('close_max_stall_ms'), '.1f')})")
     if kind.startswith("lat"):
         app = f"  app slices/s {r['app_slices_per_s']:,.0f}" if r.get("app_slices_per_s") is not None else ""
         cpu = f"  cpu {r['cpu_us_per_record']:.1f} us/rec" if r.get("cpu_us_per_record") is not None else ""
@@ -221,8 +293,10 @@ def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None
     topics = Topics(bootstrap)
     run_id = uuid.uuid4().hex[:6]
     names = args.names
+    loops = loops_of(args.loop)
+    keys = [run_key(n, lp, loops) for n in names for lp in loops]
     fingerprint = build_fingerprint(args.fastkafka_path)
-    out = {"results": {n: [] for n in names}, "warmup": None, "loads": [os.getloadavg()[0]],
+    out = {"results": {k: [] for k in keys}, "warmup": None, "loads": [os.getloadavg()[0]],
            "fastkafka_commit": tree_commit(args.fastkafka_path),
            "fastkafka_is_repo": os.path.realpath(args.fastkafka_path) == os.path.realpath(ROOT)}
     libs = {split_name(n)[0].replace("fkp", "fk").replace("ckf", "ck") for n in names}
@@ -233,12 +307,14 @@ def run_benchmark(bootstrap: str, args, log=print, broker_pid: int | None = None
         out["warmup"] = (name, r)
         log(f"warm-up  {name:<14} {log_line(name, r)}")
     for rnd in range(1, args.rounds + 1):
-        for order, name in enumerate(round_order(names, rnd)):
-            r = measure(topics, name, f"aio-{run_id}-{name}-r{rnd}".replace("_", "-"), args, broker_pid)
+        for order, key in enumerate(round_order(keys, rnd)):
+            name, loop = base_name(key)
+            topic = f"aio-{run_id}-{name}-{loop or loops[0]}-r{rnd}".replace("_", "-")
+            r = measure(topics, name, topic, args, broker_pid, loop=loop or loops[0])
             r["round"], r["order"] = rnd, order
-            out["results"][name].append(r)
+            out["results"][key].append(r)
             out["loads"].append(r["load"])
-            log(f"round {rnd} {name:<14} {log_line(name, r)}")
+            log(f"round {rnd} {key:<14} {log_line(name, r)}")
     out["rebuilt_during_run"] = build_fingerprint(args.fastkafka_path) != fingerprint
     return out
 
@@ -253,14 +329,35 @@ def _why(rs: list[dict]) -> str:
     return f" ({why.replace('|', '/')})" if why else ""
 
 
+def _cpu_cell(rs: list[dict], spec: str = ",.1f") -> str:
+    """Median over rounds of the CPU per record, in brackets the stall ticker's share of it (its
+    ticks × its CPU per tick on the idle loop; an upper bound)."""
+    cpu, share = med_field(rs, "cpu_us_per_record"), med_field(rs, "ticker_cpu_us_per_record")
+    return fmt(cpu, spec) + (f" (ticker ≤{share:.2f})" if cpu is not None and share is not None else "")
+
+
+def _stall_cell(rs: list[dict]) -> str:
+    """Median over rounds of the loop's longest stall (and of its p99 gap), ms."""
+    mx, p99 = med_field(rs, "max_stall_ms"), med_field(rs, "p99_stall_ms")
+    return f"{fmt(mx, '.1f')} ({fmt(p99, '.2f')})" if mx is not None else "n/a"
+
+
+def no_shape_row(kind: str, client: str, cols: int) -> str:
+    """The row of a client that has no call for ``kind``: its name, why, and dashes."""
+    label, why = NO_SHAPE[(kind, client)]
+    return "| " + " | ".join([label, why] + ["—"] * (cols - 2)) + " |"
+
+
 def throughput_table(kind: str, results: dict[str, list[dict]], names: list[str]) -> list[str]:
-    """One row per client of ``kind`` (gather or serial): median records/s, fastkafka's median
-    per-round ratio to it, records per run, CPU per record, fastkafka's loop wake-ups per record."""
+    """One row per client of ``kind`` (gather, serial, tasks, fire, arrow): median records/s,
+    fastkafka's median per-round ratio to it, records per run, CPU per record, fastkafka's loop
+    wake-ups per record, the loop's longest stall; a row saying why for a peer without the shape."""
     fks = fastkafka_of(kind, names)
     fk = fks[0] if fks else None
     lines = ["| client | loop | median records/s | fastkafka ÷ this (median of per-round) | per-round ratios "
-             "| records per run | CPU µs/record | loop wake-ups/record | rounds (records/s) |",
-             "|---|---|---:|---:|---|---:|---:|---:|---|"]
+             "| records per run | CPU µs/record | loop wake-ups/record | max stall ms (p99 gap) "
+             "| rounds (records/s) |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
     for c in KINDS[kind][1]:
         name = f"{c}_{kind}"
         if name not in names:
@@ -275,12 +372,37 @@ def throughput_table(kind: str, results: dict[str, list[dict]], names: list[str]
         recs = med_field(rs, "records")
         capped = any(r.get("capped") for r in rs if "failed" not in r)
         label = f"**{CLIENTS[c][0]}**" if c in FASTKAFKA else CLIENTS[c][0]
-        rate = fmt(med_field(rs, "rate"), ",.0f" if kind == "gather" else ",.1f", "FAILED")
+        rate = fmt(med_field(rs, "rate"), ",.1f" if kind == "serial" else ",.0f", "FAILED")
         lines.append(
             f"| {label} | {LOOP_CODE[(kind, c)]} | {rate} | {ratio} | {per} "
             f"| {fmt(recs, ',.0f')}{' (capped)' if capped else ''} "
-            f"| {fmt(med_field(rs, 'cpu_us_per_record'), ',.1f')} | {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
+            f"| {_cpu_cell(rs)} | {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
+            f"| {_stall_cell(rs)} "
             f"| {_rounds_cell(rs, lambda r: format(r['rate'], ',.1f'))}{_why(rs)} |")
+    if any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
+        lines += [no_shape_row(kind, c, 10) for (k, c) in NO_SHAPE if k == kind]
+    return lines
+
+
+def first_table(results: dict[str, list[dict]], names: list[str]) -> list[str]:
+    """One row per client of the first-send measurement: medians over rounds of the time and the
+    loop's longest stall in each part: the producer made and started, its first record sent until
+    delivered, its close."""
+    lines = ["| client | code | open ms | max stall ms in open | first send -> delivery ms "
+             "| max stall ms in it | close ms | max stall ms in close | rounds (max stall ms, open to delivery) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for c in KINDS["first"][1]:
+        name = f"{c}_first"
+        if name not in names:
+            continue
+        rs = results[name]
+        label = f"**{CLIENTS[c][0]}**" if c in FASTKAFKA else CLIENTS[c][0]
+        cells = [fmt(med_field(rs, f), ".1f") for f in ("open_ms", "open_max_stall_ms", "send_ms",
+                                                         "send_max_stall_ms", "close_ms", "close_max_stall_ms")]
+        if all(x == "n/a" for x in cells):
+            cells[0] = "FAILED"
+        lines.append(f"| {label} | {LOOP_CODE[('first', c)]} | {' | '.join(cells)} "
+                     f"| {_rounds_cell(rs, lambda r: fmt(r.get('max_stall_ms'), '.1f'))}{_why(rs)} |")
     return lines
 
 
@@ -293,8 +415,8 @@ def latency_table(kind: str, results: dict[str, list[dict]], names: list[str], r
     fk = fks[0] if fks else None
     lines = ["| client | completion | achieved rec/s | p50 ms | p99 ms | p99.9 ms | max ms "
              "| fastkafka p50 ÷ this | fastkafka p99 ÷ this | app slices/s | CPU µs/record "
-             "| loop wake-ups/record | rounds p50 / p99 ms |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| loop wake-ups/record | max stall ms (p99 gap) | rounds p50 / p99 ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in KINDS[kind][1]:
         name = f"{c}_{kind}"
         if name not in names:
@@ -312,34 +434,51 @@ def latency_table(kind: str, results: dict[str, list[dict]], names: list[str], r
             f"| {label} | {CLIENTS[c][1]} | {fmt(achieved, ',.0f', 'FAILED')}{behind} | {fmt(med_field(rs, 'p50'))} "
             f"| {fmt(med_field(rs, 'p99'))} | {fmt(med_field(rs, 'p999'))} | {fmt(med_field(rs, 'max'))} "
             f"| {r50} | {r99} | {fmt(med_field(rs, 'app_slices_per_s'), ',.0f')} "
-            f"| {fmt(med_field(rs, 'cpu_us_per_record'), '.1f')} "
-            f"| {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} "
+            f"| {_cpu_cell(rs, '.1f')} "
+            f"| {fmt(med_field(rs, 'wakeups_per_record'), '.3f')} | {_stall_cell(rs)} "
             f"| {_rounds_cell(rs, lambda r: format(r['p50'], '.2f') + ' / ' + format(r['p99'], '.2f'))}{_why(rs)} |")
     return lines
 
 
 def rounds_table(results: dict[str, list[dict]], names: list[str]) -> list[str]:
+    """Every run in its round's order; ``names`` are results keys (``name`` or ``name@loop``)."""
     lines = ["| round | measurement | records | result | CPU µs/record | loop wake-ups (records on loop) "
-             "| broker CPU s | held by topic | load |",
-             "|---:|---|---:|---|---:|---|---:|---:|---:|"]
+             "| max stall ms | broker CPU s | held by topic | load |",
+             "|---:|---|---:|---|---:|---|---:|---:|---:|---:|"]
     rows = sorted(((r.get("round", i + 1), r.get("order", 0), n, r) for n in names
                    for i, r in enumerate(results[n])), key=lambda x: (x[0], x[1]))
     for rnd, _, n, r in rows:
         if "failed" in r:
             res = "FAILED: " + r["failed"].replace("|", "/")
-        elif split_name(n)[1].startswith("lat"):
+        elif split_name(base_name(n)[0])[1] == "first":
+            res = (f"open {r['open_ms']:.1f} ms (max stall {fmt(r.get('open_max_stall_ms'), '.1f')}), first send "
+                   f"{r['send_ms']:.1f} ms (max stall {fmt(r.get('send_max_stall_ms'), '.1f')}), close "
+                   f"{r['close_ms']:.1f} ms (max stall {fmt(r.get('close_max_stall_ms'), '.1f')})")
+        elif split_name(base_name(n)[0])[1].startswith("lat"):
             res = f"{r['achieved']:,.0f} rec/s, p50 {r['p50']:.2f} / p99 {r['p99']:.2f} / max {r['max']:.2f} ms"
             if r.get("due") and r["records"] < r["due"]:
                 res += f" (stopped after {r['records']:,} of {r['due']:,} due)"
         else:
             res = f"{r['rate']:,.1f} rec/s in {r['seconds']:.2f} s" + (" (capped)" if r.get("capped") else "")
+            if r.get("buffer_retries"):
+                res += f", {r['buffer_retries']:,} produce() retries on a full buffer"
         wake = (f"{r['loop_wakeups']:,} ({r['records_completed_on_loop']:,})"
                 if r.get("loop_wakeups") is not None and r.get("records_completed_on_loop") is not None else "")
         lines.append(f"| {rnd} | {n} | {fmt(r.get('records'), ',', '')} | {res} "
                      f"| {fmt(r.get('cpu_us_per_record'), '.1f', '')} | {wake} "
+                     f"| {fmt(r.get('max_stall_ms'), '.1f', '')} "
                      f"| {fmt(r.get('broker_cpu_s'), '.2f', '')} | {fmt(r.get('held'), ',', '')} "
                      f"| {fmt(r.get('load'), '.2f', '')} |")
     return lines
+
+
+def loop_name(kind: str) -> str:
+    """The event loop of the children, for the report."""
+    if kind == "uvloop":
+        import importlib.metadata as md
+
+        return f"uvloop {md.version('uvloop')}"
+    return "asyncio's default (selector) event loop"
 
 
 def machine_lines(broker_line: str, report: dict, args) -> list[str]:
@@ -356,10 +495,7 @@ def machine_lines(broker_line: str, report: dict, args) -> list[str]:
         vers.append(f"librdkafka {confluent_kafka.libversion()[0]}")
     except ImportError:
         pass
-    if args.loop == "uvloop":
-        loop = f"uvloop {md.version('uvloop')}"
-    else:
-        loop = "asyncio's default (selector) event loop"
+    loop = " and ".join(loop_name(lp) for lp in loops_of(args.loop))
     where = ("built in place in this repository" if report.get("fastkafka_is_repo", True)
              else "imported from `--fastkafka-path` (a separate source tree built in place)")
     if report.get("rebuilt_during_run"):
@@ -387,10 +523,71 @@ def command_line(args) -> str:
            f"{args.slow_records} --window {args.window} --cap-seconds {args.cap_seconds:g} --seconds "
            f"{args.seconds:g} --warmup {args.warmup:g} --rate {args.rate:g} --tick-us {args.tick_us:g} "
            f"--busy-slice-us {args.busy_slice_us:g} --size {args.size} --partitions {args.partitions} "
-           f"--warmup-records {args.warmup_records} --loop {args.loop} --linger-ms {args.linger_ms}")
+           f"--warmup-records {args.warmup_records} --loop {args.loop} --linger-ms {args.linger_ms} "
+           f"--tasks {args.tasks} --batch {args.batch}"
+           + (" --stall-ticker off" if args.stall_ticker == "off" else ""))
     if args.names != MEASUREMENTS:
         cmd += f" --only {','.join(args.names)}"
     return cmd
+
+
+def shape_sections(results: dict[str, list[dict]], names: list[str], args, loop: str = "") -> list[str]:
+    """The tables of every shape measured, from ``results`` keyed by measurement name; ``loop``
+    (with ``--loop both``) names the event loop in each heading."""
+    at = f" — {loop_name(loop)}" if loop else ""
+    lines: list[str] = []
+    per_client = (f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
+                  f"{args.cap_seconds:g} s")
+    for kind in ("tasks", "fire", "arrow", "gather", "serial"):
+        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
+            continue
+        if kind == "tasks":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\n{args.tasks:,} tasks gathered, each sending its share "
+                    f"of the records one at a time, awaiting each (a web service under load); {per_client} "
+                    "(every task stops after its current send; marked capped). Rate = records / (tasks "
+                    "started -> all done). CPU: the process (every thread, getrusage) over that time.")
+        elif kind == "fire":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\nEvery record sent without awaiting it, a callback "
+                    f"counting its outcome; `await asyncio.sleep(0)` after each {args.window:,} records (the "
+                    f"loop's other tasks run), then one `await p.flush()`; {per_client} (whole windows). Rate "
+                    "= records / (first call -> flush() returned and every callback ran). CPU: the process "
+                    "(every thread, getrusage) over that time.")
+        elif kind == "arrow":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\npyarrow `binary` arrays of {args.batch:,} values "
+                    f"(built before the clock), each awaited before the next; {per_client} (whole arrays). "
+                    "Rate = records / (first call -> last array delivered). CPU: the process (every thread, "
+                    "getrusage) over that time.")
+        elif kind == "gather":
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\nWindows of {args.window:,} sends awaited together; "
+                    f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
+                    f"{args.cap_seconds:g} s (whole windows; marked capped). Rate = records / (first send -> "
+                    "last window's futures all done).")
+        else:
+            head = (f"## Throughput: {KINDS[kind][0]}{at}\n\nOne coroutine, the next record sent once the previous "
+                    f"one completed, for {args.seconds:g} s. Rate = records / seconds.")
+        lines += [head, "", *throughput_table(kind, results, names), ""]
+    for kind in ("lat_busy", "lat_idle"):
+        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
+            continue
+        app = (f"a second task on the loop runs pure-Python arithmetic in {args.busy_slice_us:g} µs slices, "
+               "`await asyncio.sleep(0)` between them (app slices/s: the application's progress)"
+               if kind == "lat_busy" else "nothing else on the loop; the sender sleeps until the next burst")
+        lines += [f"## Latency at {args.rate:,.0f} records/s, event loop {kind[4:]}{at}", "",
+                  f"Paced in bursts every {args.tick_us:g} µs, {args.warmup:g} s unmeasured then {args.seconds:g} s "
+                  f"measured; {app}. Latency = completion on the loop − send call (perf_counter_ns); medians "
+                  "over rounds. fastkafka ÷ this: fastkafka's send() future against this client."
+                  + (" CPU per record: the process (every thread) over the measured records." if kind == "lat_idle"
+                     else ""), "",
+                  *latency_table(kind, results, names, args.rate), ""]
+    if any(f"{c}_first" in names for c in KINDS["first"][1]):
+        lines += [f"## {KINDS['first'][0][0].upper()}{KINDS['first'][0][1:]}{at}", "",
+                  "The library imported first; a ticker on the loop from before the producer is made; "
+                  "the producer made and started (open), one record sent to a topic it has no metadata "
+                  "for and awaited until delivered (first send), the producer closed (close). Max stall: "
+                  "the loop's longest gap beyond the ticker's 1 ms in each part (a stall spanning two parts "
+                  "counts in each for its time in it). confluent-kafka's record is flushed (its buffer "
+                  "timer would add about 1 s).", "", *first_table(results, names), ""]
+    return lines
 
 
 def render(report: dict, args, wall: float, broker_line: str) -> str:
@@ -410,39 +607,33 @@ def render(report: dict, args, wall: float, broker_line: str) -> str:
         "Noise: a 2-core machine shared with the broker and whatever else runs on it; compare the "
         "clients by the ratios, measured in the same rounds.",
         "",
+        f"Event loop: {' and '.join(loop_name(lp) for lp in loops_of(args.loop))}"
+        + (" (each measurement under both, in the same rounds). " if args.loop == "both" else ". ")
+        + ("Max stall: a ticker task on the same loop sleeps 1 ms in turn over the timed part; a stall is "
+           "the time between two of its turns beyond that 1 ms (how long the loop ran nothing else); the "
+           "median over rounds of each run's longest, in brackets of each run's p99 gap. It is the loop's, "
+           "not the producer's alone: with the application busy (lat_busy) it includes the application's "
+           "slices, in tasks and gather the application's own tasks resuming together in a turn. The ticker "
+           "costs CPU (the loop wakes up for it): CPU µs/record includes it; in brackets its share, at most "
+           "(its ticks in the timed part × its CPU per tick measured on the idle loop in the same process "
+           "just before)."
+           if args.stall_ticker == "on" else
+           "No stall ticker (`--stall-ticker off`): no stall figures; CPU per record without its cost."),
+        "",
     ]
-    for kind in ("gather", "serial"):
-        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
-            continue
-        if kind == "gather":
-            head = (f"## Throughput: {KINDS[kind][0]}\n\nWindows of {args.window:,} sends awaited together; "
-                    f"fastkafka {args.records:,} records, the others {args.slow_records:,} or what fits in "
-                    f"{args.cap_seconds:g} s (whole windows; marked capped). Rate = records / (first send -> "
-                    "last window's futures all done).")
-        else:
-            head = (f"## Throughput: {KINDS[kind][0]}\n\nOne coroutine, the next record sent once the previous "
-                    f"one completed, for {args.seconds:g} s. Rate = records / seconds.")
-        lines += [head, "", *throughput_table(kind, results, names), ""]
-    for kind in ("lat_busy", "lat_idle"):
-        if not any(f"{c}_{kind}" in names for c in KINDS[kind][1]):
-            continue
-        app = (f"a second task on the loop runs pure-Python arithmetic in {args.busy_slice_us:g} µs slices, "
-               "`await asyncio.sleep(0)` between them (app slices/s: the application's progress)"
-               if kind == "lat_busy" else "nothing else on the loop; the sender sleeps until the next burst")
-        lines += [f"## Latency at {args.rate:,.0f} records/s, event loop {kind[4:]}", "",
-                  f"Paced in bursts every {args.tick_us:g} µs, {args.warmup:g} s unmeasured then {args.seconds:g} s "
-                  f"measured; {app}. Latency = completion on the loop − send call (perf_counter_ns); medians "
-                  "over rounds. fastkafka ÷ this: fastkafka's send() future against this client."
-                  + (" CPU per record: the process (every thread) over the measured records." if kind == "lat_idle"
-                     else ""), "",
-                  *latency_table(kind, results, names, args.rate), ""]
+    loops = loops_of(args.loop)
+    if len(loops) == 1:
+        lines += shape_sections(results, names, args)
+    else:
+        for lp in loops:
+            lines += shape_sections({n: results[run_key(n, lp, loops)] for n in names}, names, args, lp)
     lines += ["## Every round", ""]
     if report.get("warmup"):
         wname, wr = report["warmup"]
         lines += [f"Before the rounds, untimed: {wname} with {args.warmup_records:,} records: "
                   + ("FAILED: " + wr["failed"].replace("|", "/") if "failed" in wr else
                      f"{wr['rate']:,.0f} rec/s") + ".", ""]
-    lines += [*rounds_table(results, names), "",
+    lines += [*rounds_table(results, list(results)), "",
               "Loop wake-ups: fastkafka's `metrics()` `aio_loop_wakeups` over the timed part (in brackets "
               "`aio_records_completed`, the records handed to the loop). Held by topic: latest − earliest "
               "offsets summed (confluent-kafka AdminClient), which must equal the records sent plus the "
@@ -459,7 +650,13 @@ def parse_args(argv=None):
     ap.add_argument("--records", type=int, default=200_000, help="fastkafka's records per gather measurement")
     ap.add_argument("--slow-records", type=int, default=50_000,
                     help="the other clients' records per gather measurement")
-    ap.add_argument("--window", type=int, default=1000, help="sends awaited together (gather)")
+    ap.add_argument("--window", type=int, default=1000,
+                    help="sends awaited together (gather); records between the loop's turns (fire)")
+    ap.add_argument("--tasks", type=int, default=1000, help="concurrent tasks (tasks)")
+    ap.add_argument("--stall-ticker", choices=("on", "off"), default="on",
+                    help="the 1 ms loop-stall ticker in every measurement (off: no stall figures, no "
+                         "ticker CPU in the CPU per record)")
+    ap.add_argument("--batch", type=int, default=10_000, help="values per Arrow array (arrow)")
     ap.add_argument("--cap-seconds", type=float, default=10.0,
                     help="a gather run stops after the window that passes this many seconds")
     ap.add_argument("--seconds", type=float, default=5.0,
@@ -478,7 +675,8 @@ def parse_args(argv=None):
                     help="records of the untimed broker warm-up before the rounds (0: none)")
     ap.add_argument("--only", default="", help="comma-separated measurements, clients or kinds: "
                     + ", ".join(MEASUREMENTS))
-    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="event loop of the children")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="asyncio",
+                    help="event loop of the children (both: every measurement under each, in the same rounds)")
     ap.add_argument("--fastkafka-path", default=ROOT, metavar="DIR",
                     help="import fastkafka in the children from this source tree (extensions built in place)")
     ap.add_argument("--bootstrap-servers", default=None, help="use this broker instead of starting one")
@@ -489,8 +687,8 @@ def parse_args(argv=None):
     ap.add_argument("--out", default=RESULTS, help="results file (default %(default)s); '-' prints only")
     ap.add_argument("--_child", nargs=3, metavar=("NAME", "BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    global LINGER_MS
-    LINGER_MS = args.linger_ms
+    aio_clients.LINGER_MS = args.linger_ms       # the clients read it from their module
+    aio_clients.TICKER = args.stall_ticker == "on"
     args.fastkafka_path = os.path.abspath(args.fastkafka_path)
     args.names = select(args.only)
     return args
@@ -509,7 +707,7 @@ def main(argv=None) -> int:
             os.path.join(args.fastkafka_path, "fastkafka", "aio.py")):
         raise SystemExit("fastkafka/aio.py (AsyncProducer) is not in the fastkafka tree; "
                          "measure the others with --only aiok,ck,ckf")
-    if args.loop == "uvloop":
+    if "uvloop" in loops_of(args.loop):
         try:
             import uvloop  # noqa: F401
         except ImportError:

@@ -1,12 +1,16 @@
 """The clients and measurements of ``bench/aio.py``, run in its child processes (``python bench/aio.py
 --_child NAME BOOTSTRAP TOPIC ...``): the catalogue (``CLIENTS``, ``KINDS``, ``MEASUREMENTS``), one
-``Client`` per library behind the same calls, and the timed loops (``run_gather``, ``run_serial``,
-``run_latency``). The method is in ``bench/aio.py``'s docstring."""
+``Client`` per library behind the same calls, the timed loops (``run_gather``, ``run_serial``,
+``run_latency``, ``run_tasks``, ``run_fire``, ``run_arrow``, ``run_first``) and the loop-stall ticker
+(``StallTicker``) that runs on the same loop in every one of them. The method is in ``bench/aio.py``'s
+docstring."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
+import importlib
+import math
 import resource
 import time
 
@@ -15,6 +19,8 @@ from harness import cpu_us_per_record, import_fastkafka_from, per_record
 from pacing import burn_until, due, summarize
 
 LINGER_MS = 5
+#: the loop-stall ticker runs in every measurement (``--stall-ticker``)
+TICKER = True
 
 #: client key -> (name in tables, how a record completes)
 CLIENTS = {
@@ -32,6 +38,16 @@ KINDS = {
     "serial": ("one task awaiting each send in turn", ("fk", "aiok", "fka", "ck", "ckf")),
     "lat_busy": ("latency, event loop busy", ("fk", "fkp", "aiok", "ck")),
     "lat_idle": ("latency, event loop idle", ("fk", "fkp", "aiok", "ck")),
+    "tasks": ("1,000 tasks each awaiting its own sends", ("fk", "aiok", "ck")),
+    "fire": ("fire-and-forget with callbacks, then one flush()", ("fk", "aiok", "ck")),
+    "arrow": ("await send_batch() of Arrow arrays", ("fk", "aiok")),
+    "first": ("the first send to a topic without metadata", ("fk", "aiok", "ck")),
+}
+#: shapes a client has no call for: (kind, client) -> why (a row of the table says so)
+NO_SHAPE = {
+    ("arrow", "ck"): ("confluent-kafka AIOProducer", "no batch call: AIOProducer has no `produce_batch` (its "
+                      "`produce()` buffers records and hands them to librdkafka's `produce_batch` itself) "
+                      "and takes no Arrow array"),
 }
 #: the code timed per record / window, per kind and client (for the tables)
 LOOP_CODE = {
@@ -45,6 +61,19 @@ LOOP_CODE = {
     ("serial", "fka"): "`await p.send_and_wait(t, v)`",
     ("serial", "ck"): "`await (await p.produce(t, v))`",
     ("serial", "ckf"): "`f = await p.produce(t, v); await p.flush(); await f`",
+    ("tasks", "fk"): "1,000 × `for v in mine: await p.send(t, v)`",
+    ("tasks", "aiok"): "1,000 × `for v in mine: await p.send_and_wait(t, v)`",
+    ("tasks", "ck"): "1,000 × `for v in mine: await (await p.produce(t, v))`",
+    ("fire", "fk"): "`p.produce(t, v, on_delivery=cb)` per record; `await p.flush()`",
+    ("fire", "aiok"): "`(await p.send(t, v)).add_done_callback(cb)` per record; `await p.flush()`",
+    ("fire", "ck"): "`(await p.produce(t, v)).add_done_callback(cb)` per record; `await p.flush()`",
+    ("arrow", "fk"): "`await p.send_batch(t, arr)` per array (`pa.binary()`)",
+    ("arrow", "aiok"): "per array: `b = p.create_batch(); b.append(key=None, value=v, timestamp=None)` until "
+                       "full, `await p.send_batch(b, t, partition=i)` (partitions in turn), await every batch's future",
+    ("first", "fk"): "`AsyncProducer(...)`, `await p.send(t, v)`, `await p.close()`",
+    ("first", "aiok"): "`AIOKafkaProducer(...)`, `await p.start()`, `await p.send_and_wait(t, v)`, `await p.stop()`",
+    ("first", "ck"): "`AIOProducer(...)`, `f = await p.produce(t, v)`, `await p.flush()`, `await f`, "
+                     "`await p.close()`",
 }
 MEASUREMENTS = [f"{c}_{k}" for k, (_, cs) in KINDS.items() for c in cs]
 
@@ -139,12 +168,118 @@ def counter_delta(m0: dict | None, m1: dict | None, key: str):
     return m1[key] - m0[key]
 
 
+class StallTicker:
+    """A task on the measured loop that sleeps ``period`` seconds in turn and keeps every gap between
+    two of its turns beyond that period (ms), with when it began and ended: how long the loop ran
+    nothing else (a producer holding the loop, a batch of completions, a blocking call).
+    ``stats(a, b)`` summarizes the stalls within ``perf_counter`` seconds ``a`` .. ``b`` (a stall
+    spanning two parts of a run counts in each for the time it lies in it)."""
+
+    def __init__(self, period: float = 0.001, clock=time.perf_counter):
+        self.period = period
+        self.clock = clock
+        self.gaps: list[tuple[float, float, float]] = []   # (began, ended, ms beyond the period)
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        clock, period, gaps = self.clock, self.period, self.gaps
+        last = clock()
+        while True:
+            await asyncio.sleep(period)
+            now = clock()
+            gaps.append((last, now, max(0.0, (now - last - period) * 1000.0)))
+            last = now
+
+    def start(self) -> "StallTicker":
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def stats(self, a: float = float("-inf"), b: float = float("inf")) -> dict:
+        """The loop's stalls within ``a`` .. ``b``: each gap's held part (from one period after a
+        turn to the next turn) clipped to ``a`` .. ``b``; ``max_stall_ms``, ``p99_stall_ms`` (nearest
+        rank) and ``ticks`` (the gaps it saw). 0 when the loop was never held there; None when the
+        ticker never ran."""
+        if not self.gaps:
+            return {"max_stall_ms": None, "p99_stall_ms": None, "ticks": 0}
+        p = self.period
+        xs = sorted(max(0.0, min(t1, b) - max(t0 + p, a)) * 1000.0 for t0, t1, _ in self.gaps
+                    if t0 <= b and t1 >= a)
+        if not xs:
+            return {"max_stall_ms": 0.0, "p99_stall_ms": 0.0, "ticks": 0}
+        return {"max_stall_ms": xs[-1], "p99_stall_ms": xs[max(0, math.ceil(0.99 * len(xs)) - 1)],
+                "ticks": len(xs)}
+
+
+class NoTicker(StallTicker):
+    """No ticker (``--stall-ticker off``): nothing runs, no stall figures."""
+
+    def start(self) -> "NoTicker":
+        return self
+
+
+def new_ticker(period: float = 0.001) -> StallTicker:
+    """A started ``StallTicker``, or a ``NoTicker`` when ``TICKER`` is off."""
+    return (StallTicker(period) if TICKER else NoTicker(period)).start()
+
+
+@contextlib.asynccontextmanager
+async def ticking(period: float = 0.001):
+    """A ticker (``new_ticker``) running for the body."""
+    t = new_ticker(period)
+    await asyncio.sleep(0)
+    try:
+        yield t
+    finally:
+        await t.stop()
+
+
+async def ticker_cost(seconds: float = 0.2) -> float | None:
+    """The ticker's own CPU per tick, µs: the process's CPU over ``seconds`` with only a ticker
+    running on the (otherwise idle) loop, over its ticks. None when the ticker is off. The loop's
+    wake-ups for it cost CPU that the measurements' CPU per record includes; this bounds its share."""
+    if not TICKER:
+        return None
+    c0 = rusage_cpu_s()
+    async with ticking() as tk:
+        await asyncio.sleep(seconds)
+    ticks = tk.stats()["ticks"]
+    return (rusage_cpu_s() - c0) * 1e6 / ticks if ticks else None
+
+
+def ticker_share(tk: StallTicker, a: float, b: float, cost: float | None, records: int) -> dict:
+    """The timed part's stall figures and the ticker's CPU per record in it (its ticks × its cost
+    per tick on the idle loop: an upper bound, a busy loop wakes up anyway)."""
+    st = tk.stats(a, b)
+    share = st["ticks"] * cost / records if cost is not None and records else None
+    return {**st, "ticker_us_per_tick": cost, "ticker_cpu_us_per_record": share}
+
+
+def rusage_cpu_s() -> float:
+    """The process's CPU seconds (user + system, every thread)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 # ------------------------------------------------------------------------------------ clients (child)
 class Client:
     """One producer library behind the calls the measurements make. The timed loops call these
     methods the same way for every client; what each does is the library's own documented use."""
 
     key = "?"
+    #: the library's module, imported before any clock (``preload``)
+    module = "?"
+
+    @classmethod
+    def preload(cls) -> None:
+        """Import the library (a first import is not the producer's work on the loop)."""
+        importlib.import_module(cls.module)
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
@@ -176,8 +311,24 @@ class Client:
     async def flush(self) -> None:
         await self.p.flush()
 
+    async def fire(self, topic: str, chunk: list, done) -> int:
+        """Fire-and-forget every value of ``chunk``: ``done(err)`` runs on the loop when each
+        completes; nothing awaited but the call itself. Returns the retries the call needed (0)."""
+        for v in chunk:
+            fut = await self._send_future(topic, v)
+            fut.add_done_callback(functools.partial(_fired, done))
+        return 0
+
+    async def batch(self, topic: str, arr) -> int:
+        """Send the pyarrow binary array ``arr``, await its delivery; the records delivered."""
+        raise NotImplementedError
+
     def metrics(self) -> dict | None:
         return None
+
+
+def _fired(done, fut) -> None:
+    done(future_error(fut))
 
 
 def _future_done(done, t_send: int, fut) -> None:
@@ -186,6 +337,7 @@ def _future_done(done, t_send: int, fut) -> None:
 
 class FastkafkaClient(Client):
     key = "fk"
+    module = "fastkafka.aio"
 
     async def open(self, stack) -> None:
         from fastkafka.aio import AsyncProducer
@@ -206,8 +358,33 @@ class FastkafkaClient(Client):
     async def _send_future(self, topic: str, value):
         return self.p.send(topic, value)
 
+    async def fire(self, topic: str, chunk: list, done) -> int:
+        """``produce()`` never waits: when buffer memory is full it raises BufferExhaustedError at
+        once; the record is then offered again after 1 ms (counted)."""
+        from fastkafka.errors import BufferExhaustedError
+
+        produce = self.p.produce
+        cb = functools.partial(_delivered, done)
+        retries = 0
+        for v in chunk:
+            while True:
+                try:
+                    produce(topic, v, on_delivery=cb)
+                    break
+                except BufferExhaustedError:
+                    retries += 1
+                    await asyncio.sleep(0.001)
+        return retries
+
+    async def batch(self, topic: str, arr) -> int:
+        return await self.p.send_batch(topic, arr)
+
     def metrics(self) -> dict | None:
         return dict(self.p.metrics())
+
+
+def _delivered(done, err, _md) -> None:
+    done(err)
 
 
 class FastkafkaProduceClient(FastkafkaClient):
@@ -225,6 +402,7 @@ def _delivery_done(done, t_send: int, err, _md) -> None:
 
 class AiokafkaClient(Client):
     key = "aiok"
+    module = "aiokafka"
 
     async def open(self, stack) -> None:
         from aiokafka import AIOKafkaProducer
@@ -246,11 +424,36 @@ class AiokafkaClient(Client):
     async def _send_future(self, topic: str, value):
         return await self.p.send(topic, value)
 
+    async def batch(self, topic: str, arr) -> int:
+        """aiokafka's BatchBuilder API as its documentation shows it: fill a batch until append()
+        returns None, send_batch() it to a partition (the topic's partitions in turn), then await
+        every batch's future. aiokafka takes bytes: the array's values are read as Python bytes."""
+        p = self.p
+        parts = getattr(self, "_parts", None)
+        if parts is None:
+            parts = self._parts = sorted(await p.partitions_for(topic))
+            self._next = 0
+        futs, counts = [], []
+        values = arr.to_pylist()
+        i, n = 0, len(values)
+        while i < n:
+            b = p.create_batch()
+            while i < n and b.append(key=None, value=values[i], timestamp=None) is not None:
+                i += 1
+            if not b.record_count():
+                raise ValueError(f"a value of {len(values[i])} bytes does not fit an empty batch")
+            counts.append(b.record_count())
+            futs.append(await p.send_batch(b, topic, partition=parts[self._next % len(parts)]))
+            self._next += 1
+        await asyncio.gather(*futs)
+        return sum(counts)
+
 
 class LayerAiokafkaClient(AiokafkaClient):
     """aiokafka's code with only the import changed: fastkafka.compat.aiokafka.AIOKafkaProducer."""
 
     key = "fka"
+    module = "fastkafka.compat.aiokafka"
 
     async def open(self, stack) -> None:
         from fastkafka.compat.aiokafka import AIOKafkaProducer
@@ -261,6 +464,7 @@ class LayerAiokafkaClient(AiokafkaClient):
 
 class ConfluentClient(Client):
     key = "ck"
+    module = "confluent_kafka.aio"
 
     async def open(self, stack) -> None:
         from confluent_kafka.aio import AIOProducer
@@ -323,53 +527,60 @@ def _fk_counters(m0, m1, records: int) -> dict:
 
 async def run_gather(c: Client, topic: str, values: list, window: int, cap_s: float) -> dict:
     await c.warm(topic)
+    cost = await ticker_cost()
     m0 = c.metrics()
     completed = errors = 0
     first_error = None
     n = 0
-    c0, t0 = time.process_time(), time.perf_counter()
-    for a, b in windows(len(values), window):
-        res = await c.window(topic, values[a:b])
-        bad = count_errors(res)
-        if bad and first_error is None:
-            first_error = repr(next(r for r in res if isinstance(r, BaseException)))[:200]
-        errors += bad
-        completed += len(res) - bad
-        n = b
-        if time.perf_counter() - t0 >= cap_s:
-            break
-    elapsed = time.perf_counter() - t0
-    cpu = time.process_time() - c0
+    async with ticking() as tk:
+        c0, t0 = time.process_time(), time.perf_counter()
+        for a, b in windows(len(values), window):
+            res = await c.window(topic, values[a:b])
+            bad = count_errors(res)
+            if bad and first_error is None:
+                first_error = repr(next(r for r in res if isinstance(r, BaseException)))[:200]
+            errors += bad
+            completed += len(res) - bad
+            n = b
+            if time.perf_counter() - t0 >= cap_s:
+                break
+        t1 = time.perf_counter()
+        cpu = time.process_time() - c0
+    elapsed = t1 - t0
     m1 = c.metrics()
     return {"records": n, "asked": len(values), "capped": n < len(values), "seconds": elapsed,
             "completed": completed, "errors": errors, "first_error": first_error, "total_sent": n + 1,
             "rate": n / elapsed, "cpu_us_per_record": cpu_us_per_record(cpu, n),
-            **_fk_counters(m0, m1, n)}
+            **_fk_counters(m0, m1, n), **ticker_share(tk, t0, t1, cost, n)}
 
 
 async def run_serial(c: Client, topic: str, values: list, seconds: float) -> dict:
     await c.warm(topic)
+    cost = await ticker_cost()
     m0 = c.metrics()
     nvals = len(values)
     n = errors = 0
     first_error = None
-    c0, t0 = time.process_time(), time.perf_counter()
-    end = t0 + seconds
-    while True:
-        try:
-            await c.one(topic, values[n % nvals])
-        except Exception as e:  # noqa: BLE001 - counted and reported as the measurement's failure
-            errors += 1
-            first_error = first_error or repr(e)[:200]
-        n += 1
-        if time.perf_counter() >= end:
-            break
-    elapsed = time.perf_counter() - t0
-    cpu = time.process_time() - c0
+    async with ticking() as tk:
+        c0, t0 = time.process_time(), time.perf_counter()
+        end = t0 + seconds
+        while True:
+            try:
+                await c.one(topic, values[n % nvals])
+            except Exception as e:  # noqa: BLE001 - counted and reported as the measurement's failure
+                errors += 1
+                first_error = first_error or repr(e)[:200]
+            n += 1
+            if time.perf_counter() >= end:
+                break
+        t1 = time.perf_counter()
+        cpu = time.process_time() - c0
+    elapsed = t1 - t0
     m1 = c.metrics()
     return {"records": n, "seconds": elapsed, "completed": n - errors, "errors": errors,
             "first_error": first_error, "total_sent": n + 1, "rate": n / elapsed,
-            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n)}
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
 
 
 async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> dict:
@@ -410,6 +621,8 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
             await asyncio.sleep(0)
 
     await c.warm(topic)
+    cost = await ticker_cost()
+    tk = new_ticker()
     app = asyncio.get_running_loop().create_task(application()) if busy else None
     tick_ns = int(args.tick_us * 1000)
     warm_sent = 0
@@ -419,10 +632,12 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
     m0 = c.metrics()
     s0 = slices[0]
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
     begin = clock()
     sent, first, last = await paced(sender(measured), args.rate, args.seconds, tick_ns, wait, clock,
                                     pace_limit(args.seconds))
     end = clock()
+    t1 = time.perf_counter()
     s1 = slices[0]
     app_seconds = (clock() - first) / 1e9
     await c.flush()
@@ -434,6 +649,7 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
     stop[0] = True
     if app is not None:
         await app
+    await tk.stop()
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     due = int(args.rate * args.seconds)
     r = {"records": sent, "due": due, "completed": st[True], "errors": st["errors"],
@@ -441,20 +657,201 @@ async def run_latency(c: Client, topic: str, values: list, args, busy: bool) -> 
          "achieved": achieved_rate(sent, first, last, due, begin, end),
          "cpu_us_per_record": None if busy else cpu_us_per_record(cpu, sent),
          "app_slices_per_s": (s1 - s0) / app_seconds if busy and app_seconds > 0 else None,
-         **_fk_counters(m0, m1, sent)}
+         **_fk_counters(m0, m1, sent), **ticker_share(tk, t0, t1, cost, sent)}
     if len(lat) == sent and lat:
         r.update(summarize(lat))
     return r
 
 
+class _Outcomes:
+    """Completions counted on the loop: how many, how many failed, the first error, when the last
+    one ran (perf_counter)."""
+
+    def __init__(self):
+        self.done = self.errors = 0
+        self.first_error = None
+        self.last = 0.0
+
+    def __call__(self, err) -> None:
+        self.done += 1
+        self.last = time.perf_counter()
+        if err is not None:
+            self.errors += 1
+            if self.first_error is None:
+                self.first_error = repr(err)[:200]
+
+    def many(self, err, records: int) -> None:
+        """``records`` completions with the same outcome (a batch's)."""
+        for _ in range(records):
+            self(err)
+
+
+async def _until(cond, seconds: float) -> bool:
+    """Wait (1 ms sleeps) up to ``seconds`` for ``cond()``."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.001)
+    return True
+
+
+async def run_tasks(c: Client, topic: str, values: list, tasks: int, cap_s: float) -> dict:
+    """``tasks`` concurrent tasks, each sending its share of ``values`` one at a time and awaiting
+    each (``c.one``), gathered. After ``cap_s`` seconds every task stops after its current send."""
+    await c.warm(topic)
+    cost = await ticker_cost()
+    m0 = c.metrics()
+    nv = len(values)
+    per = max(1, nv // tasks)
+    out = _Outcomes()
+    stop = [False]
+    clock = time.perf_counter
+
+    async def worker(k: int) -> None:
+        one = c.one
+        base = k * per
+        for j in range(per):
+            try:
+                await one(topic, values[(base + j) % nv])
+                out(None)
+            except Exception as e:  # noqa: BLE001 - counted and reported as the measurement's failure
+                out(e)
+            if stop[0] or clock() >= cap_end:
+                stop[0] = True
+                return
+
+    async with ticking() as tk:
+        c0, t0 = rusage_cpu_s(), clock()
+        cap_end = t0 + cap_s
+        await asyncio.gather(*[worker(k) for k in range(tasks)])
+        t1 = clock()
+        cpu = rusage_cpu_s() - c0
+    m1 = c.metrics()
+    n = out.done
+    return {"records": n, "asked": per * tasks, "capped": n < per * tasks, "tasks": tasks,
+            "seconds": t1 - t0, "completed": n - out.errors, "errors": out.errors,
+            "first_error": out.first_error, "total_sent": n + 1, "rate": n / (t1 - t0),
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
+
+
+async def run_fire(c: Client, topic: str, values: list, window: int, cap_s: float) -> dict:
+    """Fire-and-forget: ``c.fire`` over windows of ``window`` values (``await asyncio.sleep(0)``
+    between windows, so the loop's other tasks run), then one ``c.flush()``. Timed from the first
+    call until flush() returned and every completion callback ran; no window starts after
+    ``cap_s`` seconds."""
+    await c.warm(topic)
+    cost = await ticker_cost()
+    m0 = c.metrics()
+    out = _Outcomes()
+    n = retries = 0
+    clock = time.perf_counter
+    async with ticking() as tk:
+        c0, t0 = rusage_cpu_s(), clock()
+        for a, b in windows(len(values), window):
+            retries += await c.fire(topic, values[a:b], out)
+            n = b
+            await asyncio.sleep(0)
+            if clock() - t0 >= cap_s:
+                break
+        await c.flush()
+        t_flushed = clock()
+        all_ran = await _until(lambda: out.done >= n, 30.0)
+        t1 = max(t_flushed, out.last)
+        cpu = rusage_cpu_s() - c0
+    m1 = c.metrics()
+    return {"records": n, "asked": len(values), "capped": n < len(values), "seconds": t1 - t0,
+            "flush_to_last_callback_ms": max(0.0, (out.last - t_flushed) * 1000.0),
+            "callbacks_after_30s": None if all_ran else out.done,
+            "completed": out.done - out.errors, "errors": out.errors, "first_error": out.first_error,
+            "buffer_retries": retries, "total_sent": n + 1, "rate": n / (t1 - t0),
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
+
+
+def arrow_arrays(values: list, chunk: int) -> list:
+    """``values`` as pyarrow binary arrays of ``chunk`` values (the last may be short)."""
+    import pyarrow as pa
+
+    return [pa.array(values[a:b], pa.binary()) for a, b in windows(len(values), chunk)]
+
+
+async def run_arrow(c: Client, topic: str, values: list, chunk: int, cap_s: float) -> dict:
+    """``await c.batch(topic, arr)`` for each array of ``chunk`` values (built before the clock),
+    one after the other; no array starts after ``cap_s`` seconds."""
+    arrays = arrow_arrays(values, chunk)
+    await c.warm(topic)
+    cost = await ticker_cost()
+    m0 = c.metrics()
+    out = _Outcomes()
+    n = 0
+    clock = time.perf_counter
+    async with ticking() as tk:
+        c0, t0 = rusage_cpu_s(), clock()
+        for arr in arrays:
+            try:
+                got = await c.batch(topic, arr)
+                out.many(None, got)
+                if got != len(arr):
+                    out.many(RuntimeError(f"{got} of {len(arr)} delivered"), len(arr) - got)
+            except Exception as e:  # noqa: BLE001 - every record of the array counted as failed
+                out.many(e, len(arr))
+            n += len(arr)
+            if clock() - t0 >= cap_s:
+                break
+        t1 = clock()
+        cpu = rusage_cpu_s() - c0
+    m1 = c.metrics()
+    return {"records": n, "asked": len(values), "capped": n < len(values), "chunk": chunk,
+            "seconds": t1 - t0, "completed": out.done - out.errors, "errors": out.errors,
+            "first_error": out.first_error, "total_sent": n + 1, "rate": n / (t1 - t0),
+            "cpu_us_per_record": cpu_us_per_record(cpu, n), **_fk_counters(m0, m1, n),
+            **ticker_share(tk, t0, t1, cost, n)}
+
+
+async def run_first(cls, bootstrap: str, topic: str) -> dict:
+    """From the producer's construction (its library imported before) through its first record
+    (to ``topic``, which it has no metadata for) until that record's delivery, then its close: how
+    long each part took and the loop's longest stall in each (a ticker running from before the
+    construction)."""
+    cls.preload()
+    clock = time.perf_counter
+    async with ticking() as tk:
+        t0 = clock()
+        async with contextlib.AsyncExitStack() as stack:
+            c = cls(bootstrap)
+            await c.open(stack)
+            t_open = clock()
+            await c.warm(topic)
+            t_done = clock()
+        t_closed = clock()
+        await asyncio.sleep(0.005)      # the ticker's turn after the close
+    return {"records": 1, "completed": 1, "errors": 0, "total_sent": 1,
+            "open_ms": (t_open - t0) * 1000.0, "send_ms": (t_done - t_open) * 1000.0,
+            "first_ms": (t_done - t0) * 1000.0, "close_ms": (t_closed - t_done) * 1000.0,
+            **tk.stats(t0, t_done),
+            "open_max_stall_ms": tk.stats(t0, t_open)["max_stall_ms"],
+            "send_max_stall_ms": tk.stats(t_open, t_done)["max_stall_ms"],
+            "close_max_stall_ms": tk.stats(t_done, t_closed)["max_stall_ms"]}
+
+
 async def child_main(name: str, bootstrap: str, topic: str, args) -> dict:
     client, kind = split_name(name)
+    if kind == "first":
+        return await run_first(CLIENT_CLASSES[client], bootstrap, topic)
     c = CLIENT_CLASSES[client](bootstrap)
+    n = args.records if client in FASTKAFKA else args.slow_records
     async with contextlib.AsyncExitStack() as stack:
         await c.open(stack)
         if kind == "gather":
-            n = args.records if client in FASTKAFKA else args.slow_records
             r = await run_gather(c, topic, make_values(n, args.size), args.window, args.cap_seconds)
+        elif kind == "tasks":
+            r = await run_tasks(c, topic, make_values(n, args.size), args.tasks, args.cap_seconds)
+        elif kind == "fire":
+            r = await run_fire(c, topic, make_values(n, args.size), args.window, args.cap_seconds)
+        elif kind == "arrow":
+            r = await run_arrow(c, topic, make_values(n, args.size), args.batch, args.cap_seconds)
         elif kind == "serial":
             r = await run_serial(c, topic, make_values(1024, args.size), args.seconds)
         else:

@@ -1,11 +1,14 @@
-"""Unit tests of bench/aio.py's and bench/aio_clients.py's pure helpers, pacing, timed loops (with a
-fake client on a real event loop) and tables. No broker, no producer library.
+"""Tests of bench/aio.py and bench/aio_clients.py: pure helpers, pacing, the loop-stall ticker, the
+timed loops (with a fake client on a real event loop) and tables, without a broker; then a tiny run
+of the service shapes (tasks, fire, arrow, first) for every client against one Apache Kafka node,
+under asyncio's loop and uvloop (``test_small_run``). No speed is asserted.
 Run: python -m pytest bench/test_aio.py -q"""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import re
 import sys
 
 import pytest
@@ -19,13 +22,17 @@ import aio_clients  # noqa: E402
 # ------------------------------------------------------------------------------------ selection
 def test_select_names_clients_and_kinds():
     assert aio.select("") == aio.MEASUREMENTS
-    assert aio.select("fk") == ["fk_gather", "fk_serial", "fk_lat_busy", "fk_lat_idle"]   # not fkp
+    assert aio.select("fk") == ["fk_gather", "fk_serial", "fk_lat_busy", "fk_lat_idle", "fk_tasks", "fk_fire",
+                                "fk_arrow", "fk_first"]   # not fkp
+    assert aio.select("tasks,fire,arrow") == ["fk_tasks", "aiok_tasks", "ck_tasks", "fk_fire", "aiok_fire",
+                                              "ck_fire", "fk_arrow", "aiok_arrow"]   # ck has no batch call
+    assert aio.select("first") == ["fk_first", "aiok_first", "ck_first"]
     assert aio.select("gather") == ["fk_gather", "aiok_gather", "fka_gather", "ck_gather", "ckf_gather"]
     assert aio.select("fka") == ["fka_gather", "fka_serial"]
     assert aio.select("lat") == [n for n in aio.MEASUREMENTS if "_lat_" in n] and len(aio.select("lat")) == 8
     # fixed order whatever the order asked, no duplicates
-    assert aio.select("ck_serial, fk_gather,fk") == ["fk_gather", "fk_serial", "ck_serial", "fk_lat_busy",
-                                                     "fk_lat_idle"]
+    assert aio.select("ck_serial, fk_gather,fk_serial,fk_lat_idle") == ["fk_gather", "fk_serial", "ck_serial",
+                                                                        "fk_lat_idle"]
     assert aio.select("aiok,ck,ckf") == [n for n in aio.MEASUREMENTS if not n.startswith("fk")]
     assert aio.select("aiok,fka,ck,ckf") == [n for n in aio.MEASUREMENTS if not n.startswith("fk_")
                                              and not n.startswith("fkp_")]
@@ -37,9 +44,28 @@ def test_every_measurement_has_its_code_or_completion_described():
     for name in aio.MEASUREMENTS:
         client, kind = aio.split_name(name)
         assert client in aio.CLIENTS and kind in aio.KINDS
-        if kind in ("gather", "serial"):
+        if kind not in ("lat_busy", "lat_idle"):
             assert (kind, client) in aio.LOOP_CODE
         assert client in aio_clients.CLIENT_CLASSES
+
+
+def test_loops_and_their_result_keys():
+    assert aio.loops_of("asyncio") == ["asyncio"] and aio.loops_of("uvloop") == ["uvloop"]
+    assert aio.loops_of("both") == ["asyncio", "uvloop"]
+    assert aio.run_key("fk_tasks", "uvloop", ["uvloop"]) == "fk_tasks"
+    assert aio.run_key("fk_tasks", "uvloop", ["asyncio", "uvloop"]) == "fk_tasks@uvloop"
+    assert aio.base_name("fk_tasks@uvloop") == ("fk_tasks", "uvloop") and aio.base_name("fk_tasks") == ("fk_tasks", "")
+    args = aio.parse_args(["--loop", "both", "--only", "fk_gather", "--out", "-"])
+    cmd = aio.child_cmd("fk_gather", "b:1", "t", args, loop="uvloop")
+    assert cmd[cmd.index("--loop") + 1] == "uvloop"
+    assert aio.child_cmd("fk_gather", "b:1", "t", args)[cmd.index("--loop") + 1] == "asyncio"
+    report = {"results": {"fk_gather@asyncio": [_thr(100.0, round=1, order=0)],
+                          "fk_gather@uvloop": [_thr(300.0, round=1, order=1)]},
+              "warmup": None, "loads": [0.1], "fastkafka_commit": "abc1234", "fastkafka_is_repo": True}
+    text = aio.render(report, args, 1.0, "broker: test")
+    assert "## Throughput: 1,000 sends awaited together — asyncio's default" in text
+    assert "## Throughput: 1,000 sends awaited together — uvloop" in text
+    assert "| 1 | fk_gather@uvloop | 1,000 | 300.0 rec/s" in text and "--loop both" in text
 
 
 def test_round_order_reverses_even_rounds():
@@ -79,8 +105,11 @@ def test_counters_and_rates():
     assert aio_clients.counter_delta(m0, m1, "aio_loop_wakeups") == 50
     assert aio_clients.counter_delta(m0, {}, "aio_loop_wakeups") is None
     assert aio_clients.counter_delta(None, m1, "aio_loop_wakeups") is None
-    assert aio_clients._fk_counters(m0, m1, 1000) == {"loop_wakeups": 50, "records_completed_on_loop": 1000,
-                                                      "wakeups_per_record": 0.05}
+    got = aio_clients._fk_counters(m0, m1, 1000)
+    assert {k: got[k] for k in ("loop_wakeups", "records_completed_on_loop", "wakeups_per_record")} == {
+        "loop_wakeups": 50, "records_completed_on_loop": 1000, "wakeups_per_record": 0.05}
+    assert set(got["io_thread"]) == set(aio_clients._IO_COUNTERS)   # absent from these snapshots: None
+    assert all(v is None for v in got["io_thread"].values())
     assert aio_clients._fk_counters(None, None, 1000)["wakeups_per_record"] is None
     assert aio_clients.per_record(5, 0) is None
     assert aio_clients.achieved_rate(1001, 0, 1_000_000_000) == pytest.approx(1000.0)
@@ -284,7 +313,8 @@ def test_latency_measures_every_paced_record_from_its_done_callback(busy):
     assert r["records"] == 600 == r["completed"] and r["errors"] == 0
     assert r["total_sent"] == 1 + 200 + 600 == p.sent
     assert r["achieved"] == pytest.approx(2000, rel=0.05)
-    assert 5.0 <= r["p50"] <= r["p99"] <= r["max"] < 50     # at least the fake's 5 ms
+    assert 5.0 <= r["p50"] <= r["p99"] <= r["max"]      # at least the fake's 5 ms
+    assert r["p50"] < 50 and r["max"] < 1000             # (a loaded machine stretches the tail)
     assert r["count"] == 600 and r["wakeups_per_record"] is not None
     assert "failed" not in aio.check(r, p.sent)
     if busy:
@@ -370,3 +400,220 @@ def test_render_has_every_section_and_the_machine():
         assert head in text, head
     assert "event loop busy" not in text
     assert "| 1 | ck_lat_idle | 100,000 | 20,000 rec/s, p50 80.00 / p99 100.00" in text
+
+
+# ------------------------------------------------------------------------------------ the service shapes
+class BatchFakeClient(FakeClient):
+    """The fake with a batch call: every value of the array sent, awaited together."""
+
+    async def batch(self, topic, arr):
+        res = await asyncio.gather(*[self.p.send(topic, v) for v in arr.to_pylist()])
+        return len(res)
+
+
+def test_stall_ticker_sees_a_blocked_loop_and_only_in_its_window():
+    import time
+
+    async def main():
+        async with aio_clients.ticking() as tk:
+            await asyncio.sleep(0.02)
+            a = time.perf_counter()
+            time.sleep(0.15)                       # the loop held 150 ms
+            b = time.perf_counter()
+            await asyncio.sleep(0.03)
+            c = time.perf_counter()
+            await asyncio.sleep(0.02)
+        return tk, a, b, c
+
+    tk, a, b, c = asyncio.run(main())
+    whole = tk.stats()
+    assert 145 <= whole["max_stall_ms"] < 1000 and whole["ticks"] >= 10
+    assert whole["p99_stall_ms"] <= whole["max_stall_ms"]
+    assert tk.stats(a, b)["max_stall_ms"] >= 145            # the stall lies in the blocked part
+    after = tk.stats(b + 0.005, c)                           # ticks after it: not that stall
+    assert after["ticks"] >= 3 and after["max_stall_ms"] < 100
+    assert tk.stats(c + 10, c + 20) == {"max_stall_ms": 0.0, "p99_stall_ms": 0.0, "ticks": 0}
+    assert aio_clients.StallTicker().stats()["max_stall_ms"] is None     # never ran
+
+
+def test_the_options_reach_the_clients_module(monkeypatch):
+    monkeypatch.setattr(aio_clients, "LINGER_MS", aio_clients.LINGER_MS)   # restored after the test
+    monkeypatch.setattr(aio_clients, "TICKER", aio_clients.TICKER)
+    args = aio.parse_args(["--linger-ms", "0", "--stall-ticker", "off", "--out", "-"])
+    assert aio_clients.LINGER_MS == 0 and aio_clients.TICKER is False
+    cmd = aio.child_cmd("fk_tasks", "b:1", "t", args)
+    assert cmd[cmd.index("--linger-ms") + 1] == "0" and cmd[cmd.index("--stall-ticker") + 1] == "off"
+    assert "--linger-ms 0" in aio.command_line(args) and "--stall-ticker off" in aio.command_line(args)
+    aio.parse_args(["--out", "-"])
+    assert aio_clients.LINGER_MS == 5 and aio_clients.TICKER is True
+
+
+def test_ticker_off_and_its_cost(monkeypatch):
+    c = FakeClient(FakeProducer(delay=0.002))
+    r = asyncio.run(aio_clients.run_tasks(c, "t", [b"v"] * 200, 20, cap_s=60))
+    assert r["ticker_us_per_tick"] > 0 and r["ticker_cpu_us_per_record"] is not None
+    assert r["ticker_cpu_us_per_record"] == pytest.approx(r["ticks"] * r["ticker_us_per_tick"] / 200)
+    monkeypatch.setattr(aio_clients, "TICKER", False)
+    assert asyncio.run(aio_clients.ticker_cost()) is None
+    r = asyncio.run(aio_clients.run_tasks(FakeClient(FakeProducer(delay=0.002)), "t", [b"v"] * 200, 20, cap_s=60))
+    assert r["records"] == 200 and r["max_stall_ms"] is None and r["ticks"] == 0
+    assert r["ticker_us_per_tick"] is None and r["ticker_cpu_us_per_record"] is None
+    rs = [_thr(1000.0, cpu_us_per_record=5.0, ticker_cpu_us_per_record=0.25)]
+    assert aio._cpu_cell(rs) == "5.0 (ticker ≤0.25)" and aio._cpu_cell([_thr(1000.0)]) == "5.0"
+
+
+def test_tasks_each_await_their_own_sends():
+    p = FakeProducer(delay=0.002, fail_every=250)
+    c = FakeClient(p)
+    r = asyncio.run(aio_clients.run_tasks(c, "t", [b"v"] * 1000, 100, cap_s=60))
+    assert r["records"] == 1000 == r["asked"] and r["tasks"] == 100 and not r["capped"]
+    assert r["errors"] == 4 and r["completed"] == 996 and "broker said no" in r["first_error"]
+    assert p.sent == 1001 == r["total_sent"]
+    # 100 tasks at once, each awaiting its 10 sends in turn: about 10 x 2 ms, not 1,000 x 2 ms
+    assert r["seconds"] < 1.0 and r["max_stall_ms"] is not None and r["cpu_us_per_record"] > 0
+    assert r["wakeups_per_record"] == pytest.approx(1.0)
+
+
+def test_tasks_stop_after_the_cap():
+    c = FakeClient(FakeProducer(delay=0.01))
+    r = asyncio.run(aio_clients.run_tasks(c, "t", [b"v"] * 10_000, 10, cap_s=0.1))
+    assert r["capped"] and 10 <= r["records"] < 10_000 and r["completed"] == r["records"]
+    assert r["seconds"] < 1.0
+
+
+def test_fire_counts_every_callback_and_times_until_the_last():
+    p = FakeProducer(delay=0.005, fail_every=500)
+    c = FakeClient(p)
+    r = asyncio.run(aio_clients.run_fire(c, "t", [b"v"] * 1500, 400, cap_s=60))
+    assert r["records"] == 1500 and r["completed"] + r["errors"] == 1500 and r["errors"] == 3
+    assert r["total_sent"] == 1501 == p.sent and r["callbacks_after_30s"] is None
+    assert r["seconds"] >= 0.005 and r["rate"] == pytest.approx(1500 / r["seconds"])
+    assert r["buffer_retries"] == 0 and r["max_stall_ms"] is not None
+
+
+def test_arrow_sends_arrays_and_counts_their_records():
+    p = FakeProducer(delay=0.001)
+    c = BatchFakeClient(p)
+    r = asyncio.run(aio_clients.run_arrow(c, "t", [b"v"] * 2500, 1000, cap_s=60))
+    assert r["records"] == 2500 == r["completed"] and r["errors"] == 0 and r["chunk"] == 1000
+    assert p.sent == 2501 == r["total_sent"]
+    assert [len(a) for a in aio_clients.arrow_arrays([b"x"] * 2500, 1000)] == [1000, 1000, 500]
+
+    class Failing(BatchFakeClient):
+        async def batch(self, topic, arr):
+            raise RuntimeError("no batch today")
+
+    r = asyncio.run(aio_clients.run_arrow(Failing(FakeProducer()), "t", [b"v"] * 300, 100, cap_s=60))
+    assert r["errors"] == 300 and r["completed"] == 0 and "no batch today" in r["first_error"]
+    assert aio.check(r, 301)["failed"].startswith("0 of 300 completed, errors 300")
+
+
+def test_first_times_open_send_and_close_with_their_stalls():
+    import time
+
+    class Slow(FakeClient):
+        module = "asyncio"
+
+        def __init__(self, bootstrap):
+            super().__init__(FakeProducer(delay=0.02))
+
+        async def open(self, stack):
+            time.sleep(0.15)                       # a constructor that holds the loop 150 ms
+
+        async def warm(self, topic):
+            await self.p.send(topic, b"first")
+
+    r = asyncio.run(aio_clients.run_first(Slow, "fake:9092", "t"))
+    assert r["records"] == r["completed"] == r["total_sent"] == 1 and r["errors"] == 0
+    assert r["open_ms"] >= 150 and r["open_max_stall_ms"] >= 140
+    assert r["send_ms"] >= 20 and r["send_max_stall_ms"] < 100      # the open's stall is not the send's
+    assert r["max_stall_ms"] >= 140 and 0 <= r["close_max_stall_ms"] < 100
+    assert r["first_ms"] == pytest.approx(r["open_ms"] + r["send_ms"])
+
+
+def test_the_new_tables_and_the_peer_without_a_batch_call():
+    names = ["fk_arrow", "aiok_arrow", "fk_first", "ck_first"]
+    res = {"fk_arrow": [_thr(200_000.0, max_stall_ms=2.0, p99_stall_ms=0.3)],
+           "aiok_arrow": [_thr(20_000.0, max_stall_ms=9.0, p99_stall_ms=1.0)],
+           "fk_first": [{"records": 1, "open_ms": 1.0, "open_max_stall_ms": 0.5, "send_ms": 30.0,
+                         "send_max_stall_ms": 0.4,
+                         "close_ms": 5.0, "close_max_stall_ms": 0.2, "max_stall_ms": 0.5}],
+           "ck_first": [{"failed": "exit 1: boom"}]}
+    t = aio.throughput_table("arrow", res, names)
+    fk, aiok, ck = (_cells(ln) for ln in t[2:])
+    assert aiok[3] == "10.00" and aiok[8] == "9.0 (1.00)" and fk[8] == "2.0 (0.30)"
+    assert ck[0] == "confluent-kafka AIOProducer" and "no batch call" in ck[1] and ck[2:] == ["—"] * 8
+    assert len(ck) == len(fk)
+    f = aio.first_table(res, names)
+    fkf, ckf = (_cells(ln) for ln in f[2:])
+    assert fkf[2:8] == ["1.0", "0.5", "30.0", "0.4", "5.0", "0.2"] and fkf[8] == "0.5"
+    assert ckf[2] == "FAILED" and "(exit 1: boom)" in ckf[-1]
+    args = aio.parse_args(["--rounds", "1", "--only", ",".join(names), "--out", "-", "--loop", "uvloop"])
+    report = {"results": {n: [dict(r, round=1, order=i) for r in res[n]] for i, n in enumerate(names)},
+              "warmup": None, "loads": [0.1, 0.2], "fastkafka_commit": "abc1234", "fastkafka_is_repo": True}
+    text = aio.render(report, args, 3.0, "broker: test")
+    for head in ("## Throughput: await send_batch() of Arrow arrays", "## The first send to a topic without",
+                 "Event loop: uvloop", "--tasks 1000 --batch 10000", "max stall ms in close"):
+        assert head in text, head
+    assert "| 1 | fk_first | 1 | open 1.0 ms (max stall 0.5), first send 30.0 ms" in text
+
+
+# ------------------------------------------------------------------------------------ a tiny real run
+@pytest.fixture(scope="module")
+def kafka():
+    """One Apache Kafka node for the module's real run, as tests/conftest.py's ``kafka_broker``
+    (bench/ has no conftest of its own): the rig's default small heap."""
+    from fastkafka_tools.apachekafka import KafkaCluster
+
+    kc = KafkaCluster(nodes=1).start()
+    yield kc
+    kc.stop()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("loop,only", [("asyncio", "tasks,fire,arrow,first"), ("both", "fk_tasks,fk_fire")])
+def test_small_run(kafka, tmp_path, loop, only):
+    out = tmp_path / "aio.md"
+    args = aio.parse_args(["--bootstrap-servers", kafka.bootstrap, "--rounds", "1", "--records", "400",
+                           "--slow-records", "200", "--tasks", "50", "--batch", "150", "--window", "100",
+                           "--cap-seconds", "2", "--warmup-records", "0", "--loop", loop, "--only", only,
+                           "--out", str(out)])
+    report = aio.run_benchmark(kafka.bootstrap, args, log=lambda s: None, broker_pid=kafka.pid)
+    loops = aio.loops_of(loop)
+    assert list(report["results"]) == [aio.run_key(n, lp, loops) for n in args.names for lp in loops]
+    for key, rs in report["results"].items():
+        name, _ = aio.base_name(key)
+        client, kind = aio.split_name(name)
+        (r,) = rs
+        assert "failed" not in r, (name, r["failed"])
+        assert r["errors"] == 0 and r["completed"] == r["records"], name
+        assert r["held"] == r["total_sent"], name          # the broker holds exactly what was sent
+        assert r["max_stall_ms"] is not None and r["max_stall_ms"] >= 0, name
+        if kind == "first":
+            assert r["records"] == 1 and r["held"] == 1
+            assert r["send_ms"] > 0 and r["open_max_stall_ms"] is not None and r["close_max_stall_ms"] is not None
+            continue
+        asked = 400 if client in aio.FASTKAFKA else 200
+        assert r["records"] == asked or (r["capped"] and r["records"] > 0), name
+        assert r["rate"] > 0 and r["cpu_us_per_record"] > 0, name
+        if client in aio.FASTKAFKA:
+            assert r["wakeups_per_record"] is not None, name
+        if kind == "tasks":
+            assert r["tasks"] == 50
+        if kind == "arrow":
+            assert r["chunk"] == 150
+    text = aio.render(report, args, 1.0, "broker: test")
+    aio.emit(text, str(out))
+    written = out.read_text()
+    assert "asyncio's default (selector) event loop" in written
+    if loop == "both":
+        assert "## Throughput: 1,000 tasks each awaiting its own sends — uvloop " in written
+        assert "## Throughput: 1,000 tasks each awaiting its own sends — asyncio's default" in written
+        assert "| fk_fire@uvloop |" in written and "| fk_tasks@asyncio |" in written
+    else:
+        assert "## Throughput: 1,000 tasks each awaiting its own sends\n" in written
+    if loop == "asyncio":
+        for head in ("## Throughput: fire-and-forget", "## Throughput: await send_batch() of Arrow arrays",
+                     "## The first send to a topic without metadata"):
+            assert head in written, head
+        assert re.search(r"\| confluent-kafka AIOProducer \| no batch call", written)
