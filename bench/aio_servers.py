@@ -32,8 +32,10 @@ values with no key on a fresh ``--partitions``-partition topic per measurement:
 
 Load: ``--connections`` client tasks on one aiohttp ``ClientSession`` (keep-alive, one connection
 each) in a separate process, each posting ``--size`` bytes and waiting for the answer, then the
-next; ``--warmup`` seconds unmeasured, then ``--seconds`` measured. Latency of a request = the
-answer read − the post begun (``time.perf_counter_ns``). CPU: the server process's user + system
+next; ``--warmup`` seconds unmeasured, then ``--seconds`` measured: the requests answered in
+those seconds (a request begun in the warm-up and answered in them counts: a client whose requests
+each take longer than the measured part still shows). Latency of a request = the answer read − the
+post begun (``time.perf_counter_ns``). CPU: the server process's user + system
 CPU seconds over the measured part (read from ``/proc``) / requests answered. A request that fails
 or answers other than 200 counts as an error. Medians over ``--rounds`` rounds, the order of the
 measurements reversed in even rounds.
@@ -236,7 +238,7 @@ async def load(port: int, connections: int, size: int, warmup: float, seconds: f
             except Exception as e:          # counted, the run goes on
                 ok, err = False, f"{type(e).__name__}: {e}"
             done = clock()
-            if start >= measure_from and done <= end:
+            if measure_from <= done <= end:
                 if ok:
                     lat_ns.append(done - start)
                 else:
