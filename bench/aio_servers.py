@@ -38,7 +38,7 @@ each take longer than the measured part still shows). Latency of a request = the
 post begun (``time.perf_counter_ns``). CPU: the server process's user + system
 CPU seconds over the measured part (read from ``/proc``) / requests answered. A request that fails
 or answers other than 200 counts as an error. Medians over ``--rounds`` rounds, the order of the
-measurements reversed in even rounds.
+measurements reversed in even rounds, after one measurement not recorded (the broker's warm-up).
 
 Broker: one Apache Kafka KRaft node started for the run (``fastkafka_tools.apachekafka``), or
 ``--bootstrap-servers``.
@@ -334,7 +334,8 @@ def render(results: dict, args, wall_s: float, broker_line: str, load0: float) -
         f"alive, each posting the next request once the last was answered, from a load generator "
         f"in its own process; {args.warmup:g} s unmeasured then {args.seconds:g} s measured; a "
         f"fresh server process per measurement, one worker, event loop {args.loop}. Medians of "
-        f"{args.rounds} rounds (order reversed in even rounds). CPU: the server process's, per "
+        f"{args.rounds} rounds (order reversed in even rounds), after one unrecorded measurement "
+        f"(the broker's warm-up). CPU: the server process's, per "
         f"request answered. The method is in the docstring of bench/aio_servers.py.",
         "",
         "Noise: a 2-core machine shared by the broker, the server, the load generator and whatever "
@@ -431,6 +432,14 @@ def main(argv=None) -> int:
     pairs = [(s, c) for s in args.server_list for c in args.client_list]
     results: dict = {p: [] for p in pairs}
     try:
+        # A broker just started answers its first Produce requests slowly (its JIT, the new
+        # topics' files): one measurement, not recorded, before the rounds.
+        kafka = [c for c in args.client_list if c != "none"]
+        if kafka:
+            topic = f"srv-warmup-{uuid.uuid4().hex[:8]}"
+            topics.create([topic], args.partitions)
+            r = measure(args.server_list[0], kafka[0], bootstrap, topic, args)
+            print(f"warm-up {args.server_list[0]} {kafka[0]}: {r.get('failed') or 'done'}", flush=True)
         for rnd in range(1, args.rounds + 1):
             for server, client in round_order(pairs, rnd):
                 topic = f"srv-{server}-{client}-{uuid.uuid4().hex[:8]}"
