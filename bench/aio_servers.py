@@ -405,6 +405,12 @@ def parse_args(argv=None):
     return args
 
 
+def summary(r: dict) -> str:
+    return r.get("failed") or (f"{r['rps']:,.0f} req/s, p50 {fmt(r['p50_ms'], 2)} ms, "
+                               f"p99 {fmt(r['p99_ms'], 2)} ms, "
+                               f"{fmt(r['cpu_us_per_request'], 0)} µs CPU/request, {r['errors']} errors")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args._serve:
@@ -439,18 +445,14 @@ def main(argv=None) -> int:
             topic = f"srv-warmup-{uuid.uuid4().hex[:8]}"
             topics.create([topic], args.partitions)
             r = measure(args.server_list[0], kafka[0], bootstrap, topic, args)
-            print(f"warm-up {args.server_list[0]} {kafka[0]}: {r.get('failed') or 'done'}", flush=True)
+            print(f"warm-up {args.server_list[0]} {kafka[0]}: {summary(r)}", flush=True)
         for rnd in range(1, args.rounds + 1):
             for server, client in round_order(pairs, rnd):
                 topic = f"srv-{server}-{client}-{uuid.uuid4().hex[:8]}"
                 topics.create([topic], args.partitions)
                 r = measure(server, client, bootstrap, topic, args)
                 results[(server, client)].append(r)
-                summary = r.get("failed") or (f"{r['rps']:,.0f} req/s, p50 {fmt(r['p50_ms'], 2)} ms, "
-                                              f"p99 {fmt(r['p99_ms'], 2)} ms, "
-                                              f"{fmt(r['cpu_us_per_request'], 0)} µs CPU/request, "
-                                              f"{r['errors']} errors")
-                print(f"round {rnd} {server} {client}: {summary}", flush=True)
+                print(f"round {rnd} {server} {client}: {summary(r)}", flush=True)
     finally:
         if broker is not None:
             broker.stop()
