@@ -185,7 +185,14 @@ cdef class LoopFuture:
         self._run_callbacks(False)
 
     def __await__(self):
-        return _LoopFutureIter(self)
+        # A generator: Cython's implement am_send, so the awaiting coroutine takes the result
+        # without a StopIteration made per await.
+        if self._state == _PENDING:
+            self._asyncio_future_blocking = True
+            yield self
+            if self._state == _PENDING:
+                raise RuntimeError("await wasn't used with future")
+        return self.result()
 
     __iter__ = __await__
 
@@ -212,45 +219,6 @@ def _reraise(exc):
 cdef object _cancelled_error(object msg):
     return _CancelledError() if msg is None else _CancelledError(msg)
 
-
-@cython.final
-@cython.freelist(256)
-cdef class _LoopFutureIter:
-    """What ``await`` iterates: the future itself once while it is pending (the task waits on
-    it), then its result."""
-    cdef LoopFuture _fut
-    cdef bint _yielded
-
-    def __cinit__(self, LoopFuture fut):
-        self._fut = fut
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        cdef LoopFuture fut = self._fut
-        if fut is None:
-            raise StopIteration
-        if fut._state == _PENDING:
-            if self._yielded:
-                raise RuntimeError("await wasn't used with future")
-            self._yielded = True
-            fut._asyncio_future_blocking = True
-            return fut
-        self._fut = None
-        raise StopIteration(fut.result())
-
-    def send(self, value):
-        return self.__next__()
-
-    def throw(self, typ, val=None, tb=None):
-        self._fut = None
-        if val is None:
-            val = typ() if isinstance(typ, type) else typ
-        raise val
-
-    def close(self):
-        self._fut = None
 
 
 # ---------------------------------------------------------------------------------------------
