@@ -39,6 +39,14 @@ import logging
 from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
+# What a Producer's construction and first connection would otherwise import lazily (the
+# settings' SASL/JAAS/TLS checks, the IDNA codec of a host name's resolution): imported with this
+# module, not on a running loop, where the first AsyncProducer or its I/O thread would hold the
+# loop for the import (tens of milliseconds).
+import encodings.idna  # noqa: F401
+import fastkafka._net.jaas  # noqa: F401
+import fastkafka._net.sasl  # noqa: F401
+import fastkafka._net.tls  # noqa: F401
 from fastkafka._net.cluster import topic_error
 from fastkafka._producer.batch import LoopSink
 from fastkafka._producer.sendpath import validate_field, validate_headers, validate_timestamp
