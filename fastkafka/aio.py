@@ -697,9 +697,27 @@ class AsyncProducer:
         left = await self.flush(self._p._timeout(timeout))
         self._p._check_transaction_flushed(txn, what, timeout, left)
 
+    async def _await_backlog_of_transaction(self, what: str, timeout: float | None) -> None:
+        """Sends still waiting for metadata or memory belong to the open transaction: queued
+        before it is committed or prepared, which refuses records from then on (their futures
+        would fail with IllegalStateError). Past ``timeout``, KafkaTimeoutError, the transaction
+        still open: call ``what`` again to keep waiting."""
+        if not self._backlog:
+            return
+        fut = self._loop.create_future()
+        self._backlog_waiters.append(fut)
+        if not await self._await_until(fut, self._deadline(self._p._timeout(timeout))):
+            raise KafkaTimeoutError(
+                f"{what}: {sum(_records_of(i) for i in self._backlog)} record(s) of the "
+                f"transaction still waiting for metadata or buffer memory after "
+                f"{self._p._timeout(timeout)} s; call {what} again to keep waiting, or "
+                f"abort_transaction()")
+
     async def commit_transaction(self, timeout: float | None = None) -> None:
-        """As :meth:`fastkafka.Producer.commit_transaction`, awaited."""
+        """As :meth:`fastkafka.Producer.commit_transaction`, awaited (sends still waiting for
+        metadata or memory are queued first: they belong to the transaction)."""
         self._check_loop("commit_transaction")
+        await self._await_backlog_of_transaction("commit_transaction()", timeout)
         txn, result = self._p._commit_start()
         if result is None:
             await self._flush_transaction(txn, "commit_transaction()", timeout)
@@ -715,6 +733,7 @@ class AsyncProducer:
     async def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
         """As :meth:`fastkafka.Producer.prepare_transaction`, awaited."""
         self._check_loop("prepare_transaction")
+        await self._await_backlog_of_transaction("prepare_transaction()", timeout)
         txn = self._p._prepare_start()
         await self._flush_transaction(txn, "prepare_transaction()", timeout)
         return self._p._prepare_finish(txn)
