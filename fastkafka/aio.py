@@ -65,6 +65,9 @@ _Headers = Sequence[tuple[str | bytes, _Bytes | None]] | Mapping[str | bytes, _B
 #: ``metadata`` None for a record that failed before it was queued (it has no partition yet).
 _Callback = Callable[[KafkaError | None, RecordMetadata | None], object]
 
+#: The longest the backlog sends calls in a row before letting the loop run its other tasks (s).
+_BACKLOG_TURN_S = 0.001
+
 #: How often ``close()`` looks whether the I/O thread has stopped (seconds; it does not block).
 _STOP_POLL_S = 0.002
 
@@ -465,10 +468,18 @@ class AsyncProducer:
 
     async def _run_backlog(self) -> None:
         """Send the waiting calls in order, each awaiting metadata or memory up to its deadline."""
+        loop = self._loop
+        turn_ends = loop.time() + _BACKLOG_TURN_S
         try:
             while self._backlog:
                 item = self._backlog[0]
                 try:
+                    if loop.time() >= turn_ends:
+                        # Calls that need no wait (memory freed, or their deadline passed, when
+                        # hundreds waited) go one after the other without an await: the loop's
+                        # other tasks get their turn between slices of this one.
+                        await asyncio.sleep(0)
+                        turn_ends = loop.time() + _BACKLOG_TURN_S
                     await self._send_pending(item)
                 except asyncio.CancelledError:
                     # the loop is shutting down (asyncio.run cancels what is left): nothing waiting
