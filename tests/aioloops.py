@@ -8,6 +8,7 @@ went without running it: a producer that blocked the loop shows up as a long gap
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 import threading
@@ -38,39 +39,59 @@ def run(kind: str, coro_fn, timeout: float = 60.0):
             loop.close()
 
 
+#: The system calls an event loop waits in for its next event or timer (x86-64 and arm64 numbers):
+#: a late loop found in one of them was not running, nor blocked in this process's code.
+_SELECTOR_WAITS = {"x86_64": {7, 23, 232, 270, 271, 281, 441},
+                   "aarch64": {22, 72, 73, 441}}.get(os.uname().machine, set())
+
+
 class Gap:
     """One gap of the loop longer than the reporting threshold, and what the machine and this
     process did during it (milliseconds):
 
     - ``gap``: how much later than its period the ticker ran;
-    - ``loop_cpu``: CPU time the loop's thread got (the loop ran Python or C code: ours or the
-      test's);
+    - ``loop_cpu``: CPU time the loop's thread got (it ran Python or C code: ours or the test's);
     - ``other_cpu``: CPU time the process's other threads got (the I/O thread, which may have held
       the GIL the loop waited for), the sampler's own left out;
     - ``queued``: time the loop's thread was runnable but waiting for a CPU (the OS ran others);
-    - ``stolen``: the most CPU time the hypervisor took from one of the machine's CPUs
-      (``/proc/stat``'s steal, in 10 ms ticks: an estimate);
-    - ``frames``: the loop thread's innermost Python frames, sampled while it was late.
+    - ``stolen``: the most time the hypervisor took from one of the machine's CPUs (``/proc/stat``'s
+      steal, in 10 ms ticks: an estimate; a CPU stolen from a running thread may also be charged
+      to it as CPU time);
+    - ``blocked``: whether a sample found the loop's thread blocked in a system call other than
+      its selector's wait (a lock such as the GIL, a sleep): held by this process, not idle;
+    - ``collected``: time the interpreter's cyclic garbage collector ran during the gap (on
+      whichever thread allocated: in a test process holding thousands of objects, a full
+      collection takes tens of milliseconds, in C, whatever allocated last);
+    - ``frames``: the loop thread's innermost Python frames and system call, sampled while late.
     """
 
-    __slots__ = ("gap", "loop_cpu", "other_cpu", "queued", "stolen", "frames")
+    __slots__ = ("gap", "loop_cpu", "other_cpu", "queued", "stolen", "blocked", "collected",
+                 "frames")
 
-    def __init__(self, gap, loop_cpu, other_cpu, queued, stolen, frames):
+    def __init__(self, gap, loop_cpu, other_cpu, queued, stolen, blocked, collected, frames):
         self.gap, self.loop_cpu, self.other_cpu = gap, loop_cpu, other_cpu
-        self.queued, self.stolen, self.frames = queued, stolen, frames
+        self.queued, self.stolen, self.blocked, self.frames = queued, stolen, blocked, frames
+        self.collected = collected
 
     @property
     def held(self) -> float:
-        """How long this process held the loop: the CPU time its threads used during the gap, or
-        the part of the gap neither the OS (queued) nor the hypervisor (stolen) took, whichever is
-        larger (a loop blocked without using CPU, on a lock or a sleep, shows in the second)."""
-        return max(self.loop_cpu + self.other_cpu, self.gap - self.queued - self.stolen)
+        """How long this process held the loop: the CPU time its threads used during the gap, or,
+        when the loop's thread was found blocked, the part of the gap neither the OS nor the
+        hypervisor took, whichever is larger; the garbage collector's time left out. A gap in
+        which the loop waited in its selector while nothing of the process ran is the machine's:
+        a virtual CPU woken late, a timer fired late."""
+        cpu = self.loop_cpu + self.other_cpu
+        if self.blocked:
+            cpu = max(cpu, self.gap - self.queued - self.stolen)
+        return max(0.0, cpu - self.collected)
 
     def __repr__(self) -> str:
         where = " <- ".join(reversed(self.frames[-1])) if self.frames else "no frame sampled"
         return (f"gap {self.gap:.1f} ms (held {self.held:.1f}: loop CPU {self.loop_cpu:.1f}, other "
                 f"threads' CPU {self.other_cpu:.1f}, queued by the OS {self.queued:.1f}, stolen by "
-                f"the hypervisor ~{self.stolen:.0f}); the loop was in: {where}")
+                f"the hypervisor ~{self.stolen:.0f}, garbage collection {self.collected:.1f}, "
+                f"blocked {self.blocked}); the loop was in: "
+                f"{where}")
 
 
 def _schedstat(fd: int) -> tuple[float, float]:
@@ -95,6 +116,17 @@ def _steal_ms(fd: int) -> list[float]:
     tick_ms = 1000.0 / _CLK_TCK
     return [int(ln.split()[8]) * tick_ms for ln in lines
             if ln.startswith(b"cpu") and not ln.startswith(b"cpu ") and len(ln.split()) > 8]
+
+
+def _syscall_of(fd: int) -> str:
+    """What a thread is doing, from its /proc syscall file: the number of the system call it is
+    blocked in, "running", or "-1" (blocked outside a system call); "" when unknown."""
+    if fd < 0:
+        return ""
+    try:
+        return os.pread(fd, 256, 0).split(b" ", 1)[0].strip().decode()
+    except (OSError, IndexError):
+        return ""
 
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -128,11 +160,14 @@ class Ticker:
         self.gaps: list[Gap] = []
         self._task: asyncio.Task | None = None
         self._tick_at = 0.0
-        self._frames: list[tuple[float, list[str]]] = []
+        self._frames: list[tuple[float, str, list[str]]] = []
         self._stop = threading.Event()
         self._sampler: threading.Thread | None = None
         self._sampler_tid = 0
         self._loop_ident = 0
+        self._loop_tid = 0
+        self._collections: list[tuple[float, float]] = []
+        self._gc_started = 0.0
 
     @property
     def max_held_ms(self) -> float:
@@ -154,14 +189,20 @@ class Ticker:
         holding it hands it over every switch interval)."""
         self._sampler_tid = threading.get_native_id()
         late_s = self.report_ms / 2000.0
-        while not self._stop.wait(0.001):
-            at = self._tick_at
-            if time.perf_counter() - at > self.period + late_s:
-                frame = sys._current_frames().get(self._loop_ident)
-                if frame is not None:
-                    stack = traceback.extract_stack(frame)[-5:]
-                    self._frames.append((at, [f"{os.path.basename(f.filename)}:{f.lineno} "
-                                              f"{f.name}" for f in stack]))
+        syscall = _open(f"/proc/{os.getpid()}/task/{self._loop_tid}/syscall")
+        try:
+            while not self._stop.wait(0.001):
+                at = self._tick_at
+                if time.perf_counter() - at > self.period + late_s:
+                    state = _syscall_of(syscall)
+                    frame = sys._current_frames().get(self._loop_ident)
+                    stack = traceback.extract_stack(frame)[-5:] if frame is not None else []
+                    self._frames.append((at, state, [
+                        f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in stack]
+                        + [f"(system call {state})"]))
+        finally:
+            if syscall >= 0:
+                os.close(syscall)
 
     def _cpu_of_others(self, task_dir: str, fds: dict[int, int], relist: bool) -> float:
         """CPU time (ms) so far of the process's threads other than the loop's and the sampler's
@@ -202,9 +243,16 @@ class Ticker:
                     self.max_gap_ms = gap
                 if gap > self.report_ms:
                     stolen = max((b - a for a, b in zip(steal0, steal1)), default=0.0)
-                    frames = [f for at, f in self._frames if at == last]
+                    samples = [(st, f) for at, st, f in self._frames if at == last]
+                    blocked = any(st not in ("running", "-1") and st.isdigit() and
+                                  int(st) not in _SELECTOR_WAITS for st, _f in samples)
+                    collected = sum(min(end, now) - max(start, last)
+                                    for start, end in self._collections
+                                    if end > last and start < now) * 1000.0
                     self.gaps.append(Gap(gap, run1 - run0, max(0.0, others1 - others0),
-                                         queued1 - queued0, stolen, frames))
+                                         queued1 - queued0, stolen, blocked, collected,
+                                         [f for _st, f in samples]))
+                self._collections.clear()
                 self._frames.clear()
                 self.ticks += 1
                 if self.ticks % 16 == 0:
@@ -217,8 +265,17 @@ class Ticker:
                 if fd >= 0:
                     os.close(fd)
 
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started:
+            self._collections.append((self._gc_started, time.perf_counter()))
+            self._gc_started = 0.0
+
     async def __aenter__(self) -> "Ticker":
+        gc.callbacks.append(self._on_gc)
         self._loop_ident = threading.get_ident()
+        self._loop_tid = threading.get_native_id()
         self._sampler = threading.Thread(target=self._sample, name="ticker-sampler", daemon=True)
         self._sampler.start()
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -233,3 +290,4 @@ class Ticker:
             pass
         self._stop.set()
         self._sampler.join()
+        gc.callbacks.remove(self._on_gc)

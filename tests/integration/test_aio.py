@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -44,6 +45,33 @@ def _closed_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def test_ticker_counts_what_holds_the_loop(loop_kind):
+    """The measure the loop-hold tests rely on: a loop blocked in a sleep, held by a lock, or
+    busy in Python code is counted as held (the machine's own gaps are not: see Ticker)."""
+    async def main():
+        held = []
+        for hold in ("sleep", "lock", "busy"):
+            async with Ticker() as t:
+                await asyncio.sleep(0.01)
+                if hold == "sleep":
+                    time.sleep(0.06)
+                elif hold == "lock":
+                    lock = threading.Lock()
+                    lock.acquire()
+                    threading.Timer(0.06, lock.release).start()
+                    lock.acquire()
+                else:
+                    end = time.perf_counter() + 0.06
+                    while time.perf_counter() < end:
+                        pass
+                await asyncio.sleep(0.01)
+            held.append((hold, t.max_held_ms, t.gaps))
+        return held
+
+    for hold, ms, gaps in run(loop_kind, main):
+        assert ms >= MAX_STALL_MS, (hold, gaps)
 
 
 def test_gathered_sends_are_read_back_exactly(kafka_broker, loop_kind):
