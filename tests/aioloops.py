@@ -54,6 +54,8 @@ class Gap:
     - ``other_cpu``: CPU time the process's other threads got (the I/O thread, which may have held
       the GIL the loop waited for), the sampler's own left out;
     - ``queued``: time the loop's thread was runnable but waiting for a CPU (the OS ran others);
+    - ``other_queued``: the same for the process's other threads (one of them may have held the
+      GIL the loop waited for while it waited for a CPU);
     - ``stolen``: the most time the hypervisor took from one of the machine's CPUs (``/proc/stat``'s
       steal, in 10 ms ticks: an estimate; a CPU stolen from a running thread may also be charged
       to it as CPU time);
@@ -65,30 +67,33 @@ class Gap:
     - ``frames``: the loop thread's innermost Python frames and system call, sampled while late.
     """
 
-    __slots__ = ("gap", "loop_cpu", "other_cpu", "queued", "stolen", "blocked", "collected",
-                 "frames")
+    __slots__ = ("gap", "loop_cpu", "other_cpu", "queued", "other_queued", "stolen", "blocked",
+                 "collected", "frames")
 
-    def __init__(self, gap, loop_cpu, other_cpu, queued, stolen, blocked, collected, frames):
+    def __init__(self, gap, loop_cpu, other_cpu, queued, other_queued, stolen, blocked, collected,
+                 frames):
         self.gap, self.loop_cpu, self.other_cpu = gap, loop_cpu, other_cpu
-        self.queued, self.stolen, self.blocked, self.frames = queued, stolen, blocked, frames
-        self.collected = collected
+        self.queued, self.other_queued, self.stolen = queued, other_queued, stolen
+        self.blocked, self.collected, self.frames = blocked, collected, frames
 
     @property
     def held(self) -> float:
         """How long this process held the loop: the CPU time its threads used during the gap, or,
-        when the loop's thread was found blocked, the part of the gap neither the OS nor the
-        hypervisor took, whichever is larger; the garbage collector's time left out. A gap in
-        which the loop waited in its selector while nothing of the process ran is the machine's:
-        a virtual CPU woken late, a timer fired late."""
+        when the loop's thread was found blocked, the part of the gap neither the OS (queueing
+        the loop's thread or the others) nor the hypervisor took, whichever is larger; the
+        garbage collector's time left out. A gap in which the loop waited in its selector while
+        nothing of the process ran is the machine's: a virtual CPU woken late, a timer fired
+        late."""
         cpu = self.loop_cpu + self.other_cpu
         if self.blocked:
-            cpu = max(cpu, self.gap - self.queued - self.stolen)
+            cpu = max(cpu, self.gap - self.queued - self.other_queued - self.stolen)
         return max(0.0, cpu - self.collected)
 
     def __repr__(self) -> str:
         where = " <- ".join(reversed(self.frames[-1])) if self.frames else "no frame sampled"
         return (f"gap {self.gap:.1f} ms (held {self.held:.1f}: loop CPU {self.loop_cpu:.1f}, other "
-                f"threads' CPU {self.other_cpu:.1f}, queued by the OS {self.queued:.1f}, stolen by "
+                f"threads' CPU {self.other_cpu:.1f}, queued by the OS {self.queued:.1f} (others "
+                f"{self.other_queued:.1f}), stolen by "
                 f"the hypervisor ~{self.stolen:.0f}, garbage collection {self.collected:.1f}, "
                 f"blocked {self.blocked}); the loop was in: "
                 f"{where}")
@@ -204,9 +209,10 @@ class Ticker:
             if syscall >= 0:
                 os.close(syscall)
 
-    def _cpu_of_others(self, task_dir: str, fds: dict[int, int], relist: bool) -> float:
-        """CPU time (ms) so far of the process's threads other than the loop's and the sampler's
-        (``fds``: their open schedstat files by thread id, listed again when ``relist``)."""
+    def _cpu_of_others(self, task_dir: str, fds: dict[int, int], relist: bool):
+        """(CPU time, time queued) so far (ms) of the process's threads other than the loop's and
+        the sampler's (``fds``: their schedstat files by thread id, listed again when
+        ``relist``)."""
         if relist:
             skip = (threading.get_native_id(), self._sampler_tid)
             try:
@@ -219,7 +225,8 @@ class Ticker:
                 fd = _open(f"{task_dir}/{tid}/schedstat")
                 if fd >= 0:
                     fds[tid] = fd
-        return sum(_schedstat(fd)[0] for fd in fds.values())
+        stats = [_schedstat(fd) for fd in fds.values()]
+        return sum(r for r, _q in stats), sum(q for _r, q in stats)
 
     async def _run(self) -> None:
         task_dir = f"/proc/{os.getpid()}/task"
@@ -249,8 +256,9 @@ class Ticker:
                     collected = sum(min(end, now) - max(start, last)
                                     for start, end in self._collections
                                     if end > last and start < now) * 1000.0
-                    self.gaps.append(Gap(gap, run1 - run0, max(0.0, others1 - others0),
-                                         queued1 - queued0, stolen, blocked, collected,
+                    self.gaps.append(Gap(gap, run1 - run0, max(0.0, others1[0] - others0[0]),
+                                         queued1 - queued0, max(0.0, others1[1] - others0[1]),
+                                         stolen, blocked, collected,
                                          [f for _st, f in samples]))
                 self._collections.clear()
                 self._frames.clear()
