@@ -209,10 +209,10 @@ class Ticker:
             if syscall >= 0:
                 os.close(syscall)
 
-    def _cpu_of_others(self, task_dir: str, fds: dict[int, int], relist: bool):
-        """(CPU time, time queued) so far (ms) of the process's threads other than the loop's and
-        the sampler's (``fds``: their schedstat files by thread id, listed again when
-        ``relist``)."""
+    def _cpu_of_others(self, task_dir: str, fds: dict[int, int], relist: bool) -> dict:
+        """{thread id: (CPU time, time queued) so far (ms)} of the process's threads other than
+        the loop's and the sampler's (``fds``: their schedstat files by thread id, listed again
+        when ``relist``; a thread that ended reads as (0, 0))."""
         if relist:
             skip = (threading.get_native_id(), self._sampler_tid)
             try:
@@ -225,8 +225,7 @@ class Ticker:
                 fd = _open(f"{task_dir}/{tid}/schedstat")
                 if fd >= 0:
                     fds[tid] = fd
-        stats = [_schedstat(fd) for fd in fds.values()]
-        return sum(r for r, _q in stats), sum(q for _r, q in stats)
+        return {tid: _schedstat(fd) for tid, fd in fds.items()}
 
     async def _run(self) -> None:
         task_dir = f"/proc/{os.getpid()}/task"
@@ -242,13 +241,14 @@ class Ticker:
                 await asyncio.sleep(self.period)
                 now = time.perf_counter()
                 run1, queued1 = _schedstat(own)
-                # a thread started during the gap counts from its start: listed again after it
+                # after a gap, listed again: a thread started during it counts from its start
                 others1 = self._cpu_of_others(task_dir, fds, False)
                 steal1 = _steal_ms(stat)
                 gap = (now - last - self.period) * 1000.0
                 if gap > self.max_gap_ms:
                     self.max_gap_ms = gap
                 if gap > self.report_ms:
+                    others1 = self._cpu_of_others(task_dir, fds, True)
                     stolen = max((b - a for a, b in zip(steal0, steal1)), default=0.0)
                     samples = [(st, f) for at, st, f in self._frames if at == last]
                     blocked = any(st not in ("running", "-1") and st.isdigit() and
@@ -256,8 +256,11 @@ class Ticker:
                     collected = sum(min(end, now) - max(start, last)
                                     for start, end in self._collections
                                     if end > last and start < now) * 1000.0
-                    self.gaps.append(Gap(gap, run1 - run0, max(0.0, others1[0] - others0[0]),
-                                         queued1 - queued0, max(0.0, others1[1] - others0[1]),
+                    # per thread: one that ended during the gap reads 0, and is left out
+                    deltas = [(r - others0.get(t, (0.0, 0.0))[0], q - others0.get(t, (0.0, 0.0))[1])
+                              for t, (r, q) in others1.items() if (r, q) != (0.0, 0.0)]
+                    self.gaps.append(Gap(gap, run1 - run0, sum(r for r, _q in deltas),
+                                         queued1 - queued0, sum(q for _r, q in deltas),
                                          stolen, blocked, collected,
                                          [f for _st, f in samples]))
                 self._collections.clear()
