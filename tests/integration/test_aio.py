@@ -280,15 +280,19 @@ def test_flush_and_close_with_records_in_flight_do_not_hold_the_loop(kafka_broke
         p = AsyncProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=20)
         await p.partitions_for(topic)
         delivered = []
+
+        def on_delivery(err, md):
+            delivered.append(err)
+
         for i in range(20):
             for j in range(100):
-                p.produce(topic, b"f%d" % (i * 100 + j), on_delivery=lambda e, md: delivered.append(e))
+                p.produce(topic, b"f%d" % (i * 100 + j), on_delivery=on_delivery)
             await asyncio.sleep(0)
         async with Ticker() as t_flush:
             assert await p.flush(30) == 0
         for i in range(20):
             for j in range(100):
-                p.produce(topic, b"c%d" % (i * 100 + j), on_delivery=lambda e, md: delivered.append(e))
+                p.produce(topic, b"c%d" % (i * 100 + j), on_delivery=on_delivery)
             await asyncio.sleep(0)
         async with Ticker() as t_close:
             await p.close(30)
