@@ -39,6 +39,14 @@ import logging
 from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
+# What a Producer's construction and first connection would otherwise import lazily (the
+# settings' SASL/JAAS/TLS checks, the IDNA codec of a host name's resolution): imported with this
+# module, not on a running loop, where the first AsyncProducer or its I/O thread would hold the
+# loop for the import (tens of milliseconds).
+import encodings.idna  # noqa: F401
+import fastkafka._net.jaas  # noqa: F401
+import fastkafka._net.sasl  # noqa: F401
+import fastkafka._net.tls  # noqa: F401
 from fastkafka._net.cluster import topic_error
 from fastkafka._producer.batch import LoopFuture, LoopSink
 from fastkafka._producer.sendpath import (LoopSender, MustWait, validate_field, validate_headers,
@@ -57,6 +65,9 @@ _Headers = Sequence[tuple[str | bytes, _Bytes | None]] | Mapping[str | bytes, _B
 #: ``on_delivery(err, metadata)``: ``err`` None once delivered, else the record's KafkaError;
 #: ``metadata`` None for a record that failed before it was queued (it has no partition yet).
 _Callback = Callable[[KafkaError | None, RecordMetadata | None], object]
+
+#: The longest the backlog sends calls in a row before letting the loop run its other tasks (s).
+_BACKLOG_TURN_S = 0.001
 
 #: How often ``close()`` looks whether the I/O thread has stopped (seconds; it does not block).
 _STOP_POLL_S = 0.002
@@ -440,10 +451,18 @@ class AsyncProducer(LoopSender):
 
     async def _run_backlog(self) -> None:
         """Send the waiting calls in order, each awaiting metadata or memory up to its deadline."""
+        loop = self._loop
+        turn_ends = loop.time() + _BACKLOG_TURN_S
         try:
             while self._backlog:
                 item = self._backlog[0]
                 try:
+                    if loop.time() >= turn_ends:
+                        # Calls that need no wait (memory freed, or their deadline passed, when
+                        # hundreds waited) go one after the other without an await: the loop's
+                        # other tasks get their turn between slices of this one.
+                        await asyncio.sleep(0)
+                        turn_ends = loop.time() + _BACKLOG_TURN_S
                     await self._send_pending(item)
                 except asyncio.CancelledError:
                     # the loop is shutting down (asyncio.run cancels what is left): nothing waiting
@@ -672,9 +691,27 @@ class AsyncProducer(LoopSender):
         left = await self.flush(self._p._timeout(timeout))
         self._p._check_transaction_flushed(txn, what, timeout, left)
 
+    async def _await_backlog_of_transaction(self, what: str, timeout: float | None) -> None:
+        """Sends still waiting for metadata or memory belong to the open transaction: queued
+        before it is committed or prepared, which refuses records from then on (their futures
+        would fail with IllegalStateError). Past ``timeout``, KafkaTimeoutError, the transaction
+        still open: call ``what`` again to keep waiting."""
+        if not self._backlog:
+            return
+        fut = self._loop.create_future()
+        self._backlog_waiters.append(fut)
+        if not await self._await_until(fut, self._deadline(self._p._timeout(timeout))):
+            raise KafkaTimeoutError(
+                f"{what}: {sum(_records_of(i) for i in self._backlog)} record(s) of the "
+                f"transaction still waiting for metadata or buffer memory after "
+                f"{self._p._timeout(timeout)} s; call {what} again to keep waiting, or "
+                f"abort_transaction()")
+
     async def commit_transaction(self, timeout: float | None = None) -> None:
-        """As :meth:`fastkafka.Producer.commit_transaction`, awaited."""
+        """As :meth:`fastkafka.Producer.commit_transaction`, awaited (sends still waiting for
+        metadata or memory are queued first: they belong to the transaction)."""
         self._check_loop("commit_transaction")
+        await self._await_backlog_of_transaction("commit_transaction()", timeout)
         txn, result = self._p._commit_start()
         if result is None:
             await self._flush_transaction(txn, "commit_transaction()", timeout)
@@ -690,6 +727,7 @@ class AsyncProducer(LoopSender):
     async def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
         """As :meth:`fastkafka.Producer.prepare_transaction`, awaited."""
         self._check_loop("prepare_transaction")
+        await self._await_backlog_of_transaction("prepare_transaction()", timeout)
         txn = self._p._prepare_start()
         await self._flush_transaction(txn, "prepare_transaction()", timeout)
         return self._p._prepare_finish(txn)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from aioloops import LOOPS, Ticker, run
-from faultbroker import no_response, partition_error
+from faultbroker import delay, no_response, partition_error
 from fastkafka.aio import AsyncProducer
 from fastkafka.errors import BufferExhaustedError, ProducerClosedError
 from fastkafka.protocol import ApiKey
@@ -21,9 +21,12 @@ pytestmark = pytest.mark.parametrize("loop_kind", LOOPS)
 FAST = dict(request_timeout_ms=2000, delivery_timeout_ms=15000, retry_backoff_ms=20,
             reconnect_backoff_ms=20, reconnect_backoff_max_ms=200, linger_ms=2)
 
-#: As in tests/integration/test_aio.py: the loop's longest stall allowed while the producer waits
-#: (a blocking wait would stall it for the whole 0.8 s or more).
-MAX_STALL_MS = 100.0
+#: As in tests/integration/test_aio.py: the longest this process may hold the loop in one gap
+#: while the producer waits (a blocking wait would hold it the whole 0.8 s or more); the fault
+#: broker's threads run in this process, and count. aioloops.Ticker leaves out what the OS and
+#: the hypervisor take. Measured, 5 runs under each loop: held at most 5.3 ms (median under
+#: 1 ms), the longest gaps 6-42 ms.
+MAX_STALL_MS = 10.0
 
 INVALID_RECORD = 87          # not retriable: the record fails
 
@@ -49,7 +52,7 @@ def test_buffer_full_send_times_out_without_blocking_the_loop(fb, no_leaks, loop
 
     waited, t = run(loop_kind, main)
     assert 0.7 < waited < 10
-    assert t.ticks > 100 and t.max_gap_ms < MAX_STALL_MS
+    t.assert_held_under(MAX_STALL_MS, min_ticks=100)
 
 
 def test_failed_record_nobody_awaits_is_logged(fb, no_leaks, loop_kind, caplog):
@@ -89,4 +92,29 @@ def test_close_with_unacknowledged_records_resolves_every_future(fb, no_leaks, l
 
     took, t = run(loop_kind, main)
     assert took < 0.5 + 2.0 + 1.0          # timeout, the close grace, headroom
-    assert t.max_gap_ms < MAX_STALL_MS
+    t.assert_held_under(MAX_STALL_MS)
+
+
+def test_first_send_to_a_slow_then_absent_broker_does_not_hold_the_loop(fb, no_leaks, loop_kind):
+    """The first send while the broker answers metadata late (0.3 s), then while it is gone for a
+    moment (connections refused, reconnects backing off): the loop runs all along."""
+    fb.create_topic("t", 1)
+    fb.script.on(ApiKey.METADATA, delay(0.3), times=1)
+
+    async def main():
+        async with Ticker() as t:
+            async with AsyncProducer(bootstrap_servers=fb.bootstrap, **FAST) as p:
+                start = time.monotonic()
+                md = await p.send("t", b"slow")
+                slow = time.monotonic() - start
+                fb.set_down()
+                late = p.send("t2", b"late")           # a topic whose metadata it has not got
+                await asyncio.sleep(0.3)
+                fb.create_topic("t2", 1)
+                fb.set_up()
+                md_late = await late
+        return t, md, md_late, slow
+
+    t, md, md_late, slow = run(loop_kind, main)
+    assert slow >= 0.3 and (md.offset, md_late.offset) == (0, 0)
+    t.assert_held_under(MAX_STALL_MS, min_ticks=200)

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 
 import pytest
 
@@ -17,13 +22,22 @@ from fastkafka.aio import AsyncProducer
 from fastkafka.errors import (IllegalStateError, InvalidRecordError, KafkaTimeoutError,
                               ProducerClosedError, UnknownPartitionError)
 
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 pytestmark = pytest.mark.parametrize("loop_kind", LOOPS)
 
-#: The longest the loop may go without running another task while the producer waits (ms). What
-#: it guards against: a wait done by blocking would stall the loop for the whole wait (the waits
-#: here last 0.8 s or more). Measured on a quiet 2-core machine: 1-7 ms; the bound leaves room
-#: for the test suite's other processes (Spark, brokers) sharing the two cores.
-MAX_STALL_MS = 100.0
+#: The longest this process may hold the loop in one gap while the producer works or waits (ms):
+#: the first send's metadata wait (the producer constructed on the loop), a wait for buffer
+#: memory, flush(), close() with records in flight, a transaction's commit. What it guards
+#: against: a wait done by blocking (the waits here last up to a second), Python work of the
+#: producer's on the loop (the first AsyncProducer used to import the SASL, JAAS and TLS modules
+#: there: 60-130 ms), the I/O thread holding the GIL. aioloops.Ticker tells the process's holds
+#: from the machine's: on this 2-core virtual machine, shared with the broker's JVM, the loop
+#: also goes 20-120 ms without running while the OS runs other processes or the hypervisor takes
+#: the CPU, nothing of this process running meanwhile; those gaps are reported, not counted.
+#: Measured, 5 runs of this module under each loop on that machine: held at most 5 ms (median
+#: under 2 ms) while the longest gaps, the machine's, were 8-66 ms.
+MAX_STALL_MS = 10.0
 
 
 def _closed_port() -> int:
@@ -32,6 +46,33 @@ def _closed_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def test_ticker_counts_what_holds_the_loop(loop_kind):
+    """The measure the loop-hold tests rely on: a loop blocked in a sleep, held by a lock, or
+    busy in Python code is counted as held (the machine's own gaps are not: see Ticker)."""
+    async def main():
+        held = []
+        for hold in ("sleep", "lock", "busy"):
+            async with Ticker() as t:
+                await asyncio.sleep(0.01)
+                if hold == "sleep":
+                    time.sleep(0.06)
+                elif hold == "lock":
+                    lock = threading.Lock()
+                    lock.acquire()
+                    threading.Timer(0.06, lock.release).start()
+                    lock.acquire()
+                else:
+                    end = time.perf_counter() + 0.06
+                    while time.perf_counter() < end:
+                        pass
+                await asyncio.sleep(0.01)
+            held.append((hold, t.max_held_ms, t.gaps))
+        return held
+
+    for hold, ms, gaps in run(loop_kind, main):
+        assert ms >= MAX_STALL_MS, (hold, gaps)
 
 
 def test_gathered_sends_are_read_back_exactly(kafka_broker, loop_kind):
@@ -112,11 +153,11 @@ def test_send_batch_that_runs_out_of_memory_part_way_waits_and_finishes(kafka_br
             await p.send(topic, b"first")
             async with Ticker() as t:
                 n = await p.send_batch(topic, values)
-            return n, t.max_gap_ms
+            return n, t
 
-    n, gap = run(loop_kind, main)
+    n, t = run(loop_kind, main)
     assert n == 3000
-    assert gap < MAX_STALL_MS
+    t.assert_held_under(MAX_STALL_MS)
     got = read_back_flat(kafka_broker.bootstrap, topic, 1, 3001)
     assert [m.value for m in got] == [b"first"] + values
 
@@ -158,8 +199,7 @@ def test_loop_keeps_running_while_metadata_is_awaited(loop_kind):
             return t
 
     t = run(loop_kind, main)
-    assert t.ticks > 100          # it ran all along (1 ms period, 1 s wait)
-    assert t.max_gap_ms < MAX_STALL_MS
+    t.assert_held_under(MAX_STALL_MS, min_ticks=100)    # it ran all along (1 ms period, 1 s wait)
 
 
 def test_loop_keeps_running_while_buffer_memory_is_awaited(kafka_broker, loop_kind):
@@ -171,19 +211,98 @@ def test_loop_keeps_running_while_buffer_memory_is_awaited(kafka_broker, loop_ki
                                  batch_size=16 * 1024, linger_ms=1) as p:
             await p.send(topic, b"warm")
             most_waiting = 0
-            futs = []
+            chunks = []
             async with Ticker() as t:
+                # gathered by 50 (asyncio.gather of all 3,000 futures would itself hold the loop
+                # 5 ms, twice: once to register its callbacks, once to collect their results)
                 for _ in range(60):
-                    futs += [p.send(topic, b"v" * 1000) for _ in range(50)]
+                    chunks.append(asyncio.gather(*[p.send(topic, b"v" * 1000) for _ in range(50)]))
                     most_waiting = max(most_waiting, p.metrics()["aio_backlog"])
                     await asyncio.sleep(0)
-                await asyncio.gather(*futs)
-            return t.max_gap_ms, most_waiting
+                for chunk in chunks:
+                    await chunk
+            return t, most_waiting
 
-    gap, most_waiting = run(loop_kind, main)
+    t, most_waiting = run(loop_kind, main)
     assert most_waiting > 0       # sends did wait for memory (3 MB through 64 KiB)
-    assert gap < MAX_STALL_MS
+    t.assert_held_under(MAX_STALL_MS)
     assert len(read_back_flat(kafka_broker.bootstrap, topic, 1, 3001)) == 3001
+
+
+def test_first_sends_do_not_hold_the_loop(kafka_broker, loop_kind):
+    """The producer made on the running loop, its first send to a topic the broker creates on
+    the way, then to one that exists but whose metadata the producer has not asked for yet: the
+    connection, the metadata waits, the first batches."""
+    created = unique_name("aio-first")
+    kafka_broker.create_topic(created, 3)
+    auto = unique_name("aio-auto")
+
+    async def main():
+        async with Ticker() as t:
+            async with AsyncProducer(bootstrap_servers=kafka_broker.bootstrap) as p:
+                md_auto = await p.send(auto, b"a")
+                md = await p.send(created, b"c", key=b"k")
+        return t, md_auto, md
+
+    t, md_auto, md = run(loop_kind, main)
+    t.assert_held_under(MAX_STALL_MS)
+    assert (md_auto.topic, md_auto.offset, md.topic, md.offset) == (auto, 0, created, 0)
+
+
+def test_first_producer_imports_nothing_on_the_loop(kafka_broker, loop_kind):
+    """A fresh interpreter: constructing the first AsyncProducer on the loop, its first send and
+    its close import no module (an import there held the loop 60-130 ms)."""
+    code = textwrap.dedent(f"""
+        import asyncio, sys
+        sys.path.insert(0, {TESTS!r})
+        from aioloops import run
+        from fastkafka.aio import AsyncProducer
+
+        async def main():
+            before = set(sys.modules)
+            async with AsyncProducer(bootstrap_servers={kafka_broker.bootstrap!r}) as p:
+                await p.send({unique_name("aio-imports")!r}, b"x")
+            print(sorted(set(sys.modules) - before))
+
+        run({loop_kind!r}, main)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(TESTS))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_flush_and_close_with_records_in_flight_do_not_hold_the_loop(kafka_broker, loop_kind):
+    topic = unique_name("aio-close")
+    kafka_broker.create_topic(topic, 2)
+
+    async def main():
+        p = AsyncProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=20)
+        await p.partitions_for(topic)
+        delivered = []
+
+        def on_delivery(err, md):
+            delivered.append(err)
+
+        for i in range(20):
+            for j in range(100):
+                p.produce(topic, b"f%d" % (i * 100 + j), on_delivery=on_delivery)
+            await asyncio.sleep(0)
+        async with Ticker() as t_flush:
+            assert await p.flush(30) == 0
+        for i in range(20):
+            for j in range(100):
+                p.produce(topic, b"c%d" % (i * 100 + j), on_delivery=on_delivery)
+            await asyncio.sleep(0)
+        async with Ticker() as t_close:
+            await p.close(30)
+        return t_flush, t_close, delivered
+
+    t_flush, t_close, delivered = run(loop_kind, main)
+    t_flush.assert_held_under(MAX_STALL_MS)
+    t_close.assert_held_under(MAX_STALL_MS)
+    assert delivered == [None] * 4000
+    assert sum(len(v) for v in read_back(kafka_broker.bootstrap, topic, 2, 4000).values()) == 4000
 
 
 def test_cancelling_the_awaiting_task_does_not_unsend_the_record(kafka_broker, loop_kind):
@@ -284,16 +403,22 @@ def test_transactions_as_coroutines_read_committed(kafka_broker, loop_kind):
     async def main():
         async with AsyncProducer(bootstrap_servers=kafka_broker.bootstrap,
                                  transactional_id=unique_name("aio-tid")) as p:
-            await p.init_transactions()
+            async with Ticker() as t_init:
+                await p.init_transactions()
             p.begin_transaction()
-            await asyncio.gather(*(p.send(topic, b"committed-%d" % i) for i in range(50)))
-            await p.commit_transaction()
+            futs = [p.send(topic, b"committed-%d" % i) for i in range(50)]
+            async with Ticker() as t_commit:     # flushes the 50 records, then commits
+                await p.commit_transaction()
+            assert all(f.done() and f.exception() is None for f in futs)
             p.begin_transaction()
             p.produce(topic, b"aborted")
             await p.send_batch(topic, [b"aborted"] * 10)
             await p.abort_transaction()
             assert p.transaction_state == "READY"
+        return t_init, t_commit
 
-    run(loop_kind, main)
+    t_init, t_commit = run(loop_kind, main)
+    t_init.assert_held_under(MAX_STALL_MS)
+    t_commit.assert_held_under(MAX_STALL_MS)
     values = read_all(kafka_broker.bootstrap, topic, 2, isolation_level="read_committed")
     assert sorted(values) == sorted(b"committed-%d" % i for i in range(50))
