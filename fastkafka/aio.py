@@ -740,6 +740,8 @@ class AsyncProducer(LoopSender):
     def metrics(self) -> dict:
         """:meth:`fastkafka.Producer.metrics`, plus the loop's side: ``aio_loop_wakeups`` (times
         the I/O thread woke the loop), ``aio_records_completed`` (record outcomes handed to it),
+        ``aio_drain_slices`` (drains that left the rest of their records to the loop's next turn,
+        after 2 ms),
         ``aio_backlog`` (calls waiting for metadata or memory) and ``aio_unawaited_failures``."""
         m = self._p.metrics()
         sink = self._sink
@@ -747,6 +749,7 @@ class AsyncProducer(LoopSender):
         m.update({
             "aio_loop_wakeups": sink.wakeups if sink is not None else 0,
             "aio_records_completed": sink.records if sink is not None else 0,
+            "aio_drain_slices": sink.slices if sink is not None else 0,
             "aio_records_pending": sink.pending if sink is not None else 0,
             "aio_backlog": len(self._backlog),
             "aio_unawaited_failures": sink.unawaited_failures if sink is not None else 0,

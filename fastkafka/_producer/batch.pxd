@@ -235,6 +235,8 @@ cdef class LoopSink:
     cdef bint _dead                    # the loop is closed: outcomes are logged here instead
     cdef object _loop
     cdef object _call_soon_threadsafe
+    cdef object _call_soon             # the loop's call_soon (a drain's rest), or None
+    cdef readonly int64_t slices       # drains that left their rest to the loop's next turn
     cdef object _is_closed
     cdef object _drain
     cdef public object on_drain        # callable() run on the loop after each drain, or None
@@ -246,4 +248,5 @@ cdef class LoopSink:
 
     cdef void push_c(self, object item) noexcept
     cdef void batch_end_c(self) noexcept
+    cdef void _drain_items(self, bint sliced) except *
     cdef void _orphans(self) noexcept

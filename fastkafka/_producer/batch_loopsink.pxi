@@ -2,6 +2,7 @@
 # how fastkafka.aio's completions reach an event loop, one call_soon_threadsafe per drain.
 
 from cpython.contextvars cimport PyContext_CopyCurrent, PyContext_Enter, PyContext_Exit
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from asyncio import CancelledError as _CancelledError, InvalidStateError as _InvalidStateError
 from asyncio import current_task as _current_task
@@ -13,6 +14,16 @@ cdef enum:
     _CANCELLED = 3
 
 cdef tuple _STATE_NAMES = ("pending", "finished", "finished", "cancelled")
+
+# The longest one drain of a LoopSink runs on the loop before it leaves the rest to the loop's
+# next turn (ns): what a batch of completions (and the tasks they wake) may hold the loop.
+cdef int64_t DRAIN_SLICE_NS = 2_000_000
+
+
+cdef inline int64_t _mono_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,8 +251,9 @@ cdef class LoopSink:
         self._items = []
         self._loop = loop
         self._call_soon_threadsafe = loop.call_soon_threadsafe
+        self._call_soon = getattr(loop, "call_soon", None)    # (an event loop's: slices)
         self._is_closed = loop.is_closed
-        self._drain = self.drain
+        self._drain = self._drain_slice
 
     # Any thread, with the GIL (the I/O thread's completions, the loop's own calls).
     cdef void push_c(self, object item) noexcept:
@@ -311,16 +323,30 @@ cdef class LoopSink:
 
     def drain(self):
         """drain(): on the loop, resolve everything handed over since the last drain."""
+        self._drain_items(False)
+
+    def _drain_slice(self):
+        """The drain the I/O thread schedules on the loop: at most DRAIN_SLICE_NS of it per loop
+        turn (with its futures' done-callbacks, the awaiting tasks' steps), the rest at the
+        loop's next turn, so that other tasks and timers are not held back by a large batch."""
+        self._drain_items(self._call_soon is not None)
+
+    cdef void _drain_items(self, bint sliced) except *:
         cdef list items
         cdef FutureRecordMetadata f
         cdef ProducerBatch b
         cdef LoopFuture lf
         cdef int32_t i
         cdef bint now
+        cdef Py_ssize_t k = 0, n
+        cdef int64_t until = 0
         cdef object last_err = None, last_tb = None
         self._scheduled = False
         items = self._items
         self._items = []
+        n = len(items)
+        if sliced:
+            until = _mono_ns() + DRAIN_SLICE_NS
         # A send() future's done-callbacks run here, in the drain, when it runs as the loop's
         # own callback; in a task (close() drains what the stopped I/O thread left), a task's
         # wake-up cannot run inside another's step: they go through call_soon.
@@ -328,7 +354,23 @@ cdef class LoopSink:
             now = _current_task(self._loop) is None
         except BaseException:
             now = False
-        for item in items:
+        while k < n:
+            item = items[k]
+            k += 1
+            if sliced and (k & 15) == 0 and k < n and _mono_ns() > until:
+                # the rest at the loop's next turn, before what was handed over since
+                self._items = items[k - 1:] + self._items
+                self._scheduled = True
+                self.slices += 1
+                try:
+                    self._call_soon(self._drain)
+                except BaseException:       # the loop is closing: drained here after all
+                    self._scheduled = False
+                    items, self._items = self._items, []
+                    n, k = len(items), 0
+                    sliced = False
+                    continue
+                return          # (on_drain after the last slice: flush() then finds all done)
             if type(item) is not FutureRecordMetadata:
                 self.calls += 1
                 fn, arg = <tuple>item
