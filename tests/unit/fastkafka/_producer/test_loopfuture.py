@@ -16,6 +16,7 @@ import contextvars
 import gc
 import logging
 import threading
+import time
 
 import pytest
 
@@ -774,3 +775,61 @@ def test_after_the_loop_closed_outcomes_are_logged_and_futures_stay_pending(kind
     assert not any("never retrieved" in m for m in msgs), msgs
     assert len(msgs) == 2, msgs
     assert sink.unawaited_failures == 2 and sink.records == 0
+
+
+def test_a_long_drain_leaves_its_rest_to_the_loops_next_turn(kind):
+    """A drain whose callbacks take more than its slice (2 ms) stops there and lets the loop run
+    what is ready (here a callback scheduled by the first done-callback) before the rest; every
+    future is still resolved once, in order, and ``slices`` counts the interruptions."""
+    async def body():
+        loop = asyncio.get_running_loop()
+        sink, acc = LoopSink(loop), _acc()
+        futs, _, batches = _sends(loop, sink, acc, 60, partition=3)
+        order = []
+
+        def slow(fut, i):
+            order.append(i)
+            if i == 0:
+                loop.call_soon(order.append, "other")
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.0005:     # 0.5 ms of work per callback
+                pass
+
+        for i, f in enumerate(futs):
+            f.add_done_callback(lambda fut, i=i: slow(fut, i))
+        for b in batches:
+            b.complete(0, -1, None)
+        await asyncio.wait_for(asyncio.gather(*futs), TIMEOUT)
+        await _until(lambda: len(order) == 61)
+        records = [x for x in order if x != "other"]
+        assert records == list(range(60))
+        # the loop ran the other callback before the drain was over
+        assert 0 < order.index("other") < 60, order
+        assert sink.slices >= 1 and sink.records == 60
+
+    run(kind, body, TIMEOUT)
+
+
+def test_drain_called_directly_is_not_sliced(kind):
+    """``drain()`` called by the code that needs every outcome now (close(), the confluent-kafka
+    layer's poll()) resolves everything in one go, however long it takes."""
+    async def body():
+        loop = asyncio.get_running_loop()
+        sink, acc = LoopSink(loop), _acc()
+        futs, _, batches = _sends(loop, sink, acc, 30, partition=4)
+        ran = []
+
+        def slow(fut):
+            ran.append(fut)
+            time.sleep(0.0005)
+
+        for f in futs:
+            f.add_done_callback(slow)
+        for b in batches:
+            b.complete(0, -1, None)
+        sink.drain()            # in a task: the callbacks go through call_soon, all of them
+        assert all(f.done() for f in futs) and sink.slices == 0
+        await _until(lambda: len(ran) == 30)
+        assert len(ran) == 30
+
+    run(kind, body, TIMEOUT)
