@@ -17,11 +17,15 @@ same compiled send path and I/O thread. What differs:
   (a record that waits holds back the ones sent after it).
 - **Outcomes reach the loop in batches.** The I/O thread hands completed records to the loop with
   one ``call_soon_threadsafe`` per drain, however many completed; the loop resolves the futures
-  and runs ``on_delivery`` callbacks (so callbacks run on the loop, not on the I/O thread).
+  and runs ``on_delivery`` callbacks (so callbacks run on the loop, not on the I/O thread), at
+  most 2 ms of them per loop turn.
   ``metrics()["aio_loop_wakeups"]`` counts those wake-ups.
-- ``send()`` queues the record when it is called and returns an :class:`asyncio.Future`:
-  cancelling a task that awaits it does not un-send the record, whose failure, if it fails, is
-  logged (WARNING, logger ``fastkafka``) since nobody awaits it.
+- ``send()`` queues the record when it is called and returns a future of the producer's own
+  (:class:`~fastkafka._producer.batch.LoopFuture`: :class:`asyncio.Future`'s methods,
+  ``asyncio.isfuture()`` true, not an instance of it), whose done-callbacks, an awaiting task's
+  wake-up among them, run in that drain rather than one ``call_soon`` each. Cancelling a task
+  that awaits it does not un-send the record, whose failure, if it fails, is logged (WARNING,
+  logger ``fastkafka``) since nobody awaits it.
 
 One producer belongs to one event loop (the loop it is first used on): using it from another loop
 or another thread raises :class:`~fastkafka.errors.IllegalStateError`; use
