@@ -52,6 +52,12 @@ import fastkafka._net.jaas  # noqa: F401
 import fastkafka._net.sasl  # noqa: F401
 import fastkafka._net.tls  # noqa: F401
 from fastkafka._net.cluster import topic_error
+from fastkafka._producer.aio_pending import Pending as _Pending
+from fastkafka._producer.aio_pending import batch_done as _batch_done
+from fastkafka._producer.aio_pending import batch_failed_part as _batch_failed_part
+from fastkafka._producer.aio_pending import records_of as _records_of
+from fastkafka._producer.aio_pending import resolve as _resolve
+from fastkafka._producer.aio_pending import size_of as _size_of
 from fastkafka._producer.batch import LoopFuture, LoopSink
 from fastkafka._producer.sendpath import (LoopSender, MustWait, validate_field, validate_headers,
                                           validate_timestamp)
@@ -111,23 +117,6 @@ class _LoopProducer(Producer):
         version = md.request_update()
         self._sender.wakeup()
         raise _MustWait(version)
-
-
-def _resolve(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-class _Pending:
-    """A call that waits its turn in the backlog (metadata or memory), and its deadline."""
-
-    __slots__ = ("kind", "args", "waiter", "deadline", "batch", "bfuture", "appended", "seen")
-
-    def __init__(self, kind: str, args: tuple, waiter, deadline: float):
-        self.kind, self.args, self.waiter, self.deadline = kind, args, waiter, deadline
-        self.batch = self.bfuture = None
-        self.appended = 0
-        self.seen = -1
 
 
 class AsyncProducer(LoopSender):
@@ -766,55 +755,3 @@ class AsyncProducer(LoopSender):
         """:meth:`fastkafka.Producer.java_metrics`: the Java producer's metrics, with its names
         (docs/observability.md). Does not wait: no ``await``."""
         return self._p.java_metrics()
-
-
-def _batch_done(arg) -> None:
-    bf, fut = arg
-    if fut.done():
-        if bf.first_error is not None:
-            log.warning("send_batch: %d record(s) failed and nobody awaits them: %r", bf.failed,
-                        bf.first_error)
-        return
-    if bf.first_error is not None:
-        fut.set_exception(bf.first_error)
-    else:
-        fut.set_result(bf.delivered)
-
-
-def _batch_failed_part(arg) -> None:
-    """A send_batch whose first records were queued and the rest could not be: its error, once
-    the queued ones are done."""
-    bf, fut, exc = arg
-    if not fut.done():
-        fut.set_exception(exc)
-    else:
-        log.warning("send_batch failed part-way and nobody awaits it: %r (%d delivered)", exc,
-                    bf.delivered)
-
-
-def _records_of(item: _Pending) -> int:
-    """Records of a waiting call not queued yet (a send_batch not yet checked: its values' length
-    when they have one)."""
-    if item.kind != "batch":
-        return 1
-    if item.batch is not None:
-        return item.batch.n_records - item.appended
-    try:
-        return len(item.args[1])
-    except TypeError:
-        return 0
-
-
-def _size_of(item: _Pending) -> int:
-    """Bytes a waiting single record needs in a new batch (an upper bound, for the memory
-    listener); the batch size for a send_batch."""
-    if item.kind == "batch":
-        return 0
-    _topic, value, key = item.args[:3]
-    n = 256
-    for x in (value, key):
-        try:
-            n += len(x) if x is not None else 0
-        except TypeError:
-            pass
-    return n

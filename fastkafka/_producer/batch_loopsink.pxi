@@ -20,6 +20,7 @@ cdef tuple _STATE_NAMES = ("pending", "finished", "finished", "cancelled")
 cdef int64_t DRAIN_SLICE_NS = 2_000_000
 
 
+# thread: any · lock: none · gil: any
 cdef inline int64_t _mono_ns() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
