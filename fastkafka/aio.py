@@ -496,7 +496,9 @@ class AsyncProducer(LoopSender):
         p = self._p
         md = p._metadata
         while True:
-            if self._closing or p._closed:
+            # (not self._closing: close() delivers what waits here too, up to its timeout; what
+            # is still waiting once the I/O thread has stopped fails then, _fail_backlog)
+            if p._closed:
                 raise p._closed_error()
             if item.seen >= 0:
                 version = item.seen
@@ -599,7 +601,22 @@ class AsyncProducer(LoopSender):
             await self.flush(timeout)
             await self._stop(timeout, deadline)
         finally:
+            self._fail_backlog(p._closed_error())
             self._loop.remove_reader(self._poke_fd)
+
+    def _fail_backlog(self, exc: BaseException) -> None:
+        """close() past its deadline: the calls still waiting for metadata or memory fail with
+        ``exc`` now (close() resolves every future before it returns), their task stopped."""
+        if not self._backlog:
+            return
+        while self._backlog:
+            self._end_pending(self._backlog.popleft(), exc)
+        task = self._backlog_task
+        if task is not None and not task.done():
+            task.cancel()
+        waiters, self._backlog_waiters = self._backlog_waiters, []
+        for w in waiters:
+            _resolve(w)
 
     async def _stop(self, timeout: float | None, deadline: float | None) -> None:
         p = self._p

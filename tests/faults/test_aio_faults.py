@@ -118,3 +118,46 @@ def test_first_send_to_a_slow_then_absent_broker_does_not_hold_the_loop(fb, no_l
     t, md, md_late, slow = run(loop_kind, main)
     assert slow >= 0.3 and (md.offset, md_late.offset) == (0, 0)
     t.assert_held_under(MAX_STALL_MS, min_ticks=200)
+
+
+def test_close_delivers_a_record_still_waiting_for_its_topics_metadata(fb, no_leaks, loop_kind):
+    """A record sent just before the producer closes, while its topic's metadata is answered late
+    (0.4 s, twice: the wait takes more than one round), is delivered by close(), not failed: close()
+    delivers what is queued, including what waits for metadata."""
+    fb.create_topic("t", 1)
+
+    async def main():
+        async with AsyncProducer(bootstrap_servers=fb.bootstrap, **FAST) as p:
+            await p.send("t", b"first")              # connected, producer id known
+            fb.script.on(ApiKey.METADATA, delay(0.4), times=2)
+            fut = p.send("new", b"kept")             # a topic it has no metadata for
+            got = []
+            p.produce("new", b"kept too", on_delivery=lambda err, md: got.append((err, md)))
+        # (the async with's close() has returned; the broker creates the topic when asked)
+        return fut.result(), got
+
+    md, got = run(loop_kind, main)
+    assert (md.topic, md.offset) == ("new", 0)
+    assert len(got) == 1 and got[0][0] is None and got[0][1].offset == 1
+    assert sum(b.record_count for b in fb.batches("new", 0)) == 2
+
+
+def test_close_past_its_timeout_fails_what_still_waits_for_metadata(fb, no_leaks, loop_kind):
+    """close(timeout) while a record's topic has no metadata (every answer held 10 s) resolves its
+    future before it returns: ProducerClosedError, not a wait for max_block_ms."""
+    fb.create_topic("t", 1)
+
+    async def main():
+        p = AsyncProducer(bootstrap_servers=fb.bootstrap, max_block_ms=30000, **FAST)
+        await p.send("t", b"first")
+        fb.script.on(ApiKey.METADATA, delay(10), times=100)
+        fut = p.send("held", b"v")
+        start = time.monotonic()
+        await p.close(0.3)
+        took = time.monotonic() - start
+        return fut, took
+
+    fut, took = run(loop_kind, main)
+    assert fut.done() and took < 5
+    with pytest.raises(ProducerClosedError):
+        fut.result()
