@@ -178,7 +178,9 @@ def test_gather_of_1000_records_over_several_batches(kind):
         assert len(results) == 1000
         assert [md.offset for md in results] == list(range(1000))
         assert all(md.topic == "t" and md.partition == 0 for md in results)
-        assert sink.records == 1000 and sink.wakeups <= len(batches)
+        # woken per drain, not per record: a batch's records are handed over one by one, and the
+        # loop may drain between two of them when the GIL changes hands, so not one per batch
+        assert sink.records == 1000 and sink.wakeups <= 100, sink.wakeups
 
     run(kind, body, TIMEOUT)
 
