@@ -223,7 +223,7 @@ cdef class LoopFuture:
     cdef public bint _asyncio_future_blocking
     cdef bint _retrieved               # the error was looked at (else logged when dropped)
 
-    cdef int _settle(self, int state, object value) except -1
+    cdef int _settle(self, int state, object value, object tb) except -1
     cdef void _run_callbacks(self, bint now) noexcept
     cdef void _call(self, object cb, object ctx, bint now) noexcept
 

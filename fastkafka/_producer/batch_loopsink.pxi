@@ -53,11 +53,12 @@ cdef class LoopFuture:
         self._loop = loop
 
     # -- completion (the drain, or the asyncio methods below) ----------------------------------
-    cdef int _settle(self, int state, object value) except -1:
+    cdef int _settle(self, int state, object value, object tb) except -1:
+        """Its outcome: ``value`` (a result, an error, cancel()'s message); ``tb`` the error's
+        traceback as it failed, raised with it each time (a batch's records share one error)."""
         self._state = state
         self._value = value
-        if state == _FAILED:
-            self._tb = value.__traceback__
+        self._tb = tb
         return 0
 
     cdef void _run_callbacks(self, bint now) noexcept:
@@ -175,14 +176,14 @@ cdef class LoopFuture:
         if it fails, is logged, since nobody awaits it)."""
         if self._state != _PENDING:
             return False
-        self._settle(_CANCELLED, msg)
+        self._settle(_CANCELLED, msg, None)
         self._run_callbacks(False)
         return True
 
     def set_result(self, result):
         if self._state != _PENDING:
             raise _InvalidStateError(f"invalid state: {_STATE_NAMES[self._state]}")
-        self._settle(_FINISHED, result)
+        self._settle(_FINISHED, result, None)
         self._run_callbacks(False)
 
     def set_exception(self, exception):
@@ -193,7 +194,7 @@ cdef class LoopFuture:
         if isinstance(exception, StopIteration):
             raise TypeError("StopIteration interacts badly with generators and cannot be raised "
                             "into a Future")
-        self._settle(_FAILED, exception)
+        self._settle(_FAILED, exception, exception.__traceback__)
         self._run_callbacks(False)
 
     def __await__(self):
@@ -396,17 +397,14 @@ cdef class LoopSink:
                         _log.warning("record to %s[%d] failed and nobody awaits it: %r",
                                      b.topic, b.partition, err)
                 elif err is None:
-                    lf._state = _FINISHED
-                    lf._value = f._metadata()
+                    lf._settle(_FINISHED, f._metadata(), None)
                     lf._run_callbacks(now)
                 else:                           # (nobody looks at it: logged when dropped)
                     # The records of a batch share its error: each future keeps the traceback
                     # it had when the batch failed, not what an earlier await added to it.
                     if err is not last_err:
                         last_err, last_tb = err, err.__traceback__
-                    lf._state = _FAILED
-                    lf._value = err
-                    lf._tb = last_tb
+                    lf._settle(_FAILED, err, last_tb)
                     lf._run_callbacks(now)
                 continue
             if w is None or not callable(w):
